@@ -1,0 +1,84 @@
+"""``AudioSink``: one context's audio path, codec PCM -> resample -> encode -> container bytes.
+
+One sink per request (HTTP) or per WebSocket context; it owns a ``StreamingResampler`` and a
+``ContainerWriter`` and is not shared. Usage::
+
+    sink = AudioSink(OutputFormat.parse("raw", "pcm_s16le", 16000))
+    for pcm in codec_chunks:            # pcm  # [T] float32 @ 22050 Hz
+        data = sink.push(pcm)           # bytes at 16 kHz, whole samples (may be b"")
+        if data: send(data)
+    send(sink.finish())                 # resampler tail + container tail (mp3 flush, wav pad)
+
+For raw and wav every returned piece holds whole samples, so each can be sent as its own
+base64 ``chunk`` event. Pieces are CPU work (soxr, LAME): run them in a thread from async code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from api.audio.containers import ContainerWriter, make_writer
+from api.audio.formats import OutputFormat
+from api.audio.resampling import CODEC_SAMPLE_RATE_HZ, StreamingResampler
+
+__all__ = ["AudioSink"]
+
+
+class AudioSink:
+    """Resample -> encode -> container for one context.
+
+    num_input_samples: the total number of input (codec-rate) samples, when known before the
+    first push; only WAV uses it, to write exact RIFF sizes (otherwise the 0xFFFFFFFF streaming
+    convention). Exact sizes are derived as ``round(N * out / in)``, the resampler's output length;
+    if the pushed audio turns out longer it is cut there, if shorter it is padded with silence.
+    """
+
+    def __init__(
+        self,
+        fmt: OutputFormat,
+        in_rate_hz: int = CODEC_SAMPLE_RATE_HZ,
+        num_input_samples: int | None = None,
+    ) -> None:
+        self.format = fmt
+        self._resampler = StreamingResampler(fmt.sample_rate_hz, in_rate_hz=in_rate_hz)
+        num_out = None
+        if num_input_samples is not None:
+            num_out = round(num_input_samples * fmt.sample_rate_hz / in_rate_hz)
+        self._writer: ContainerWriter = make_writer(fmt, num_out)
+        self._declared_out = num_out  # output samples promised by a WAV header, if any
+        self._written_out = 0
+        self._finished = False
+
+    @property
+    def samples_in(self) -> int:
+        """Input samples pushed so far (codec rate); ``samples_in / in_rate_hz`` is seconds."""
+        return self._resampler.samples_in
+
+    @property
+    def samples_out(self) -> int:
+        """Output-rate samples produced so far."""
+        return self._resampler.samples_out
+
+    def push(self, pcm: np.ndarray) -> bytes:
+        """``pcm  # [T] float32 @ in_rate_hz`` -> encoded bytes ready now (possibly b"")."""
+        if self._finished:
+            raise RuntimeError("audio sink is finished; create a new one per context")
+        return self._write(self._resampler.process(pcm))
+
+    def finish(self) -> bytes:
+        """Everything still held back; the sink is closed afterwards."""
+        if self._finished:
+            raise RuntimeError("audio sink is already finished")
+        self._finished = True
+        body = self._write(self._resampler.flush())
+        if self._declared_out is not None and self._written_out < self._declared_out:
+            # Fewer samples than announced (the caller's count was off): pad with silence so the
+            # header stays true.
+            body += self._write(np.zeros(self._declared_out - self._written_out, np.float32))
+        return body + self._writer.finish()
+
+    def _write(self, out: np.ndarray) -> bytes:
+        if self._declared_out is not None:
+            out = out[: max(self._declared_out - self._written_out, 0)]  # never past the header
+        self._written_out += len(out)
+        return self._writer.write(out)
