@@ -1,0 +1,78 @@
+"""Bounded in-process LRU of speaker prompts, so a hot voice is not fetched per request.
+
+Each entry remembers the backend's *generation* token of the record it came from (a random token
+written by ``put``) and when it was last validated. The store decides whether a hit needs a cheap
+generation check; this module only keeps the entries and the counters.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Optional
+
+from voices.models import VoicePrompt
+
+
+@dataclass(slots=True)
+class CacheEntry:
+    prompt: VoicePrompt
+    generation: str
+    validated_at: float  # time.monotonic() of the last successful generation check (or fetch)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheInfo:
+    size: int
+    max_size: int
+    hits: int
+    misses: int
+
+
+class PromptCache:
+    """LRU of at most ``max_size`` prompts (an [8, 1024] float32 prefix is 32 KiB, so 256 entries
+    hold ~8 MiB). ``max_size=0`` disables caching. Not thread-safe: used from one event loop."""
+
+    def __init__(self, max_size: int) -> None:
+        if max_size < 0:
+            raise ValueError(f"prompt cache size must be >= 0, got {max_size}")
+        self.max_size = max_size
+        self._entries: OrderedDict[str, CacheEntry] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, voice_id: str) -> bool:
+        return voice_id in self._entries
+
+    def get(self, voice_id: str) -> Optional[CacheEntry]:
+        entry = self._entries.get(voice_id)
+        if entry is None:
+            self.misses += 1
+            return None
+        self._entries.move_to_end(voice_id)
+        self.hits += 1
+        return entry
+
+    def put(self, voice_id: str, entry: CacheEntry) -> None:
+        if self.max_size == 0:
+            return
+        self._entries[voice_id] = entry
+        self._entries.move_to_end(voice_id)
+        while len(self._entries) > self.max_size:
+            self._entries.popitem(last=False)
+
+    def evict(self, voice_id: str) -> None:
+        self._entries.pop(voice_id, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def keys(self) -> list[str]:
+        """Cached ids, least recently used first."""
+        return list(self._entries)
+
+    def info(self) -> CacheInfo:
+        return CacheInfo(size=len(self._entries), max_size=self.max_size, hits=self.hits, misses=self.misses)

@@ -1,0 +1,257 @@
+"""``RedisVoiceStore``: voices in Redis, shared by every gateway replica.
+
+Layout (all keys share the hash tag ``{<namespace>}``, so they sit in one Redis Cluster slot and
+the Lua scripts below may touch them together):
+
+    {ns}:order     ZSET, every score 0, member "<created_at UTC, 27 chars> <id>" (lex order
+                   = (created_at, id), the store's total order)
+    {ns}:member    HASH id -> its member in {ns}:order
+    {ns}:meta      HASH id -> msgpack Voice (small; read by get and list)
+    {ns}:gen       HASH id -> generation token (~16 bytes; read to validate cached prompts)
+    {ns}:tensors   HASH id -> msgpack prefix [K, hidden] + ref_codes [T, 32] (tens of KiB)
+    {ns}:readonly  SET of ids stored with builtin=True
+
+Put, delete, update and each scan batch are single Lua scripts, so replicas never see half a
+voice and concurrent writers cannot interleave. A cached prompt is validated by one ``HGET`` of
+``{ns}:gen`` (see ``voices/store.py`` for the staleness trade-off while Redis is down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Callable, Iterator, Optional
+
+import redis.asyncio as aioredis
+import redis.exceptions as rexc
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+
+from voices.errors import VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError, ReadOnlyVoiceError
+from voices.models import Voice, VoiceRecord
+from voices.serialization import decode_record, decode_voice, encode_tensors, encode_voice
+from voices.store import DEFAULT_PROMPT_CACHE_SIZE, OrderKey, VoiceStore
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_NAMESPACE = "gepard:voices"
+_MAX_SCAN = 500  # members per scan script call (HMGET arguments stay far below Lua's limits)
+_UPDATE_ATTEMPTS = 16
+
+_UNAVAILABLE = (
+    rexc.ConnectionError,  # includes BusyLoadingError, AuthenticationError
+    rexc.TimeoutError,
+    rexc.ReadOnlyError,  # writing to a replica during fail-over
+    rexc.TryAgainError,
+    rexc.ClusterDownError,
+    OSError,
+    asyncio.TimeoutError,
+)
+
+
+@contextlib.contextmanager
+def map_redis_errors(action: str = "a Redis call") -> Iterator[None]:
+    """Re-raise redis-py errors as VoiceStoreError subclasses, ``from`` the original.
+
+    Unreachable, timing-out, loading or read-only servers -> VoiceStoreUnavailableError
+    (retryable); any other Redis error -> VoiceStoreError.
+    """
+    try:
+        yield
+    except VoiceStoreError:
+        raise
+    except _UNAVAILABLE as exc:
+        raise VoiceStoreUnavailableError(f"voice store unavailable during {action}: Redis: {exc}") from exc
+    except rexc.RedisError as exc:
+        raise VoiceStoreError(f"Redis error during {action}: {exc}") from exc
+
+
+# KEYS: order, member, meta, gen, tensors, readonly
+# ARGV: id, order member, meta, generation, tensors, builtin ("1"/"0")
+_PUT = """
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return 0 end
+redis.call('ZADD', KEYS[1], 0, ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[4])
+redis.call('HSET', KEYS[5], ARGV[1], ARGV[5])
+if ARGV[6] == '1' then redis.call('SADD', KEYS[6], ARGV[1]) end
+return 1
+"""
+
+# KEYS: as _PUT; ARGV: id, allow_builtin ("1"/"0"). Returns 1 deleted, 0 absent, -1 read-only.
+_DELETE = """
+local member = redis.call('HGET', KEYS[2], ARGV[1])
+if not member then return 0 end
+if ARGV[2] ~= '1' and redis.call('SISMEMBER', KEYS[6], ARGV[1]) == 1 then return -1 end
+redis.call('ZREM', KEYS[1], member)
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
+redis.call('SREM', KEYS[6], ARGV[1])
+return 1
+"""
+
+# KEYS: meta; ARGV: id, expected old meta, new meta. Returns 1 done, 0 absent, -1 changed meanwhile.
+_UPDATE = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return 0 end
+if current ~= ARGV[2] then return -1 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+
+# KEYS: order, meta; ARGV: lex bound, reverse ("1"/"0"), count. Returns the metas, in order.
+_SCAN = """
+local members
+if ARGV[2] == '1' then
+  members = redis.call('ZREVRANGEBYLEX', KEYS[1], ARGV[1], '-', 'LIMIT', 0, tonumber(ARGV[3]))
+else
+  members = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, tonumber(ARGV[3]))
+end
+if #members == 0 then return {} end
+local ids = {}
+for i, m in ipairs(members) do ids[i] = string.sub(m, 29) end
+return redis.call('HMGET', KEYS[2], unpack(ids))
+"""
+
+
+def _member(key: OrderKey) -> str:
+    created, voice_id = key
+    return f"{created} {voice_id}"  # created is fixed-width (27 chars), so the id starts at 29
+
+
+class RedisVoiceStore(VoiceStore):
+    """Voice store on Redis; see the module docstring for the key layout.
+
+    ``RedisVoiceStore(client)`` borrows ``client`` and leaves it open on ``aclose()``;
+    ``RedisVoiceStore.from_url(url)`` creates its own client and pool and closes them.
+    Several stores (replicas) may share one Redis and ``namespace``.
+    """
+
+    def __init__(self, client: aioredis.Redis, *, namespace: str = DEFAULT_NAMESPACE,
+                 owns_client: bool = False, prompt_cache_size: int = DEFAULT_PROMPT_CACHE_SIZE,
+                 revalidate_after_s: float = 0.0) -> None:
+        super().__init__(prompt_cache_size=prompt_cache_size, revalidate_after_s=revalidate_after_s)
+        if not namespace or "{" in namespace or "}" in namespace:
+            raise ValueError(f"namespace must be non-empty and free of braces, got {namespace!r}")
+        self._client = client
+        self._owns_client = owns_client
+        tag = "{" + namespace + "}"
+        self._k_order = f"{tag}:order"
+        self._k_member = f"{tag}:member"
+        self._k_meta = f"{tag}:meta"
+        self._k_gen = f"{tag}:gen"
+        self._k_tensors = f"{tag}:tensors"
+        self._k_readonly = f"{tag}:readonly"
+        self._all_keys = [self._k_order, self._k_member, self._k_meta, self._k_gen,
+                          self._k_tensors, self._k_readonly]
+        self._put_script = client.register_script(_PUT)
+        self._delete_script = client.register_script(_DELETE)
+        self._update_script = client.register_script(_UPDATE)
+        self._scan_script = client.register_script(_SCAN)
+        logger.debug("redis voice store: namespace %s, owns client %s", namespace, owns_client)
+
+    @classmethod
+    def from_url(cls, url: str, *, namespace: str = DEFAULT_NAMESPACE,
+                 socket_timeout_s: float = 2.0, connect_timeout_s: float = 1.0,
+                 retries: int = 2, **kwargs: Any) -> "RedisVoiceStore":
+        """A store that owns a new client (and its pool) for ``url``, e.g. ``redis://host:6379/0``.
+
+        Timeouts are short and retries few: a voice lookup sits on the synthesis path, and an
+        unreachable Redis should surface as VoiceStoreUnavailableError within a few seconds.
+        """
+        client = aioredis.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout_s,
+            socket_connect_timeout=connect_timeout_s,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
+            health_check_interval=30,
+        )
+        return cls(client, namespace=namespace, owns_client=True, **kwargs)
+
+    # ------------------------------------------------------------------ primitives
+
+    async def _fetch_voice(self, voice_id: str) -> Optional[Voice]:
+        with map_redis_errors(f"get of voice {voice_id!r}"):
+            blob = await self._client.hget(self._k_meta, voice_id)
+        return None if blob is None else decode_voice(blob)
+
+    async def _fetch_record(self, voice_id: str) -> Optional[tuple[VoiceRecord, str]]:
+        with map_redis_errors(f"fetch of voice {voice_id!r}"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.hget(self._k_meta, voice_id)
+                pipe.hget(self._k_gen, voice_id)
+                pipe.hget(self._k_tensors, voice_id)
+                meta, gen, tensors = await pipe.execute()
+        if meta is None or gen is None or tensors is None:
+            return None
+        return decode_record(decode_voice(meta), tensors), gen.decode()
+
+    async def _fetch_generation(self, voice_id: str) -> Optional[str]:
+        with map_redis_errors(f"validation of cached voice {voice_id!r}"):
+            gen = await self._client.hget(self._k_gen, voice_id)
+        return None if gen is None else gen.decode()
+
+    async def _insert(self, record: VoiceRecord, generation: str) -> bool:
+        voice = record.voice
+        args = [voice.id, _member(voice.order_key), encode_voice(voice), generation,
+                encode_tensors(record), "1" if voice.builtin else "0"]
+        with map_redis_errors(f"put of voice {voice.id!r}"):
+            return bool(await self._put_script(keys=self._all_keys, args=args))
+
+    async def _update_voice(self, voice_id: str, apply: Callable[[Voice], Voice]) -> Voice:
+        for _ in range(_UPDATE_ATTEMPTS):
+            with map_redis_errors(f"update of voice {voice_id!r}"):
+                old = await self._client.hget(self._k_meta, voice_id)
+            if old is None:
+                raise VoiceNotFoundError(voice_id)
+            new = apply(decode_voice(old))
+            with map_redis_errors(f"update of voice {voice_id!r}"):
+                done = await self._update_script(keys=[self._k_meta], args=[voice_id, old, encode_voice(new)])
+            if done == 1:
+                return new
+            if done == 0:
+                raise VoiceNotFoundError(voice_id)
+            # -1: another writer changed it between our read and write; read again
+        raise VoiceStoreUnavailableError(
+            f"update of voice {voice_id!r} kept conflicting with concurrent writers "
+            f"({_UPDATE_ATTEMPTS} attempts); retry"
+        )
+
+    async def _remove(self, voice_id: str, allow_builtin: bool) -> None:
+        with map_redis_errors(f"delete of voice {voice_id!r}"):
+            done = await self._delete_script(keys=self._all_keys, args=[voice_id, "1" if allow_builtin else "0"])
+        if done == 0:
+            raise VoiceNotFoundError(voice_id)
+        if done == -1:
+            raise ReadOnlyVoiceError(voice_id, "deleted")
+
+    async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[Voice]:
+        out: list[Voice] = []
+        bound = ("+" if reverse else "-") if after is None else "(" + _member(after)
+        while True:
+            step = min(count - len(out), _MAX_SCAN)
+            with map_redis_errors("list of voices"):
+                metas = await self._scan_script(keys=[self._k_order, self._k_meta],
+                                                args=[bound, "1" if reverse else "0", step])
+            voices = [decode_voice(m) for m in metas if m is not None]
+            out.extend(voices)
+            if len(metas) < step or len(out) >= count:
+                return out
+            bound = "(" + _member(out[-1].order_key)
+
+    async def _count(self) -> int:
+        with map_redis_errors("count of voices"):
+            return int(await self._client.zcard(self._k_order))
+
+    async def _ping(self) -> None:
+        with map_redis_errors("health check"):
+            await self._client.ping()
+
+    async def _close(self) -> None:
+        if self._owns_client:
+            with contextlib.suppress(Exception):
+                await self._client.aclose()

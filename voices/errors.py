@@ -1,0 +1,123 @@
+"""Errors raised by the voices package.
+
+    VoiceStoreError
+    ├── VoiceNotFoundError           no voice has this id (or it was deleted)            -> 404
+    ├── VoiceExistsError             put() of an id that is already taken               -> 409
+    ├── ReadOnlyVoiceError           builtin voices cannot be patched or deleted          -> 403
+    ├── InvalidVoiceError            a field value or a list parameter is invalid         -> 400
+    │   └── InvalidCursorError       starting_after / ending_before names no voice        -> 400
+    ├── VoiceStoreUnavailableError   the backend (Redis, SQLite) cannot be reached; retry -> 503
+    ├── VoiceCloningError            encoding or compressing a valid clip failed          -> 500
+    └── InvalidClipError             the uploaded reference clip cannot be used           -> 400
+        ├── ClipTooShortError        shorter than the minimum (3 s)
+        ├── ClipSilentError          RMS level below the silence threshold (dBFS)
+        ├── ClipTooLargeError        more bytes than the upload limit                      -> 413
+        ├── UnsupportedAudioFormatError  not wav/flac/ogg/mp3                              -> 415
+        └── CorruptClipError         claims a supported format but does not decode
+
+Third-party errors are translated where they enter (``map_redis_errors()`` in
+``voices/backends/redis_store.py``, ``map_sqlite_errors()`` in ``voices/backends/local_store.py``)
+and re-raised ``from exc``. Messages carry the failing values (ids, durations, sizes, limits).
+"""
+
+from __future__ import annotations
+
+
+class VoiceStoreError(Exception):
+    """Base class of every error the voices package raises on purpose."""
+
+    #: True when the same call may succeed later without any change by the caller.
+    retryable: bool = False
+
+
+class VoiceNotFoundError(VoiceStoreError, KeyError):
+    """No voice has this id."""
+
+    def __init__(self, voice_id: str) -> None:
+        super().__init__(f"voice {voice_id!r} not found")
+        self.voice_id = voice_id
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0])
+
+
+class VoiceExistsError(VoiceStoreError):
+    """A voice with this id is already stored."""
+
+    def __init__(self, voice_id: str) -> None:
+        super().__init__(f"voice {voice_id!r} already exists")
+        self.voice_id = voice_id
+
+
+class ReadOnlyVoiceError(VoiceStoreError):
+    """The voice is builtin: it can be listed and used, not patched or deleted."""
+
+    def __init__(self, voice_id: str, action: str) -> None:
+        super().__init__(f"voice {voice_id!r} is a builtin voice and cannot be {action}")
+        self.voice_id = voice_id
+        self.action = action
+
+
+class InvalidVoiceError(VoiceStoreError, ValueError):
+    """A voice field or a list parameter has an invalid value; the message names it."""
+
+
+class InvalidCursorError(InvalidVoiceError):
+    """A pagination cursor (``starting_after`` / ``ending_before``) is not a known voice id."""
+
+    def __init__(self, parameter: str, voice_id: str) -> None:
+        super().__init__(f"{parameter}={voice_id!r} is not the id of a voice in this list")
+        self.parameter = parameter
+        self.voice_id = voice_id
+
+
+class VoiceStoreUnavailableError(VoiceStoreError):
+    """The storage backend cannot be reached or is busy; retry later."""
+
+    retryable = True
+
+
+class VoiceCloningError(VoiceStoreError):
+    """Encoding the clip or compressing its codes into a speaker prefix failed."""
+
+
+class InvalidClipError(VoiceStoreError, ValueError):
+    """The reference clip cannot be used for cloning; the message says why."""
+
+
+class ClipTooShortError(InvalidClipError):
+    def __init__(self, duration_s: float, min_seconds: float) -> None:
+        super().__init__(
+            f"reference clip is {duration_s:.2f} s long; at least {min_seconds:g} s of audio is needed"
+        )
+        self.duration_s = duration_s
+        self.min_seconds = min_seconds
+
+
+class ClipSilentError(InvalidClipError):
+    def __init__(self, level_dbfs: float, threshold_dbfs: float) -> None:
+        level = "-inf" if level_dbfs == float("-inf") else f"{level_dbfs:.1f}"
+        super().__init__(
+            f"reference clip is silent: its RMS level is {level} dBFS, below the "
+            f"{threshold_dbfs:g} dBFS threshold"
+        )
+        self.level_dbfs = level_dbfs
+        self.threshold_dbfs = threshold_dbfs
+
+
+class ClipTooLargeError(InvalidClipError):
+    def __init__(self, size_bytes: int, max_bytes: int) -> None:
+        super().__init__(
+            f"reference clip is {size_bytes} bytes; the limit is {max_bytes} bytes "
+            f"({max_bytes / 1e6:g} MB)"
+        )
+        self.size_bytes = size_bytes
+        self.max_bytes = max_bytes
+
+
+class UnsupportedAudioFormatError(InvalidClipError):
+    """The clip is not one of the supported containers (wav, flac, ogg, mp3)."""
+
+
+class CorruptClipError(InvalidClipError):
+    """The clip looks like a supported format but cannot be decoded."""

@@ -1,0 +1,398 @@
+"""``VoiceStore``: the one async API the gateway uses for voices, over Redis or SQLite.
+
+    store = RedisVoiceStore.from_url("redis://...")      # or LocalVoiceStore(data_dir)
+    store.register_builtin(default_record)               # in memory: listed, gettable, read-only
+    voice = await store.put(record)                      # VoiceExistsError if the id is taken
+    prompt = await store.get_prompt(voice_id)            # VoicePrompt, from the LRU when hot
+    page = await store.list(limit=10, starting_after=last_id, q="anna")
+    await store.delete(voice_id)
+    await store.aclose()
+
+The base class holds everything the backends share: builtin voices, the prompt cache, argument
+checks, and cursor pagination (merging builtins into the backend's ordered scan). A backend
+implements a handful of ``_primitives`` that are each atomic on their own.
+
+Prompt cache and deletes made elsewhere. Every record carries a random *generation* token written
+by ``put``. A cache hit is served after a cheap check that the backend still holds that token
+(``HGET`` of ~16 bytes on Redis, a primary-key lookup on SQLite), never a full record fetch. So
+a voice deleted through another replica is refused on the very next request here. Setting
+``revalidate_after_s`` > 0 skips the check for entries validated that recently: no round trip
+at all for a hot voice, at the price of serving a voice deleted elsewhere for up to that long.
+When the check itself fails because the backend is unavailable, the cached prompt is served
+anyway (logged at WARNING): synthesis with known voices survives an outage, and the staleness is
+bounded by the outage (a voice deleted elsewhere just before it can be used until it ends).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import enum
+import logging
+import time
+import uuid
+from collections import deque
+from typing import Any, Optional
+
+from voices._prompt_cache import CacheEntry, CacheInfo, PromptCache
+from voices.errors import (
+    InvalidCursorError,
+    InvalidVoiceError,
+    ReadOnlyVoiceError,
+    VoiceExistsError,
+    VoiceNotFoundError,
+    VoiceStoreUnavailableError,
+)
+from voices.listing import VoiceFilter, VoicePage, check_limit
+from voices.models import PATCHABLE_FIELDS, Voice, VoicePrompt, VoiceRecord
+
+logger = logging.getLogger(__name__)
+
+OrderKey = tuple[str, str]  # (normalized created_at, id); see Voice.order_key
+
+DEFAULT_PROMPT_CACHE_SIZE = 256
+_SCAN_BATCH_FILTERED = 128  # rows per backend scan when a filter may reject many of them
+_UPDATE_ATTEMPTS = 16
+
+
+class StoreState(enum.Enum):
+    OPEN = "open"  # serving calls
+    CLOSED = "closed"  # aclose() was called; every call raises RuntimeError
+
+
+def new_generation() -> str:
+    """A fresh token marking one stored version of a record's tensors."""
+    return uuid.uuid4().hex[:16]
+
+
+class VoiceStore(abc.ABC):
+    """Async voice store; use one per process (or per event loop), close with ``aclose()``.
+
+    prompt_cache_size: how many prompts the in-process LRU keeps (0 disables it).
+    revalidate_after_s: how long a cached prompt is trusted without checking the backend
+      (0, the default, checks on every request; see the module docstring).
+    """
+
+    def __init__(self, *, prompt_cache_size: int = DEFAULT_PROMPT_CACHE_SIZE,
+                 revalidate_after_s: float = 0.0) -> None:
+        if revalidate_after_s < 0:
+            raise ValueError(f"revalidate_after_s must be >= 0, got {revalidate_after_s}")
+        self._cache = PromptCache(prompt_cache_size)
+        self._revalidate_after_s = revalidate_after_s
+        self._builtins: dict[str, VoiceRecord] = {}
+        self._delete_epoch = 0  # bumped by every local delete; guards cache fills racing it
+        self._state = StoreState.OPEN
+
+    # ------------------------------------------------------------------ backend primitives
+
+    @abc.abstractmethod
+    async def _fetch_voice(self, voice_id: str) -> Optional[Voice]:
+        """The stored voice, or None."""
+
+    @abc.abstractmethod
+    async def _fetch_record(self, voice_id: str) -> Optional[tuple[VoiceRecord, str]]:
+        """The stored record and its generation token, read atomically; None if absent."""
+
+    @abc.abstractmethod
+    async def _fetch_generation(self, voice_id: str) -> Optional[str]:
+        """The record's generation token (a tiny read), or None if absent."""
+
+    @abc.abstractmethod
+    async def _insert(self, record: VoiceRecord, generation: str) -> bool:
+        """Store a new record atomically; False (and no change) if the id is taken."""
+
+    @abc.abstractmethod
+    async def _update_voice(self, voice_id: str, apply: Any) -> Voice:
+        """Atomically replace the stored voice by ``apply(current)`` and return it.
+
+        ``apply`` may raise (ReadOnlyVoiceError, InvalidVoiceError): nothing changes then.
+        Raises VoiceNotFoundError if absent.
+        """
+
+    @abc.abstractmethod
+    async def _remove(self, voice_id: str, allow_builtin: bool) -> None:
+        """Atomically delete the record; VoiceNotFoundError if absent, ReadOnlyVoiceError if it
+        is builtin and ``allow_builtin`` is false."""
+
+    @abc.abstractmethod
+    async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[Voice]:
+        """Up to ``count`` stored voices strictly after ``after`` in order (``reverse``: strictly
+        before it, in descending order); ``None`` starts at the beginning (end)."""
+
+    @abc.abstractmethod
+    async def _count(self) -> int: ...
+
+    @abc.abstractmethod
+    async def _ping(self) -> None:
+        """Raise VoiceStoreUnavailableError unless the backend answers."""
+
+    @abc.abstractmethod
+    async def _close(self) -> None: ...
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _check_open(self) -> None:
+        if self._state is StoreState.CLOSED:
+            raise RuntimeError("voice store is closed; create a new one")
+
+    async def check_health(self) -> None:
+        """Raise VoiceStoreUnavailableError when the backend cannot be reached."""
+        self._check_open()
+        await self._ping()
+
+    async def aclose(self) -> None:
+        """Close the backend (idempotent). Builtins and cached prompts are dropped."""
+        if self._state is StoreState.CLOSED:
+            return
+        self._state = StoreState.CLOSED
+        self._cache.clear()
+        await self._close()
+
+    async def __aenter__(self) -> "VoiceStore":
+        self._check_open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.shield(self.aclose())
+
+    # ------------------------------------------------------------------ builtins
+
+    def register_builtin(self, record: VoiceRecord) -> Voice:
+        """Serve ``record`` from memory: listed and usable, never patched or deleted.
+
+        Builtins live in this process only (every replica registers the same ones at start-up),
+        so they keep working while the backend is down. Returns the voice (``builtin=True``).
+        """
+        self._check_open()
+        voice = record.voice if record.voice.builtin else record.voice.replace(builtin=True)
+        record = VoiceRecord(voice=voice, prefix=record.prefix, ref_codes=record.ref_codes)
+        self._builtins[voice.id] = record
+        logger.info("voice %s registered as builtin (%s)", voice.id, voice.name)
+        return voice
+
+    @property
+    def builtin_ids(self) -> frozenset[str]:
+        return frozenset(self._builtins)
+
+    # ------------------------------------------------------------------ reads
+
+    async def get(self, voice_id: str) -> Voice:
+        """The voice with this id; VoiceNotFoundError if there is none."""
+        self._check_open()
+        builtin = self._builtins.get(voice_id)
+        if builtin is not None:
+            return builtin.voice
+        voice = await self._fetch_voice(voice_id)
+        if voice is None:
+            raise VoiceNotFoundError(voice_id)
+        return voice
+
+    async def get_record(self, voice_id: str) -> VoiceRecord:
+        """The full stored record (tensors included), bypassing the prompt cache."""
+        self._check_open()
+        builtin = self._builtins.get(voice_id)
+        if builtin is not None:
+            return builtin
+        found = await self._fetch_record(voice_id)
+        if found is None:
+            raise VoiceNotFoundError(voice_id)
+        return found[0]
+
+    async def get_prompt(self, voice_id: str) -> VoicePrompt:
+        """The voice's speaker prompt for synthesis.
+
+        Hot voices come from the LRU after a generation check (see the module docstring); a
+        deleted voice raises VoiceNotFoundError, also when it was deleted by another replica.
+        """
+        self._check_open()
+        builtin = self._builtins.get(voice_id)
+        if builtin is not None:
+            return builtin.prompt()
+        entry = self._cache.get(voice_id)
+        if entry is not None:
+            return await self._revalidate(voice_id, entry)
+        return await self._load_prompt(voice_id)
+
+    async def _revalidate(self, voice_id: str, entry: CacheEntry) -> VoicePrompt:
+        now = time.monotonic()
+        if self._revalidate_after_s and now - entry.validated_at < self._revalidate_after_s:
+            return entry.prompt
+        try:
+            generation = await self._fetch_generation(voice_id)
+        except VoiceStoreUnavailableError as exc:
+            logger.warning("voice %s: serving cached prompt while the store is unavailable: %s",
+                           voice_id, exc)
+            return entry.prompt
+        if generation is None:
+            self._cache.evict(voice_id)
+            raise VoiceNotFoundError(voice_id)
+        if generation != entry.generation:  # deleted and stored again under the same id
+            self._cache.evict(voice_id)
+            return await self._load_prompt(voice_id)
+        entry.validated_at = now
+        return entry.prompt
+
+    async def _load_prompt(self, voice_id: str) -> VoicePrompt:
+        epoch = self._delete_epoch
+        found = await self._fetch_record(voice_id)
+        if found is None:
+            raise VoiceNotFoundError(voice_id)
+        record, generation = found
+        prompt = record.prompt()
+        if epoch == self._delete_epoch:  # a delete raced the fetch: do not cache what it removed
+            self._cache.put(voice_id, CacheEntry(prompt, generation, time.monotonic()))
+        return prompt
+
+    async def count(self) -> int:
+        """Number of voices, builtins included."""
+        self._check_open()
+        return len(self._builtins) + await self._count()
+
+    def cache_info(self) -> CacheInfo:
+        return self._cache.info()
+
+    def cached_voice_ids(self) -> list[str]:
+        """Ids in the prompt cache, least recently used first (for tests and debugging)."""
+        return self._cache.keys()
+
+    # ------------------------------------------------------------------ writes
+
+    async def put(self, record: VoiceRecord) -> Voice:
+        """Store a new voice. VoiceExistsError if its id is taken (builtins included)."""
+        self._check_open()
+        voice_id = record.voice.id
+        if voice_id in self._builtins:
+            raise VoiceExistsError(voice_id)
+        generation = new_generation()
+        if not await self._insert(record, generation):
+            raise VoiceExistsError(voice_id)
+        # a freshly cloned voice is usually used at once: cache its prompt now
+        self._cache.put(voice_id, CacheEntry(record.prompt(), generation, time.monotonic()))
+        logger.info("voice %s stored (%s, fingerprint %s)", voice_id, record.voice.name,
+                    record.voice.model_fingerprint or "-")
+        return record.voice
+
+    async def update(self, voice_id: str, **fields: Any) -> Voice:
+        """Change metadata fields (``PATCHABLE_FIELDS``) of a stored voice and return it.
+
+        InvalidVoiceError names an unknown or immutable field or a bad value; builtin voices
+        raise ReadOnlyVoiceError. The speaker prefix never changes, so cached prompts stay valid.
+        """
+        self._check_open()
+        bad = sorted(set(fields) - PATCHABLE_FIELDS)
+        if bad:
+            raise InvalidVoiceError(
+                f"cannot update field(s) {bad}; updatable fields are {sorted(PATCHABLE_FIELDS)}"
+            )
+        if voice_id in self._builtins:
+            raise ReadOnlyVoiceError(voice_id, "updated")
+
+        def apply(current: Voice) -> Voice:
+            if current.builtin:
+                raise ReadOnlyVoiceError(voice_id, "updated")
+            return current.replace(**fields)
+
+        voice = await self._update_voice(voice_id, apply)
+        logger.info("voice %s updated: %s", voice_id, sorted(fields))
+        return voice
+
+    async def delete(self, voice_id: str, *, allow_builtin: bool = False) -> None:
+        """Delete a stored voice; VoiceNotFoundError if absent. Stored voices flagged builtin (e.g.
+        preloaded ones) need ``allow_builtin=True``; voices from ``register_builtin`` never go."""
+        self._check_open()
+        if voice_id in self._builtins:
+            raise ReadOnlyVoiceError(voice_id, "deleted")
+        self._delete_epoch += 1
+        self._cache.evict(voice_id)
+        await self._remove(voice_id, allow_builtin)
+        self._cache.evict(voice_id)
+        logger.info("voice %s deleted", voice_id)
+
+    # ------------------------------------------------------------------ listing
+
+    async def list(
+        self,
+        limit: int = 10,
+        starting_after: Optional[str] = None,
+        ending_before: Optional[str] = None,
+        q: Optional[str] = None,
+        language: Optional[str] = None,
+        gender: Optional[str] = None,
+        is_owner: Optional[bool] = None,
+    ) -> VoicePage:
+        """One page of matching voices in (created_at, id) order.
+
+        ``starting_after=<id>``: the first ``limit`` matches strictly after that voice.
+        ``ending_before=<id>``: the ``limit`` matches nearest before it, still in forward order.
+        Past either end the page is empty. A cursor naming no voice raises InvalidCursorError;
+        an empty-string cursor counts as absent.
+        """
+        self._check_open()
+        check_limit(limit)
+        flt = VoiceFilter(q=q, language=language, gender=gender, is_owner=is_owner)
+        starting_after = starting_after or None
+        ending_before = ending_before or None
+        if starting_after is not None and ending_before is not None:
+            raise InvalidVoiceError("pass starting_after or ending_before, not both")
+        reverse = ending_before is not None
+        cursor_id = ending_before if reverse else starting_after
+        key = None
+        if cursor_id is not None:
+            key = await self._cursor_key("ending_before" if reverse else "starting_after", cursor_id)
+        found = await self._collect(key, reverse=reverse, want=limit + 1, flt=flt)
+        has_more = len(found) > limit
+        page = found[:limit]
+        if reverse:
+            page.reverse()
+            next_page = page[0].id if has_more and page else None
+        else:
+            next_page = page[-1].id if has_more and page else None
+        return VoicePage(data=page, has_more=has_more, next_page=next_page)
+
+    async def _cursor_key(self, parameter: str, voice_id: str) -> OrderKey:
+        builtin = self._builtins.get(voice_id)
+        if builtin is not None:
+            return builtin.voice.order_key
+        voice = await self._fetch_voice(voice_id)
+        if voice is None:
+            raise InvalidCursorError(parameter, voice_id)
+        return voice.order_key
+
+    async def _collect(self, key: Optional[OrderKey], *, reverse: bool, want: int,
+                       flt: VoiceFilter) -> list[Voice]:
+        """Merge builtins into the backend's ordered scan from ``key``; keep ``want`` matches."""
+
+        def beyond(k: OrderKey) -> bool:
+            return key is None or (k < key if reverse else k > key)
+
+        builtins = deque(sorted((r.voice for r in self._builtins.values() if beyond(r.voice.order_key)),
+                                key=lambda v: v.order_key, reverse=reverse))
+        batch = want if flt.is_empty else max(want, _SCAN_BATCH_FILTERED)
+        pending: deque[Voice] = deque()
+        scan_from, backend_done = key, False
+        out: list[Voice] = []
+        while len(out) < want:
+            # 1) refill from the backend when its rows run out
+            if not pending and not backend_done:
+                rows = await self._scan(scan_from, reverse=reverse, count=batch)
+                backend_done = len(rows) < batch
+                if rows:
+                    scan_from = rows[-1].order_key
+                pending.extend(v for v in rows if v.id not in self._builtins)
+                if not pending and not backend_done:
+                    continue
+            # 2) take whichever source comes first in the direction of travel
+            if pending and builtins:
+                first_is_backend = (pending[0].order_key > builtins[0].order_key) if reverse \
+                    else (pending[0].order_key < builtins[0].order_key)
+                voice = pending.popleft() if first_is_backend else builtins.popleft()
+            elif pending:
+                voice = pending.popleft()
+            elif builtins:
+                voice = builtins.popleft()
+            else:
+                break
+            # 3) filter
+            if flt.matches(voice):
+                out.append(voice)
+        return out
