@@ -1,0 +1,223 @@
+"""TorchEngine: the reference backend, running BatchGenerator in one worker thread.
+
+The asyncio side never blocks: requests are handed to the worker through a locked queue, and frames
+come back through per-request mailboxes filled with ``loop.call_soon_threadsafe``. A mailbox merges
+frames when the consumer lags (one pending chunk, not an unbounded queue of messages).
+Cancelling or closing a ``generate`` iterator aborts the request; the worker drops it at the start
+of its next step, so it stops within one step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator, Optional
+
+import torch
+
+from engine.backends.torch_generator import BatchGenerator, PreparedRequest, StepOutput
+from engine.device import pick_device, pick_dtype
+from engine.errors import EngineDeadError, GenerationError, InvalidRequestError, OverloadedError
+from engine.interface import TtsEngine
+from engine.model.gepard import GepardModel
+from engine.prompt import adaptive_max_frames, build_text_ids, uncond_text_ids
+from engine.requests import FinishReason, FrameChunk, ModelInfo, SynthesisRequest
+from engine.sampling import new_seed
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TorchEngineConfig:
+    model: str | Path | None = None  # path or HF repo id; None: $GEPARD_MODEL or the default
+    device: str = "auto"
+    dtype: str = "auto"
+    max_batch: int = 32  # requests decoded together
+    max_queue: int = 256  # requests waiting beyond max_batch before OverloadedError
+    max_frames_ceiling: int = 2000  # no request may ask for more (~93 s)
+
+
+@dataclass
+class _Mailbox:
+    loop: asyncio.AbstractEventLoop
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    frames: list[torch.Tensor] = field(default_factory=list)
+    finish: Optional[FinishReason] = None
+    error: Optional[BaseException] = None
+
+    def put(self, out: StepOutput) -> None:  # runs on the event loop
+        if out.codes is not None:
+            self.frames.append(out.codes)
+        if out.finish_reason is not None:
+            self.finish = out.finish_reason
+        self.event.set()
+
+    def fail(self, exc: BaseException) -> None:
+        self.error = exc
+        self.event.set()
+
+
+class TorchEngine(TtsEngine):
+    def __init__(self, model: GepardModel, config: TorchEngineConfig | None = None) -> None:
+        self.config = config or TorchEngineConfig()
+        self.model = model
+        self._generator = BatchGenerator(model, max_batch=self.config.max_batch)
+        self._lock = threading.Condition()
+        self._incoming: list[PreparedRequest] = []
+        self._aborts: list[str] = []
+        self._mailboxes: dict[str, _Mailbox] = {}
+        self._dead: Optional[BaseException] = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="gepard-torch-engine", daemon=True)
+        self._thread.start()
+        cfg = model.config
+        self._info = ModelInfo(
+            name=str(model.model_dir or "gepard"),
+            hidden_size=cfg.hidden_size,
+            prefix_length=cfg.prefix_length,
+            num_channels=cfg.num_channels,
+            frame_rate_hz=cfg.codec.exact_frame_rate_hz,
+            sample_rate_hz=cfg.codec.sample_rate,
+            samples_per_frame=cfg.codec.samples_per_frame,
+            fingerprint=model.fingerprint,
+        )
+
+    @classmethod
+    def from_config(cls, config: TorchEngineConfig) -> "TorchEngine":
+        device = pick_device(config.device)
+        dtype = pick_dtype(device, config.dtype)
+        model = GepardModel.from_pretrained(config.model, device=device, dtype=dtype)
+        return cls(model, config)
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return self._info
+
+    # -- request preparation (caller's thread; cheap) -------------------------------------------
+    def prepare(self, request: SynthesisRequest) -> PreparedRequest:
+        model, cfg, sp = self.model, self.model.config, request.sampling
+        text = request.text.strip()
+        if not text:
+            raise InvalidRequestError("text is empty: Gepard cannot synthesise an empty transcript")
+        if sp.temperature < 0:
+            raise InvalidRequestError(f"temperature must be >= 0, got {sp.temperature}")
+        if sp.top_k < 0:
+            raise InvalidRequestError(f"top_k must be >= 0, got {sp.top_k}")
+        if not 0.0 < sp.stop_threshold < 1.0:
+            raise InvalidRequestError(f"stop_threshold must be in (0, 1), got {sp.stop_threshold}")
+        if sp.repetition_penalty <= 0:
+            raise InvalidRequestError(f"repetition_penalty must be > 0, got {sp.repetition_penalty}")
+        if sp.max_frames is not None and not 1 <= sp.max_frames <= self.config.max_frames_ceiling:
+            raise InvalidRequestError(f"max_frames must be in [1, {self.config.max_frames_ceiling}], got {sp.max_frames}")
+        if sp.cfg_frames is not None and sp.cfg_frames < 0:
+            raise InvalidRequestError(f"cfg_frames must be >= 0, got {sp.cfg_frames}")
+        if request.speaker_prefix is not None:
+            model.check_prefix(request.speaker_prefix)
+        assert model.tokenizer is not None
+        text_ids = build_text_ids(model.tokenizer.encode(text), cfg.special_tokens, cfg.text_repetition)
+        with torch.no_grad():
+            embeds = model.prompt_embeds(text_ids, request.speaker_prefix)
+            uncond = None
+            if sp.uses_cfg:
+                uncond = model.prompt_embeds(uncond_text_ids(cfg.special_tokens, sp.cfg_uncond_mode), request.speaker_prefix)
+        max_frames = sp.max_frames or adaptive_max_frames(text, cfg.codec.exact_frame_rate_hz, self.config.max_frames_ceiling)
+        seed = sp.seed if sp.seed is not None else new_seed()
+        return PreparedRequest(request.request_id, embeds, uncond, sp, seed & ((1 << 63) - 1), max_frames)
+
+    # -- TtsEngine --------------------------------------------------------------------------------
+    async def generate(self, request: SynthesisRequest) -> AsyncIterator[FrameChunk]:
+        if self._dead is not None:
+            raise EngineDeadError(f"engine is dead: {self._dead}")
+        rid = request.request_id
+        if rid in self._mailboxes:
+            raise InvalidRequestError(f"request id {rid!r} is already running")
+        prepared = self.prepare(request)
+        box = _Mailbox(asyncio.get_running_loop())
+        with self._lock:
+            if len(self._incoming) + self._generator.num_active >= self.config.max_batch + self.config.max_queue:
+                raise OverloadedError(f"engine is at capacity ({self.config.max_batch} running, {self.config.max_queue} queued)")
+            self._mailboxes[rid] = box
+            self._incoming.append(prepared)
+            self._lock.notify()
+        logger.info("request %s added (max_frames=%d)", rid, prepared.max_frames)
+        sent = 0
+        finished = False
+        try:
+            while True:
+                await box.event.wait()
+                box.event.clear()
+                if box.error is not None:
+                    raise box.error
+                frames, box.frames = box.frames, []
+                finish = box.finish
+                if frames or finish is not None:
+                    codes = torch.stack(frames, dim=1) if frames else torch.zeros(self._info.num_channels, 0, dtype=torch.long)
+                    chunk = FrameChunk(rid, codes, sent, finish)
+                    sent += codes.shape[1]
+                    if finish is not None:
+                        finished = True
+                        logger.info("request %s finished: %s after %d frames", rid, finish.value, sent)
+                    yield chunk
+                if finish is not None:
+                    return
+        finally:
+            if not finished:
+                await self.abort(rid)
+            self._mailboxes.pop(rid, None)
+
+    async def abort(self, request_id: str) -> None:
+        with self._lock:
+            self._incoming = [p for p in self._incoming if p.request_id != request_id]
+            self._aborts.append(request_id)
+            self._lock.notify()
+        logger.info("request %s aborted", request_id)
+
+    async def check_health(self) -> None:
+        if self._dead is not None or not self._thread.is_alive():
+            raise EngineDeadError(f"torch engine stopped: {self._dead or 'worker thread exited'}")
+
+    def compress_reference(self, ref_codes: torch.Tensor) -> torch.Tensor:
+        return self.model.compress(ref_codes)
+
+    async def aclose(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._lock.notify()
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 10)
+
+    # -- worker thread ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        gen = self._generator
+        try:
+            while True:
+                with self._lock:
+                    while not (self._closed or self._incoming or self._aborts or gen.has_work()):
+                        self._lock.wait()
+                    if self._closed:
+                        return
+                    for req in self._incoming:
+                        gen.add(req)
+                    self._incoming.clear()
+                    for rid in self._aborts:
+                        gen.abort(rid)
+                    self._aborts.clear()
+                outputs = gen.step()
+                self._dispatch(outputs)
+        except BaseException as exc:  # the loop must never die silently
+            logger.exception("torch engine worker died")
+            self._dead = exc
+            err = EngineDeadError(f"engine failed: {type(exc).__name__}: {exc}")
+            for box in list(self._mailboxes.values()):
+                box.loop.call_soon_threadsafe(box.fail, err)
+
+    def _dispatch(self, outputs: list[StepOutput]) -> None:
+        for out in outputs:
+            box = self._mailboxes.get(out.request_id)
+            if box is not None and not box.loop.is_closed():
+                box.loop.call_soon_threadsafe(box.put, out)
+
+
+__all__ = ["TorchEngine", "TorchEngineConfig", "GenerationError"]
