@@ -69,6 +69,7 @@ class TorchEngine(TtsEngine):
         self._incoming: list[PreparedRequest] = []
         self._aborts: list[str] = []
         self._mailboxes: dict[str, _Mailbox] = {}
+        self._generated: dict[str, int] = {}  # frames produced per running request (worker thread writes)
         self._dead: Optional[BaseException] = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="gepard-torch-engine", daemon=True)
@@ -213,8 +214,20 @@ class TorchEngine(TtsEngine):
             for box in list(self._mailboxes.values()):
                 box.loop.call_soon_threadsafe(box.fail, err)
 
+    def generated_frames(self, request_id: str) -> int:
+        """Frames the worker has produced so far for a running request (0 once it is gone)."""
+        return self._generated.get(request_id, 0)
+
+    @property
+    def num_running(self) -> int:
+        return self._generator.num_active
+
     def _dispatch(self, outputs: list[StepOutput]) -> None:
         for out in outputs:
+            if out.codes is not None:
+                self._generated[out.request_id] = self._generated.get(out.request_id, 0) + 1
+            if out.finish_reason is not None:
+                self._generated.pop(out.request_id, None)
             box = self._mailboxes.get(out.request_id)
             if box is not None and not box.loop.is_closed():
                 box.loop.call_soon_threadsafe(box.put, out)

@@ -1,0 +1,30 @@
+"""Session-wide fixtures: random checkpoints in the published layout, written once per test run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# NeMo registers a vLLM plugin that fails to import without peft; only ours may load.
+os.environ.setdefault("VLLM_PLUGINS", "gepard")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REF_AUDIO_DIR = Path(os.environ.get("GEPARD_REF_AUDIO_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "ref_audio"))
+
+
+@pytest.fixture(scope="session")
+def tiny_gepard_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Gepard checkpoint (no codec) whose requests stop after 24 frames."""
+    from engine.tiny import write_tiny_checkpoint
+
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-gepard"), size="tiny", seed=0, with_codec=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_gepard_dir: Path):
+    from engine.model.gepard import GepardModel
+
+    return GepardModel.from_pretrained(tiny_gepard_dir)

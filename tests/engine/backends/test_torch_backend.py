@@ -1,0 +1,197 @@
+import asyncio
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
+from engine.errors import InvalidRequestError, OverloadedError
+from engine.model.gepard import GepardModel
+from engine.requests import FinishReason, SamplingParams, SynthesisRequest
+
+GREEDY = SamplingParams(temperature=0.0)
+TEXTS = ["Hello there.", "The quick brown fox jumps over the lazy dog.", "One.", "Hola, ¿cómo estás?"]
+
+
+@pytest.fixture(scope="module")
+def never_stop_dir(tmp_path_factory):
+    from engine.tiny import write_tiny_checkpoint
+
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("never-stop"), stop_after=0, with_codec=False)
+
+
+@pytest.fixture(scope="module")
+def always_stop_dir(tiny_gepard_dir, tmp_path_factory):
+    d = tmp_path_factory.mktemp("always-stop") / "ckpt"
+    shutil.copytree(tiny_gepard_dir, d)
+    tensors = load_file(str(d / "model.safetensors"))
+    tensors["stop_head.weight"] = torch.zeros_like(tensors["stop_head.weight"])
+    tensors["stop_head.bias"] = torch.tensor([30.0])  # stop probability ~1 at every position
+    save_file(tensors, str(d / "model.safetensors"))
+    return d
+
+
+async def collect(engine, rid, text, sampling=GREEDY, prefix=None):
+    chunks = [c async for c in engine.generate(SynthesisRequest(rid, text, prefix, sampling))]
+    assert chunks and chunks[-1].finish_reason is not None
+    assert all(c.finish_reason is None for c in chunks[:-1])
+    starts = [c.start_frame for c in chunks]
+    assert starts == sorted(starts)
+    return torch.cat([c.codes for c in chunks], dim=1), chunks[-1].finish_reason
+
+
+@pytest.fixture
+async def engine(tiny_model):
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=8))
+    yield eng
+    await eng.aclose()
+
+
+async def test_stop_head_ends_after_the_planned_frames(engine):
+    codes, reason = await collect(engine, "r1", TEXTS[0])
+    assert reason is FinishReason.STOP
+    assert codes.shape == (32, 24)  # the tiny checkpoint's counter stops after 24 frames
+    # the counter channels walk the states up to the final one; the frame at the stop step is not emitted
+    assert codes[0, -1] == 7 and codes[1, -1] == 6
+
+
+async def test_stop_is_never_evaluated_at_sos(always_stop_dir):
+    eng = TorchEngine(GepardModel.from_pretrained(always_stop_dir))
+    try:
+        codes, reason = await collect(eng, "r", TEXTS[0])
+    finally:
+        await eng.aclose()
+    assert reason is FinishReason.STOP and codes.shape == (32, 1)  # frame 0 comes from SOS unconditionally
+
+
+async def test_greedy_is_deterministic_and_depends_on_text(engine):
+    a, _ = await collect(engine, "a", TEXTS[0])
+    b, _ = await collect(engine, "b", TEXTS[0])
+    c, _ = await collect(engine, "c", TEXTS[1])
+    assert torch.equal(a, b)
+    assert not torch.equal(a[2:], c[2:])  # non-counter channels follow the text
+
+
+async def test_batch_of_four_equals_each_run_alone(engine):
+    alone = [(await collect(engine, f"solo{i}", t))[0] for i, t in enumerate(TEXTS)]
+    together = await asyncio.gather(*[collect(engine, f"batch{i}", t) for i, t in enumerate(TEXTS)])
+    for solo, (batched, _) in zip(alone, together):
+        assert torch.equal(solo, batched)
+
+
+async def test_same_seed_same_frames_and_seeds_matter(engine):
+    sp = SamplingParams(temperature=1.0, seed=1234)
+    a, _ = await collect(engine, "a", TEXTS[1], sp)
+    b, _ = await collect(engine, "b", TEXTS[1], sp)
+    c, _ = await collect(engine, "c", TEXTS[1], SamplingParams(temperature=1.0, seed=99))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    # a seeded request is unaffected by what runs beside it
+    d, e = await asyncio.gather(collect(engine, "d", TEXTS[1], sp), collect(engine, "e", TEXTS[0], SamplingParams(temperature=1.0, seed=5)))
+    assert torch.equal(a, d[0])
+
+
+async def test_max_frames_caps_generation(engine):
+    codes, reason = await collect(engine, "cap", TEXTS[0], SamplingParams(temperature=0.0, max_frames=5))
+    assert reason is FinishReason.LENGTH and codes.shape[1] == 5
+
+
+async def test_adaptive_cap_stops_a_runaway(never_stop_dir):
+    eng = TorchEngine(GepardModel.from_pretrained(never_stop_dir))
+    try:
+        codes, reason = await collect(eng, "runaway", "Hi.")
+    finally:
+        await eng.aclose()
+    assert reason is FinishReason.LENGTH and codes.shape[1] == 95  # adaptive cap for one word
+
+
+async def test_cancel_stops_within_one_step(never_stop_dir):
+    eng = TorchEngine(GepardModel.from_pretrained(never_stop_dir))
+    try:
+        stream = eng.generate(SynthesisRequest("long", TEXTS[1], None, SamplingParams(temperature=0.0, max_frames=2000)))
+        await stream.__anext__()
+        while eng.generated_frames("long") < 10:
+            await asyncio.sleep(0.005)
+        at_cancel = eng.generated_frames("long")
+        await stream.aclose()  # closing the iterator aborts the request
+        for _ in range(200):
+            if eng.num_running == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert eng.num_running == 0
+        # the worker finishes at most the step in flight after the abort
+        assert eng._generator.active == {} and eng.generated_frames("long") == 0
+        other, reason = await collect(eng, "after", TEXTS[0], SamplingParams(temperature=0.0, max_frames=3))
+        assert other.shape[1] == 3 and at_cancel >= 10
+    finally:
+        await eng.aclose()
+
+
+async def test_abort_reports_frames_made_after_the_abort(never_stop_dir):
+    eng = TorchEngine(GepardModel.from_pretrained(never_stop_dir))
+    try:
+        stream = eng.generate(SynthesisRequest("x", TEXTS[1], None, SamplingParams(temperature=0.0, max_frames=2000)))
+        task = asyncio.ensure_future(stream.__anext__())
+        while eng.generated_frames("x") < 5:
+            await asyncio.sleep(0.002)
+        before = eng.generated_frames("x")
+        await eng.abort("x")
+        frames = [await task]
+        async for chunk in stream:
+            frames.append(chunk)
+        assert frames[-1].finish_reason is FinishReason.ABORT
+        total = frames[-1].start_frame + frames[-1].num_frames
+        assert total <= before + 1
+    finally:
+        await eng.aclose()
+
+
+async def test_invalid_requests_are_rejected_with_precise_errors(engine, tiny_model):
+    with pytest.raises(InvalidRequestError, match="empty"):
+        await collect(engine, "e", "   ")
+    with pytest.raises(InvalidRequestError, match=r"shape \[8, 96\], got \[4, 96\]"):
+        await collect(engine, "p", TEXTS[0], prefix=torch.zeros(4, 96))
+    with pytest.raises(InvalidRequestError, match="NaN"):
+        await collect(engine, "n", TEXTS[0], prefix=torch.full((8, 96), float("nan")))
+    with pytest.raises(InvalidRequestError, match="temperature"):
+        await collect(engine, "t", TEXTS[0], SamplingParams(temperature=-1))
+    with pytest.raises(InvalidRequestError, match="max_frames"):
+        await collect(engine, "m", TEXTS[0], SamplingParams(max_frames=0))
+    assert engine.num_running == 0
+
+
+async def test_speaker_prefix_changes_the_voice(engine, tiny_model):
+    base, _ = await collect(engine, "base", TEXTS[0])
+    prefix = tiny_model.compress(torch.randint(0, 6, (60, 32)))
+    assert prefix.shape == (8, 96)
+    voiced, _ = await collect(engine, "voiced", TEXTS[0], prefix=prefix)
+    assert voiced.shape == base.shape and not torch.equal(voiced[2:], base[2:])
+
+
+async def test_cfg_guides_only_the_requested_frames(engine):
+    plain, _ = await collect(engine, "plain", TEXTS[0])
+    off, _ = await collect(engine, "off", TEXTS[0], SamplingParams(temperature=0.0, cfg_scale=3.0, cfg_frames=0))
+    guided, _ = await collect(engine, "guided", TEXTS[0], SamplingParams(temperature=0.0, cfg_scale=3.0))
+    onset, _ = await collect(engine, "onset", TEXTS[0], SamplingParams(temperature=0.0, cfg_scale=3.0, cfg_frames=4))
+    assert torch.equal(plain, off)
+    assert not torch.equal(plain, guided)
+    assert torch.equal(onset[:, :4], guided[:, :4])
+    assert engine.num_running == 0
+
+
+async def test_repetition_penalty_changes_sampling(engine):
+    plain, _ = await collect(engine, "p", TEXTS[1])
+    penalised, _ = await collect(engine, "q", TEXTS[1], SamplingParams(temperature=0.0, repetition_penalty=3.0, repetition_window=8))
+    assert plain.shape == penalised.shape and not torch.equal(plain, penalised)
+
+
+async def test_overload_is_reported(tiny_model):
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=1, max_queue=0))
+    try:
+        first = eng.generate(SynthesisRequest("one", TEXTS[0], None, GREEDY))
+        await first.__anext__()
+        with pytest.raises(OverloadedError):
+            await collect(eng, "two", TEXTS[0])
+        await first.aclose()
+    finally:
+        await eng.aclose()
