@@ -303,8 +303,12 @@ class VoiceStore(abc.ABC):
         if voice_id in self._builtins:
             raise ReadOnlyVoiceError(voice_id, "deleted")
         self._delete_epoch += 1
-        self._cache.evict(voice_id)
-        await self._remove(voice_id, allow_builtin)
+        try:
+            await self._remove(voice_id, allow_builtin)
+        except VoiceNotFoundError:
+            self._cache.evict(voice_id)
+            raise
+        # evicted only once gone: a failed delete (store unavailable) keeps the voice usable
         self._cache.evict(voice_id)
         logger.info("voice %s deleted", voice_id)
 

@@ -1,0 +1,114 @@
+"""RedisVoiceStore specifics: outages, key layout, client ownership."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as aioredis
+import torch
+
+from tests.voices.conftest import make_record
+from tests.voices.redis_server import RedisServer
+from voices.backends.redis_store import RedisVoiceStore, map_redis_errors
+from voices.errors import VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def own_redis():
+    """A private server this test may stop."""
+    server = RedisServer.start()
+    yield server
+    server.stop()
+
+
+async def test_outage_fails_writes_and_lists_but_cached_prompts_keep_working(own_redis: RedisServer) -> None:
+    store = RedisVoiceStore.from_url(own_redis.url, socket_timeout_s=0.5, connect_timeout_s=0.5, retries=1)
+    try:
+        store.register_builtin(make_record("default", name="Default"))
+        hot = make_record("hot", seed=1)
+        await store.put(hot)
+        await store.put(make_record("cold", seed=2), )
+        store._cache.evict("cold")  # only "hot" is cached now
+        assert torch.equal((await store.get_prompt("hot")).prefix, hot.prefix)
+
+        own_redis.stop()
+
+        for call in (store.list(), store.put(make_record("new")), store.get("hot"), store.count(),
+                     store.delete("hot"), store.update("hot", name="x"), store.check_health()):
+            with pytest.raises(VoiceStoreUnavailableError, match="voice store unavailable") as info:
+                await call
+            assert info.value.retryable
+        # cached and builtin prompts still resolve; an uncached one cannot
+        assert torch.equal((await store.get_prompt("hot")).prefix, hot.prefix)
+        assert (await store.get_prompt("default")).voice_id == "default"
+        with pytest.raises(VoiceStoreUnavailableError):
+            await store.get_prompt("cold")
+    finally:
+        await store.aclose()
+
+
+async def test_store_recovers_when_redis_comes_back(own_redis: RedisServer) -> None:
+    store = RedisVoiceStore.from_url(own_redis.url, socket_timeout_s=0.5, connect_timeout_s=0.5, retries=1)
+    try:
+        await store.put(make_record("a"))
+        port = own_redis.port
+        own_redis.stop()
+        with pytest.raises(VoiceStoreUnavailableError):
+            await store.list()
+        restarted = RedisServer.start(port=port)  # nothing persisted: an empty server
+        try:
+            assert (await store.list()).data == []
+            await store.put(make_record("a"))
+            assert (await store.get("a")).id == "a"
+        finally:
+            restarted.stop()
+    finally:
+        await store.aclose()
+
+
+async def test_keys_share_one_hash_tag(redis_server: RedisServer) -> None:
+    client = aioredis.Redis.from_url(redis_server.url)
+    store = RedisVoiceStore(client, namespace="tagtest")
+    try:
+        await store.put(make_record("k1"))
+        keys = sorted(k.decode() for k in await client.keys("*tagtest*"))
+        assert keys == ["{tagtest}:gen", "{tagtest}:member", "{tagtest}:meta", "{tagtest}:order", "{tagtest}:tensors"]
+        await store.delete("k1")
+        assert await client.keys("*tagtest*") == []  # deletes leave nothing behind
+    finally:
+        await store.aclose()
+        # borrowed client stays open after the store closes
+        assert await client.ping()
+        await client.aclose()
+
+
+async def test_namespaces_are_isolated(redis_server: RedisServer) -> None:
+    a = RedisVoiceStore.from_url(redis_server.url, namespace="ns-a")
+    b = RedisVoiceStore.from_url(redis_server.url, namespace="ns-b")
+    try:
+        await a.put(make_record("only-a"))
+        with pytest.raises(VoiceNotFoundError):
+            await b.get("only-a")
+        assert await b.count() == 0
+    finally:
+        await a.aclose()
+        await b.aclose()
+    with pytest.raises(ValueError, match="namespace"):
+        RedisVoiceStore.from_url(redis_server.url, namespace="a{b}")
+
+
+def test_map_redis_errors_classifies() -> None:
+    import redis.exceptions as rexc
+
+    with pytest.raises(VoiceStoreUnavailableError) as info:
+        with map_redis_errors("a test"):
+            raise rexc.ConnectionError("refused")
+    assert isinstance(info.value.__cause__, rexc.ConnectionError)
+    with pytest.raises(VoiceStoreUnavailableError):
+        with map_redis_errors("a test"):
+            raise rexc.ReadOnlyError("replica")
+    with pytest.raises(VoiceStoreError) as other:
+        with map_redis_errors("a test"):
+            raise rexc.ResponseError("WRONGTYPE")
+    assert not isinstance(other.value, VoiceStoreUnavailableError) and not other.value.retryable
