@@ -1,0 +1,150 @@
+"""voices/audio_input.py: real clips in every supported container, and each rejection."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import lameenc
+import numpy as np
+import pytest
+import soundfile as sf
+
+from voices.audio_input import load_reference_clip, sniff_format
+from voices.errors import (
+    ClipSilentError,
+    ClipTooLargeError,
+    ClipTooShortError,
+    CorruptClipError,
+    UnsupportedAudioFormatError,
+)
+
+RATE = 22050
+
+
+def sine(seconds: float, rate: int, freq: float = 440.0, amp: float = 0.3) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def encode(pcm: np.ndarray, rate: int, fmt: str, subtype: str | None = None) -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, pcm, rate, format=fmt, subtype=subtype)
+    return buf.getvalue()
+
+
+def encode_mp3(pcm: np.ndarray, rate: int) -> bytes:
+    enc = lameenc.Encoder()
+    enc.set_bit_rate(96)
+    enc.set_in_sample_rate(rate)
+    enc.set_channels(1)
+    enc.set_quality(2)
+    data = (np.clip(pcm, -1, 1) * 32767).astype(np.int16).tobytes()
+    return bytes(enc.encode(data) + enc.flush())
+
+
+def peak_hz(pcm: np.ndarray, rate: int = RATE) -> float:
+    spectrum = np.abs(np.fft.rfft(pcm * np.hanning(len(pcm))))
+    return float(np.argmax(spectrum) * rate / len(pcm))
+
+
+# ---------------------------------------------------------------------------- accepted clips
+
+
+def test_reference_clips_load_resample_and_trim(ref_audio_dir: Path) -> None:
+    en = (ref_audio_dir / "audio_en.wav").read_bytes()  # 44.1 kHz, 7.3 s
+    linda = (ref_audio_dir / "linda.wav").read_bytes()  # 22.05 kHz, 8.0 s
+    pcm = load_reference_clip(en, filename="audio_en.wav", content_type="audio/wav")
+    assert pcm.dtype == np.float32 and pcm.ndim == 1
+    assert len(pcm) == round(7.3 * RATE)
+    original, _ = sf.read(io.BytesIO(linda), dtype="float32")
+    pcm = load_reference_clip(linda, filename="linda.wav", content_type="audio/x-wav")
+    np.testing.assert_array_equal(pcm, original)  # already at 22.05 kHz: untouched
+    for clip in (en, linda):
+        assert len(load_reference_clip(clip, max_ref_seconds=5.0)) == 5 * RATE
+        assert len(load_reference_clip(clip, max_ref_seconds=0)) >= 7 * RATE  # 0 disables trimming
+    long_clip = encode(np.tile(original, 3), RATE, "WAV")  # 24 s
+    assert len(load_reference_clip(long_clip)) == 15 * RATE  # default max_ref_seconds
+
+
+def test_resampling_keeps_pitch_and_mixes_stereo_to_mono() -> None:
+    left = sine(4.0, 48000, freq=1000.0)
+    stereo = np.stack([left, 0.5 * left], axis=1)
+    pcm = load_reference_clip(encode(stereo, 48000, "WAV"), filename="s.wav")
+    assert len(pcm) == 4 * RATE
+    assert abs(peak_hz(pcm) - 1000.0) < 2.0
+    np.testing.assert_allclose(np.abs(pcm).max(), 0.75 * 0.3, rtol=0.02)  # mean of the channels
+
+
+@pytest.mark.parametrize("fmt, subtype, rate", [("FLAC", None, 16000), ("OGG", "VORBIS", 48000),
+                                                 ("WAV", "FLOAT", 8000)])
+def test_flac_ogg_and_float_wav_load(fmt: str, subtype: str | None, rate: int) -> None:
+    data = encode(sine(3.5, rate, freq=300.0), rate, fmt, subtype)
+    pcm = load_reference_clip(data, filename=None, content_type=None)
+    assert abs(len(pcm) - 3.5 * RATE) <= 1
+    assert abs(peak_hz(pcm) - 300.0) < 2.0
+
+
+def test_mp3_encoded_with_lame_loads() -> None:
+    data = encode_mp3(sine(4.0, 44100, freq=500.0), 44100)
+    assert sniff_format(data) == "mp3"
+    pcm = load_reference_clip(data, filename="clip.mp3", content_type="audio/mpeg")
+    assert abs(len(pcm) / RATE - 4.0) < 0.1  # the encoder adds a few ms of padding
+    assert abs(peak_hz(pcm) - 500.0) < 3.0
+
+
+# ---------------------------------------------------------------------------- rejections
+
+
+def test_too_short_clip_names_its_duration() -> None:
+    with pytest.raises(ClipTooShortError, match="reference clip is 2.50 s long; at least 3 s of audio is needed"):
+        load_reference_clip(encode(sine(2.5, 44100), 44100, "WAV"))
+
+
+def test_silent_clips_are_rejected_with_their_level() -> None:
+    with pytest.raises(ClipSilentError, match="RMS level is -inf dBFS, below the -60 dBFS threshold"):
+        load_reference_clip(encode(np.zeros(4 * RATE, np.float32), RATE, "WAV"))
+    hiss = np.random.default_rng(0).normal(0, 1e-4, 4 * RATE).astype(np.float32)  # about -80 dBFS
+    with pytest.raises(ClipSilentError, match=r"RMS level is -8\d\.\d dBFS"):
+        load_reference_clip(encode(hiss, RATE, "WAV", "FLOAT"))
+    tone = sine(4.0, RATE)
+    cancelled = np.stack([tone, -tone], axis=1)  # opposite channels: the mono mix is silent
+    with pytest.raises(ClipSilentError):
+        load_reference_clip(encode(cancelled, RATE, "WAV", "FLOAT"))
+
+
+def test_corrupt_bytes_of_a_supported_format() -> None:
+    flac = encode(sine(4.0, RATE), RATE, "FLAC")
+    with pytest.raises(CorruptClipError, match="looks like flac but cannot be decoded"):
+        load_reference_clip(flac[: len(flac) // 3], filename="cut.flac")
+    with pytest.raises(CorruptClipError, match="looks like wav but cannot be decoded"):
+        load_reference_clip(b"RIFF\x00\x00\x00\x00WAVE" + bytes(200))
+    with pytest.raises(CorruptClipError, match=r"'x.wav' is declared as wav \(content type 'audio/wav' and "
+                                               r"extension '.wav'\) but its bytes are not a wav stream"):
+        load_reference_clip(b"definitely not audio", filename="x.wav", content_type="audio/wav")
+    with pytest.raises(CorruptClipError, match="is empty"):
+        load_reference_clip(b"")
+
+
+def test_oversize_clip_is_rejected_before_decoding() -> None:
+    data = encode(sine(4.0, RATE), RATE, "WAV")
+    with pytest.raises(ClipTooLargeError, match=f"reference clip is {len(data)} bytes; the limit is 100000 bytes"):
+        load_reference_clip(data, max_bytes=100_000)
+    with pytest.raises(ClipTooLargeError, match="the limit is 20000000 bytes"):
+        load_reference_clip(b"\x00" * 20_000_001)
+
+
+@pytest.mark.parametrize("data, filename, content_type, claim", [
+    (b"just some text, not audio at all", None, None, "no content type or extension"),
+    (b"\xff\xf1\x50\x80" + bytes(300), "voice.aac", "audio/aac", "content type 'audio/aac' and extension '.aac'"),
+    (b"\x00\x00\x00\x20ftypM4A " + bytes(300), "voice.m4a", None, "extension '.m4a'"),
+])
+def test_unknown_formats_are_unsupported(data: bytes, filename, content_type, claim: str) -> None:
+    with pytest.raises(UnsupportedAudioFormatError, match="supported formats: wav, flac, ogg, mp3") as info:
+        load_reference_clip(data, filename=filename, content_type=content_type)
+    assert claim in str(info.value)
+
+
+def test_bad_limits_are_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="max_ref_seconds"):
+        load_reference_clip(b"RIFF", max_ref_seconds=2.0, min_seconds=3.0)

@@ -1,0 +1,167 @@
+"""Reference clips for cloning: bytes of a wav/flac/ogg/mp3 upload -> mono float32 @ 22.05 kHz.
+
+    pcm = load_reference_clip(data, filename="me.mp3", content_type="audio/mpeg")
+    # pcm: [N] float32 in [-1, 1] @ 22050 Hz, N <= 15 s * 22050
+
+Steps: size limit -> format sniffed from the first bytes (the declared filename / content type
+only decide between "corrupt" and "unsupported" when the bytes match nothing) -> decode with
+libsndfile (via soundfile; libsndfile >= 1.1 reads MPEG audio, so mp3 needs nothing else) ->
+keep the first ``max_ref_seconds`` -> mix to mono -> too-short and silence checks -> resample
+with soxr ("HQ") to ``target_rate``.
+
+Silence: a clip is rejected when the RMS level of the kept audio is below
+``SILENCE_THRESHOLD_DBFS`` = -60 dBFS (RMS relative to a full-scale sine's peak of 1.0). Speech
+recorded at ordinary levels sits around -35..-15 dBFS RMS and a quiet room's noise floor around
+-60..-80 dBFS, so a clip below -60 dBFS carries no usable voice (digital silence is -inf).
+
+All work here is CPU-bound and blocking: call it through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import os
+from typing import Optional
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+from voices.errors import (
+    ClipSilentError,
+    ClipTooLargeError,
+    ClipTooShortError,
+    CorruptClipError,
+    UnsupportedAudioFormatError,
+)
+
+logger = logging.getLogger(__name__)
+
+TARGET_RATE_HZ = 22050
+DEFAULT_MAX_BYTES = 20_000_000
+DEFAULT_MAX_REF_SECONDS = 15.0
+DEFAULT_MIN_SECONDS = 3.0
+SILENCE_THRESHOLD_DBFS = -60.0
+SUPPORTED_FORMATS = ("wav", "flac", "ogg", "mp3")
+
+_EXTENSIONS = {
+    ".wav": "wav", ".wave": "wav", ".flac": "flac", ".ogg": "ogg", ".oga": "ogg", ".opus": "ogg",
+    ".mp3": "mp3",
+}
+_CONTENT_TYPES = {
+    "audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav", "audio/vnd.wave": "wav",
+    "audio/flac": "flac", "audio/x-flac": "flac",
+    "audio/ogg": "ogg", "application/ogg": "ogg", "audio/opus": "ogg", "audio/vorbis": "ogg",
+    "audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/mpeg3": "mp3", "audio/x-mpeg-3": "mp3",
+}
+
+
+def sniff_format(data: bytes) -> Optional[str]:
+    """The container named by the first bytes: "wav", "flac", "ogg", "mp3", or None."""
+    head = data[:16]
+    if len(head) >= 12 and head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE":
+        return "wav"
+    if head[:4] == b"fLaC":
+        return "flac"
+    if head[:4] == b"OggS":
+        return "ogg"
+    if head[:3] == b"ID3":
+        return "mp3"
+    # MPEG audio frame sync: 11 set bits, then version, then layer != 00 (00 is AAC in ADTS)
+    if len(head) >= 2 and head[0] == 0xFF and (head[1] & 0xE0) == 0xE0 and (head[1] >> 1) & 0x3:
+        return "mp3"
+    return None
+
+
+def declared_format(filename: Optional[str], content_type: Optional[str]) -> tuple[Optional[str], str]:
+    """(supported format the upload claims to be or None, a description of the claim)."""
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    ext = os.path.splitext(filename or "")[1].lower()
+    claim = _CONTENT_TYPES.get(ctype) or _EXTENSIONS.get(ext)
+    parts = []
+    if ctype and ctype != "application/octet-stream":
+        parts.append(f"content type {ctype!r}")
+    if ext:
+        parts.append(f"extension {ext!r}")
+    return claim, (" and ".join(parts) or "no content type or extension")
+
+
+def load_reference_clip(
+    data: bytes,
+    *,
+    filename: Optional[str] = None,
+    content_type: Optional[str] = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ref_seconds: float = DEFAULT_MAX_REF_SECONDS,
+    min_seconds: float = DEFAULT_MIN_SECONDS,
+    target_rate: int = TARGET_RATE_HZ,
+    silence_threshold_dbfs: float = SILENCE_THRESHOLD_DBFS,
+) -> np.ndarray:
+    """Decode an uploaded reference clip to mono float32 [N] @ ``target_rate`` Hz.
+
+    Keeps the first ``max_ref_seconds`` (0 keeps everything). Raises ClipTooLargeError,
+    UnsupportedAudioFormatError, CorruptClipError, ClipTooShortError or ClipSilentError.
+    """
+    if max_ref_seconds and max_ref_seconds < min_seconds:
+        raise ValueError(f"max_ref_seconds ({max_ref_seconds}) must be 0 or >= min_seconds ({min_seconds})")
+    name = repr(filename) if filename else "upload"
+    # 1) size, before any decoding
+    if len(data) > max_bytes:
+        raise ClipTooLargeError(len(data), max_bytes)
+    if not data:
+        raise CorruptClipError(f"reference clip {name} is empty (0 bytes)")
+    # 2) format: the bytes decide; the claim only explains a mismatch
+    fmt = sniff_format(data)
+    if fmt is None:
+        claim, described = declared_format(filename, content_type)
+        if claim is not None:
+            raise CorruptClipError(
+                f"reference clip {name} is declared as {claim} ({described}) but its bytes are not "
+                f"a {claim} stream (they start with {data[:8].hex(' ')})"
+            )
+        raise UnsupportedAudioFormatError(
+            f"reference clip {name} has an unsupported audio format ({described}; bytes start with "
+            f"{data[:8].hex(' ')}); supported formats: {', '.join(SUPPORTED_FORMATS)}"
+        )
+    # 3) decode at most max_ref_seconds
+    pcm, rate_hz = _decode(data, fmt, name, max_ref_seconds)  # [frames, channels] float32
+    # 4) mono
+    mono = pcm.mean(axis=1, dtype=np.float64).astype(np.float32) if pcm.shape[1] > 1 else pcm[:, 0]
+    if not np.isfinite(mono).all():
+        raise CorruptClipError(f"reference clip {name} decodes to non-finite samples")
+    # 5) duration and level
+    duration_s = mono.shape[0] / rate_hz
+    if duration_s < min_seconds:
+        raise ClipTooShortError(duration_s, min_seconds)
+    rms = float(np.sqrt(np.mean(np.square(mono, dtype=np.float64))))
+    level_dbfs = 20.0 * math.log10(rms) if rms > 0 else float("-inf")
+    if level_dbfs < silence_threshold_dbfs:
+        raise ClipSilentError(level_dbfs, silence_threshold_dbfs)
+    # 6) resample: [N_in] @ rate_hz -> [N_out] @ target_rate
+    if rate_hz != target_rate:
+        mono = soxr.resample(mono, rate_hz, target_rate, quality="HQ").astype(np.float32, copy=False)
+    if max_ref_seconds:
+        mono = mono[: int(round(max_ref_seconds * target_rate))]
+    logger.debug("reference clip %s: %s %d Hz, %.2f s kept, %.1f dBFS", name, fmt, rate_hz, duration_s, level_dbfs)
+    return np.ascontiguousarray(np.clip(mono, -1.0, 1.0), dtype=np.float32)
+
+
+def _decode(data: bytes, fmt: str, name: str, max_ref_seconds: float) -> tuple[np.ndarray, int]:
+    """libsndfile decode of the first ``max_ref_seconds`` (0: all) -> ([frames, ch] float32, rate)."""
+    try:
+        with sf.SoundFile(io.BytesIO(data)) as f:
+            rate_hz = int(f.samplerate)
+            if rate_hz <= 0 or f.channels <= 0:
+                raise CorruptClipError(f"reference clip {name} declares {rate_hz} Hz, {f.channels} channels")
+            frames = -1 if not max_ref_seconds else int(math.ceil(max_ref_seconds * rate_hz))
+            pcm = f.read(frames=frames, dtype="float32", always_2d=True)
+        if pcm.shape[0] == 0:
+            raise CorruptClipError(f"reference clip {name} is a {fmt} file with no audio frames")
+    except CorruptClipError:
+        raise
+    except (sf.LibsndfileError, RuntimeError, ValueError, TypeError, EOFError) as exc:
+        reason = getattr(exc, "error_string", None) or str(exc)  # without "Error opening <BytesIO...>"
+        raise CorruptClipError(f"reference clip {name} looks like {fmt} but cannot be decoded: {reason}") from exc
+    return pcm, rate_hz

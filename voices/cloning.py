@@ -1,0 +1,164 @@
+"""Voice cloning: a reference clip becomes a stored voice with a precomputed speaker prefix.
+
+    clip bytes -> load_reference_clip -> pcm [N] float32 @ 22050 Hz
+               -> encoder.encode       -> codes [32, T] int64 (unfolded NanoCodec digits)
+               -> transpose            -> ref_codes [T, 32]
+               -> compress             -> prefix [K, hidden] (K = 8, hidden = 1024 for Gepard)
+               -> store.put(VoiceRecord(voice, prefix, ref_codes as int16))
+
+The prefix is computed once; synthesis with the voice never touches audio again. The reference
+codes are kept so the prefix can be recomputed for another checkpoint. Every step runs before
+``store.put``, so a failure anywhere stores nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional
+
+import numpy as np
+import torch
+
+from voices.audio_input import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_REF_SECONDS,
+    DEFAULT_MIN_SECONDS,
+    SILENCE_THRESHOLD_DBFS,
+    load_reference_clip,
+)
+from voices.errors import VoiceCloningError, VoiceStoreError
+from voices.models import Locale, Voice, VoiceRecord, new_voice_id
+from voices.store import VoiceStore
+
+if TYPE_CHECKING:  # annotation only: importing codec_worker would load the codec package
+    from codec_worker.interface import CodecEncoder
+
+logger = logging.getLogger(__name__)
+
+NUM_CODE_CHANNELS = 32
+CompressFn = Callable[[torch.Tensor], torch.Tensor]  # ref_codes [T, 32] int -> prefix [K, hidden]
+
+
+@dataclass(frozen=True, slots=True)
+class ClipLimits:
+    """What an uploaded reference clip may be (see ``voices/audio_input.py``)."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_ref_seconds: float = DEFAULT_MAX_REF_SECONDS  # keep the first N seconds; 0 keeps all
+    min_seconds: float = DEFAULT_MIN_SECONDS
+    silence_threshold_dbfs: float = SILENCE_THRESHOLD_DBFS
+
+
+class VoiceCloner:
+    """Clones voices into ``store`` with ``encoder`` (audio -> codes) and ``compress``
+    (codes -> prefix, e.g. ``engine.compress_reference``). Borrows all three; closes nothing.
+
+    ``compress`` is a blocking call and runs in a worker thread. ``model_fingerprint`` is
+    recorded on every voice (``ModelInfo.fingerprint`` of the engine that owns ``compress``).
+    """
+
+    def __init__(self, encoder: "CodecEncoder", compress: CompressFn, model_fingerprint: str,
+                 store: VoiceStore, *, limits: ClipLimits = ClipLimits(), user_id: str = "") -> None:
+        self.encoder = encoder
+        self.compress = compress
+        self.model_fingerprint = model_fingerprint
+        self.store = store
+        self.limits = limits
+        self.user_id = user_id
+
+    async def clone(
+        self,
+        clip_bytes: bytes,
+        filename: Optional[str],
+        content_type: Optional[str],
+        name: str,
+        language: str,
+        description: Optional[str] = None,
+        gender: Optional[str] = None,
+        accent: Optional[str] = None,
+        base_voice_id: Optional[str] = None,
+        *,
+        voice_id: Optional[str] = None,
+        builtin: bool = False,
+    ) -> Voice:
+        """Clone a voice from an uploaded clip and store it; returns the stored Voice.
+
+        ``base_voice_id`` (a Cartesia option for enhancing a clone from a catalogue voice) is
+        accepted and ignored. ``voice_id`` / ``builtin`` serve the start-up preload. Raises
+        InvalidVoiceError (metadata), InvalidClipError subclasses (the clip),
+        VoiceCloningError (encoder or compressor), VoiceExistsError, VoiceStoreUnavailableError.
+        """
+        # 1) metadata first: a bad name or gender fails before any audio work
+        voice = Voice(
+            id=voice_id or new_voice_id(),
+            name=name,
+            language=language,
+            description=description or "",
+            gender=gender,
+            accent=accent,
+            locales=(Locale(language, is_native=True),),
+            is_owner=not builtin,
+            access="public" if builtin else "private",
+            visibility="all" if builtin else "owner",
+            user_id=self.user_id,
+            model_fingerprint=self.model_fingerprint,
+            builtin=builtin,
+        )
+        if base_voice_id:
+            logger.debug("voice %s: base_voice_id %s ignored", voice.id, base_voice_id)
+        # 2) clip -> pcm [N] float32 @ encoder rate (blocking decode + resample in a thread)
+        limits = self.limits
+        pcm = await asyncio.to_thread(
+            load_reference_clip, clip_bytes, filename=filename, content_type=content_type,
+            max_bytes=limits.max_bytes, max_ref_seconds=limits.max_ref_seconds,
+            min_seconds=limits.min_seconds, target_rate=self.encoder.sample_rate_hz,
+            silence_threshold_dbfs=limits.silence_threshold_dbfs,
+        )
+        # 3) pcm -> codes [32, T] -> ref_codes [T, 32]
+        ref_codes = await self._encode(voice.id, pcm)
+        # 4) ref_codes -> prefix [K, hidden]
+        prefix = await self._compress(voice.id, ref_codes)
+        # 5) store; nothing was written before this line
+        record = VoiceRecord(voice=voice, prefix=prefix, ref_codes=ref_codes.to(torch.int16))
+        stored = await self.store.put(record)
+        logger.info("voice %s cloned: %d reference frames -> prefix %s", voice.id,
+                    ref_codes.shape[0], tuple(prefix.shape))
+        return stored
+
+    async def _encode(self, voice_id: str, pcm: np.ndarray) -> torch.Tensor:
+        try:
+            codes = await self.encoder.encode(pcm)
+        except (VoiceStoreError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise VoiceCloningError(f"voice {voice_id}: encoding the reference clip failed: {exc}") from exc
+        if not isinstance(codes, torch.Tensor) or codes.dim() != 2 or codes.shape[0] != NUM_CODE_CHANNELS \
+                or codes.shape[1] == 0 or codes.is_floating_point():
+            got = (tuple(codes.shape), codes.dtype) if isinstance(codes, torch.Tensor) else type(codes).__name__
+            raise VoiceCloningError(
+                f"voice {voice_id}: encoder returned {got}; expected integer codes [{NUM_CODE_CHANNELS}, T>0]"
+            )
+        if int(codes.min()) < 0 or int(codes.max()) > torch.iinfo(torch.int16).max:
+            raise VoiceCloningError(
+                f"voice {voice_id}: encoder codes span [{int(codes.min())}, {int(codes.max())}], "
+                f"outside the int16 range they are stored in"
+            )
+        return codes.detach().to("cpu").transpose(0, 1).contiguous()  # [32, T] -> [T, 32]
+
+    async def _compress(self, voice_id: str, ref_codes: torch.Tensor) -> torch.Tensor:
+        try:
+            prefix = await asyncio.to_thread(self.compress, ref_codes)
+        except (VoiceStoreError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise VoiceCloningError(f"voice {voice_id}: compressing the reference codes failed: {exc}") from exc
+        if not isinstance(prefix, torch.Tensor) or prefix.dim() != 2 or not prefix.is_floating_point() \
+                or prefix.numel() == 0:
+            got = (tuple(prefix.shape), prefix.dtype) if isinstance(prefix, torch.Tensor) else type(prefix).__name__
+            raise VoiceCloningError(f"voice {voice_id}: compressor returned {got}; expected a float prefix [K, hidden]")
+        prefix = prefix.detach().to("cpu")
+        if not torch.isfinite(prefix).all():
+            raise VoiceCloningError(f"voice {voice_id}: compressor returned non-finite values")
+        return prefix
