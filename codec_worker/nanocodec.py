@@ -1,0 +1,291 @@
+"""NanoCodec: load the NeMo checkpoint, decode codes to PCM, encode PCM to codes.
+
+    codec = NanoCodec.load("nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps")  # or a .nemo / a directory
+    audio = codec.decode_codes(codes)   # codes [B, 32, T] int64 -> audio [B, T*1024] float32
+    codes = codec.encode(audio)         # audio [B, N] float32 @ 22050 Hz -> codes [B, 32, ceil(N/1024)]
+
+A ``.nemo`` file is a tar holding ``model_config.yaml`` and ``model_weights.ckpt`` (a plain torch
+state dict). ``nemo.collections.tts.models.AudioCodecModel`` cannot be imported here (missing
+training dependencies), so the three modules inference needs (``audio_encoder``, ``audio_decoder``,
+``vector_quantizer``) are built from the config by their ``_target_`` class, which must live in
+``nemo.collections.tts.modules.audio_codec_modules``, and their subset of the state dict is loaded
+strictly. Training-only tensors (``discriminator.*`` and the like) are ignored. Weight norm is
+folded into plain weights after loading (same values, less work per call).
+
+Codes are *unfolded* FSQ digits (channel ``4*g + d``, see ``codec_worker.fsq``). Outputs stay on the
+codec's device; audio is always returned as float32.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from codec_worker import fsq
+from codec_worker._checkpoint import (
+    DEFAULT_HF_REPO,
+    SUPPORTED_DTYPES,
+    CodecConfig,
+    build_modules,
+    check_quantizer_buffers,
+    class_default,
+    fingerprint,
+    fold_weight_norm,
+    load_section,
+    read_source,
+)
+from codec_worker.errors import InvalidAudioError, InvalidCodesError
+
+logger = logging.getLogger(__name__)
+
+
+def decoder_left_context_frames(decoder_cfg: Mapping[str, Any]) -> int:
+    """Left receptive field of a CausalHiFiGANDecoder, in frames.
+
+    A windowed decode of ``frames[w:end]`` reproduces the one-shot output exactly from frame
+    ``w + L`` on, where L is what this returns. Walk back from the first output sample of a frame
+    (index 0 at the output rate) through every layer, tracking the earliest input index it reads,
+    in that layer's own sample rate:
+
+    - causal conv, kernel k, dilation d:          i -= (k - 1) * d
+    - residual layer (parallel kernel branches, each a chain over the dilations of
+      conv(k, d) then conv(k, 1)):                i -= max_k sum_d (k - 1) * (d + 1)
+    - causal transposed conv, stride s, kernel K = 2s, trimmed K - s on the right
+      (input j feeds outputs j*s .. j*s + K - 1):  i = ceil((i - K + 1) / s)
+
+    Order, from the output back: post_conv (out_kernel_size), then for each up-sample stage in
+    reverse: its residual layer, its transposed conv; finally pre_conv (in_kernel_size). L = -i.
+    Frame boundaries are multiples of every stage's stride, so the walk is the same for any frame.
+    For the published config (kernels 7/3, residual kernels [3, 7, 11], dilations [1, 3, 5], rates
+    [8, 8, 4, 2, 2]) this gives 25 frames (≈1.16 s of audio).
+    """
+
+    def get(key: str) -> Any:
+        value = decoder_cfg.get(key)
+        return class_default("audio_decoder", decoder_cfg, key) if value is None else value
+
+    rates = list(get("up_sample_rates"))
+    res_lookback = max(sum((k - 1) * (d + 1) for d in get("resblock_dilation_sizes")) for k in get("resblock_kernel_sizes"))
+    index = -(get("out_kernel_size") - 1)
+    for rate in reversed(rates):
+        index -= res_lookback
+        kernel = 2 * rate
+        index = -((kernel - 1 - index) // rate)  # ceil((index - kernel + 1) / rate)
+    index -= get("in_kernel_size") - 1
+    return -index
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks
+
+
+def _check_codes(codes: Any) -> None:
+    if not isinstance(codes, torch.Tensor):
+        raise InvalidCodesError(f"expected codes as a torch.Tensor [B, 32, T], got {type(codes).__name__}")
+    if codes.dtype.is_floating_point or codes.dtype.is_complex or codes.dtype == torch.bool:
+        raise InvalidCodesError(f"expected integer codes [B, 32, T], got dtype {codes.dtype}")
+    if codes.dim() != 3 or codes.shape[1] != fsq.NUM_CHANNELS:
+        raise InvalidCodesError(f"expected codes [B, {fsq.NUM_CHANNELS}, T], got shape {tuple(codes.shape)}")
+    if codes.shape[0] == 0 or codes.shape[2] == 0:
+        raise InvalidCodesError(f"expected at least one item and one frame, got shape {tuple(codes.shape)}")
+    limits = torch.tensor(fsq.channel_levels(), device=codes.device).view(1, -1, 1)
+    bad = (codes < 0) | (codes >= limits)
+    if bool(bad.any()):
+        item, channel, frame = (int(i) for i in bad.nonzero()[0])
+        raise InvalidCodesError(
+            f"code {int(codes[item, channel, frame])} out of range [0, {fsq.channel_levels()[channel]}) "
+            f"at item {item}, channel {channel}, frame {frame} (codes shape {tuple(codes.shape)})"
+        )
+
+
+def _check_lengths(
+    lengths: Any, batch: int, limit: int, unit: str, device: torch.device, error: type[ValueError]
+) -> torch.Tensor:
+    """Lengths [B] as int64 on ``device``; each in [0, limit] ``unit``; else ``error``."""
+    if lengths is None:
+        return torch.full((batch,), limit, dtype=torch.long, device=device)
+    values = lengths.detach().cpu().tolist() if isinstance(lengths, torch.Tensor) else lengths
+    if isinstance(values, np.ndarray):
+        values = values.tolist()
+    if not isinstance(values, Sequence) or len(values) != batch or not all(isinstance(v, int) for v in values):
+        raise error(f"expected lengths as {batch} ints (one per item), got {lengths!r}")
+    for index, value in enumerate(values):
+        if not 0 <= value <= limit:
+            raise error(f"length {value} of item {index} is outside [0, {limit}] {unit}")
+    return torch.tensor(values, dtype=torch.long, device=device)
+
+
+# --------------------------------------------------------------------------------------------
+# The codec
+
+
+class NanoCodec:
+    """NeMo NanoCodec 22 kHz (1.89 kbps, 21.5 fps) for inference: decode codes, encode audio.
+
+    Built by :meth:`load`. Every method runs under ``torch.no_grad`` with the modules in eval mode;
+    concurrent calls from several threads are safe (nothing is mutated after loading).
+    """
+
+    def __init__(
+        self,
+        config: CodecConfig,
+        modules: Mapping[str, torch.nn.Module],
+        *,
+        fingerprint: str,
+        device: torch.device,
+        dtype: torch.dtype,
+        origin: str = "<memory>",
+    ) -> None:
+        self.config = config
+        self.device = device
+        self.dtype = dtype
+        self.origin = origin
+        self._encoder = modules["audio_encoder"]
+        self._decoder = modules["audio_decoder"]
+        self._quantizer = modules["vector_quantizer"]
+        self._fingerprint = fingerprint
+        self._receptive_field_frames = decoder_left_context_frames(config.audio_decoder)
+
+    # ---- construction ------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        source: str | Path = DEFAULT_HF_REPO,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> NanoCodec:
+        """Load from a ``.nemo`` file, a directory (config + weights, or one .nemo) or a HF repo id.
+
+        Raises CodecNotFoundError when the source does not resolve, CodecFormatError when its
+        contents do not match (the message names the file, key or tensor).
+        """
+        if dtype not in SUPPORTED_DTYPES:
+            raise ValueError(f"dtype must be one of {SUPPORTED_DTYPES}, got {dtype}")
+        device = torch.device(device)
+        checkpoint = read_source(source)
+        config = CodecConfig.from_mapping(checkpoint.config, checkpoint.origin)
+        modules = build_modules(config)
+        for section, module in modules.items():
+            load_section(module, section, checkpoint.state_dict, checkpoint.origin)
+        check_quantizer_buffers(modules["vector_quantizer"], checkpoint.origin)
+        digest = fingerprint(config, checkpoint.state_dict)
+        for section, module in modules.items():
+            fold_weight_norm(module)
+            # the quantizer holds only int buffers and runs in float32 whatever the codec dtype
+            module.to(device=device, dtype=torch.float32 if section == "vector_quantizer" else dtype)
+            module.eval()
+            module.requires_grad_(False)
+        logger.info(
+            "codec loaded from %s on %s/%s (receptive field %d frames, fingerprint %s)",
+            checkpoint.origin,
+            device,
+            dtype,
+            decoder_left_context_frames(config.audio_decoder),
+            digest[:12],
+        )
+        return cls(config, modules, fingerprint=digest, device=device, dtype=dtype, origin=checkpoint.origin)
+
+    # ---- properties --------------------------------------------------------------------
+
+    @property
+    def sample_rate_hz(self) -> int:
+        return self.config.sample_rate_hz
+
+    @property
+    def samples_per_frame(self) -> int:
+        return self.config.samples_per_frame
+
+    @property
+    def receptive_field_frames(self) -> int:
+        """Left context (frames) a windowed decode needs to be exact; see decoder_left_context_frames."""
+        return self._receptive_field_frames
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 hex of the inference config and the encoder/decoder/quantizer tensors as stored.
+
+        Independent of device and dtype; use it as a cache key for things derived from the codec.
+        """
+        return self._fingerprint
+
+    # ---- decode ------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def decode_codes(self, codes: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
+        """Unfolded codes [B, 32, T] int -> audio [B, T*samples_per_frame] float32 on the codec device.
+
+        ``lengths`` [B] (frames, default T each): samples past ``lengths[b]*samples_per_frame`` are zero.
+        """
+        _check_codes(codes)
+        latents = fsq.dequantize(codes.to(self.device))  # [B, 32, T] float32 in [-1, 1]
+        return self._decode(latents, lengths)
+
+    @torch.no_grad()
+    def decode_latents(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
+        """Dequantized latents [B, 32, T] float -> audio [B, T*samples_per_frame] float32."""
+        if not isinstance(latents, torch.Tensor) or not latents.dtype.is_floating_point:
+            raise InvalidCodesError(f"expected float latents [B, 32, T], got {getattr(latents, 'dtype', type(latents))}")
+        if latents.dim() != 3 or latents.shape[1] != fsq.NUM_CHANNELS or 0 in latents.shape:
+            raise InvalidCodesError(f"expected latents [B, {fsq.NUM_CHANNELS}, T>0], got shape {tuple(latents.shape)}")
+        if not bool(torch.isfinite(latents).all()):
+            raise InvalidCodesError("latents hold NaN or infinite values")
+        return self._decode(latents.to(self.device), lengths)
+
+    def _decode(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None) -> torch.Tensor:
+        batch, _, frames = latents.shape
+        input_len = _check_lengths(lengths, batch, frames, "frames", self.device, InvalidCodesError)
+        # [B, 32, T] -> [B, T * samples_per_frame]
+        audio, _ = self._decoder(inputs=latents.to(self.dtype), input_len=input_len)
+        return audio.float()
+
+    # ---- encode ------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def encode(
+        self, audio: torch.Tensor | np.ndarray, lengths: Sequence[int] | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Audio [B, N] float @ sample_rate_hz -> unfolded codes [B, 32, ceil(N / samples_per_frame)] int64.
+
+        As NeMo's AudioCodecModel.encode: zero-pads each item to whole frames, encodes, quantizes.
+        ``lengths`` [B] (samples, default N each); frames past ``ceil(lengths[b] / samples_per_frame)``
+        hold packed code 0 (all digits 0).
+        """
+        audio = self._check_audio(audio)
+        batch, samples = audio.shape
+        audio_len = _check_lengths(lengths, batch, samples, "samples", self.device, InvalidAudioError)
+        spf = self.samples_per_frame
+        # 1) pad to whole frames: [B, N] -> [B, T * spf]
+        frames = -(-samples // spf)
+        padded = torch.nn.functional.pad(audio, (0, frames * spf - samples))
+        padded_len = -(-audio_len // spf) * spf
+        # 2) encode: [B, T * spf] -> [B, 32, T]
+        encoded, encoded_len = self._encoder(audio=padded.to(self.dtype), audio_len=padded_len)
+        # 3) quantize in float32: [B, 32, T] -> packed [8, B, T] -> [B, 8, T] -> unfolded [B, 32, T]
+        packed = self._quantizer.encode(inputs=encoded.float(), input_len=encoded_len)
+        return fsq.unfold(packed.permute(1, 0, 2).long())
+
+    def _check_audio(self, audio: Any) -> torch.Tensor:
+        if isinstance(audio, np.ndarray):
+            audio = torch.from_numpy(np.ascontiguousarray(audio))
+        if not isinstance(audio, torch.Tensor):
+            raise InvalidAudioError(f"expected audio as a tensor or array [B, N], got {type(audio).__name__}")
+        if not audio.dtype.is_floating_point:
+            raise InvalidAudioError(f"expected float audio in [-1, 1], got dtype {audio.dtype}")
+        if audio.dim() != 2 or 0 in audio.shape:
+            raise InvalidAudioError(f"expected audio [B, N>0], got shape {tuple(audio.shape)}")
+        if not bool(torch.isfinite(audio).all()):
+            raise InvalidAudioError("audio holds NaN or infinite samples")
+        return audio.to(device=self.device, dtype=torch.float32)
+
+
+__all__ = [
+    "CodecConfig",
+    "DEFAULT_HF_REPO",
+    "NanoCodec",
+    "decoder_left_context_frames",
+]
