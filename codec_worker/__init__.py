@@ -1,0 +1,45 @@
+"""Codec worker: NanoCodec codes <-> 22.05 kHz PCM, streaming and batched; no HTTP.
+
+Importing this package is cheap: NeMo is imported only when a codec is built or loaded.
+"""
+
+from codec_worker.batching import BatchedDecodeStream, BatchingCodecDecoder, NanoCodecEncoder
+from codec_worker.errors import (
+    CodecClosedError,
+    CodecError,
+    CodecFormatError,
+    CodecLoadError,
+    CodecNotFoundError,
+    DecodeError,
+    InvalidAudioError,
+    InvalidCodesError,
+)
+from codec_worker.interface import CodecDecoder, CodecEncoder, DecodeStream
+from codec_worker.nanocodec import DEFAULT_HF_REPO, NanoCodec, decoder_left_context_frames
+from codec_worker.streaming import DecodeWindow, StreamingDecoder, StreamingDecodeState, decode_windows
+from codec_worker.tiny import write_random_codec
+
+__all__ = [
+    "BatchedDecodeStream",
+    "BatchingCodecDecoder",
+    "CodecClosedError",
+    "CodecDecoder",
+    "CodecEncoder",
+    "CodecError",
+    "CodecFormatError",
+    "CodecLoadError",
+    "CodecNotFoundError",
+    "DEFAULT_HF_REPO",
+    "DecodeError",
+    "DecodeStream",
+    "DecodeWindow",
+    "InvalidAudioError",
+    "InvalidCodesError",
+    "NanoCodec",
+    "NanoCodecEncoder",
+    "StreamingDecodeState",
+    "StreamingDecoder",
+    "decode_windows",
+    "decoder_left_context_frames",
+    "write_random_codec",
+]

@@ -1,0 +1,301 @@
+"""Batched streaming decode across many utterances, and the async encoder.
+
+    decoder = BatchingCodecDecoder(codec, max_batch=32)    # borrows codec; owns one worker thread
+    stream = decoder.open_stream()
+    pcm = await stream.push(codes)    # codes [32, T] int64 -> pcm [N] float32 @ 22050 Hz
+    pcm = await stream.finish()
+    await stream.aclose()
+    await decoder.aclose()
+
+Each stream cuts exact decode windows (codec_worker.streaming) and queues them. ONE background
+thread takes up to ``max_batch`` queued windows from any streams, groups them by width, and
+decodes each group in one decoder call (right-padded, see streaming.decode_windows). Results go
+back to the awaiting coroutine through ``loop.call_soon_threadsafe``, so the event loop never
+blocks on the decoder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from codec_worker.errors import CodecClosedError, CodecError, DecodeError, InvalidAudioError
+from codec_worker.interface import CodecDecoder, CodecEncoder, DecodeStream
+from codec_worker.streaming import DecodeWindow, StreamingDecodeState, decode_windows
+
+if TYPE_CHECKING:
+    from codec_worker.nanocodec import NanoCodec
+
+logger = logging.getLogger(__name__)
+
+_EMPTY = np.zeros(0, dtype=np.float32)
+
+
+@dataclass(eq=False, slots=True)
+class _Job:
+    """One window waiting for the worker, and where its audio goes."""
+
+    stream_id: int
+    window: DecodeWindow
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[np.ndarray]
+    dropped: bool = field(default=False)  # set (under the decoder lock) when its stream is closed
+
+
+def _settle(future: asyncio.Future[np.ndarray], result: np.ndarray | None, error: BaseException | None) -> None:
+    """Runs on the future's loop: set the outcome unless the waiter already gave up."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _deliver(job: _Job, result: np.ndarray | None = None, error: BaseException | None = None) -> None:
+    try:
+        job.loop.call_soon_threadsafe(_settle, job.future, result, error)
+    except RuntimeError:  # the loop is closed: nobody is waiting any more
+        pass
+
+
+def group_by_width(jobs: list[_Job], ratio: float = 2.0) -> list[list[_Job]]:
+    """Split jobs into decode groups whose widest window is at most ``ratio`` x the narrowest."""
+    groups: list[list[_Job]] = []
+    for job in sorted(jobs, key=lambda j: j.window.width):
+        if groups and job.window.width <= ratio * groups[-1][0].window.width:
+            groups[-1].append(job)
+        else:
+            groups.append([job])
+    return groups
+
+
+class _StreamState(enum.Enum):
+    OPEN = "open"  # push/finish allowed
+    FINISHED = "finished"  # finish() returned; only aclose() is left
+    CLOSED = "closed"  # aclose() called, or a push was cancelled or failed
+
+
+class BatchingCodecDecoder(CodecDecoder):
+    """CodecDecoder that decodes the windows of many concurrent streams in shared batches.
+
+    Borrows ``codec`` (does not close it). Owns a worker thread, started on first use and
+    stopped by :meth:`aclose`. ``first_chunk_frames`` / ``chunk_frames`` set each stream's cadence.
+    """
+
+    def __init__(
+        self,
+        codec: NanoCodec,
+        max_batch: int = 32,
+        first_chunk_frames: int = 8,
+        chunk_frames: int = 32,
+    ) -> None:
+        if not isinstance(max_batch, int) or max_batch < 1:
+            raise ValueError(f"max_batch must be an int >= 1, got {max_batch!r}")
+        # validate the cadence once, here, rather than on the first open_stream()
+        StreamingDecodeState(codec.receptive_field_frames, first_chunk_frames, chunk_frames)
+        self.sample_rate_hz = codec.sample_rate_hz
+        self.samples_per_frame = codec.samples_per_frame
+        self.max_batch = max_batch
+        self.first_chunk_frames = first_chunk_frames
+        self.chunk_frames = chunk_frames
+        self._codec = codec
+        self._cond = threading.Condition()
+        self._queue: deque[_Job] = deque()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._ids = itertools.count(1)
+        self.batches_decoded = 0  # decoder calls made (for metrics and tests)
+        self.windows_decoded = 0
+        logger.debug(
+            "batching codec decoder: max_batch=%d first_chunk_frames=%d chunk_frames=%d context=%d",
+            max_batch,
+            first_chunk_frames,
+            chunk_frames,
+            codec.receptive_field_frames,
+        )
+
+    # ---- public API ----------------------------------------------------------------------
+
+    def open_stream(self) -> BatchedDecodeStream:
+        if self._closed:
+            raise CodecClosedError("codec decoder is closed; create a new one")
+        state = StreamingDecodeState(self._codec.receptive_field_frames, self.first_chunk_frames, self.chunk_frames)
+        return BatchedDecodeStream(self, next(self._ids), state)
+
+    async def aclose(self) -> None:
+        """Stop the worker after its current batch; queued windows fail with CodecClosedError."""
+        with self._cond:
+            if self._closed and self._thread is None:
+                return
+            self._closed = True
+            pending = list(self._queue)
+            self._queue.clear()
+            thread, self._thread = self._thread, None
+            self._cond.notify_all()
+        for job in pending:
+            _deliver(job, error=CodecClosedError("codec decoder closed while the window was queued"))
+        if thread is not None:
+            await asyncio.to_thread(thread.join)
+        logger.info("codec decoder closed after %d batches", self.batches_decoded)
+
+    async def __aenter__(self) -> BatchingCodecDecoder:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await asyncio.shield(self.aclose())
+
+    # ---- used by streams (event-loop side) -----------------------------------------------
+
+    def _submit(self, stream_id: int, windows: list[DecodeWindow]) -> list[asyncio.Future[np.ndarray]]:
+        loop = asyncio.get_running_loop()
+        jobs = [_Job(stream_id, window, loop, loop.create_future()) for window in windows]
+        with self._cond:
+            if self._closed:
+                raise CodecClosedError("codec decoder is closed; create a new one")
+            self._queue.extend(jobs)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="codec-decoder", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return [job.future for job in jobs]
+
+    def _drop(self, stream_id: int) -> int:
+        """Remove a stream's queued windows (a batch already decoding still completes)."""
+        with self._cond:
+            kept = deque(job for job in self._queue if job.stream_id != stream_id)
+            dropped = len(self._queue) - len(kept)
+            for job in self._queue:
+                if job.stream_id == stream_id:
+                    job.dropped = True
+                    job.future.cancel()
+            self._queue = kept
+        return dropped
+
+    # ---- worker thread -------------------------------------------------------------------
+
+    def _take_batch(self) -> list[_Job] | None:
+        """Block until windows are queued; take up to max_batch. None once closed."""
+        with self._cond:
+            while not self._queue and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                return None
+            count = min(self.max_batch, len(self._queue))
+            return [self._queue.popleft() for _ in range(count)]
+
+    def _run(self) -> None:
+        logger.debug("codec decoder worker started")
+        while (jobs := self._take_batch()) is not None:
+            for group in group_by_width(jobs):
+                self._decode_group(group)
+        logger.debug("codec decoder worker stopped")
+
+    def _decode_group(self, jobs: list[_Job]) -> None:
+        # 1) skip windows whose stream was closed or whose waiter went away
+        jobs = [job for job in jobs if not job.dropped and not job.future.cancelled()]
+        if not jobs:
+            return
+        # 2) decode in one call
+        try:
+            pieces = decode_windows(self._codec, [job.window for job in jobs])
+        except Exception as exc:  # one bad batch fails its windows, not the worker
+            logger.exception("codec decode of %d windows failed", len(jobs))
+            error = exc if isinstance(exc, CodecError) else DecodeError(f"decoder failed: {exc}")
+            for job in jobs:
+                _deliver(job, error=error)
+            return
+        self.batches_decoded += 1
+        self.windows_decoded += len(jobs)
+        # 3) hand each window's audio back to its loop
+        for job, pcm in zip(jobs, pieces):
+            _deliver(job, result=pcm)
+
+
+class BatchedDecodeStream(DecodeStream):
+    """One utterance on a BatchingCodecDecoder. Not safe to use from several tasks at once."""
+
+    def __init__(self, decoder: BatchingCodecDecoder, stream_id: int, state: StreamingDecodeState) -> None:
+        self.stream_id = stream_id
+        self._decoder = decoder
+        self._state = state
+        self._status = _StreamState.OPEN
+
+    @property
+    def closed(self) -> bool:
+        return self._status is _StreamState.CLOSED
+
+    async def push(self, codes: torch.Tensor) -> np.ndarray:
+        """Add frames [32, T]; return the PCM [N] float32 of the chunks that became ready."""
+        self._check_open("push")
+        return await self._decode(self._state.push(codes))
+
+    async def finish(self) -> np.ndarray:
+        """Decode every frame still buffered; return its PCM. Only aclose() may follow."""
+        self._check_open("finish")
+        pcm = await self._decode(self._state.finish())
+        self._status = _StreamState.FINISHED
+        return pcm
+
+    async def aclose(self) -> None:
+        """Drop buffered frames and queued windows; idempotent."""
+        if self._status is _StreamState.CLOSED:
+            return
+        self._status = _StreamState.CLOSED
+        self._state.discard()
+        dropped = self._decoder._drop(self.stream_id)
+        if dropped:
+            logger.debug("decode stream %d closed, %d queued windows dropped", self.stream_id, dropped)
+
+    def _check_open(self, action: str) -> None:
+        if self._status is not _StreamState.OPEN:
+            raise CodecClosedError(f"cannot {action}: decode stream {self.stream_id} is {self._status.value}")
+
+    async def _decode(self, windows: list[DecodeWindow]) -> np.ndarray:
+        if not windows:
+            return _EMPTY
+        futures = self._decoder._submit(self.stream_id, windows)
+        try:
+            pieces = [await future for future in futures]
+        except BaseException:
+            # cancelled or failed: the stream has lost audio and cannot continue seamlessly
+            for future in futures:
+                if future.done() and not future.cancelled():
+                    future.exception()  # mark as retrieved
+                else:
+                    future.cancel()
+            await self.aclose()
+            raise
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+class NanoCodecEncoder(CodecEncoder):
+    """CodecEncoder over a NanoCodec (borrowed); each encode runs in a worker thread."""
+
+    def __init__(self, codec: NanoCodec) -> None:
+        self.sample_rate_hz = codec.sample_rate_hz
+        self._codec = codec
+
+    async def encode(self, audio: np.ndarray) -> torch.Tensor:
+        """Mono audio [N] float @ sample_rate_hz -> unfolded codes [32, ceil(N/1024)] int64 (CPU)."""
+        if not isinstance(audio, np.ndarray):
+            raise InvalidAudioError(f"expected a numpy array [N], got {type(audio).__name__}")
+        if audio.ndim != 1 or audio.size == 0:
+            raise InvalidAudioError(f"expected mono audio [N>0], got shape {audio.shape}")
+        if not np.issubdtype(audio.dtype, np.floating):
+            raise InvalidAudioError(f"expected float audio in [-1, 1], got dtype {audio.dtype}")
+        batch = torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32)).unsqueeze(0)  # [1, N]
+        codes = await asyncio.to_thread(self._codec.encode, batch)  # [1, 32, T]
+        return codes[0].cpu()
+
+
+__all__ = ["BatchedDecodeStream", "BatchingCodecDecoder", "NanoCodecEncoder", "group_by_width"]
