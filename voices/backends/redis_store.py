@@ -103,7 +103,8 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 """
 
-# KEYS: order, meta; ARGV: lex bound, reverse ("1"/"0"), count. Returns the metas, in order.
+# KEYS: order, meta; ARGV: lex bound, reverse ("1"/"0"), count.
+# Returns {members, metas}: the order members in scan order and each one's meta.
 _SCAN = """
 local members
 if ARGV[2] == '1' then
@@ -111,10 +112,10 @@ if ARGV[2] == '1' then
 else
   members = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, tonumber(ARGV[3]))
 end
-if #members == 0 then return {} end
+if #members == 0 then return {{}, {}} end
 local ids = {}
 for i, m in ipairs(members) do ids[i] = string.sub(m, 29) end
-return redis.call('HMGET', KEYS[2], unpack(ids))
+return {members, redis.call('HMGET', KEYS[2], unpack(ids))}
 """
 
 
@@ -235,13 +236,13 @@ class RedisVoiceStore(VoiceStore):
         while True:
             step = min(count - len(out), _MAX_SCAN)
             with map_redis_errors("list of voices"):
-                metas = await self._scan_script(keys=[self._k_order, self._k_meta],
-                                                args=[bound, "1" if reverse else "0", step])
-            voices = [decode_voice(m) for m in metas if m is not None]
-            out.extend(voices)
-            if len(metas) < step or len(out) >= count:
+                members, metas = await self._scan_script(keys=[self._k_order, self._k_meta],
+                                                         args=[bound, "1" if reverse else "0", step])
+            # a meta is never missing (scripts keep order and meta in step); skip one if it were
+            out.extend(decode_voice(m) for m in metas if m is not None)
+            if len(members) < step or len(out) >= count:
                 return out
-            bound = "(" + _member(out[-1].order_key)
+            bound = b"(" + members[-1]
 
     async def _count(self) -> int:
         with map_redis_errors("count of voices"):

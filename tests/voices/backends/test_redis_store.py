@@ -112,3 +112,19 @@ def test_map_redis_errors_classifies() -> None:
         with map_redis_errors("a test"):
             raise rexc.ResponseError("WRONGTYPE")
     assert not isinstance(other.value, VoiceStoreUnavailableError) and not other.value.retryable
+
+
+async def test_scans_longer_than_one_script_call(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from voices.backends import redis_store
+
+    monkeypatch.setattr(redis_store, "_MAX_SCAN", 3)
+    store = RedisVoiceStore.from_url(redis_server.url, namespace="scan-batches")
+    try:
+        for i in range(11):
+            await store.put(make_record(f"s{i:02d}", created_at=f"2026-08-14T10:00:{i:02d}Z"))
+        page = await store.list(limit=10)
+        assert [v.id for v in page.data] == [f"s{i:02d}" for i in range(10)] and page.has_more
+        back = await store.list(limit=10, ending_before="s10")
+        assert [v.id for v in back.data] == [f"s{i:02d}" for i in range(10)] and not back.has_more
+    finally:
+        await store.aclose()
