@@ -1,0 +1,493 @@
+"""Text normalisation before synthesis, with a word alignment for timestamps.
+
+``normalize(text, language, mode)`` rewrites what a TTS model cannot read into words, for
+English, Spanish, Portuguese and Dutch (other languages, and ``mode="off"``, pass through
+unchanged): cardinals with the locale's separators ("1,234.5" en, "1.234,5" es/pt/nl), ordinals
+("1st", "2.º", "1e"), money ("$5", "€3,50", "£10", "5 USD", "$2.5M"), percentages, dates
+("2024-03-05", "03/05/2024", "5.3.2024"), times ("3:30 pm", "15:45", "15h30"), English years
+("1999" -> "nineteen ninety-nine", "1990s"), and abbreviations ("Dr.", "e.g.", "Sra.", "bijv.").
+
+Alignment. The input is split on whitespace into *tokens*, exactly as written (punctuation
+attached). Each token becomes zero or more normalized words; leading punctuation of the token is
+glued to its first word and trailing punctuation to its last ("$5," -> ["five", "dollars,"]). A
+unit spread over two tokens is read by the first, and the second becomes no words ("5 USD" ->
+"5": ["five", "dollars"], "USD": []). So ``NormalizedText.alignment`` lists every original token
+in order with the words it became; ``text`` is the original with each token replaced by its
+words (whitespace between tokens kept), and ``text.split() == normalized_words``. Timestamps
+report ``original_words`` (what the client sent, which LiveKit aligns against) or
+``normalized_words`` (``use_normalized_timestamps``); see ``api/text/timestamps.py``.
+
+The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
+which rule a token matches, in this order: abbreviation, currency, ordinal, time, date, percent,
+years (and English month-day, decades), plain number, mixed digits ("COVID-19", "24/7"), "&".
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
+
+from api.text.errors import NormalizationModeError
+from api.text.normalization_en import EnglishRules
+from api.text.normalization_es import SpanishRules
+from api.text.normalization_nl import DutchRules
+from api.text.normalization_pt import PortugueseRules
+from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumber
+
+__all__ = [
+    "NormalizationMode",
+    "NormalizedText",
+    "WordAlignment",
+    "known_abbreviations",
+    "normalize",
+    "rules_for",
+]
+
+_RULES: dict[str, LanguageRules] = {
+    r.code: r for r in (EnglishRules(), SpanishRules(), PortugueseRules(), DutchRules())
+}
+
+# The protocol's language codes (cartesia types/supported_language.py).
+_PROTOCOL_LANGUAGES = frozenset(
+    "en fr de es pt zh ja hi it ko nl pl ru sv tr tl bg ro ar cs el fi hr ms sk da ta uk hu no vi "
+    "bn th he ka id te gu kn ml mr pa or ur".split()
+)
+_LEAD = "\"'([{¿¡«“‘„‹"
+_TRAIL = "\"'.,;:!?)]}»”’›…"
+_SENTENCE_END = set(".!?…")
+
+_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN"}
+_CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN"}
+_SYM = r"US\$|R\$|MX\$|[$€£¥]"
+# ",-" after a whole amount is the Dutch/German "no cents": "€5,-".
+_PREFIX_MONEY_RE = re.compile(
+    rf"(?P<sign>[-\u2212])?(?P<sym>{_SYM})(?P<num>\d[\d.,]*?)(?:,--?)?(?P<scale>k|K|m|M|bn|b|B|mln|mld)?"
+)
+_SUFFIX_MONEY_RE = re.compile(rf"(?P<num>[-\u2212]?\d[\d.,]*?)(?:,--?)?\s?(?P<sym>{_SYM})")
+_TIME_RE = re.compile(r"(\d{1,2}):(\d{2})(?:\s?([ap])\.?m\.?)?", re.IGNORECASE)
+_HOUR_MERIDIEM_RE = re.compile(r"(\d{1,2})\s?([ap])\.?m\.?", re.IGNORECASE)
+_H_TIME_RE = re.compile(r"(\d{1,2})h(\d{2})?")
+_MERIDIEM_TOKENS = {"am": "am", "pm": "pm", "a.m": "am", "p.m": "pm", "a.m.": "am", "p.m.": "pm"}
+_ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
+_NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
+_DECADE_RE = re.compile(r"(\d{3}0|\d0)s")
+_PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
+_EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3])} | {"sept"}
+
+
+class NormalizationMode(str, enum.Enum):
+    """``auto``: apply the language's rules. ``off``: pass the text through unchanged. The
+    protocol's ``normalization`` field may also carry a locale code ("en-GB"), which means
+    ``auto`` in that locale's language."""
+
+    AUTO = "auto"
+    OFF = "off"
+
+
+@dataclass(frozen=True, slots=True)
+class WordAlignment:
+    """One original token and the normalized words it became (possibly none)."""
+
+    original: str
+    normalized: tuple[str, ...]
+    start_char: int  # offset of ``original`` in NormalizedText.original
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizedText:
+    """The text to synthesise plus its token alignment (see the module docstring)."""
+
+    original: str
+    text: str
+    language: Optional[str]
+    alignment: tuple[WordAlignment, ...]
+
+    @property
+    def original_words(self) -> list[str]:
+        return [a.original for a in self.alignment]
+
+    @property
+    def normalized_words(self) -> list[str]:
+        return [w for a in self.alignment for w in a.normalized]
+
+    def timestamp_words(self, use_normalized: bool) -> list[str]:
+        """The words a ``timestamps`` event reports."""
+        return self.normalized_words if use_normalized else self.original_words
+
+
+def rules_for(language: Optional[str]) -> Optional[LanguageRules]:
+    """Rules for a language or locale code ("pt-BR" -> Portuguese); None when unsupported."""
+    if not language:
+        return None
+    return _RULES.get(language.lower().replace("_", "-").split("-")[0])
+
+
+@lru_cache(maxsize=1)
+def known_abbreviations() -> dict[str, bool]:
+    """Every abbreviation of every supported language, lowercase with its dots ("e.g."), mapped
+    to whether its period can also end a sentence (before an uppercase word: "etc.", "Inc.").
+    Titles ("Dr.") and the rest ("e.g.") map to False. Used by the segmenter."""
+    out: dict[str, bool] = {}
+    for rules in _RULES.values():
+        for key, abbr in rules.abbreviations.items():
+            out[key] = out.get(key, False) or (abbr.can_end and not abbr.title)
+    return out
+
+
+def _resolve(language: Optional[str], mode: object) -> tuple[bool, Optional[str]]:
+    """(enabled, language) from the request's language and normalisation mode."""
+    if mode is None or mode == NormalizationMode.AUTO or mode == "auto":
+        return True, language
+    if mode == NormalizationMode.OFF or mode == "off":
+        return False, language
+    if isinstance(mode, str) and re.fullmatch(r"[A-Za-z]{2}(?:[-_][A-Za-z0-9]{2,8})*", mode):
+        if mode[:2].lower() in _PROTOCOL_LANGUAGES:
+            return True, mode
+    raise NormalizationModeError(
+        f"unsupported normalization {mode!r}; expected 'auto', 'off' or a locale code such as 'en-US'"
+    )
+
+
+def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") -> NormalizedText:
+    """Normalise ``text`` for synthesis in ``language`` (an ISO code or locale; None: English).
+
+    ``mode``: "auto" (default), "off", or a locale code that overrides ``language``. Raises
+    NormalizationModeError for any other mode. Never fails on text: what no rule matches is kept.
+    """
+    enabled, lang = _resolve(language, mode)
+    lang = lang or "en"
+    matches = list(re.finditer(r"\S+", text))
+    rules = rules_for(lang) if enabled else None
+    if rules is None:
+        alignment = tuple(WordAlignment(m.group(), (m.group(),), m.start()) for m in matches)
+        return NormalizedText(text, text, lang, alignment)
+    readings = _TokenReader(rules, [m.group() for m in matches]).read_all()
+    # Rebuild: original whitespace between tokens, each token replaced by its words; a token
+    # that became no words takes the whitespace before it along.
+    parts, pos = [], 0
+    for m, words in zip(matches, readings):
+        if words:
+            parts.append(text[pos : m.start()])
+            parts.append(" ".join(words))
+        pos = m.end()
+    parts.append(text[pos:])
+    alignment = tuple(
+        WordAlignment(m.group(), tuple(words), m.start()) for m, words in zip(matches, readings)
+    )
+    return NormalizedText(text, "".join(parts), lang, alignment)
+
+
+# --- the token reader ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    raw: str
+    lead: str
+    core: str
+    trail: str
+
+
+def _split_token(raw: str) -> _Token:
+    i, j = 0, len(raw)
+    while i < j and raw[i] in _LEAD:
+        i += 1
+    while j > i and raw[j - 1] in _TRAIL:
+        j -= 1
+    return _Token(raw, raw[:i], raw[i:j], raw[j:])
+
+
+def _starts_upper(token: Optional[_Token]) -> bool:
+    return token is not None and token.core[:1].isupper()
+
+
+def _starts_digit(token: Optional[_Token]) -> bool:
+    return token is not None and token.core[:1].isdigit()
+
+
+def _capitalize_like(words: str, original: str) -> str:
+    return words[:1].upper() + words[1:] if original[:1].isupper() else words
+
+
+def _pluralize(words: str) -> str:
+    """"nineteen ninety" -> "nineteen nineties" (English decades)."""
+    head, _, last = words.rpartition(" ")
+    last = last[:-1] + "ies" if last.endswith("y") else last + "s"
+    return f"{head} {last}" if head else last
+
+
+class _TokenReader:
+    """Reads the tokens of one text; ``read_all()[i]`` is the word list of token i."""
+
+    def __init__(self, rules: LanguageRules, raws: list[str]) -> None:
+        self.rules = rules
+        self.tokens = [_split_token(r) for r in raws]
+
+    def read_all(self) -> list[list[str]]:
+        out: list[list[str]] = []
+        i = 0
+        while i < len(self.tokens):
+            reading, consumed = self._read(i)
+            tok = self.tokens[i]  # an abbreviation may have adjusted its trailing punctuation
+            if reading is None:
+                out.append([tok.raw])
+                i += 1
+                continue
+            words, last_trail = reading.split(), tok.trail
+            if consumed:
+                last_trail = self._consumed_trail(i + consumed)
+            if not words:  # defensive: a rule never returns "", keep the token
+                out.append([tok.raw])
+                i += 1
+                continue
+            words[0] = tok.lead + words[0]
+            words[-1] = words[-1] + last_trail
+            out.append(words)
+            out.extend([] for _ in range(consumed))
+            i += 1 + consumed
+        return out
+
+    def _consumed_trail(self, j: int) -> str:
+        """Trailing punctuation of a token read together with the one before it."""
+        tok = self.tokens[j]
+        key = tok.raw.lower()
+        for meridiem in ("a.m.", "p.m."):  # the abbreviation's own period is not punctuation
+            if key.startswith(meridiem):
+                return self._abbreviation_trail(tok.raw[len(meridiem) :], j, title=False, can_end=True)
+        return tok.trail
+
+    def _next(self, i: int) -> Optional[_Token]:
+        return self.tokens[i + 1] if i + 1 < len(self.tokens) else None
+
+    def _abbreviation_trail(self, rest: str, i: int, title: bool, can_end: bool) -> str:
+        """Punctuation after an abbreviation that ended in '.': its period also ends the sentence
+        at the end of the text, or before an uppercase word when it ``can_end`` (never for
+        titles)."""
+        if title or (rest and rest[0] in _SENTENCE_END):
+            return rest
+        nxt = self._next(i)
+        return "." + rest if nxt is None or (can_end and _starts_upper(nxt)) else rest
+
+    # each reader returns (reading or None, number of following tokens consumed)
+    def _read(self, i: int) -> tuple[Optional[str], int]:
+        tok = self.tokens[i]
+        if not tok.core:
+            return None, 0
+        abbreviation = self._read_abbreviation(i)
+        if abbreviation is not None:
+            return abbreviation
+        for reader in (
+            self._read_money,
+            self._read_ordinal,
+            self._read_time,
+            self._read_date,
+            self._read_percent,
+            self._read_year_like,
+            self._read_number,
+            self._read_mixed,
+        ):
+            reading, consumed = reader(i)
+            if reading is not None:
+                return reading, consumed
+        if tok.core == "&":
+            return self.rules.ampersand_word, 0
+        return None, 0
+
+    def _read_abbreviation(self, i: int) -> Optional[tuple[Optional[str], int]]:
+        tok = self.tokens[i]
+        rest = tok.raw[len(tok.lead) :]
+        for k in range(len(rest), 0, -1):
+            abbr: Optional[Abbreviation] = self.rules.abbreviations.get(rest[:k].lower())
+            if abbr is None or any(c not in _TRAIL for c in rest[k:]):
+                continue
+            nxt = self._next(i)
+            if abbr.before_number and not _starts_digit(nxt):
+                return None, 0
+            alternative = abbr.before_capital is not None and _starts_upper(nxt)
+            words = _capitalize_like(abbr.before_capital if alternative else abbr.expansion, rest)
+            trail = rest[k:]
+            if rest[k - 1] == ".":
+                trail = self._abbreviation_trail(trail, i, abbr.title or alternative, abbr.can_end)
+            # The reader attaches tok.trail; hand back the adjusted one through a 1-token view.
+            self.tokens[i] = _Token(tok.raw, tok.lead, rest[:k], trail)
+            return words, 0
+        return None
+
+    def _read_money(self, i: int) -> tuple[Optional[str], int]:
+        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        m = _PREFIX_MONEY_RE.fullmatch(tok.core)
+        if m:
+            num = r.parse_amount(m.group("num"))
+            scale = m.group("scale")
+            if num is not None and (scale is None or scale.lower() in r.scale_words):
+                if m.group("sign"):
+                    num = ParsedNumber(num.integer, num.fraction, True)
+                return r.read_currency(num, _SYMBOLS[m.group("sym")], scale and scale.lower()), 0
+        m = _SUFFIX_MONEY_RE.fullmatch(tok.core)
+        if m:
+            num = r.parse_amount(m.group("num"))
+            if num is not None:
+                return r.read_currency(num, _SYMBOLS[m.group("sym")]), 0
+        if nxt is None or tok.trail:
+            return None, 0
+        if tok.core in _SYMBOLS:  # "€ 5"
+            num = r.parse_amount(nxt.core)
+            if num is not None and not nxt.lead:
+                return r.read_currency(num, _SYMBOLS[tok.core]), 1
+            return None, 0
+        code = (
+            _SYMBOLS.get(nxt.core)
+            or (nxt.core if nxt.core in _CODES else None)
+            or r.currency_by_name.get(nxt.core.lower())
+        )
+        num = r.parse_amount(tok.core) if code else None
+        if code and num is not None and not nxt.lead:  # "5 USD", "3,50 €", "1.000.000 euros"
+            return r.read_currency(num, code), 1
+        return None, 0
+
+    def _read_ordinal(self, i: int) -> tuple[Optional[str], int]:
+        return self.rules.match_ordinal(self.tokens[i].core), 0
+
+    def _meridiem_after(self, i: int) -> Optional[str]:
+        nxt = self._next(i)
+        if nxt is None or self.tokens[i].trail or nxt.lead:
+            return None
+        return _MERIDIEM_TOKENS.get(nxt.core.lower())
+
+    def _read_time(self, i: int) -> tuple[Optional[str], int]:
+        r, core = self.rules, self.tokens[i].core
+        hour = minute = None
+        meridiem, consumed = None, 0
+        m = _TIME_RE.fullmatch(core)
+        if m:
+            hour, minute = int(m.group(1)), int(m.group(2))
+            meridiem = m.group(3) and m.group(3).lower() + "m"
+        elif r.read_meridiem("am") is not None and _HOUR_MERIDIEM_RE.fullmatch(core):
+            m = _HOUR_MERIDIEM_RE.fullmatch(core)
+            hour, minute, meridiem = int(m.group(1)), 0, m.group(2).lower() + "m"
+        elif r.code != "en" and _H_TIME_RE.fullmatch(core):
+            m = _H_TIME_RE.fullmatch(core)
+            hour, minute = int(m.group(1)), int(m.group(2) or 0)
+        elif core.isdigit() and r.read_meridiem("am") is not None and self._meridiem_after(i):
+            hour, minute = int(core), 0
+        if hour is None:
+            return None, 0
+        if meridiem is None and r.read_meridiem("am") is not None:
+            meridiem = self._meridiem_after(i)
+            consumed = 1 if meridiem else 0
+        if minute > 59 or hour > 24 or (meridiem and not 0 <= hour <= 12):
+            return None, 0
+        if meridiem and r.read_meridiem(meridiem) is None:
+            return None, 0
+        reading = r.read_time(hour, minute, meridiem)
+        unit = self.tokens[i + 1 + consumed] if i + 1 + consumed < len(self.tokens) else None
+        last = self.tokens[i + consumed]
+        if r.time_unit and unit is not None and unit.core.lower() == r.time_unit and not last.trail and not unit.lead:
+            # "9:00 uur", "15:00 horas": the unit is said once, by the reading
+            consumed += 1
+            reading = reading.removesuffix(" en punto")
+            if r.time_unit not in reading.split():
+                reading = f"{reading} {r.time_unit}"
+        return reading, consumed
+
+    def _read_date(self, i: int) -> tuple[Optional[str], int]:
+        r, core = self.rules, self.tokens[i].core
+        m = _ISO_DATE_RE.fullmatch(core)
+        if m:
+            year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        else:
+            m = _NUMERIC_DATE_RE.fullmatch(core)
+            if not m:
+                return None, 0
+            a, b, y = int(m.group(1)), int(m.group(3)), m.group(4)
+            year = int(y) if len(y) == 4 else (2000 + int(y) if int(y) < 50 else 1900 + int(y))
+            if r.date_order == "mdy" and a <= 12:
+                month, day = a, b
+            else:
+                day, month = a, b
+        try:
+            datetime.date(year, month, day)
+        except ValueError:
+            return None, 0
+        return r.read_date(year, month, day), 0
+
+    def _read_percent(self, i: int) -> tuple[Optional[str], int]:
+        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        if tok.core.endswith("%"):
+            num = r.parse_number(tok.core[:-1].rstrip())
+            return (r.read_percent(num), 0) if num is not None else (None, 0)
+        if nxt is not None and nxt.core == "%" and not tok.trail and not nxt.lead:
+            num = r.parse_number(tok.core)
+            if num is not None:
+                return r.read_percent(num), 1
+        return None, 0
+
+    def _read_year_like(self, i: int) -> tuple[Optional[str], int]:
+        """Years where the language reads them ("1999"), and in English "March 5" -> "March
+        fifth" and "1990s" -> "nineteen nineties"."""
+        r, core = self.rules, self.tokens[i].core
+        if core.isdigit() and len(core) == 4:
+            return r.bare_year(int(core)), 0
+        if r.code != "en":
+            return None, 0
+        prev = self.tokens[i - 1] if i > 0 else None
+        if (
+            core.isdigit()
+            and 1 <= int(core) <= 31
+            and len(core) <= 2
+            and prev is not None
+            and prev.core.lower().rstrip(".") in _EN_MONTHS
+            and not prev.trail.strip(".")
+        ):
+            return r.ordinal(int(core)), 0
+        m = _DECADE_RE.fullmatch(core)
+        if m:
+            value = int(m.group(1))
+            base = r.bare_year(value) if value >= 1000 else r.cardinal(value)
+            return (_pluralize(base) if base else None), 0
+        return None, 0
+
+    def _read_number(self, i: int) -> tuple[Optional[str], int]:
+        tok, nxt = self.tokens[i], self._next(i)
+        num = self.rules.parse_number(tok.core)
+        if num is None:
+            return None, 0
+        # Before a word, Spanish shortens "uno": "veintiún años" (RAE accepts it before any noun).
+        before_noun = nxt is not None and not tok.trail and nxt.core.isalpha()
+        return self.rules.read_number(num, before_noun=before_noun), 0
+
+    def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
+        """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty"."""
+        r, core = self.rules, self.tokens[i].core
+        if not any(c.isdigit() for c in core):
+            return None, 0
+        pieces = _PIECE_RE.findall(core)
+        words: list[str] = []
+        for k, piece in enumerate(pieces):
+            if piece.isdigit():
+                words.append(r.read_integer(piece))
+            elif piece.isalpha():
+                words.append(piece)
+            elif piece in "-–.,:" and 0 < k < len(pieces) - 1 and pieces[k - 1].isdigit() and pieces[k + 1].isdigit():
+                # between digits: "10-20" is a range, "3.5.1" a version; "," and ":" just separate
+                if piece in "-–":
+                    words.append(_RANGE_WORD[r.code])
+                elif piece == ".":
+                    words.append(_DOT_WORD[r.code])
+            elif piece == "&":
+                words.append(r.ampersand_word)
+            elif piece in "-–/_" or piece.isspace():
+                continue  # a word break
+            elif words:
+                words[-1] += piece  # other punctuation stays glued to the word before it
+            else:
+                words.append(piece)
+        return (" ".join(words) if words else None), 0
+
+
+_RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}
+_DOT_WORD = {"en": "point", "es": "punto", "pt": "ponto", "nl": "punt"}

@@ -1,0 +1,95 @@
+"""English readings: "1,234.5", "$5.99", "21st", "March 5th, 1999", "3:30 pm", "Dr."."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, spell
+
+__all__ = ["EnglishRules"]
+
+_ORDINAL_RE = re.compile(r"(\d+)(st|nd|rd|th)", re.IGNORECASE)
+
+
+class EnglishRules(LanguageRules):
+    code = "en"
+    decimal_sep = "."
+    group_sep = ","
+    date_order = "mdy"
+    months = (
+        "January", "February", "March", "April", "May", "June",
+        "July", "August", "September", "October", "November", "December",
+    )
+    currencies = {
+        "USD": CurrencyNames(("dollar", "dollars"), ("cent", "cents")),
+        "EUR": CurrencyNames(("euro", "euros"), ("cent", "cents")),
+        "GBP": CurrencyNames(("pound", "pounds"), ("penny", "pence")),
+        "JPY": CurrencyNames(("yen", "yen"), ("sen", "sen")),
+        "BRL": CurrencyNames(("real", "reais"), ("centavo", "centavos")),
+        "MXN": CurrencyNames(("peso", "pesos"), ("centavo", "centavos")),
+    }
+    scale_words = {
+        "k": ("thousand", "thousand"),
+        "m": ("million", "million"),
+        "b": ("billion", "billion"),
+        "bn": ("billion", "billion"),
+    }
+    abbreviations = {
+        "mr.": Abbreviation("mister", title=True),
+        "mrs.": Abbreviation("missus", title=True),
+        "ms.": Abbreviation("miz", title=True),
+        "dr.": Abbreviation("doctor", title=True),
+        "prof.": Abbreviation("professor", title=True),
+        "st.": Abbreviation("street", before_capital="saint", can_end=True),
+        "mt.": Abbreviation("mount", title=True),
+        "jr.": Abbreviation("junior", can_end=True),
+        "sr.": Abbreviation("senior", can_end=True),
+        "ave.": Abbreviation("avenue", can_end=True),
+        "blvd.": Abbreviation("boulevard", can_end=True),
+        "etc.": Abbreviation("et cetera", can_end=True),
+        "e.g.": Abbreviation("for example"),
+        "i.e.": Abbreviation("that is"),
+        "vs.": Abbreviation("versus"),
+        "approx.": Abbreviation("approximately"),
+        "dept.": Abbreviation("department", can_end=True),
+        "inc.": Abbreviation("incorporated", can_end=True),
+        "ltd.": Abbreviation("limited", can_end=True),
+        "no.": Abbreviation("number", before_number=True),
+        "a.m.": Abbreviation("a m", can_end=True),
+        "p.m.": Abbreviation("p m", can_end=True),
+    }
+
+    def read_year(self, year: int) -> str:
+        return spell(year, "en", "year") if 1000 <= year <= 2099 else self.cardinal(year)
+
+    def bare_year(self, year: int) -> Optional[str]:
+        return spell(year, "en", "year") if 1100 <= year <= 2099 else None
+
+    def read_date(self, year: Optional[int], month: int, day: int) -> str:
+        words = f"{self.month_name(month)} {self.ordinal(day)}"
+        return words if year is None else f"{words} {self.read_year(year)}"
+
+    def read_time(self, hour: int, minute: int, meridiem: Optional[str]) -> str:
+        hour_words = "twelve" if (meridiem and hour == 0) else self.cardinal(hour)
+        if minute == 0:
+            if meridiem:
+                words = hour_words
+            elif hour == 0:
+                words = "midnight"
+            elif hour <= 12:
+                words = f"{hour_words} o'clock"
+            else:
+                words = f"{hour_words} hundred"
+        elif minute < 10:
+            words = f"{hour_words} oh {self.cardinal(minute)}"
+        else:
+            words = f"{hour_words} {self.cardinal(minute)}"
+        return f"{words} {self.read_meridiem(meridiem)}" if meridiem else words
+
+    def read_meridiem(self, meridiem: str) -> Optional[str]:
+        return "a m" if meridiem == "am" else "p m"
+
+    def match_ordinal(self, core: str) -> Optional[str]:
+        m = _ORDINAL_RE.fullmatch(core)
+        return self.ordinal(int(m.group(1))) if m else None

@@ -1,0 +1,130 @@
+"""Spanish readings: "1.234,5", "3,50 €", "1.º"/"2.ª", "5/3/2024", "15:45", "Sra."."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, spell
+
+__all__ = ["SpanishRules"]
+
+_ORDINAL_RE = re.compile(r"(\d+)\.?(º|ª|er|era)")
+_BIG = {"millón", "millones", "billón", "billones"}  # masculine nouns: agreement stops here
+_APOCOPE = {"uno": "un", "veintiuno": "veintiún"}
+_FEMININE = {"uno": "una", "un": "una", "veintiuno": "veintiuna", "veintiún": "veintiuna"}
+
+
+def _feminine_word(word: str) -> str:
+    if word in _FEMININE:
+        return _FEMININE[word]
+    if word.endswith("ientos"):  # doscientos -> doscientas, quinientos -> quinientas
+        return word[: -len("os")] + "as"
+    return word
+
+
+class SpanishRules(LanguageRules):
+    code = "es"
+    decimal_sep = ","
+    group_sep = "."
+    lenient_dot_decimal = True
+    time_unit = "horas"
+    minus_word = "menos"
+    decimal_word = "coma"
+    percent_word = "por ciento"
+    currency_and_word = "con"
+    ampersand_word = "y"
+    months = (
+        "enero", "febrero", "marzo", "abril", "mayo", "junio",
+        "julio", "agosto", "septiembre", "octubre", "noviembre", "diciembre",
+    )
+    currencies = {
+        "USD": CurrencyNames(("dólar", "dólares"), ("centavo", "centavos")),
+        "EUR": CurrencyNames(("euro", "euros"), ("céntimo", "céntimos")),
+        "GBP": CurrencyNames(("libra", "libras"), ("penique", "peniques"), unit_gender="f"),
+        "JPY": CurrencyNames(("yen", "yenes"), ("sen", "sen")),
+        "BRL": CurrencyNames(("real", "reales"), ("centavo", "centavos")),
+        "MXN": CurrencyNames(("peso", "pesos"), ("centavo", "centavos")),
+    }
+    scale_words = {
+        "k": ("mil", "mil"),
+        "m": ("millón", "millones"),
+        "b": ("mil millones", "mil millones"),
+        "bn": ("mil millones", "mil millones"),
+    }
+    abbreviations = {
+        "sr.": Abbreviation("señor", title=True),
+        "sra.": Abbreviation("señora", title=True),
+        "srta.": Abbreviation("señorita", title=True),
+        "dr.": Abbreviation("doctor", title=True),
+        "dra.": Abbreviation("doctora", title=True),
+        "prof.": Abbreviation("profesor", title=True),
+        "profa.": Abbreviation("profesora", title=True),
+        "lic.": Abbreviation("licenciado", title=True),
+        "ing.": Abbreviation("ingeniero", title=True),
+        "sto.": Abbreviation("santo", title=True),
+        "sta.": Abbreviation("santa", title=True),
+        "ud.": Abbreviation("usted"),
+        "uds.": Abbreviation("ustedes"),
+        "av.": Abbreviation("avenida", title=True),
+        "etc.": Abbreviation("etcétera", can_end=True),
+        "p.ej.": Abbreviation("por ejemplo"),
+        "aprox.": Abbreviation("aproximadamente"),
+        "vs.": Abbreviation("versus"),
+        "pág.": Abbreviation("página", before_number=True),
+        "núm.": Abbreviation("número", before_number=True),
+        "tel.": Abbreviation("teléfono"),
+    }
+
+    def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:
+        words = spell(n, "es").split()
+        # num2words writes "veintiuno mil": the apocope is due before mil/millón.
+        for i in range(len(words) - 1):
+            if words[i] in _APOCOPE and words[i + 1] in _BIG | {"mil"}:
+                words[i] = _APOCOPE[words[i]]
+        if gender == "f":
+            last_big = max((i for i, w in enumerate(words) if w in _BIG), default=-1)
+            words = words[: last_big + 1] + [_feminine_word(w) for w in words[last_big + 1 :]]
+        elif before_noun and words[-1] in _APOCOPE:
+            words[-1] = _APOCOPE[words[-1]]
+        return " ".join(words)
+
+    def ordinal(self, n: int, gender: str = "m") -> str:
+        words = spell(n, "es", "ordinal")
+        if gender == "f":
+            words = " ".join(w[:-1] + "a" if w.endswith("o") else w for w in words.split())
+        return words
+
+    def count_noun(self, n: int, names: tuple[str, str], gender: str) -> str:
+        words = self.cardinal(n, gender, before_noun=True)
+        connector = "de " if words.split()[-1] in _BIG else ""  # "un millón de euros"
+        return f"{words} {connector}{names[0] if n == 1 else names[1]}"
+
+    def scale_connector(self, scale: str) -> str:
+        return "de " if scale in ("m", "b", "bn") else ""
+
+    def read_date(self, year: Optional[int], month: int, day: int) -> str:
+        words = f"{self.cardinal(day)} de {self.month_name(month)}"
+        return words if year is None else f"{words} de {self.read_year(year)}"
+
+    def read_time(self, hour: int, minute: int, meridiem: Optional[str]) -> str:
+        hours = self.cardinal(hour, "f")  # "la una", "las veintiuna"
+        if meridiem:
+            words = hours if minute == 0 else f"{hours} y {self.cardinal(minute)}"
+            return f"{words} {self.read_meridiem(meridiem)}"
+        if minute == 0:
+            return f"{hours} en punto" if 1 <= hour <= 12 else f"{hours} horas"
+        return f"{hours} y {self.cardinal(minute)}"
+
+    def read_meridiem(self, meridiem: str) -> Optional[str]:
+        return "a eme" if meridiem == "am" else "pe eme"
+
+    def match_ordinal(self, core: str) -> Optional[str]:
+        m = _ORDINAL_RE.fullmatch(core)
+        if not m:
+            return None
+        n, suffix = int(m.group(1)), m.group(2)
+        words = self.ordinal(n, "f" if suffix in ("ª", "era") else "m")
+        if suffix == "er" and words.endswith(("primero", "tercero")):  # "1er piso": primer
+            words = words[:-1]
+        return words

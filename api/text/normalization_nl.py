@@ -1,0 +1,90 @@
+"""Dutch readings: "1.234,5", "€ 3,50", "1e"/"2de", "05-03-2024", "15:45", "bijv."."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, spell
+
+__all__ = ["DutchRules"]
+
+_ORDINAL_RE = re.compile(r"(\d+)(e|ste|de)")
+
+
+class DutchRules(LanguageRules):
+    code = "nl"
+    decimal_sep = ","
+    group_sep = "."
+    lenient_dot_decimal = True
+    time_unit = "uur"
+    minus_word = "min"
+    decimal_word = "komma"
+    percent_word = "procent"
+    currency_and_word = "en"
+    ampersand_word = "en"
+    months = (
+        "januari", "februari", "maart", "april", "mei", "juni",
+        "juli", "augustus", "september", "oktober", "november", "december",
+    )
+    currencies = {
+        "USD": CurrencyNames(("dollar", "dollar"), ("cent", "cent")),
+        "EUR": CurrencyNames(("euro", "euro"), ("cent", "cent")),
+        "GBP": CurrencyNames(("pond", "pond"), ("penny", "pence")),
+        "JPY": CurrencyNames(("yen", "yen"), ("sen", "sen")),
+        "BRL": CurrencyNames(("real", "reais"), ("centavo", "centavos")),
+        "MXN": CurrencyNames(("peso", "peso"), ("centavo", "centavo")),
+    }
+    scale_words = {
+        "k": ("duizend", "duizend"),
+        "m": ("miljoen", "miljoen"),
+        "b": ("miljard", "miljard"),
+        "bn": ("miljard", "miljard"),
+        "mln": ("miljoen", "miljoen"),
+        "mld": ("miljard", "miljard"),
+    }
+    abbreviations = {
+        "dhr.": Abbreviation("de heer", title=True),
+        "mevr.": Abbreviation("mevrouw", title=True),
+        "mw.": Abbreviation("mevrouw", title=True),
+        "dr.": Abbreviation("doctor", title=True),
+        "prof.": Abbreviation("professor", title=True),
+        "ir.": Abbreviation("ingenieur", title=True),
+        "bijv.": Abbreviation("bijvoorbeeld"),
+        "bv.": Abbreviation("bijvoorbeeld"),
+        "d.w.z.": Abbreviation("dat wil zeggen"),
+        "o.a.": Abbreviation("onder andere"),
+        "enz.": Abbreviation("enzovoort", can_end=True),
+        "etc.": Abbreviation("etcetera", can_end=True),
+        "ca.": Abbreviation("circa"),
+        "vs.": Abbreviation("versus"),
+        "t.o.v.": Abbreviation("ten opzichte van"),
+        "z.s.m.": Abbreviation("zo snel mogelijk"),
+        "nr.": Abbreviation("nummer", before_number=True),
+        "blz.": Abbreviation("bladzijde", before_number=True),
+        "mln.": Abbreviation("miljoen"),
+        "mld.": Abbreviation("miljard"),
+    }
+
+    def read_year(self, year: int) -> str:
+        return spell(year, "nl", "year") if 1000 <= year <= 2099 else self.cardinal(year)
+
+    def bare_year(self, year: int) -> Optional[str]:
+        """"1999" -> "negentien honderd negenennegentig"; from 2000 the cardinal is the year."""
+        return spell(year, "nl", "year") if 1100 <= year <= 1999 else None
+
+    def read_date(self, year: Optional[int], month: int, day: int) -> str:
+        words = f"{self.cardinal(day)} {self.month_name(month)}"
+        return words if year is None else f"{words} {self.read_year(year)}"
+
+    def read_time(self, hour: int, minute: int, meridiem: Optional[str]) -> str:
+        words = f"{self.cardinal(hour)} uur"
+        words = words if minute == 0 else f"{words} {self.cardinal(minute)}"
+        return f"{words} {self.read_meridiem(meridiem)}" if meridiem else words
+
+    def read_meridiem(self, meridiem: str) -> Optional[str]:
+        return "a em" if meridiem == "am" else "p em"
+
+    def match_ordinal(self, core: str) -> Optional[str]:
+        m = _ORDINAL_RE.fullmatch(core)
+        return self.ordinal(int(m.group(1))) if m else None

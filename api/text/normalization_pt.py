@@ -1,0 +1,116 @@
+"""Portuguese readings: "1.234,5", "R$ 3,50", "1º"/"2ª", "05/03/2024", "15h30", "Sra."."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, spell
+
+__all__ = ["PortugueseRules"]
+
+_ORDINAL_RE = re.compile(r"(\d+)\.?(º|ª)")
+_BIG = {"milhão", "milhões", "bilhão", "bilhões", "bilião", "biliões"}
+_FEMININE = {"um": "uma", "dois": "duas"}
+
+
+def _feminine_word(word: str) -> str:
+    if word in _FEMININE:
+        return _FEMININE[word]
+    if word.endswith("entos"):  # duzentos -> duzentas, quinhentos -> quinhentas
+        return word[: -len("os")] + "as"
+    return word
+
+
+class PortugueseRules(LanguageRules):
+    code = "pt"
+    decimal_sep = ","
+    group_sep = "."
+    lenient_dot_decimal = True
+    time_unit = "horas"
+    minus_word = "menos"
+    decimal_word = "vírgula"
+    percent_word = "por cento"
+    currency_and_word = "e"
+    ampersand_word = "e"
+    months = (
+        "janeiro", "fevereiro", "março", "abril", "maio", "junho",
+        "julho", "agosto", "setembro", "outubro", "novembro", "dezembro",
+    )
+    currencies = {
+        "USD": CurrencyNames(("dólar", "dólares"), ("centavo", "centavos")),
+        "EUR": CurrencyNames(("euro", "euros"), ("cêntimo", "cêntimos")),
+        "GBP": CurrencyNames(("libra", "libras"), ("pêni", "pence"), unit_gender="f"),
+        "JPY": CurrencyNames(("iene", "ienes"), ("sen", "sen")),
+        "BRL": CurrencyNames(("real", "reais"), ("centavo", "centavos")),
+        "MXN": CurrencyNames(("peso", "pesos"), ("centavo", "centavos")),
+    }
+    scale_words = {
+        "k": ("mil", "mil"),
+        "m": ("milhão", "milhões"),
+        "b": ("bilhão", "bilhões"),
+        "bn": ("bilhão", "bilhões"),
+    }
+    abbreviations = {
+        "sr.": Abbreviation("senhor", title=True),
+        "sra.": Abbreviation("senhora", title=True),
+        "srta.": Abbreviation("senhorita", title=True),
+        "dr.": Abbreviation("doutor", title=True),
+        "dra.": Abbreviation("doutora", title=True),
+        "prof.": Abbreviation("professor", title=True),
+        "profa.": Abbreviation("professora", title=True),
+        "sto.": Abbreviation("santo", title=True),
+        "sta.": Abbreviation("santa", title=True),
+        "av.": Abbreviation("avenida", title=True),
+        "etc.": Abbreviation("etcétera", can_end=True),
+        "p.ex.": Abbreviation("por exemplo"),
+        "aprox.": Abbreviation("aproximadamente"),
+        "vs.": Abbreviation("versus"),
+        "pág.": Abbreviation("página", before_number=True),
+        "n.º": Abbreviation("número", before_number=True),
+        "tel.": Abbreviation("telefone"),
+    }
+
+    def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:
+        words = spell(n, "pt").split()
+        if gender == "f":
+            last_big = max((i for i, w in enumerate(words) if w in _BIG), default=-1)
+            words = words[: last_big + 1] + [_feminine_word(w) for w in words[last_big + 1 :]]
+        return " ".join(words)
+
+    def ordinal(self, n: int, gender: str = "m") -> str:
+        words = spell(n, "pt", "ordinal")
+        if gender == "f":
+            words = " ".join(w[:-1] + "a" if w.endswith("o") else w for w in words.split())
+        return words
+
+    def count_noun(self, n: int, names: tuple[str, str], gender: str) -> str:
+        words = self.cardinal(n, gender, before_noun=True)
+        connector = "de " if words.split()[-1] in _BIG else ""  # "um milhão de euros"
+        return f"{words} {connector}{names[0] if n == 1 else names[1]}"
+
+    def scale_connector(self, scale: str) -> str:
+        return "de " if scale in ("m", "b", "bn") else ""
+
+    def read_date(self, year: Optional[int], month: int, day: int) -> str:
+        day_words = "primeiro" if day == 1 else self.cardinal(day)
+        words = f"{day_words} de {self.month_name(month)}"
+        return words if year is None else f"{words} de {self.read_year(year)}"
+
+    def read_time(self, hour: int, minute: int, meridiem: Optional[str]) -> str:
+        hours = self.cardinal(hour, "f")  # "uma hora", "duas e meia"
+        if meridiem:
+            words = hours if minute == 0 else f"{hours} e {self.cardinal(minute)}"
+            return f"{words} {self.read_meridiem(meridiem)}"
+        if minute == 0:
+            return f"{hours} hora" if hour == 1 else f"{hours} horas"
+        return f"{hours} e {self.cardinal(minute)}"
+
+    def read_meridiem(self, meridiem: str) -> Optional[str]:
+        return "a eme" if meridiem == "am" else "pê eme"
+
+    def match_ordinal(self, core: str) -> Optional[str]:
+        m = _ORDINAL_RE.fullmatch(core)
+        if not m:
+            return None
+        return self.ordinal(int(m.group(1)), "f" if m.group(2) == "ª" else "m")

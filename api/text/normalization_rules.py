@@ -1,0 +1,221 @@
+"""``LanguageRules``: how one language reads numbers, money, percentages, dates, times and
+abbreviations. The token engine in ``api/text/normalization.py`` decides *what* a token is;
+a ``LanguageRules`` subclass (``normalization_en.py``, ``_es``, ``_pt``, ``_nl``) decides how to
+*say* it. Every ``read_*`` method returns plain words separated by single spaces (no
+punctuation added), or None when the value cannot be read (the engine then leaves the token).
+
+Numbers are spelled by num2words; the subclasses fix agreement where num2words does not
+(Spanish "veintiún mil", feminine "doscientas libras", Portuguese "duas horas", ...).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from num2words import num2words
+
+__all__ = ["Abbreviation", "CurrencyNames", "LanguageRules", "ParsedNumber", "spell"]
+
+def spell(n: int, lang: str, to: str = "cardinal") -> str:
+    """num2words without its commas ("one million, two hundred" would read as a pause)."""
+    return " ".join(num2words(n, lang=lang, to=to).replace(",", " ").split())
+
+
+# num2words is exact up to here; longer digit strings (ids, phone numbers) are read digit by digit.
+MAX_CARDINAL_DIGITS = 15
+
+
+@dataclass(frozen=True, slots=True)
+class CurrencyNames:
+    """How a currency is counted: ``unit`` and ``cent`` are (singular, plural); genders are
+    "m"/"f" for languages with agreement."""
+
+    unit: tuple[str, str]
+    cent: tuple[str, str]
+    unit_gender: str = "m"
+    cent_gender: str = "m"
+
+
+@dataclass(frozen=True, slots=True)
+class Abbreviation:
+    """An abbreviation's expansion.
+
+    title: it precedes a name ("Dr.", "Sra."): its period never ends a sentence.
+    can_end: it often closes a sentence ("etc.", "Inc.", "p.m."): before an uppercase word (or at
+    the end of the text) its period also counts as the sentence's full stop. Other abbreviations
+    ("e.g.", "vs.") only get a full stop at the very end of the text.
+    before_number: only expanded when the next token starts with a digit ("No. 5").
+    before_capital: the expansion to use instead when the next token starts with an uppercase
+    letter ("St." is "Saint" before a name, "Street" otherwise); None when there is one.
+    """
+
+    expansion: str
+    title: bool = False
+    can_end: bool = False
+    before_number: bool = False
+    before_capital: Optional[str] = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedNumber:
+    """A decimal number as written: digit strings without separators."""
+
+    integer: str  # "" for ".5"
+    fraction: str  # "" when none
+    negative: bool = False
+
+
+class LanguageRules:
+    """Defaults are English-like; subclasses override data and the readings that differ."""
+
+    code = "en"
+    decimal_sep = "."
+    group_sep = ","
+    minus_word = "minus"
+    decimal_word = "point"
+    percent_word = "percent"
+    currency_and_word = "and"
+    ampersand_word = "and"
+    months: tuple[str, ...] = ()
+    date_order = "dmy"  # how d/m/y numeric dates are written: "dmy" or "mdy"
+    currencies: dict[str, CurrencyNames] = {}
+    # "k"/"m"/"b"/"bn" suffix of "$5M" -> (singular, plural) scale word: ("million", "million")
+    scale_words: dict[str, tuple[str, str]] = {}
+    abbreviations: dict[str, Abbreviation] = {}  # lowercase, with the dots: "dr.", "e.g."
+    time_unit: Optional[str] = None  # a word that may follow a time and is already said: "uur"
+    # Other languages' separators still parse "3.5" as a decimal when the '.' is not followed by
+    # exactly three digits ("1.234" stays a thousands group).
+    lenient_dot_decimal = False
+
+    def __init__(self) -> None:
+        g, d = re.escape(self.group_sep), re.escape(self.decimal_sep)
+        pattern = r"(?P<sign>[-\u2212])?(?P<int>\d{{1,3}}(?:{g}\d{{3}})+|\d+)?(?:{d}(?P<frac>\d+))?"
+        self._number_re = re.compile(pattern.format(g=g, d=d))
+        # The other convention, for amounts of money only: "€3,50" in English, "$5.99" in Spanish.
+        self._swapped_re = re.compile(pattern.format(g=d, d=g))
+        self.currency_by_name = {
+            name.lower(): code
+            for code, names in self.currencies.items()
+            for name in names.unit
+        }
+
+    # --- numbers ------------------------------------------------------------------------------
+
+    def parse_amount(self, text: str) -> Optional[ParsedNumber]:
+        """Like parse_number, but a money amount written in the other convention is accepted when
+        unambiguous: a single separator followed by exactly two digits ("3,50" in English)."""
+        num = self.parse_number(text)
+        if num is None and re.fullmatch(r"[-\u2212]?\d+[.,]\d\d", text):
+            m = self._swapped_re.fullmatch(text)
+            if m:
+                num = ParsedNumber(m.group("int"), m.group("frac"), m.group("sign") is not None)
+        return num
+
+    def parse_number(self, text: str) -> Optional[ParsedNumber]:
+        """A whole token core as a number in this locale ("1,234.5" en / "1.234,5" es), or None."""
+        m = self._number_re.fullmatch(text)
+        if m and (m.group("int") or m.group("frac")):
+            return ParsedNumber(
+                (m.group("int") or "").replace(self.group_sep, ""),
+                m.group("frac") or "",
+                m.group("sign") is not None,
+            )
+        if self.lenient_dot_decimal:
+            m = re.fullmatch(r"(?P<sign>[-\u2212])?(?P<int>\d+)\.(?P<frac>\d{1,2}|\d{4,})", text)
+            if m:
+                return ParsedNumber(m.group("int"), m.group("frac"), m.group("sign") is not None)
+        return None
+
+    def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:
+        """An integer in words; ``gender``/``before_noun`` matter for es/pt agreement only."""
+        return spell(n, self.code)
+
+    def ordinal(self, n: int, gender: str = "m") -> str:
+        return spell(n, self.code, "ordinal")
+
+    def digits(self, digits: str) -> str:
+        """Digit by digit: "007" -> "zero zero seven"."""
+        return " ".join(self.cardinal(int(c)) for c in digits)
+
+    def read_integer(self, digits: str, gender: str = "m", before_noun: bool = False) -> str:
+        if len(digits) > MAX_CARDINAL_DIGITS or (len(digits) > 1 and digits[0] == "0"):
+            return self.digits(digits)
+        return self.cardinal(int(digits), gender, before_noun)
+
+    def read_number(self, num: ParsedNumber, gender: str = "m", before_noun: bool = False) -> str:
+        """Integer part as a cardinal, fraction digit by digit: "3,25" -> "tres coma dos cinco"."""
+        words = self.read_integer(num.integer or "0", gender, before_noun and not num.fraction)
+        if num.fraction:
+            words = f"{words} {self.decimal_word} {self.digits(num.fraction)}"
+        return f"{self.minus_word} {words}" if num.negative else words
+
+    # --- money, percentages -------------------------------------------------------------------
+
+    def count_noun(self, n: int, names: tuple[str, str], gender: str) -> str:
+        """"5" + ("dollar", "dollars") -> "five dollars"."""
+        return f"{self.cardinal(n, gender, before_noun=True)} {names[0] if n == 1 else names[1]}"
+
+    def read_currency(self, num: ParsedNumber, code: str, scale: Optional[str] = None) -> Optional[str]:
+        """An amount of ``code`` (ISO 4217): "3,50" EUR -> "three euros and fifty cents"."""
+        names = self.currencies.get(code)
+        if names is None:
+            return None
+        if scale is not None:  # "$2.5M" -> "two point five million dollars"
+            one = num.integer.lstrip("0") == "1" and not num.fraction
+            scale_word = self.scale_words[scale][0 if one else 1]
+            return (
+                f"{self.read_number(num, names.unit_gender)} {scale_word} "
+                f"{self.scale_connector(scale)}{names.unit[1]}"
+            )
+        if len(num.fraction) > 2 or (num.integer and len(num.integer) > MAX_CARDINAL_DIGITS):
+            return f"{self.read_number(num)} {names.unit[1]}"
+        units = int(num.integer or "0")
+        cents = int(num.fraction.ljust(2, "0")) if num.fraction else 0
+        parts = []
+        if units or not cents:
+            parts.append(self.count_noun(units, names.unit, names.unit_gender))
+        if cents:
+            parts.append(self.count_noun(cents, names.cent, names.cent_gender))
+        words = f" {self.currency_and_word} ".join(parts)
+        return f"{self.minus_word} {words}" if num.negative else words
+
+    def scale_connector(self, scale: str) -> str:
+        """Word (with a trailing space) between a scale and a noun: Spanish "millones *de*
+        dólares"; none in English."""
+        return ""
+
+    def read_percent(self, num: ParsedNumber) -> str:
+        return f"{self.read_number(num)} {self.percent_word}"
+
+    # --- dates, times, years ------------------------------------------------------------------
+
+    def month_name(self, month: int) -> str:
+        return self.months[month - 1]
+
+    def read_year(self, year: int) -> str:
+        """A year inside a date; plain 4-digit tokens are only read as years by ``bare_year``."""
+        return self.cardinal(year)
+
+    def bare_year(self, year: int) -> Optional[str]:
+        """A lone 4-digit token read as a year ("1999" -> "nineteen ninety-nine"), or None to
+        read it as a cardinal (the default)."""
+        return None
+
+    def read_date(self, year: Optional[int], month: int, day: int) -> str:
+        raise NotImplementedError
+
+    def read_time(self, hour: int, minute: int, meridiem: Optional[str]) -> str:
+        """``meridiem`` is "am"/"pm" or None (24-hour clock)."""
+        raise NotImplementedError
+
+    def read_meridiem(self, meridiem: str) -> Optional[str]:
+        """How "am"/"pm" after a time is said; None when the language does not read it."""
+        return None
+
+    # --- ordinals -----------------------------------------------------------------------------
+
+    def match_ordinal(self, core: str) -> Optional[str]:
+        """"21st" -> "twenty-first"; None when ``core`` is not an ordinal of this language."""
+        return None

@@ -1,0 +1,244 @@
+"""Normalisation examples per language (frozen readings), alignment invariants and modes."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.text.errors import NormalizationModeError
+from api.text.normalization import NormalizationMode, known_abbreviations, normalize, rules_for
+
+# (input, expected normalised text). Each list covers numbers with the locale's separators,
+# money, ordinals, dates, times, percentages and abbreviations.
+ENGLISH = [
+    ('It costs $5.', 'It costs five dollars.'),
+    ('Pay $1,234.56 now', 'Pay one thousand two hundred and thirty-four dollars and fifty-six cents now'),
+    ('£10 or €3,50', 'ten pounds or three euros and fifty cents'),
+    ('5 USD', 'five dollars'),
+    ('$2.5M', 'two point five million dollars'),
+    ('-$3', 'minus three dollars'),
+    ('It is 1,234.5 km', 'It is one thousand two hundred and thirty-four point five km'),
+    ('the 21st and 2nd and 3rd', 'the twenty-first and second and third'),
+    ('on 2024-03-05', 'on March fifth twenty twenty-four'),
+    ('on 03/05/2024', 'on March fifth twenty twenty-four'),
+    ('on 13/05/2024', 'on May thirteenth twenty twenty-four'),
+    ('March 5, 2024', 'March fifth, twenty twenty-four'),
+    ('at 3:30 pm', 'at three thirty p m'),
+    ('at 3:30pm', 'at three thirty p m'),
+    ('at 15:45', 'at fifteen forty-five'),
+    ('at 10:00', "at ten o'clock"),
+    ('at 7 a.m.', 'at seven a m.'),
+    ('at 10:05 a.m. Then', 'at ten oh five a m. Then'),
+    ('in 1999', 'in nineteen ninety-nine'),
+    ('the 1990s', 'the nineteen nineties'),
+    ('in 2000', 'in two thousand'),
+    ('50% off', 'fifty percent off'),
+    ('50 % off', 'fifty percent off'),
+    ('Dr. Smith', 'Doctor Smith'),
+    ('Main St.', 'Main Street.'),
+    ('St. Louis', 'Saint Louis'),
+    ('cats, dogs, etc. and more', 'cats, dogs, et cetera and more'),
+    ('e.g. this', 'for example this'),
+    ('i.e. that', 'that is that'),
+    ('Mr. and Mrs. Jones', 'Mister and Missus Jones'),
+    ('Apple vs. Orange', 'Apple versus Orange'),
+    ('No. 5', 'Number five'),
+    ('say No.', 'say No.'),
+    ('Tom & Jerry', 'Tom and Jerry'),
+    ('call 007', 'call zero zero seven'),
+    ('COVID-19', 'COVID nineteen'),
+    ('10-20 times', 'ten to twenty times'),
+    ('v3.5.1', 'v three point five point one'),
+    ('12345678901234567890', 'one two three four five six seven eight nine zero one two three four five six seven eight nine zero'),
+    ('0.5', 'zero point five'),
+    ('.5', 'zero point five'),
+    ('-4', 'minus four'),
+    ('He was 3.', 'He was three.'),
+    ('Hello world!', 'Hello world!'),
+]
+
+SPANISH = [
+    ('Cuesta 3,50 €.', 'Cuesta tres euros con cincuenta céntimos.'),
+    ('Son 1.234,56 dólares', 'Son mil doscientos treinta y cuatro dólares con cincuenta y seis centavos'),
+    ('US$200', 'doscientos dólares'),
+    ('€5', 'cinco euros'),
+    ('5 EUR', 'cinco euros'),
+    ('1.000.000 euros', 'un millón de euros'),
+    ('21 libras', 'veintiuna libras'),
+    ('1 libra', 'una libra'),
+    ('El 1.º y la 2.ª', 'El primero y la segunda'),
+    ('el 1er piso', 'el primer piso'),
+    ('la 3era vez', 'la tercera vez'),
+    ('el 05/03/2024', 'el cinco de marzo de dos mil veinticuatro'),
+    ('el 2024-03-05', 'el cinco de marzo de dos mil veinticuatro'),
+    ('a las 15:45', 'a las quince y cuarenta y cinco'),
+    ('a las 15:00', 'a las quince horas'),
+    ('a las 3:00', 'a las tres en punto'),
+    ('a las 15:00 horas', 'a las quince horas'),
+    ('el 12,5 %', 'el doce coma cinco por ciento'),
+    ('el 50%', 'el cincuenta por ciento'),
+    ('La Sra. García', 'La Señora García'),
+    ('el Dr. Pérez', 'el Doctor Pérez'),
+    ('la Dra. Ruiz', 'la Doctora Ruiz'),
+    ('Ud. sabe', 'Usted sabe'),
+    ('etc.', 'etcétera.'),
+    ('p.ej. esto', 'por ejemplo esto'),
+    ('tenía 3.5 puntos', 'tenía tres coma cinco puntos'),
+    ('21000 personas', 'veintiún mil personas'),
+    ('hace 21 años', 'hace veintiún años'),
+    ('1 gato', 'un gato'),
+    ('-3,5 grados', 'menos tres coma cinco grados'),
+    ('en 1999', 'en mil novecientos noventa y nueve'),
+]
+
+PORTUGUESE = [
+    ('Custa R$ 3,50', 'Custa três reais e cinquenta centavos'),
+    ('€1.234,56', 'mil duzentos e trinta e quatro euros e cinquenta e seis cêntimos'),
+    ('2 libras', 'duas libras'),
+    ('1 real', 'um real'),
+    ('O 1º lugar', 'O primeiro lugar'),
+    ('a 2ª vez', 'a segunda vez'),
+    ('Às 15h30', 'Às quinze e trinta'),
+    ('às 15h', 'às quinze horas'),
+    ('às 2:00', 'às duas horas'),
+    ('às 1:00', 'às uma hora'),
+    ('em 05/03/2024', 'em cinco de março de dois mil e vinte e quatro'),
+    ('no dia 01/03/2024', 'no dia primeiro de março de dois mil e vinte e quatro'),
+    ('A Sra. Silva', 'A Senhora Silva'),
+    ('o Dr. Costa', 'o Doutor Costa'),
+    ('a Dra. Lima', 'a Doutora Lima'),
+    ('n.º 5', 'número cinco'),
+    ('pág. 10', 'página dez'),
+    ('50%', 'cinquenta por cento'),
+    ('12,5 %', 'doze vírgula cinco por cento'),
+    ('1.000.000 euros', 'um milhão de euros'),
+    ('200 euros', 'duzentos euros'),
+    ('200 libras', 'duzentas libras'),
+    ('p.ex. isto', 'por exemplo isto'),
+    ('3.5 pontos', 'três vírgula cinco pontos'),
+]
+
+DUTCH = [
+    ('€ 3,50', 'drie euro en vijftig cent'),
+    ('1.234,5 euro', 'duizendtweehonderdvierendertig euro en vijftig cent'),
+    ('5 EUR', 'vijf euro'),
+    ('€1,-', 'één euro'),
+    ('De 1e keer', 'De eerste keer'),
+    ('de 8ste', 'de achtste'),
+    ('de 2de', 'de tweede'),
+    ('op 05-03-2024', 'op vijf maart tweeduizendvierentwintig'),
+    ('op 5.3.2024', 'op vijf maart tweeduizendvierentwintig'),
+    ('om 15:45', 'om vijftien uur vijfenveertig'),
+    ('om 9:00 uur', 'om negen uur'),
+    ('om 9:30 uur', 'om negen uur dertig'),
+    ('12,5%', 'twaalf komma vijf procent'),
+    ('Dhr. Jansen', 'De heer Jansen'),
+    ('mevr. De Vries', 'mevrouw De Vries'),
+    ('bijv. dit', 'bijvoorbeeld dit'),
+    ('d.w.z. dat', 'dat wil zeggen dat'),
+    ('o.a. dit', 'onder andere dit'),
+    ('enz.', 'enzovoort.'),
+    ('nr. 12', 'nummer twaalf'),
+    ('in 1999', 'in negentien honderd negenennegentig'),
+    ('3.5 punten', 'drie komma vijf punten'),
+    ('21 mensen', 'eenentwintig mensen'),
+]
+
+CASES = (
+    [("en", x, y) for x, y in ENGLISH]
+    + [("es", x, y) for x, y in SPANISH]
+    + [("pt", x, y) for x, y in PORTUGUESE]
+    + [("nl", x, y) for x, y in DUTCH]
+)
+
+
+@pytest.mark.parametrize("language, text, expected", CASES)
+def test_reading(language, text, expected):
+    assert normalize(text, language).text == expected
+
+
+@pytest.mark.parametrize("language, text, expected", CASES)
+def test_alignment_round_trip(language, text, expected):
+    norm = normalize(text, language)
+    # Every original token, exactly as written, in order.
+    assert norm.original_words == text.split()
+    assert [norm.original[a.start_char : a.start_char + len(a.original)] for a in norm.alignment] == text.split()
+    # The normalised words are exactly the words of the normalised text.
+    assert norm.normalized_words == norm.text.split()
+
+
+def test_locale_separators_differ():
+    assert normalize("1,234.5", "en").text == "one thousand two hundred and thirty-four point five"
+    assert normalize("1.234,5", "es").text == "mil doscientos treinta y cuatro coma cinco"
+    assert normalize("1.234,5", "pt").text == "mil duzentos e trinta e quatro vírgula cinco"
+    assert normalize("1.234,5", "nl").text == "duizendtweehonderdvierendertig komma vijf"
+    # "1,234" is a thousand-something in English but a decimal in Spanish.
+    assert normalize("1,234", "en").text == "one thousand two hundred and thirty-four"
+    assert normalize("1,234", "es").text == "uno coma dos tres cuatro"
+
+
+def test_alignment_of_a_multi_token_unit_and_punctuation():
+    norm = normalize('He paid "5 USD," then left.', "en")
+    assert [(a.original, a.normalized) for a in norm.alignment] == [
+        ("He", ("He",)),
+        ("paid", ("paid",)),
+        ('"5', ('"five', 'dollars,"')),  # the unit is read by the number's token...
+        ('USD,"', ()),  # ...and the code's token becomes no words
+        ("then", ("then",)),
+        ("left.", ("left.",)),
+    ]
+    assert norm.text == 'He paid "five dollars," then left.'
+    assert norm.timestamp_words(use_normalized=False) == ["He", "paid", '"5', 'USD,"', "then", "left."]
+    assert norm.timestamp_words(use_normalized=True) == ["He", "paid", '"five', 'dollars,"', "then", "left."]
+
+
+def test_whitespace_between_tokens_is_kept():
+    norm = normalize("  Pay\n$5\tnow ", "en")
+    assert norm.text == "  Pay\nfive dollars\tnow "
+    assert norm.alignment[1].start_char == 6
+
+
+def test_off_mode_passes_through_unchanged():
+    text = "Dr. Smith paid $5 on 2024-03-05."
+    norm = normalize(text, "en", mode="off")
+    assert norm.text == text
+    assert [a.normalized for a in norm.alignment] == [(w,) for w in text.split()]
+    assert normalize(text, "en", NormalizationMode.OFF).text == text
+
+
+@pytest.mark.parametrize("language", ["fr", "de", "ja", "zh", "xx"])
+def test_other_languages_pass_through(language):
+    text = "Il coûte 5 € le 21/03, Dr. X."
+    assert normalize(text, language).text == text
+
+
+def test_locale_codes_and_none_language():
+    assert normalize("$5", "en-GB").text == "five dollars"
+    assert normalize("5 €", "pt_BR").text == "cinco euros"
+    assert normalize("$5", None).text == "five dollars"
+    # The protocol's `normalization` may carry a locale, which picks the language.
+    assert normalize("1,5 %", "en", mode="es-ES").text == "uno coma cinco por ciento"
+    assert rules_for("nl-BE") is rules_for("nl") and rules_for("fr") is None
+
+
+@pytest.mark.parametrize("mode", ["on", "", 3, "auto-ish"])
+def test_bad_mode_is_named(mode):
+    with pytest.raises(NormalizationModeError, match=repr(mode).replace("(", r"\(")):
+        normalize("hi", "en", mode=mode)
+
+
+def test_invalid_dates_and_times_are_not_read_as_such():
+    assert normalize("2024-02-30", "en").text == "two thousand and twenty-four to zero two to thirty"
+    assert normalize("25:61", "en").text == "twenty-five sixty-one"
+
+
+def test_sentence_final_abbreviations_keep_a_full_stop():
+    assert normalize("We met at 5 p.m. Then we left.", "en").text == "We met at five p m. Then we left."
+    assert normalize("He works at Acme Inc. in Ohio.", "en").text == "He works at Acme Incorporated in Ohio."
+    assert normalize("Apples, pears, etc. Bananas too.", "en").text == "Apples, pears, et cetera. Bananas too."
+    assert normalize("See Dr. Who.", "en").text == "See Doctor Who."
+
+
+def test_known_abbreviations_for_the_segmenter():
+    abbr = known_abbreviations()
+    assert abbr["dr."] is False and abbr["e.g."] is False and abbr["sra."] is False
+    assert abbr["etc."] is True and abbr["inc."] is True and abbr["enz."] is True
