@@ -6,13 +6,19 @@ Every store lists voices in one total order, ``Voice.order_key`` = (created_at a
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Optional, Sequence
 
 from voices.errors import InvalidVoiceError
-from voices.models import GENDERS, Voice
+from voices.models import GENDERS, Voice, VoiceRecord
 
 MAX_LIST_LIMIT = 100
+SCAN_BATCH_FILTERED = 128  # rows per backend scan when a filter may reject many of them
+
+OrderKey = tuple[str, str]  # (normalized created_at, id); see Voice.order_key
+#: scan(after, reverse=, count=) -> up to count voices strictly beyond ``after`` in that direction
+ScanFn = Callable[..., Awaitable[list[Voice]]]
 
 
 def _norm_lang(tag: str) -> str:
@@ -88,3 +94,46 @@ def check_limit(limit: int) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
         raise InvalidVoiceError(f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}")
     return limit
+
+
+async def collect_matches(scan: ScanFn, builtins: Sequence[VoiceRecord], key: Optional[OrderKey], *,
+                          reverse: bool, want: int, flt: VoiceFilter) -> list[Voice]:
+    """Up to ``want`` voices matching ``flt`` strictly beyond ``key`` in the direction of travel
+    (ascending, or descending when ``reverse``), merging in-memory ``builtins`` into the
+    backend's ordered ``scan``. A stored voice with a builtin's id is shadowed by the builtin."""
+
+    def beyond(k: OrderKey) -> bool:
+        return key is None or (k < key if reverse else k > key)
+
+    builtin_ids = {r.voice.id for r in builtins}
+    extra = deque(sorted((r.voice for r in builtins if beyond(r.voice.order_key)),
+                         key=lambda v: v.order_key, reverse=reverse))
+    batch = want if flt.is_empty else max(want, SCAN_BATCH_FILTERED)
+    pending: deque[Voice] = deque()
+    scan_from, backend_done = key, False
+    out: list[Voice] = []
+    while len(out) < want:
+        # 1) refill from the backend when its rows run out
+        if not pending and not backend_done:
+            rows = await scan(scan_from, reverse=reverse, count=batch)
+            backend_done = len(rows) < batch
+            if rows:
+                scan_from = rows[-1].order_key
+            pending.extend(v for v in rows if v.id not in builtin_ids)
+            if not pending and not backend_done:
+                continue
+        # 2) take whichever source comes first in the direction of travel
+        if pending and extra:
+            backend_first = (pending[0].order_key > extra[0].order_key) if reverse \
+                else (pending[0].order_key < extra[0].order_key)
+            voice = pending.popleft() if backend_first else extra.popleft()
+        elif pending:
+            voice = pending.popleft()
+        elif extra:
+            voice = extra.popleft()
+        else:
+            break
+        # 3) filter
+        if flt.matches(voice):
+            out.append(voice)
+    return out

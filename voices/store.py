@@ -31,7 +31,6 @@ import enum
 import logging
 import time
 import uuid
-from collections import deque
 from typing import Any, Optional
 
 from voices._prompt_cache import CacheEntry, CacheInfo, PromptCache
@@ -43,16 +42,12 @@ from voices.errors import (
     VoiceNotFoundError,
     VoiceStoreUnavailableError,
 )
-from voices.listing import VoiceFilter, VoicePage, check_limit
+from voices.listing import OrderKey, VoiceFilter, VoicePage, check_limit, collect_matches
 from voices.models import PATCHABLE_FIELDS, Voice, VoicePrompt, VoiceRecord
 
 logger = logging.getLogger(__name__)
 
-OrderKey = tuple[str, str]  # (normalized created_at, id); see Voice.order_key
-
 DEFAULT_PROMPT_CACHE_SIZE = 256
-_SCAN_BATCH_FILTERED = 128  # rows per backend scan when a filter may reject many of them
-_UPDATE_ATTEMPTS = 16
 
 
 class StoreState(enum.Enum):
@@ -343,7 +338,8 @@ class VoiceStore(abc.ABC):
         key = None
         if cursor_id is not None:
             key = await self._cursor_key("ending_before" if reverse else "starting_after", cursor_id)
-        found = await self._collect(key, reverse=reverse, want=limit + 1, flt=flt)
+        found = await collect_matches(self._scan, list(self._builtins.values()), key,
+                                      reverse=reverse, want=limit + 1, flt=flt)
         has_more = len(found) > limit
         page = found[:limit]
         if reverse:
@@ -361,42 +357,3 @@ class VoiceStore(abc.ABC):
         if voice is None:
             raise InvalidCursorError(parameter, voice_id)
         return voice.order_key
-
-    async def _collect(self, key: Optional[OrderKey], *, reverse: bool, want: int,
-                       flt: VoiceFilter) -> list[Voice]:
-        """Merge builtins into the backend's ordered scan from ``key``; keep ``want`` matches."""
-
-        def beyond(k: OrderKey) -> bool:
-            return key is None or (k < key if reverse else k > key)
-
-        builtins = deque(sorted((r.voice for r in self._builtins.values() if beyond(r.voice.order_key)),
-                                key=lambda v: v.order_key, reverse=reverse))
-        batch = want if flt.is_empty else max(want, _SCAN_BATCH_FILTERED)
-        pending: deque[Voice] = deque()
-        scan_from, backend_done = key, False
-        out: list[Voice] = []
-        while len(out) < want:
-            # 1) refill from the backend when its rows run out
-            if not pending and not backend_done:
-                rows = await self._scan(scan_from, reverse=reverse, count=batch)
-                backend_done = len(rows) < batch
-                if rows:
-                    scan_from = rows[-1].order_key
-                pending.extend(v for v in rows if v.id not in self._builtins)
-                if not pending and not backend_done:
-                    continue
-            # 2) take whichever source comes first in the direction of travel
-            if pending and builtins:
-                first_is_backend = (pending[0].order_key > builtins[0].order_key) if reverse \
-                    else (pending[0].order_key < builtins[0].order_key)
-                voice = pending.popleft() if first_is_backend else builtins.popleft()
-            elif pending:
-                voice = pending.popleft()
-            elif builtins:
-                voice = builtins.popleft()
-            else:
-                break
-            # 3) filter
-            if flt.matches(voice):
-                out.append(voice)
-        return out

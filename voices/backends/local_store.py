@@ -30,7 +30,8 @@ from typing import Any, Callable, Iterator, Optional, TypeVar
 from voices.errors import ReadOnlyVoiceError, VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError
 from voices.models import Voice, VoiceRecord
 from voices.serialization import decode_record, decode_voice, encode_tensors, encode_voice
-from voices.store import DEFAULT_PROMPT_CACHE_SIZE, OrderKey, VoiceStore
+from voices.listing import OrderKey
+from voices.store import DEFAULT_PROMPT_CACHE_SIZE, VoiceStore
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,8 @@ from redis.backoff import ExponentialBackoff
 from voices.errors import VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError, ReadOnlyVoiceError
 from voices.models import Voice, VoiceRecord
 from voices.serialization import decode_record, decode_voice, encode_tensors, encode_voice
-from voices.store import DEFAULT_PROMPT_CACHE_SIZE, OrderKey, VoiceStore
+from voices.listing import OrderKey
+from voices.store import DEFAULT_PROMPT_CACHE_SIZE, VoiceStore
 
 logger = logging.getLogger(__name__)
 
