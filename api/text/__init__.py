@@ -1,0 +1,37 @@
+"""The gateway's text path: normalisation (with alignment), segmentation of streamed
+transcripts, and word timestamps estimated from the synthesised audio. HTTP-free and pure."""
+
+from api.text.errors import NormalizationModeError, TextError
+from api.text.normalization import (
+    NormalizationMode,
+    NormalizedText,
+    WordAlignment,
+    known_abbreviations,
+    normalize,
+    rules_for,
+)
+from api.text.segmentation import TextBuffer
+from api.text.timestamps import (
+    TimestampConfig,
+    WordTimestamps,
+    estimate_word_timestamps,
+    segment_timestamps,
+    word_weight,
+)
+
+__all__ = [
+    "NormalizationMode",
+    "NormalizationModeError",
+    "NormalizedText",
+    "TextBuffer",
+    "TextError",
+    "TimestampConfig",
+    "WordAlignment",
+    "WordTimestamps",
+    "estimate_word_timestamps",
+    "known_abbreviations",
+    "normalize",
+    "rules_for",
+    "segment_timestamps",
+    "word_weight",
+]

@@ -1,0 +1,183 @@
+"""``TextBuffer``: the incremental text buffer of one WebSocket context.
+
+Clients stream a transcript in pieces (``continue: true``) and the pieces concatenate exactly -
+clients send their own spaces. The buffer hands out *segments* the engine can synthesise with
+good prosody:
+
+- **Sentence ends**: a run of ``. ! ? …`` (or CJK/Devanagari/Arabic ``。 ！ ？ ｡ । ؟``), then any
+  closing quotes/brackets, then whitespace. The segment includes that whitespace, so
+  ``"".join(segments) + pending`` is always exactly the text appended (minus dropped
+  whitespace-only segments). CJK marks need no whitespace after them.
+- A single ``.`` is *not* a sentence end after a known abbreviation ("Dr.", "e.g.", "Sra." -
+  see ``normalization.known_abbreviations``; those that can close a sentence, like "etc.", end
+  one only before an uppercase letter), after a single capital initial ("J. K."), after an
+  acronym ("U.S." only before an uppercase letter), after a list number ("1. First"), or before
+  a lowercase letter ("approx. five", "wait... what"). "3.5" never splits (no space).
+- **At the end of the buffer** (no whitespace yet), with ``eager=True``: ``! ?`` and CJK marks
+  end a sentence at once, and so does ``.`` after an ordinary word ("Hello world."), so the
+  engine can start before the next piece arrives; ``.`` after a number or abbreviation, and
+  ``...``/``…``, wait for the next character.
+- **Clause ends** ``, ; :`` (and ``、 ， ； ：``) followed by whitespace split too when
+  ``clause_min_chars`` is set and the segment would be at least that long.
+- **Length cap**: with ``max_chars`` set, a buffer that has reached it without any boundary is
+  cut at its last whitespace (or hard at ``max_chars``).
+- ``take_ready(force=True)`` (flush, end of input, buffer timer) also returns the remainder.
+  Whitespace-only segments are dropped, never returned.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from api.text.normalization import known_abbreviations
+
+__all__ = ["TextBuffer"]
+
+_SENTENCE_MARKS = set(".!?…")
+_STRONG_MARKS = set("!?！？。｡؟।॥")  # always end a sentence
+_NO_SPACE_MARKS = set("。！？｡")  # CJK: no whitespace follows them
+_ALL_MARKS = _SENTENCE_MARKS | _STRONG_MARKS
+_CLOSERS = set("\"'”’»)]}」』）】》〉")
+_OPENERS = "\"'([{¿¡«“‘"
+_CLAUSE_MARKS = set(",;:")
+_CJK_CLAUSE_MARKS = set("、，；：")
+_ACRONYM_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
+
+
+class TextBuffer:
+    """Accumulates one context's transcript and releases complete segments.
+
+    clause_min_chars: also split at ``, ; :`` once the segment is at least this long (None: never).
+    max_chars: cut a boundary-less buffer at this length (None: never).
+    eager: accept a sentence end at the very end of the buffer (see the module docstring).
+    """
+
+    def __init__(
+        self,
+        clause_min_chars: Optional[int] = None,
+        max_chars: Optional[int] = None,
+        eager: bool = True,
+    ) -> None:
+        if clause_min_chars is not None and clause_min_chars < 1:
+            raise ValueError(f"clause_min_chars must be >= 1 or None, got {clause_min_chars}")
+        if max_chars is not None and max_chars < 1:
+            raise ValueError(f"max_chars must be >= 1 or None, got {max_chars}")
+        self.clause_min_chars = clause_min_chars
+        self.max_chars = max_chars
+        self.eager = eager
+        self._buf = ""
+
+    @property
+    def pending(self) -> str:
+        """Text appended but not yet handed out."""
+        return self._buf
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def append(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"transcript must be a string, got {type(text).__name__}")
+        self._buf += text
+
+    def clear(self) -> str:
+        """Drop and return the pending text (cancel)."""
+        pending, self._buf = self._buf, ""
+        return pending
+
+    def take_ready(self, force: bool = False) -> list[str]:
+        """Complete segments, in order; with ``force`` the remainder too (if not blank)."""
+        out: list[str] = []
+        while True:
+            cut = self._find_cut(self._buf)
+            if cut is None:
+                break
+            segment, self._buf = self._buf[:cut], self._buf[cut:]
+            if segment.strip():
+                out.append(segment)
+        if force:
+            rest = self.clear()
+            if rest.strip():
+                out.append(rest)
+        return out
+
+    # --- boundary search ----------------------------------------------------------------------
+
+    def _find_cut(self, buf: str) -> Optional[int]:
+        """End (exclusive, trailing whitespace included) of the first segment in ``buf``."""
+        n = len(buf)
+        i = 0
+        while i < n:
+            c = buf[i]
+            if c in _ALL_MARKS:
+                j = i
+                while j < n and buf[j] in _ALL_MARKS:
+                    j += 1
+                k = j
+                while k < n and buf[k] in _CLOSERS:
+                    k += 1
+                run = buf[i:j]
+                if k < n and buf[k].isspace():
+                    w = _skip_space(buf, k)
+                    if self._ends_sentence(buf, i, run, buf[w] if w < n else None):
+                        return w
+                elif k == n:
+                    if self.eager and self._ends_sentence(buf, i, run, None):
+                        return n
+                elif any(ch in _NO_SPACE_MARKS for ch in run):
+                    return _skip_space(buf, k)
+                i = j
+                continue
+            if self.clause_min_chars is not None and (c in _CLAUSE_MARKS or c in _CJK_CLAUSE_MARKS):
+                if len(buf[: i + 1].strip()) >= self.clause_min_chars:
+                    if c in _CJK_CLAUSE_MARKS:
+                        return _skip_space(buf, i + 1)
+                    if i + 1 < n and buf[i + 1].isspace():
+                        return _skip_space(buf, i + 1)
+            i += 1
+        if self.max_chars is not None and n >= self.max_chars:
+            head = buf[: self.max_chars]
+            space = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+            if space > 0 and head[:space].strip():
+                return _skip_space(buf, space)
+            return self.max_chars
+        return None
+
+    def _ends_sentence(self, buf: str, i: int, run: str, next_char: Optional[str]) -> bool:
+        """Whether the mark run ``run`` at ``buf[i]`` ends a sentence; ``next_char`` is the first
+        character after the following whitespace, or None when it has not arrived yet."""
+        at_end = next_char is None
+        if any(ch in _STRONG_MARKS for ch in run):
+            return True
+        if next_char is not None and next_char.islower():
+            return False  # "approx. five", "wait... what"
+        if run != ".":
+            return not at_end  # "..." / "…": wait to see what follows
+        word = _word_before(buf, i)
+        abbreviations = known_abbreviations()
+        key = (word + ".").lower()
+        if key in abbreviations:
+            return abbreviations[key] and next_char is not None and next_char.isupper()
+        if len(word) == 1 and word.isupper():
+            return False  # an initial: "J. K. Rowling"
+        if _ACRONYM_RE.fullmatch(word):
+            return next_char is not None and next_char.isupper()
+        if word.isdigit():
+            # "3." may become "3.5"; "1. First" is a list item, not a sentence.
+            return not at_end and buf[:i].strip() != word
+        return bool(word) or not at_end
+
+
+def _skip_space(buf: str, k: int) -> int:
+    while k < len(buf) and buf[k].isspace():
+        k += 1
+    return k
+
+
+def _word_before(buf: str, i: int) -> str:
+    """The whitespace-delimited word ending at ``buf[i]`` (exclusive), opening quotes removed."""
+    start = i
+    while start > 0 and not buf[start - 1].isspace():
+        start -= 1
+    return buf[start:i].lstrip(_OPENERS)

@@ -1,0 +1,162 @@
+"""TextBuffer: sentence/clause boundaries on streamed text, exact concatenation, force."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.text.segmentation import TextBuffer
+
+
+def feed(pieces, force_at_end=False, **kwargs):
+    buf = TextBuffer(**kwargs)
+    out = []
+    for piece in pieces:
+        buf.append(piece)
+        out += buf.take_ready()
+    if force_at_end:
+        out += buf.take_ready(force=True)
+    return out, buf.pending
+
+
+def test_sentences_split_after_their_trailing_space():
+    out, rest = feed(["Hello ", "world. How", " are you? I'm fine! Ok"])
+    assert out == ["Hello world. ", "How are you? ", "I'm fine! "]
+    assert rest == "Ok"
+
+
+def test_eager_end_of_buffer():
+    assert feed(["Hello world."]) == (["Hello world."], "")
+    assert feed(["Really?"]) == (["Really?"], "")
+    # Without eagerness the period waits for what follows.
+    assert feed(["Hello world."], eager=False) == ([], "Hello world.")
+    assert feed(["Hello world.", " Bye"], eager=False) == (["Hello world. "], "Bye")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Dr. Smith arrived",
+        "Mr. and Mrs. Jones came",
+        "We need fruit, e.g. apples",
+        "That is, i.e. this one",
+        "Apples vs. oranges",
+        "La Sra. García y la Dra. Ruiz",
+        "De heer, bijv. Jansen",
+        "It costs 3.5 dollars",
+        "J. K. Rowling wrote",
+        "Call me approx. five times",
+        "Wait... what",
+        "Main St. is long",
+    ],
+)
+def test_no_split_inside_sentences(text):
+    out, rest = feed([text + " and more"])
+    assert out == [] and rest == text + " and more"
+
+
+def test_number_then_period_waits_for_the_next_piece():
+    assert feed(["I have 3."]) == ([], "I have 3.")
+    assert feed(["I have 3.", "5 apples. Ok"]) == (["I have 3.5 apples. "], "Ok")
+    assert feed(["I have 3.", " Then"]) == (["I have 3. "], "Then")
+
+
+def test_list_numbers_are_not_sentences():
+    assert feed(["1. First item. 2. Second"]) == (["1. First item. "], "2. Second")
+
+
+def test_abbreviation_that_can_end_a_sentence():
+    out, rest = feed(["Apples, pears, etc. Bananas too. Then"])
+    assert out == ["Apples, pears, etc. ", "Bananas too. "]
+    out, rest = feed(["We saw the U.S. It was big. Then"])
+    assert out == ["We saw the U.S. ", "It was big. "]
+
+
+def test_closing_quotes_and_brackets_stay_with_the_sentence():
+    out, _ = feed(['He said "Stop." Then (he left.) Done'])
+    assert out == ['He said "Stop." ', "Then (he left.) "]
+
+
+def test_cjk_and_spanish_marks():
+    out, rest = feed(["你好。我很好！谢谢你？再见"])
+    assert out == ["你好。", "我很好！", "谢谢你？"] and rest == "再见"
+    out, rest = feed(["¿Qué tal? ¡Bien! Sigue"])
+    assert out == ["¿Qué tal? ", "¡Bien! "] and rest == "Sigue"
+
+
+def test_ellipsis_and_repeated_marks_are_one_boundary():
+    out, rest = feed(["Wait... What?! No… Yes"])
+    assert out == ["Wait... ", "What?! ", "No… "] and rest == "Yes"
+    assert feed(["Well..."]) == ([], "Well...")
+
+
+def test_clause_boundaries_only_when_long_enough():
+    text = "One, two, three; four: and a long clause, yes"
+    assert feed([text]) == ([], text)
+    out, rest = feed([text], clause_min_chars=12)
+    assert out == ["One, two, three; ", "four: and a long clause, "] and rest == "yes"
+    # "3,5" and "3:30" have no space after the mark.
+    assert feed(["At 3:30 we paid 3,5 euros"], clause_min_chars=1) == ([], "At 3:30 we paid 3,5 euros")
+
+
+def test_max_chars_cuts_at_whitespace():
+    out, rest = feed(["a" * 30 + " " + "b" * 30], max_chars=40)
+    assert out == ["a" * 30 + " "] and rest == "b" * 30
+    out, rest = feed(["c" * 50], max_chars=20)
+    assert out == ["c" * 20, "c" * 20] and rest == "c" * 10
+
+
+def test_force_returns_the_rest_and_drops_blank_segments():
+    buf = TextBuffer()
+    buf.append("No end here")
+    assert buf.take_ready() == []
+    assert buf.take_ready(force=True) == ["No end here"]
+    assert buf.pending == ""
+    buf.append("   \n ")
+    assert buf.take_ready(force=True) == []
+    assert buf.pending == ""
+    assert buf.take_ready(force=True) == []
+
+
+def test_clear_returns_pending():
+    buf = TextBuffer()
+    buf.append("Hello there")
+    assert buf.clear() == "Hello there" and len(buf) == 0
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="clause_min_chars must be >= 1 or None, got 0"):
+        TextBuffer(clause_min_chars=0)
+    with pytest.raises(ValueError, match="max_chars"):
+        TextBuffer(max_chars=-1)
+    with pytest.raises(TypeError, match="got NoneType"):
+        TextBuffer().append(None)
+
+
+_PIECES = st.lists(
+    st.sampled_from(list("ab Dr.,;!?3\n…。") + [" e.g. ", "Mr. ", " 3.5 ", "U.S.", "etc. "]),
+    max_size=6,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=st.lists(_PIECES, max_size=12))
+def test_segments_concatenate_exactly(pieces):
+    """Whatever the pieces, the segments are the appended text in order, with only
+    whitespace-only stretches left out, and nothing is left pending after a force."""
+    joined = "".join(pieces)
+    for kwargs in ({}, {"clause_min_chars": 5, "max_chars": 25}, {"eager": False}):
+        buf = TextBuffer(**kwargs)
+        segments = []
+        for piece in pieces:
+            buf.append(piece)
+            segments += buf.take_ready()
+        segments += buf.take_ready(force=True)
+        assert all(s.strip() for s in segments) and buf.pending == ""
+        pos = 0
+        for segment in segments:
+            idx = joined.find(segment, pos)
+            assert idx >= 0 and joined[pos:idx].strip() == ""
+            pos = idx + len(segment)
+        assert joined[pos:].strip() == ""
