@@ -7,8 +7,8 @@
                -> store.put(VoiceRecord(voice, prefix, ref_codes as int16))
 
 The prefix is computed once; synthesis with the voice never touches audio again. The reference
-codes are kept so the prefix can be recomputed for another checkpoint. Every step runs before
-``store.put``, so a failure anywhere stores nothing.
+codes are kept so ``VoiceCloner.recompute`` can redo the prefix for another checkpoint. Every
+step runs before ``store.put``, so a failure anywhere stores nothing.
 """
 
 from __future__ import annotations
@@ -126,6 +126,23 @@ class VoiceCloner:
         logger.info("voice %s cloned: %d reference frames -> prefix %s", voice.id,
                     ref_codes.shape[0], tuple(prefix.shape))
         return stored
+
+    async def recompute(self, voice_id: str) -> Voice:
+        """Recompute a stored voice's prefix from its reference codes with this cloner's
+        ``compress`` (e.g. after a checkpoint change) and store it with ``model_fingerprint``.
+
+        Voices stored without reference codes raise VoiceCloningError: clone them again.
+        """
+        record = await self.store.get_record(voice_id)
+        if record.voice.model_fingerprint == self.model_fingerprint:
+            return record.voice
+        if record.ref_codes is None:
+            raise VoiceCloningError(
+                f"voice {voice_id} has no stored reference codes, so its prefix cannot be recomputed "
+                f"for fingerprint {self.model_fingerprint}; clone it again"
+            )
+        prefix = await self._compress(voice_id, record.ref_codes.long())
+        return await self.store.replace_prefix(voice_id, prefix, self.model_fingerprint)
 
     async def _encode(self, voice_id: str, pcm: np.ndarray) -> torch.Tensor:
         try:

@@ -33,6 +33,8 @@ import time
 import uuid
 from typing import Any, Optional
 
+import torch
+
 from voices._prompt_cache import CacheEntry, CacheInfo, PromptCache
 from voices.errors import (
     InvalidCursorError,
@@ -103,6 +105,12 @@ class VoiceStore(abc.ABC):
         ``apply`` may raise (ReadOnlyVoiceError, InvalidVoiceError): nothing changes then.
         Raises VoiceNotFoundError if absent.
         """
+
+    @abc.abstractmethod
+    async def _replace_prefix(self, voice_id: str, apply: Any, prefix: torch.Tensor,
+                              generation: str) -> VoiceRecord:
+        """Atomically store ``prefix`` (keeping the reference codes), the voice ``apply(current)``
+        and the new ``generation``; return the new record. VoiceNotFoundError if absent."""
 
     @abc.abstractmethod
     async def _remove(self, voice_id: str, allow_builtin: bool) -> None:
@@ -306,6 +314,20 @@ class VoiceStore(abc.ABC):
         # evicted only once gone: a failed delete (store unavailable) keeps the voice usable
         self._cache.evict(voice_id)
         logger.info("voice %s deleted", voice_id)
+
+    async def replace_prefix(self, voice_id: str, prefix: torch.Tensor, model_fingerprint: str) -> Voice:
+        """Store a recomputed speaker prefix [K, hidden] for another checkpoint (see
+        ``VoiceCloner.recompute``). Metadata and reference codes are kept; the generation
+        changes, so every replica's cached prompt is refreshed on its next use."""
+        self._check_open()
+        if voice_id in self._builtins:
+            raise ReadOnlyVoiceError(voice_id, "recomputed")
+        generation = new_generation()
+        record = await self._replace_prefix(
+            voice_id, lambda current: current.replace(model_fingerprint=model_fingerprint), prefix, generation)
+        self._cache.put(voice_id, CacheEntry(record.prompt(), generation, time.monotonic()))
+        logger.info("voice %s: prefix recomputed for fingerprint %s", voice_id, model_fingerprint)
+        return record.voice
 
     # ------------------------------------------------------------------ listing
 

@@ -143,3 +143,26 @@ async def test_trimmed_to_max_ref_seconds(make_store: StoreFactory) -> None:
     voice = await cloner.clone(wav(10.0, rate=44100), "long.wav", None, "Long", "en")
     record = await store.get_record(voice.id)
     assert record.ref_codes.shape[0] == math.ceil(4.0 * 22050 / 1024)
+
+
+async def test_recompute_for_a_new_checkpoint_refreshes_every_replica(make_store: StoreFactory) -> None:
+    store, replica = make_store(), make_store()
+    old = cloner_for(store, compress=QueryPoolCompressor(seed=0))
+    voice = await old.clone(wav(4.0), "a.wav", None, "Keep", "en", description="same")
+    await store.update(voice.id, name="Renamed")
+    old_prefix = (await replica.get_prompt(voice.id)).prefix  # cached on the replica
+
+    new_compress = QueryPoolCompressor(seed=1)
+    new = VoiceCloner(EnergyEncoder(), new_compress, "fp-2", store)
+    updated = await new.recompute(voice.id)
+    assert (updated.model_fingerprint, updated.name, updated.description) == ("fp-2", "Renamed", "same")
+    record = await store.get_record(voice.id)
+    assert torch.equal(record.prefix, new_compress(record.ref_codes.long()))
+    prompt = await replica.get_prompt(voice.id)  # the generation changed: the replica refetches
+    assert prompt.model_fingerprint == "fp-2" and not torch.equal(prompt.prefix, old_prefix)
+    assert torch.equal(prompt.prefix, record.prefix)
+    assert (await new.recompute(voice.id)) == updated  # already current: nothing to do
+
+    await store.put(make_record("no-codes", with_codes=False))
+    with pytest.raises(VoiceCloningError, match="no stored reference codes"):
+        await new.recompute("no-codes")

@@ -27,10 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, TypeVar
 
+import torch
+
 from voices.errors import ReadOnlyVoiceError, VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError
 from voices.models import Voice, VoiceRecord
-from voices.serialization import decode_record, decode_voice, encode_tensors, encode_voice
 from voices.listing import OrderKey
+from voices.serialization import decode_record, decode_voice, encode_tensors, encode_voice
 from voices.store import DEFAULT_PROMPT_CACHE_SIZE, VoiceStore
 
 logger = logging.getLogger(__name__)
@@ -167,6 +169,21 @@ class LocalVoiceStore(VoiceStore):
                 return new
 
         return await self._run(f"update of voice {voice_id!r}", update)
+
+    async def _replace_prefix(self, voice_id: str, apply: Callable[[Voice], Voice], prefix: torch.Tensor,
+                              generation: str) -> VoiceRecord:
+        def replace(conn: sqlite3.Connection) -> VoiceRecord:
+            with _transaction(conn):
+                row = conn.execute("SELECT meta, tensors FROM voices WHERE id = ?", (voice_id,)).fetchone()
+                if row is None:
+                    raise VoiceNotFoundError(voice_id)
+                old = decode_record(decode_voice(row[0]), row[1])
+                new = VoiceRecord(voice=apply(old.voice), prefix=prefix, ref_codes=old.ref_codes)
+                conn.execute("UPDATE voices SET meta = ?, tensors = ?, generation = ? WHERE id = ?",
+                             (encode_voice(new.voice), encode_tensors(new), generation, voice_id))
+                return new
+
+        return await self._run(f"prefix replacement of voice {voice_id!r}", replace)
 
     async def _remove(self, voice_id: str, allow_builtin: bool) -> None:
         def remove(conn: sqlite3.Connection) -> None:

@@ -25,13 +25,14 @@ from typing import Any, Callable, Iterator, Optional
 
 import redis.asyncio as aioredis
 import redis.exceptions as rexc
+import torch
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from voices.errors import VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError, ReadOnlyVoiceError
+from voices.errors import ReadOnlyVoiceError, VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError
+from voices.listing import OrderKey
 from voices.models import Voice, VoiceRecord
 from voices.serialization import decode_record, decode_voice, encode_tensors, encode_voice
-from voices.listing import OrderKey
 from voices.store import DEFAULT_PROMPT_CACHE_SIZE, VoiceStore
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,18 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 """
 
+# KEYS: meta, gen, tensors; ARGV: id, expected old meta, new meta, new generation, new tensors.
+# Returns 1 done, 0 absent, -1 changed meanwhile.
+_REPLACE_PREFIX = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return 0 end
+if current ~= ARGV[2] then return -1 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
+return 1
+"""
+
 # KEYS: order, meta; ARGV: lex bound, reverse ("1"/"0"), count.
 # Returns {members, metas}: the order members in scan order and each one's meta.
 _SCAN = """
@@ -154,6 +167,7 @@ class RedisVoiceStore(VoiceStore):
         self._delete_script = client.register_script(_DELETE)
         self._update_script = client.register_script(_UPDATE)
         self._scan_script = client.register_script(_SCAN)
+        self._replace_script = client.register_script(_REPLACE_PREFIX)
         logger.debug("redis voice store: namespace %s, owns client %s", namespace, owns_client)
 
     @classmethod
@@ -221,6 +235,31 @@ class RedisVoiceStore(VoiceStore):
         raise VoiceStoreUnavailableError(
             f"update of voice {voice_id!r} kept conflicting with concurrent writers "
             f"({_UPDATE_ATTEMPTS} attempts); retry"
+        )
+
+    async def _replace_prefix(self, voice_id: str, apply: Callable[[Voice], Voice], prefix: torch.Tensor,
+                              generation: str) -> VoiceRecord:
+        action = f"prefix replacement of voice {voice_id!r}"
+        for _ in range(_UPDATE_ATTEMPTS):
+            with map_redis_errors(action):
+                async with self._client.pipeline(transaction=True) as pipe:
+                    pipe.hget(self._k_meta, voice_id)
+                    pipe.hget(self._k_tensors, voice_id)
+                    old_meta, old_tensors = await pipe.execute()
+            if old_meta is None or old_tensors is None:
+                raise VoiceNotFoundError(voice_id)
+            old = decode_record(decode_voice(old_meta), old_tensors)
+            new = VoiceRecord(voice=apply(old.voice), prefix=prefix, ref_codes=old.ref_codes)
+            with map_redis_errors(action):
+                done = await self._replace_script(
+                    keys=[self._k_meta, self._k_gen, self._k_tensors],
+                    args=[voice_id, old_meta, encode_voice(new.voice), generation, encode_tensors(new)])
+            if done == 1:
+                return new
+            if done == 0:
+                raise VoiceNotFoundError(voice_id)
+        raise VoiceStoreUnavailableError(
+            f"{action} kept conflicting with concurrent writers ({_UPDATE_ATTEMPTS} attempts); retry"
         )
 
     async def _remove(self, voice_id: str, allow_builtin: bool) -> None:
