@@ -1,0 +1,697 @@
+"""Wire models of what clients send: TTS bodies (bytes, SSE), WebSocket messages, access-token bodies.
+
+Parsing is lenient the way Cartesia's is (protocol sections 3 and 9.5):
+
+- unknown fields are accepted and ignored (their names are logged once per request, at DEBUG);
+- ``language: null`` is accepted; ``__experimental_controls`` inside ``voice`` is accepted and ignored;
+- ``voice`` may be a bare id string, ``{"id": ...}`` or ``{"mode": "id", "id": ...}``.
+
+and strict where a wrong value would silently change the result: JSON types are checked (no
+``"3"`` -> 3, no ``true`` -> 1), ranges are enforced, and ``output_format`` goes through
+``api.audio.formats.OutputFormat``. SSE and WebSocket accept ``container: "raw"`` only (the SDK types
+allow nothing else there, and their chunks carry bare base64 samples with no container header).
+
+Every invalid input raises one ``ProtocolError`` whose message names the field path and the problem,
+e.g. ``generation_config.speed: must be between 0.6 and 1.5, got 2.0`` or ``transcript: field required``;
+several problems are joined with ``"; "``. Entry points:
+
+    parse_tts_request(body, sse=False) -> TtsRequest | TtsSseRequest     POST /tts/bytes, /tts/sse
+    parse_ws_message(raw) -> WsGenerationRequest | WsCancelRequest       one WebSocket text frame
+    parse_access_token_request(body) -> AccessTokenRequest               POST /access-token
+
+``ProtocolError.context_id`` carries the message's ``context_id`` whenever one can be recovered (even
+from malformed JSON), so the WebSocket error event can be routed to the right context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from typing import Annotated, Any, ClassVar, Literal, Mapping, Optional, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from api.audio.errors import AudioFormatError
+from api.audio.formats import Container, OutputFormat
+from engine.requests import SamplingParams
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DEFAULT_MAX_BUFFER_DELAY_MS",
+    "LEGACY_SPEED_FACTORS",
+    "MAX_CONTEXT_ID_CHARS",
+    "AccessTokenRequest",
+    "EmptyTranscriptError",
+    "GenerationConfig",
+    "InvalidFieldError",
+    "InvalidJsonError",
+    "MissingFieldError",
+    "ProtocolError",
+    "TokenGrantsSpec",
+    "TtsRequest",
+    "TtsSseRequest",
+    "UnsupportedVoiceModeError",
+    "VoiceSpec",
+    "WsCancelRequest",
+    "WsGenerationRequest",
+    "WsMessage",
+    "parse_access_token_request",
+    "parse_tts_request",
+    "parse_ws_message",
+]
+
+DEFAULT_MAX_BUFFER_DELAY_MS = 3000
+MAX_BUFFER_DELAY_MS = 5000
+MAX_CONTEXT_ID_CHARS = 512
+MAX_TOKEN_EXPIRES_IN_S = 3600
+#: Legacy top-level ``speed`` -> speed factor (same scale as ``generation_config.speed``).
+LEGACY_SPEED_FACTORS: dict[str, float] = {"slow": 0.8, "normal": 1.0, "fast": 1.25}
+
+# ISO 639 code with optional subtags: "en", "pt-BR", "zh_Hans" (same rule as api/text/normalization.py)
+_LANGUAGE_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
+_CONTEXT_ID_IN_TEXT_RE = re.compile(r'"context_id"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class ProtocolError(ValueError):
+    """A client message that cannot be served as sent (HTTP 400 / an in-band error event).
+
+    message: one human sentence naming the field path and the problem.
+    field: dotted path of the (first) offending field ("output_format.sample_rate"), None for the
+        body as a whole.
+    error_code: machine-readable code for the error body ("invalid_request", "invalid_json", ...).
+    context_id: the WebSocket message's context_id when it could be recovered, else None.
+    """
+
+    status_code: ClassVar[int] = 400
+    title: ClassVar[str] = "Invalid request"
+    retryable: ClassVar[bool] = False
+    default_error_code: ClassVar[str] = "invalid_request"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: Optional[str] = None,
+        error_code: Optional[str] = None,
+        context_id: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.error_code = error_code or self.default_error_code
+        self.context_id = context_id
+
+    def with_context_id(self, context_id: Optional[str]) -> "ProtocolError":
+        """Attach the recovered context_id (keeps an id already set); returns self."""
+        if self.context_id is None:
+            self.context_id = context_id
+        return self
+
+
+class InvalidJsonError(ProtocolError):
+    """The body or message is not JSON, or not a JSON object."""
+
+    default_error_code = "invalid_json"
+    title = "Invalid JSON"
+
+
+class MissingFieldError(ProtocolError):
+    """A required field is absent (or null)."""
+
+    default_error_code = "missing_field"
+
+
+class InvalidFieldError(ProtocolError):
+    """A field has the wrong type or an out-of-range / unsupported value."""
+
+
+class UnsupportedVoiceModeError(ProtocolError):
+    """``voice.mode`` is not "id" (embeddings are not accepted, as in Cartesia's 2026-08-14 API)."""
+
+    default_error_code = "voice_embedding_not_supported"
+    title = "Unsupported voice"
+
+
+class EmptyTranscriptError(ProtocolError):
+    """A /tts/bytes or /tts/sse transcript has no non-whitespace character."""
+
+    default_error_code = "empty_transcript"
+
+
+# --- pydantic error -> one sentence -------------------------------------------------------------
+
+_CUSTOM = "gepard_invalid"
+
+
+def _invalid(message: str, *, suffix: Optional[str] = None, error_code: Optional[str] = None) -> PydanticCustomError:
+    """A validation error whose message is final (no pydantic wording). ``suffix`` extends the
+    field path ("voice" + "id" -> "voice.id"); ``error_code`` overrides "invalid_request"."""
+    return PydanticCustomError(
+        _CUSTOM, "{message}", {"message": message, "suffix": suffix or "", "error_code": error_code or ""}
+    )
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def _path(loc: tuple[Union[str, int], ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+def _describe(err: Mapping[str, Any]) -> tuple[str, str, type[ProtocolError], str]:
+    """One pydantic error -> (field path, problem, error class, error_code)."""
+    kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
+    path = _path(tuple(err["loc"]))
+    if kind == _CUSTOM:
+        if ctx.get("suffix"):
+            path = f"{path}.{ctx['suffix']}" if path else ctx["suffix"]
+        code = ctx.get("error_code") or None
+        cls: type[ProtocolError] = InvalidFieldError
+        if code == UnsupportedVoiceModeError.default_error_code:
+            cls = UnsupportedVoiceModeError
+        elif code == EmptyTranscriptError.default_error_code:
+            cls = EmptyTranscriptError
+        elif code == MissingFieldError.default_error_code:
+            cls = MissingFieldError
+        return path, ctx["message"], cls, code or cls.default_error_code
+    if kind == "missing":
+        return path, "field required", MissingFieldError, MissingFieldError.default_error_code
+    if value is None and kind.endswith("_type"):
+        return path, "field required, got null", MissingFieldError, MissingFieldError.default_error_code
+    got = _json_type(value) if not isinstance(value, float) else repr(value)
+    problems = {
+        "string_type": f"expected a string, got {got}",
+        "int_type": f"expected an integer, got {got}",
+        "int_parsing": f"expected an integer, got {got}",
+        "int_from_float": f"expected an integer, got {value!r}",
+        "float_type": f"expected a number, got {got}",
+        "float_parsing": f"expected a number, got {got}",
+        "bool_type": f"expected true or false, got {got}",
+        "bool_parsing": f"expected true or false, got {got}",
+        "finite_number": "must be a finite number",
+        "model_type": f"expected an object, got {got}",
+        "model_attributes_type": f"expected an object, got {got}",
+        "dict_type": f"expected an object, got {got}",
+        "literal_error": f"{value!r} is not supported; expected {ctx.get('expected')}",
+        "greater_than_equal": f"must be >= {ctx.get('ge')}, got {value!r}",
+        "greater_than": f"must be > {ctx.get('gt')}, got {value!r}",
+        "less_than_equal": f"must be <= {ctx.get('le')}, got {value!r}",
+        "less_than": f"must be < {ctx.get('lt')}, got {value!r}",
+    }
+    problem = problems.get(kind, err.get("msg", "invalid value"))
+    return path, problem, InvalidFieldError, InvalidFieldError.default_error_code
+
+
+def _to_protocol_error(exc: ValidationError, context_id: Optional[str]) -> ProtocolError:
+    """All of a ValidationError's problems -> one ProtocolError (class and code of the first)."""
+    parts: list[str] = []
+    first: Optional[tuple[str, str, type[ProtocolError], str]] = None
+    for err in exc.errors(include_url=False):
+        described = _describe(err)
+        first = first or described
+        path, problem = described[0], described[1]
+        text = f"{path}: {problem}" if path else problem
+        if text not in parts:
+            parts.append(text)
+    assert first is not None  # a ValidationError always has at least one error
+    return first[2]("; ".join(parts), field=first[0] or None, error_code=first[3], context_id=context_id)
+
+
+# --- field types --------------------------------------------------------------------------------
+
+
+def _json_int(value: object) -> object:
+    """Integral JSON numbers (3000.0 from some clients) -> int; booleans are not integers."""
+    if isinstance(value, bool):
+        raise _invalid(f"expected an integer, got {_json_type(value)}")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _json_float(value: object) -> object:
+    if isinstance(value, bool):
+        raise _invalid(f"expected a number, got {_json_type(value)}")
+    return value
+
+
+JsonInt = Annotated[int, BeforeValidator(_json_int), Strict()]
+JsonFloat = Annotated[float, BeforeValidator(_json_float), Strict()]
+JsonBool = Annotated[bool, Strict()]
+JsonStr = Annotated[str, Strict()]
+
+
+def _range(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open: bool = False) -> Any:
+    """After-validator: ``lo <= v <= hi`` (``lo < v`` when lo_open) with one precise message."""
+
+    def check(value: Any) -> Any:
+        if value is None:
+            return value
+        below = lo is not None and (value <= lo if lo_open else value < lo)
+        above = hi is not None and value > hi
+        if below or above:
+            if lo is not None and hi is not None:
+                rule = f"must be between {lo:g} and {hi:g}"
+            elif lo is not None:
+                rule = f"must be {'>' if lo_open else '>='} {lo:g}"
+            else:
+                rule = f"must be <= {hi:g}"
+            raise _invalid(f"{rule}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _non_empty() -> Any:
+    def check(value: Any) -> Any:
+        if value is not None and not value:
+            raise _invalid("must not be empty")
+        return value
+
+    return AfterValidator(check)
+
+
+def _language_code(value: Optional[str]) -> Optional[str]:
+    if value is not None and not _LANGUAGE_RE.fullmatch(value):
+        raise _invalid(f"{value!r} is not a language code; expected an ISO 639-1 code such as 'en' or 'pt-BR'")
+    return value
+
+
+# --- shared base --------------------------------------------------------------------------------
+
+
+class WireModel(BaseModel):
+    """Base of every client message: unknown fields are kept aside (``model_extra``) and ignored."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True, allow_inf_nan=False)
+
+    def ignored_fields(self) -> list[str]:
+        """Dotted names of every unknown field, this model and its nested models."""
+        names = list((self.model_extra or {}).keys())
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, WireModel):
+                names += [f"{name}.{sub}" for sub in value.ignored_fields()]
+        return names
+
+
+class VoiceSpec(WireModel):
+    """``voice``: a bare id string, ``{"id": ...}`` or ``{"mode": "id", "id": ...}``.
+
+    ``{"mode": "embedding", ...}`` is rejected with ``voice_embedding_not_supported``;
+    ``__experimental_controls`` (the 2024-11-13 controls LiveKit sends) is accepted and ignored.
+    """
+
+    id: str
+    mode: Literal["id"] = "id"
+    experimental_controls: Optional[Any] = Field(default=None, alias="__experimental_controls")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, value: Any) -> Any:
+        if isinstance(value, VoiceSpec):
+            return value
+        if isinstance(value, str):
+            value = {"id": value}
+        if not isinstance(value, Mapping):
+            raise _invalid(
+                f"expected a voice id string or an object {{\"mode\": \"id\", \"id\": ...}}, got {_json_type(value)}"
+            )
+        mode = value.get("mode", "id")
+        if mode == "embedding":
+            raise _invalid(
+                "voice embeddings are not supported; reference a stored voice with "
+                "{\"mode\": \"id\", \"id\": \"<voice id>\"} (clone one with POST /voices/clone)",
+                suffix="mode",
+                error_code=UnsupportedVoiceModeError.default_error_code,
+            )
+        if mode is not None and mode != "id":
+            raise _invalid(f"{mode!r} is not supported; expected 'id'", suffix="mode")
+        voice_id = value.get("id")
+        if voice_id is None:
+            raise _invalid("field required", suffix="id", error_code=MissingFieldError.default_error_code)
+        if not isinstance(voice_id, str):
+            raise _invalid(f"expected a string, got {_json_type(voice_id)}", suffix="id")
+        if not voice_id.strip():
+            raise _invalid("must not be empty", suffix="id")
+        return {**value, "mode": "id"}
+
+
+class GenerationConfig(WireModel):
+    """``generation_config``: speed factor 0.6–1.5, volume factor 0.5–2.0, emotion name."""
+
+    speed: Annotated[Optional[JsonFloat], _range(0.6, 1.5)] = None
+    volume: Annotated[Optional[JsonFloat], _range(0.5, 2.0)] = None
+    emotion: Optional[JsonStr] = None
+
+
+def _parse_output_format(value: Any) -> OutputFormat:
+    if isinstance(value, OutputFormat):
+        return value
+    if not isinstance(value, Mapping):
+        raise _invalid(f"expected an object {{\"container\", \"encoding\", \"sample_rate\"}}, got {_json_type(value)}")
+    if value.get("container") is None:
+        raise _invalid("field required", suffix="container", error_code=MissingFieldError.default_error_code)
+    try:
+        return OutputFormat.parse(
+            value.get("container"), value.get("encoding"), value.get("sample_rate"), value.get("bit_rate")
+        )
+    except AudioFormatError as exc:
+        # the message already names the field ("unsupported output_format.sample_rate 11025; ...")
+        field = exc.field.split(".", 1)[1] if exc.field.startswith("output_format.") else None
+        raise _invalid(_strip_field_prefix(str(exc), exc.field), suffix=field, error_code="invalid_output_format") from None
+
+
+def _strip_field_prefix(message: str, field: str) -> str:
+    """"unsupported output_format.x 5; expected ..." -> "5 is not supported; expected ..."."""
+    prefix = f"unsupported {field} "
+    if message.startswith(prefix):
+        value, _, rest = message[len(prefix):].partition("; ")
+        return f"{value} is not supported" + (f"; {rest}" if rest else "")
+    if message.startswith(f"{field} "):
+        return message[len(field) + 1:]
+    return message
+
+
+WireOutputFormat = Annotated[OutputFormat, BeforeValidator(_parse_output_format)]
+
+
+class _SynthesisFields(WireModel):
+    """Fields shared by every request that synthesises (bytes, SSE, WebSocket generation)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    raw_only: ClassVar[Optional[str]] = None  # endpoint name when only container "raw" is allowed
+
+    model_id: Annotated[JsonStr, _non_empty()]
+    transcript: JsonStr
+    voice: VoiceSpec
+    output_format: WireOutputFormat
+    language: Optional[JsonStr] = None
+    locale: Optional[JsonStr] = None
+    normalization: Optional[JsonStr] = None
+    generation_config: Optional[GenerationConfig] = None
+    speed: Optional[Literal["slow", "normal", "fast"]] = None
+    pronunciation_dict_id: Optional[JsonStr] = None
+    add_timestamps: JsonBool = False
+    add_phoneme_timestamps: JsonBool = False
+    use_normalized_timestamps: JsonBool = False
+    duration: Optional[Any] = None  # legacy target length (Python 1.x/2.x); accepted and ignored
+
+    # Gepard sampling extras (override the server's defaults; see to_sampling_params)
+    temperature: Annotated[Optional[JsonFloat], _range(0.0)] = None
+    top_k: Annotated[Optional[JsonInt], _range(0)] = None
+    seed: Annotated[Optional[JsonInt], _range(0, 2**63 - 1)] = None
+    max_frames: Annotated[Optional[JsonInt], _range(1)] = None
+    cfg_scale: Annotated[Optional[JsonFloat], _range(0.0, lo_open=True)] = None
+    cfg_frames: Annotated[Optional[JsonInt], _range(0)] = None
+    stop_threshold: Annotated[Optional[JsonFloat], _range(0.0, 1.0)] = None
+    repetition_penalty: Annotated[Optional[JsonFloat], _range(0.0, lo_open=True)] = None
+
+    _SAMPLING_FIELDS: ClassVar[tuple[str, ...]] = (
+        "temperature", "top_k", "seed", "max_frames", "cfg_scale", "cfg_frames", "stop_threshold",
+        "repetition_penalty",
+    )
+
+    @field_validator("language", "locale")
+    @classmethod
+    def _check_language(cls, value: Optional[str]) -> Optional[str]:
+        return _language_code(value)
+
+    @field_validator("normalization")
+    @classmethod
+    def _check_normalization(cls, value: Optional[str]) -> Optional[str]:
+        if value is None or value in ("auto", "off") or _LANGUAGE_RE.fullmatch(value):
+            return value
+        raise _invalid(f"{value!r} is not supported; expected 'auto', 'off' or a locale code such as 'en-US'")
+
+    @field_validator("output_format")
+    @classmethod
+    def _check_container(cls, value: OutputFormat) -> OutputFormat:
+        if cls.raw_only and value.container is not Container.RAW:
+            raise _invalid(
+                f"{value.container.value!r} is not supported on {cls.raw_only}; expected 'raw' "
+                "(chunks carry base64 samples without a container header)",
+                suffix="container",
+                error_code="invalid_output_format",
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_locale(self) -> "_SynthesisFields":
+        if self.language and self.locale:
+            lang = self.language.replace("_", "-").split("-")[0].lower()
+            loc = self.locale.replace("_", "-").split("-")[0].lower()
+            if lang != loc:
+                raise _invalid(
+                    f"{self.locale!r} does not match language {self.language!r}; send one of them",
+                    suffix="locale",
+                )
+        return self
+
+    @property
+    def voice_id(self) -> str:
+        return self.voice.id
+
+    @property
+    def speed_factor(self) -> Optional[float]:
+        """``generation_config.speed``, else the legacy ``speed`` mapped by LEGACY_SPEED_FACTORS,
+        else None (model default)."""
+        if self.generation_config is not None and self.generation_config.speed is not None:
+            return self.generation_config.speed
+        return None if self.speed is None else LEGACY_SPEED_FACTORS[self.speed]
+
+    @property
+    def effective_language(self) -> Optional[str]:
+        """The language to speak: ``language``, else ``locale``, else None (server default)."""
+        return self.language or self.locale
+
+    def to_sampling_params(self, defaults: SamplingParams) -> SamplingParams:
+        """The server's defaults with every Gepard extra this request sets laid over them."""
+        overrides = {name: getattr(self, name) for name in self._SAMPLING_FIELDS if getattr(self, name) is not None}
+        return dataclasses.replace(defaults, **overrides) if overrides else defaults
+
+
+def _non_blank_transcript(value: str) -> str:
+    if not value.strip():
+        raise _invalid(
+            "must contain at least one non-whitespace character",
+            error_code=EmptyTranscriptError.default_error_code,
+        )
+    return value
+
+
+class TtsRequest(_SynthesisFields):
+    """``POST /tts/bytes`` body (any container). SSE-only fields are accepted and ignored here."""
+
+    save: JsonBool = False
+    context_id: Optional[JsonStr] = None
+
+    @field_validator("transcript")
+    @classmethod
+    def _check_transcript(cls, value: str) -> str:
+        return _non_blank_transcript(value)
+
+
+class TtsSseRequest(TtsRequest):
+    """``POST /tts/sse`` body: like TtsRequest, container ``raw`` only; ``context_id`` is echoed."""
+
+    raw_only = "/tts/sse"
+
+
+class WsGenerationRequest(_SynthesisFields):
+    """One generation message on ``/tts/websocket`` (the WS column of protocol section 3.1).
+
+    ``transcript`` may be "" or whitespace (flush / end-of-input messages); ``continue`` (attribute
+    ``continue_``) defaults to false, meaning this is the context's last input.
+    """
+
+    raw_only = "/tts/websocket"
+
+    context_id: Annotated[JsonStr, _non_empty()]
+    continue_: JsonBool = Field(default=False, alias="continue")
+    flush: JsonBool = False
+    max_buffer_delay_ms: Annotated[JsonInt, _range(0, MAX_BUFFER_DELAY_MS)] = DEFAULT_MAX_BUFFER_DELAY_MS
+
+    @field_validator("context_id")
+    @classmethod
+    def _check_context_id(cls, value: str) -> str:
+        return _check_context_id(value)
+
+    @property
+    def has_text(self) -> bool:
+        """False for "" / whitespace-only transcripts, which carry no speech (flush or close)."""
+        return bool(self.transcript.strip())
+
+
+def _check_context_id(value: str) -> str:
+    if len(value) > MAX_CONTEXT_ID_CHARS:
+        raise _invalid(f"must be at most {MAX_CONTEXT_ID_CHARS} characters, got {len(value)}")
+    return value
+
+
+class WsCancelRequest(WireModel):
+    """``{"context_id": "...", "cancel": true}``: stop that context's output."""
+
+    context_id: Annotated[JsonStr, _non_empty()]
+    cancel: Literal[True] = True
+
+    @field_validator("context_id")
+    @classmethod
+    def _check_context_id(cls, value: str) -> str:
+        return _check_context_id(value)
+
+
+WsMessage = Union[WsGenerationRequest, WsCancelRequest]
+
+
+class TokenGrantsSpec(WireModel):
+    """``grants`` of POST /access-token."""
+
+    tts: JsonBool = False
+    stt: JsonBool = False
+    agent: JsonBool = False
+
+
+class AccessTokenRequest(WireModel):
+    """``POST /access-token`` body; every field is optional. Missing ``grants`` means tts only."""
+
+    grants: Optional[TokenGrantsSpec] = None
+    expires_in: Annotated[Optional[JsonInt], _range(1, MAX_TOKEN_EXPIRES_IN_S)] = None
+
+
+# --- entry points -------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _load_json(raw: Union[str, bytes, bytearray, Mapping[str, Any]], what: str) -> Any:
+    if isinstance(raw, Mapping):
+        return raw
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise InvalidJsonError(f"{what} is not valid JSON: it is not UTF-8 text") from None
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise InvalidJsonError(f"{what} is not valid JSON: {exc}") from None
+
+
+def _object(data: Any, what: str, context_id: Optional[str] = None) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise InvalidJsonError(f"{what} must be a JSON object, got {_json_type(data)}", context_id=context_id)
+    return data
+
+
+def _log_ignored(model: WireModel, label: str) -> None:
+    if logger.isEnabledFor(logging.DEBUG):
+        ignored = model.ignored_fields()
+        if ignored:
+            logger.debug("%s: ignoring unknown fields %s", label, ", ".join(sorted(ignored)))
+
+
+def parse_tts_request(
+    body: Union[str, bytes, bytearray, Mapping[str, Any]],
+    *,
+    sse: bool = False,
+    request_id: Optional[str] = None,
+) -> TtsRequest:
+    """A /tts/bytes (``sse=False``) or /tts/sse (``sse=True``) body -> its model; raises ProtocolError."""
+    data = _object(_load_json(body, "request body"), "request body")
+    model_cls = TtsSseRequest if sse else TtsRequest
+    try:
+        request = model_cls.model_validate(data)
+    except ValidationError as exc:
+        raise _to_protocol_error(exc, None) from None
+    _log_ignored(request, f"request {request_id or '-'}")
+    return request
+
+
+def _recover_context_id(raw: Union[str, bytes, bytearray]) -> Optional[str]:
+    """The context_id of a message that is not valid JSON, when its text still shows one."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else raw
+    match = _CONTEXT_ID_IN_TEXT_RE.search(text)
+    if not match:
+        return None
+    try:
+        value = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def parse_ws_message(raw: Union[str, bytes, bytearray, Mapping[str, Any]]) -> WsMessage:
+    """One WebSocket frame -> a generation or a cancel request; raises ProtocolError.
+
+    A message with ``"cancel": true`` is a cancel (any other field is ignored). The error's
+    ``context_id`` is set whenever the message names one, so the error event can be routed.
+    """
+    try:
+        data = _load_json(raw, "message")
+    except InvalidJsonError as exc:
+        raise exc.with_context_id(None if isinstance(raw, Mapping) else _recover_context_id(raw)) from None
+    context_id = data.get("context_id") if isinstance(data, Mapping) else None
+    context_id = context_id if isinstance(context_id, str) and context_id else None
+    data = _object(data, "message", context_id)
+    model_cls: type[WireModel] = WsCancelRequest if data.get("cancel") is True else WsGenerationRequest
+    if "cancel" in data and not isinstance(data["cancel"], bool):
+        raise InvalidFieldError(
+            f"cancel: expected true or false, got {_json_type(data['cancel'])}", field="cancel", context_id=context_id
+        )
+    try:
+        message = model_cls.model_validate(data)
+    except ValidationError as exc:
+        raise _to_protocol_error(exc, context_id) from None
+    _log_ignored(message, f"context {context_id}")
+    return message  # type: ignore[return-value]
+
+
+def parse_access_token_request(
+    body: Union[str, bytes, bytearray, Mapping[str, Any]], *, request_id: Optional[str] = None
+) -> AccessTokenRequest:
+    """A POST /access-token body ("" or empty means all defaults) -> its model; raises ProtocolError."""
+    if isinstance(body, (bytes, bytearray, str)) and not body.strip():
+        return AccessTokenRequest()
+    data = _object(_load_json(body, "request body"), "request body")
+    try:
+        request = AccessTokenRequest.model_validate(data)
+    except ValidationError as exc:
+        raise _to_protocol_error(exc, None) from None
+    _log_ignored(request, f"request {request_id or '-'}")
+    return request
