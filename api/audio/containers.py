@@ -173,7 +173,8 @@ class WavWriter(ContainerWriter):
             raise ValueError(
                 f"WAV header declared {self.num_samples} samples but {self._written} were written"
             )
-        pad = b"\x00" if (self.num_samples is not None and self._written * self.encoding.sample_width) & 1 else b""
+        odd_data = (self._written * self.encoding.sample_width) % 2 == 1
+        pad = b"\x00" if self.num_samples is not None and odd_data else b""  # RIFF word alignment
         return self._take_header() + pad
 
 

@@ -19,7 +19,8 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
 which rule a token matches, in this order: abbreviation, currency, ordinal, time, date, percent,
-years (and English month-day, decades), plain number, mixed digits ("COVID-19", "24/7"), "&".
+years (and English month-day, decades), plain number, simple fraction (en), mixed digits
+("COVID-19", "24/7"), "&".
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ _H_TIME_RE = re.compile(r"(\d{1,2})h(\d{2})?")
 _MERIDIEM_TOKENS = {"am": "am", "pm": "pm", "a.m": "am", "p.m": "pm", "a.m.": "am", "p.m.": "pm"}
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
+_FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
 _DECADE_RE = re.compile(r"(\d{3}0|\d0)s")
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3])} | {"sept"}
@@ -288,6 +290,7 @@ class _TokenReader:
             self._read_percent,
             self._read_year_like,
             self._read_number,
+            self._read_fraction,
             self._read_mixed,
         ):
             reading, consumed = reader(i)
@@ -386,7 +389,8 @@ class _TokenReader:
         reading = r.read_time(hour, minute, meridiem)
         unit = self.tokens[i + 1 + consumed] if i + 1 + consumed < len(self.tokens) else None
         last = self.tokens[i + consumed]
-        if r.time_unit and unit is not None and unit.core.lower() == r.time_unit and not last.trail and not unit.lead:
+        unit_follows = unit is not None and unit.core.lower() == r.time_unit and not unit.lead
+        if r.time_unit and unit_follows and not last.trail:
             # "9:00 uur", "15:00 horas": the unit is said once, by the reading
             consumed += 1
             reading = reading.removesuffix(" en punto")
@@ -460,6 +464,12 @@ class _TokenReader:
         before_noun = nxt is not None and not tok.trail and nxt.core.isalpha()
         return self.rules.read_number(num, before_noun=before_noun), 0
 
+    def _read_fraction(self, i: int) -> tuple[Optional[str], int]:
+        m = _FRACTION_RE.fullmatch(self.tokens[i].core)
+        if not m:
+            return None, 0
+        return self.rules.read_fraction(int(m.group(1)), int(m.group(2))), 0
+
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty"."""
         r, core = self.rules, self.tokens[i].core
@@ -472,7 +482,7 @@ class _TokenReader:
                 words.append(r.read_integer(piece))
             elif piece.isalpha():
                 words.append(piece)
-            elif piece in "-–.,:" and 0 < k < len(pieces) - 1 and pieces[k - 1].isdigit() and pieces[k + 1].isdigit():
+            elif piece in "-–.,:" and _between_digits(pieces, k):
                 # between digits: "10-20" is a range, "3.5.1" a version; "," and ":" just separate
                 if piece in "-–":
                     words.append(_RANGE_WORD[r.code])
@@ -487,6 +497,10 @@ class _TokenReader:
             else:
                 words.append(piece)
         return (" ".join(words) if words else None), 0
+
+
+def _between_digits(pieces: list[str], k: int) -> bool:
+    return 0 < k < len(pieces) - 1 and pieces[k - 1].isdigit() and pieces[k + 1].isdigit()
 
 
 _RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}

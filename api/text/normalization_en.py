@@ -90,6 +90,15 @@ class EnglishRules(LanguageRules):
     def read_meridiem(self, meridiem: str) -> Optional[str]:
         return "a m" if meridiem == "am" else "p m"
 
+    def read_fraction(self, numerator: int, denominator: int) -> Optional[str]:
+        if not (0 < numerator < denominator <= 10):
+            return None
+        name = {2: ("half", "halves"), 4: ("quarter", "quarters")}.get(denominator)
+        if name is None:
+            single = self.ordinal(denominator)
+            name = (single, single + "s")
+        return f"{self.cardinal(numerator)} {name[0] if numerator == 1 else name[1]}"
+
     def match_ordinal(self, core: str) -> Optional[str]:
         m = _ORDINAL_RE.fullmatch(core)
         return self.ordinal(int(m.group(1))) if m else None

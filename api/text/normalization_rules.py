@@ -214,6 +214,10 @@ class LanguageRules:
         """How "am"/"pm" after a time is said; None when the language does not read it."""
         return None
 
+    def read_fraction(self, numerator: int, denominator: int) -> Optional[str]:
+        """"3/4" -> "three quarters"; None (the default) leaves "a/b" to the generic reading."""
+        return None
+
     # --- ordinals -----------------------------------------------------------------------------
 
     def match_ordinal(self, core: str) -> Optional[str]:

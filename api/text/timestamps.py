@@ -129,7 +129,10 @@ def _voiced_frames(pcm: np.ndarray, hop: int, config: TimestampConfig) -> np.nda
     peak, floor = np.percentile(db, 99), np.percentile(db, 5)
     if peak < -70.0:  # digital silence: nothing to align against
         return np.zeros(n_frames, dtype=bool)
-    threshold = max(peak - config.silence_below_peak_db, floor + config.silence_floor_fraction * (peak - floor))
+    threshold = max(
+        peak - config.silence_below_peak_db,
+        floor + config.silence_floor_fraction * (peak - floor),
+    )
     voiced = db > threshold
     # Short silent runs inside speech (stop closures) count as voiced.
     min_run = max(1, round(config.min_silence_s / config.frame_s))
@@ -319,7 +322,10 @@ def segment_timestamps(
             ends.append(timed.end[k + count - 1])
             k += count
         else:
-            t = previous_end if previous_end is not None else (timed.start[k] if k < len(timed) else float(offset_s))
+            if previous_end is not None:
+                t = previous_end
+            else:  # a leading token without words: a point where the first word starts
+                t = timed.start[k] if k < len(timed) else float(offset_s)
             starts.append(t)
             ends.append(t)
         previous_end = ends[-1]

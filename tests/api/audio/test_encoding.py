@@ -83,7 +83,10 @@ def test_f32le_round_trip_is_exact():
 
 @pytest.mark.parametrize(
     "s16, code",
-    [(0, 0xFF), (-1, 0x7E), (-4, 0x7E), (-9, 0x7D), (32767, 0x80), (-32768, 0x00), (1000, 0xCE), (-1000, 0x4E), (100, 0xF2)],
+    [
+        (0, 0xFF), (-1, 0x7E), (-4, 0x7E), (-9, 0x7D), (32767, 0x80), (-32768, 0x00),
+        (1000, 0xCE), (-1000, 0x4E), (100, 0xF2),
+    ],
 )
 def test_mulaw_known_code_points(s16, code):
     # 0 -> 0xFF and full scale -> 0x80/0x00 by the G.711 tables (all bits inverted).

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from api.text.errors import NormalizationModeError
 from api.text.normalization import NormalizationMode, known_abbreviations, normalize, rules_for
@@ -54,6 +56,9 @@ ENGLISH = [
     ('-4', 'minus four'),
     ('He was 3.', 'He was three.'),
     ('Hello world!', 'Hello world!'),
+    ('1/2 cup', 'one half cup'),
+    ('3/4 of it', 'three quarters of it'),
+    ('open 24/7', 'open twenty-four seven'),
 ]
 
 SPANISH = [
@@ -242,3 +247,19 @@ def test_known_abbreviations_for_the_segmenter():
     abbr = known_abbreviations()
     assert abbr["dr."] is False and abbr["e.g."] is False and abbr["sra."] is False
     assert abbr["etc."] is True and abbr["inc."] is True and abbr["enz."] is True
+
+
+_TOKENS = st.sampled_from(
+    ["$", "€", "5", "1,234.5", "1.234,5", "3.", "%", "USD", "pm", "p.m.", "Dr.", "etc.", "e.g.",
+     "2024-03-05", "3:30", "1st", "1º", "1e", "-", "&", "/", "(", '"', "¿", "…", "\n", " ", "abc",
+     "15h30", "9:00", "uur", "horas", "1/2", "£10,", "R$", "$2.5M", "1990s", "—", "12am"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(tokens=st.lists(_TOKENS, max_size=12), language=st.sampled_from(["en", "es", "pt", "nl", "fr"]))
+def test_never_fails_and_alignment_holds_on_arbitrary_token_soup(tokens, language):
+    text = " ".join(tokens)
+    norm = normalize(text, language)
+    assert norm.original_words == text.split()
+    assert norm.normalized_words == norm.text.split()
