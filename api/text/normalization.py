@@ -52,11 +52,7 @@ _RULES: dict[str, LanguageRules] = {
     r.code: r for r in (EnglishRules(), SpanishRules(), PortugueseRules(), DutchRules())
 }
 
-# The protocol's language codes (cartesia types/supported_language.py).
-_PROTOCOL_LANGUAGES = frozenset(
-    "en fr de es pt zh ja hi it ko nl pl ru sv tr tl bg ro ar cs el fi hr ms sk da ta uk hu no vi "
-    "bn th he ka id te gu kn ml mr pa or ur".split()
-)
+_LOCALE_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
 _LEAD = "\"'([{¿¡«“‘„‹"
 _TRAIL = "\"'.,;:!?)]}»”’›…"
 _SENTENCE_END = set(".!?…")
@@ -146,9 +142,9 @@ def _resolve(language: Optional[str], mode: object) -> tuple[bool, Optional[str]
         return True, language
     if mode == NormalizationMode.OFF or mode == "off":
         return False, language
-    if isinstance(mode, str) and re.fullmatch(r"[A-Za-z]{2}(?:[-_][A-Za-z0-9]{2,8})*", mode):
-        if mode[:2].lower() in _PROTOCOL_LANGUAGES:
-            return True, mode
+    # The same locale rule as api/protocol/requests.py; an unsupported language passes through.
+    if isinstance(mode, str) and _LOCALE_RE.fullmatch(mode):
+        return True, mode
     raise NormalizationModeError(
         f"unsupported normalization {mode!r}; expected 'auto', 'off' or a locale code such as 'en-US'"
     )

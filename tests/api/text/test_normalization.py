@@ -225,7 +225,7 @@ def test_locale_codes_and_none_language():
     assert rules_for("nl-BE") is rules_for("nl") and rules_for("fr") is None
 
 
-@pytest.mark.parametrize("mode", ["on", "", 3, "auto-ish"])
+@pytest.mark.parametrize("mode", ["", 3, "auto-ish", "english"])
 def test_bad_mode_is_named(mode):
     with pytest.raises(NormalizationModeError, match=repr(mode).replace("(", r"\(")):
         normalize("hi", "en", mode=mode)
