@@ -77,7 +77,9 @@ class VoiceStore(abc.ABC):
         self._cache = PromptCache(prompt_cache_size)
         self._revalidate_after_s = revalidate_after_s
         self._builtins: dict[str, VoiceRecord] = {}
+        self._builtin_prompts: dict[str, VoicePrompt] = {}
         self._delete_epoch = 0  # bumped by every local delete; guards cache fills racing it
+        self._serving_stale = False  # the last generation check failed: backend unavailable
         self._state = StoreState.OPEN
 
     # ------------------------------------------------------------------ backend primitives
@@ -170,6 +172,7 @@ class VoiceStore(abc.ABC):
         voice = record.voice if record.voice.builtin else record.voice.replace(builtin=True)
         record = VoiceRecord(voice=voice, prefix=record.prefix, ref_codes=record.ref_codes)
         self._builtins[voice.id] = record
+        self._builtin_prompts[voice.id] = record.prompt()
         logger.info("voice %s registered as builtin (%s)", voice.id, voice.name)
         return voice
 
@@ -202,15 +205,15 @@ class VoiceStore(abc.ABC):
         return found[0]
 
     async def get_prompt(self, voice_id: str) -> VoicePrompt:
-        """The voice's speaker prompt for synthesis.
+        """The voice's speaker prompt for synthesis (shared: treat the prefix as read-only).
 
         Hot voices come from the LRU after a generation check (see the module docstring); a
         deleted voice raises VoiceNotFoundError, also when it was deleted by another replica.
         """
         self._check_open()
-        builtin = self._builtins.get(voice_id)
+        builtin = self._builtin_prompts.get(voice_id)
         if builtin is not None:
-            return builtin.prompt()
+            return builtin
         entry = self._cache.get(voice_id)
         if entry is not None:
             return await self._revalidate(voice_id, entry)
@@ -223,13 +226,18 @@ class VoiceStore(abc.ABC):
         try:
             generation = await self._fetch_generation(voice_id)
         except VoiceStoreUnavailableError as exc:
-            logger.warning("voice %s: serving cached prompt while the store is unavailable: %s",
-                           voice_id, exc)
+            if not self._serving_stale:  # once per outage, not once per request
+                self._serving_stale = True
+                logger.warning("voice %s: store unavailable, serving cached prompts until it is back: %s",
+                               voice_id, exc)
             return entry.prompt
+        if self._serving_stale:
+            self._serving_stale = False
+            logger.info("voice store reachable again; cached prompts are validated again")
         if generation is None:
             self._cache.evict(voice_id)
             raise VoiceNotFoundError(voice_id)
-        if generation != entry.generation:  # deleted and stored again under the same id
+        if generation != entry.generation:  # prefix recomputed, or deleted and stored again
             self._cache.evict(voice_id)
             return await self._load_prompt(voice_id)
         entry.validated_at = now

@@ -22,7 +22,8 @@ def own_redis():
     server.stop()
 
 
-async def test_outage_fails_writes_and_lists_but_cached_prompts_keep_working(own_redis: RedisServer) -> None:
+async def test_outage_fails_writes_and_lists_but_cached_prompts_keep_working(
+        own_redis: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     store = RedisVoiceStore.from_url(own_redis.url, socket_timeout_s=0.5, connect_timeout_s=0.5, retries=1)
     try:
         store.register_builtin(make_record("default", name="Default"))
@@ -39,8 +40,13 @@ async def test_outage_fails_writes_and_lists_but_cached_prompts_keep_working(own
             with pytest.raises(VoiceStoreUnavailableError, match="voice store unavailable") as info:
                 await call
             assert info.value.retryable
-        # cached and builtin prompts still resolve; an uncached one cannot
-        assert torch.equal((await store.get_prompt("hot")).prefix, hot.prefix)
+        # cached and builtin prompts still resolve (one warning per outage); an uncached one cannot
+        with caplog.at_level("WARNING", logger="voices.store"):
+            for _ in range(3):
+                assert torch.equal((await store.get_prompt("hot")).prefix, hot.prefix)
+        assert [r.getMessage() for r in caplog.records if r.name == "voices.store"][0].startswith(
+            "voice hot: store unavailable, serving cached prompts")
+        assert len([r for r in caplog.records if r.name == "voices.store"]) == 1
         assert (await store.get_prompt("default")).voice_id == "default"
         with pytest.raises(VoiceStoreUnavailableError):
             await store.get_prompt("cold")
