@@ -12,7 +12,8 @@ os.environ.setdefault("VLLM_PLUGINS", "gepard")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-REF_AUDIO_DIR = Path(os.environ.get("GEPARD_REF_AUDIO_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "ref_audio"))
+# Two real speech clips (44.1 kHz and 22.05 kHz mono) for cloning and timestamp tests.
+REF_AUDIO_DIR = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(scope="session")
