@@ -15,7 +15,7 @@ from api.text.normalization import normalize
 from api.text.timestamps import WordTimestamps, estimate_word_timestamps, segment_timestamps, word_weight
 
 SR = 22050
-REF_AUDIO = Path("/work/shared/data/ref_audio")
+REF_AUDIO = Path(__file__).resolve().parents[2] / "data"
 # Frames are 10 ms; a boundary snapped to a pause edge lands on the frame grid.
 EDGE_TOLERANCE_S = 0.025
 
