@@ -59,6 +59,7 @@ class CodecConfig:
     audio_encoder: Mapping[str, Any]
     audio_decoder: Mapping[str, Any]
     vector_quantizer: Mapping[str, Any]
+    origin: str = "<config>"  # where the config came from, for messages (not part of the identity)
 
     @classmethod
     def from_mapping(cls, raw: Any, origin: str) -> CodecConfig:
@@ -80,6 +81,7 @@ class CodecConfig:
             audio_encoder=dict(raw["audio_encoder"]),
             audio_decoder=dict(raw["audio_decoder"]),
             vector_quantizer=dict(raw["vector_quantizer"]),
+            origin=origin,
         )
         config._check(origin)
         return config
@@ -88,7 +90,7 @@ class CodecConfig:
         for section, rates_key in (("audio_encoder", "down_sample_rates"), ("audio_decoder", "up_sample_rates")):
             rates = self.section(section).get(rates_key)
             if rates is None:
-                rates = class_default(section, self.section(section), rates_key)
+                rates = class_default(section, self.section(section), rates_key, origin)
             if math.prod(rates) != self.samples_per_frame:
                 raise CodecFormatError(
                     f"{origin}: {section}.{rates_key} {list(rates)} multiply to {math.prod(rates)}, "
@@ -120,27 +122,31 @@ class CodecConfig:
         )
 
 
-def _nemo_class(section: str, target: Any) -> type:
+def _nemo_class(section: str, target: Any, origin: str) -> type:
     module_path, _, class_name = str(target).rpartition(".")
     if module_path != NEMO_MODULES or class_name not in ALLOWED_TARGETS[section]:
         allowed = ", ".join(f"{NEMO_MODULES}.{name}" for name in sorted(ALLOWED_TARGETS[section]))
-        raise CodecFormatError(f"{section}._target_ {target!r} is not supported; expected one of: {allowed}")
+        raise CodecFormatError(f"{origin}: {section}._target_ {target!r} is not supported; expected one of: {allowed}")
     return getattr(importlib.import_module(NEMO_MODULES), class_name)
 
 
-def class_default(section: str, cfg: Mapping[str, Any], key: str) -> Any:
-    parameter = inspect.signature(_nemo_class(section, cfg["_target_"])).parameters.get(key)
+def class_default(section: str, cfg: Mapping[str, Any], key: str, origin: str = "<config>") -> Any:
+    """The default of constructor argument ``key`` of the section's NeMo class."""
+    parameter = inspect.signature(_nemo_class(section, cfg["_target_"], origin)).parameters.get(key)
     if parameter is None or parameter.default is inspect.Parameter.empty:
-        raise CodecFormatError(f"{section} has no '{key}' and its class has no default for it")
+        raise CodecFormatError(f"{origin}: {section} has no '{key}' and its class has no default for it")
     return parameter.default
 
 
-def build_modules(config: CodecConfig) -> dict[str, torch.nn.Module]:
-    """Instantiate the encoder, decoder and quantizer NeMo modules (random init, weight norm on)."""
+def build_modules(config: CodecConfig, sections: tuple[str, ...] = SECTIONS) -> dict[str, torch.nn.Module]:
+    """Instantiate the NeMo modules of ``sections`` (default: encoder, decoder, quantizer).
+
+    Random init, weight norm still parametrized (so state-dict keys match the checkpoint).
+    """
     modules: dict[str, torch.nn.Module] = {}
-    for section in SECTIONS:
+    for section in sections:
         cfg = config.section(section)
-        cls = _nemo_class(section, cfg["_target_"])
+        cls = _nemo_class(section, cfg["_target_"], config.origin)
         kwargs = {key: value for key, value in cfg.items() if key != "_target_"}
         try:
             with warnings.catch_warnings():
@@ -148,7 +154,7 @@ def build_modules(config: CodecConfig) -> dict[str, torch.nn.Module]:
                 warnings.simplefilter("ignore", UserWarning)
                 modules[section] = cls(**kwargs)
         except (TypeError, ValueError, AssertionError) as exc:
-            raise CodecFormatError(f"cannot build {section} ({cls.__name__}) from the config: {exc}") from exc
+            raise CodecFormatError(f"{config.origin}: cannot build {section} ({cls.__name__}) from the config: {exc}") from exc
     return modules
 
 
