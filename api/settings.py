@@ -1,0 +1,338 @@
+"""``Settings``: every knob of the gateway, from ``GEPARD_*`` environment variables (and ``REDIS_URL``).
+
+``Settings.from_env(os.environ, **cli_overrides)`` parses the variables below, lays the non-None
+overrides over them (CLI flags), and validates everything at once; a ``SettingsError`` lists every
+problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, got 70000``).
+``dataclasses.replace(settings, ...)`` re-validates.
+
+    variable                           field                        default
+    GEPARD_HOST                        host                         127.0.0.1
+    GEPARD_PORT                        port                         8000
+    GEPARD_MODEL                       model                        nineninesix/gepard-1.0 (path or HF id)
+    GEPARD_CODEC                       codec                        None: the checkpoint's codec_id
+    GEPARD_BACKEND                     backend                      auto (auto | vllm | torch)
+    GEPARD_DEVICE                      device                       auto (cpu, cuda, cuda:1, ...)
+    GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
+    GEPARD_API_KEYS                    api_keys                     none (comma-separated)
+    GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
+    GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
+                                                                    verify on this replica; a warning says so)
+    GEPARD_TLS_CERTFILE / _KEYFILE     tls_certfile, tls_keyfile    none (both or neither; JS SDKs need wss)
+    GEPARD_REDIS_URL, else REDIS_URL   redis_url                    none (embedded stores)
+    GEPARD_DATA_DIR                    data_dir                     ./data
+    GEPARD_MAX_TRANSCRIPT_CHARS        max_transcript_chars         5000
+    GEPARD_WS_IDLE_TIMEOUT_S           ws_idle_timeout_s            300 (Cartesia closes idle sockets at 5 min)
+    GEPARD_MAX_CONTEXTS_PER_SOCKET     max_contexts_per_socket      64
+    GEPARD_MAX_CONCURRENT_GENERATIONS  max_concurrent_generations   64
+    GEPARD_MODEL_IDS                   model_ids                    gepard-1.0,gepard-latest,sonic,sonic-*
+    GEPARD_TEMPERATURE ...             temperature, top_k, repetition_penalty, stop_threshold, max_frames,
+                                       cfg_scale, cfg_frames: server-wide sampling defaults (0.4, 0, 1.0,
+                                       0.5, none, 1.0, none); requests may override them
+    GEPARD_FIRST_CHUNK_FRAMES          first_chunk_frames           4 (~186 ms of audio at 21.5 fps)
+    GEPARD_CHUNK_FRAMES                chunk_frames                 16 (~743 ms)
+    GEPARD_LOG_LEVEL                   log_level                    INFO
+    GEPARD_LOG_FORMAT                  log_format                   text (text | json)
+
+Model ids: SDKs default to Cartesia names ("sonic-3", "sonic-latest"), so by default every ``sonic``
+id is accepted and served by Gepard, as are "gepard-1.0" and "gepard-latest"; anything else gets
+400 ``model_not_found``. Entries are shell-style patterns (``*`` accepts every id).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import logging
+import os
+import re
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+from api.errors import UnknownModelError
+from engine.requests import SamplingParams
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_MODEL", "DEFAULT_MODEL_IDS", "Settings", "SettingsError"]
+
+DEFAULT_MODEL = "nineninesix/gepard-1.0"  # same default as engine.checkpoint.DEFAULT_MODEL
+DEFAULT_MODEL_IDS = ("gepard-1.0", "gepard-latest", "sonic", "sonic-*")
+BACKENDS = ("auto", "vllm", "torch")
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
+MIN_TOKEN_SECRET_BYTES = 16
+_DEVICE_RE = re.compile(r"auto|cpu|mps|(?:cuda|xpu)(?::\d+)?")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+class SettingsError(ValueError):
+    """One or more settings are invalid; the message names every variable and its problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("invalid settings: " + "; ".join(problems))
+        self.problems = problems
+
+
+def _env(name: str, **extra: Any) -> Any:
+    return {"env": name, **extra}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The gateway's configuration (see the module docstring for variables and defaults)."""
+
+    host: str = field(default="127.0.0.1", metadata=_env("GEPARD_HOST"))
+    port: int = field(default=8000, metadata=_env("GEPARD_PORT"))
+    model: str = field(default=DEFAULT_MODEL, metadata=_env("GEPARD_MODEL"))
+    codec: Optional[str] = field(default=None, metadata=_env("GEPARD_CODEC"))
+    backend: str = field(default="auto", metadata=_env("GEPARD_BACKEND"))
+    device: str = field(default="auto", metadata=_env("GEPARD_DEVICE"))
+    dtype: str = field(default="auto", metadata=_env("GEPARD_DTYPE"))
+    api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
+    require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
+    token_secret: bytes = field(
+        default_factory=lambda: secrets.token_bytes(32), repr=False, metadata=_env("GEPARD_TOKEN_SECRET")
+    )
+    token_secret_ephemeral: bool = True  # True when token_secret was generated for this process
+    tls_certfile: Optional[Path] = field(default=None, metadata=_env("GEPARD_TLS_CERTFILE"))
+    tls_keyfile: Optional[Path] = field(default=None, metadata=_env("GEPARD_TLS_KEYFILE"))
+    redis_url: Optional[str] = field(default=None, repr=False, metadata=_env("GEPARD_REDIS_URL", fallback="REDIS_URL"))
+    data_dir: Path = field(default=Path("./data"), metadata=_env("GEPARD_DATA_DIR"))
+    max_transcript_chars: int = field(default=5000, metadata=_env("GEPARD_MAX_TRANSCRIPT_CHARS"))
+    ws_idle_timeout_s: float = field(default=300.0, metadata=_env("GEPARD_WS_IDLE_TIMEOUT_S"))
+    max_contexts_per_socket: int = field(default=64, metadata=_env("GEPARD_MAX_CONTEXTS_PER_SOCKET"))
+    max_concurrent_generations: int = field(default=64, metadata=_env("GEPARD_MAX_CONCURRENT_GENERATIONS"))
+    model_ids: tuple[str, ...] = field(default=DEFAULT_MODEL_IDS, metadata=_env("GEPARD_MODEL_IDS"))
+    temperature: float = field(default=0.4, metadata=_env("GEPARD_TEMPERATURE"))
+    top_k: int = field(default=0, metadata=_env("GEPARD_TOP_K"))
+    repetition_penalty: float = field(default=1.0, metadata=_env("GEPARD_REPETITION_PENALTY"))
+    stop_threshold: float = field(default=0.5, metadata=_env("GEPARD_STOP_THRESHOLD"))
+    max_frames: Optional[int] = field(default=None, metadata=_env("GEPARD_MAX_FRAMES"))
+    cfg_scale: float = field(default=1.0, metadata=_env("GEPARD_CFG_SCALE"))
+    cfg_frames: Optional[int] = field(default=None, metadata=_env("GEPARD_CFG_FRAMES"))
+    first_chunk_frames: int = field(default=4, metadata=_env("GEPARD_FIRST_CHUNK_FRAMES"))
+    chunk_frames: int = field(default=16, metadata=_env("GEPARD_CHUNK_FRAMES"))
+    log_level: str = field(default="INFO", metadata=_env("GEPARD_LOG_LEVEL"))
+    log_format: str = field(default="text", metadata=_env("GEPARD_LOG_FORMAT"))
+
+    def __post_init__(self) -> None:
+        # normalise types first (replace() and direct construction may pass str / lists)
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (frozen dataclass)
+        set_("api_keys", frozenset(self.api_keys))
+        set_("model_ids", tuple(self.model_ids))
+        set_("log_level", str(self.log_level).upper())
+        for name in ("tls_certfile", "tls_keyfile"):
+            value = getattr(self, name)
+            set_(name, None if value is None else Path(value))
+        set_("data_dir", Path(self.data_dir))
+        if self.require_auth is None:
+            set_("require_auth", bool(self.api_keys))
+        problems = self._problems()
+        if problems:
+            raise SettingsError(problems)
+
+    # -- validation --------------------------------------------------------------------------
+
+    @classmethod
+    def env_name(cls, field_name: str) -> str:
+        """The variable that sets ``field_name`` (``port`` -> ``GEPARD_PORT``)."""
+        return cls.__dataclass_fields__[field_name].metadata.get("env", field_name)
+
+    def _problems(self) -> list[str]:
+        problems: list[str] = []
+
+        def bad(name: str, message: str) -> None:
+            problems.append(f"{self.env_name(name)}: {message}")
+
+        def in_range(name: str, lo: float, hi: Optional[float] = None, lo_open: bool = False, optional: bool = False) -> None:
+            value = getattr(self, name)
+            if value is None and optional:
+                return
+            if value is None or (value <= lo if lo_open else value < lo) or (hi is not None and value > hi):
+                if hi is not None:
+                    bad(name, f"must be between {lo:g} and {hi:g}, got {value!r}")
+                else:
+                    bad(name, f"must be {'>' if lo_open else '>='} {lo:g}, got {value!r}")
+
+        def choice(name: str, accepted: tuple[str, ...]) -> None:
+            if getattr(self, name) not in accepted:
+                bad(name, f"{getattr(self, name)!r} is not supported; expected one of {', '.join(accepted)}")
+
+        if not self.host:
+            bad("host", "must not be empty")
+        in_range("port", 1, 65535)
+        if not self.model:
+            bad("model", "must not be empty")
+        choice("backend", BACKENDS)
+        if not _DEVICE_RE.fullmatch(self.device):
+            bad("device", f"{self.device!r} is not a device; expected auto, cpu, cuda, cuda:N or mps")
+        choice("dtype", DTYPES)
+        for key in self.api_keys:
+            if not key or key != key.strip() or "," in key:
+                bad("api_keys", "keys must be non-empty, without spaces around them or commas")
+                break
+        if self.require_auth and not self.api_keys and not self.redis_url:
+            bad("require_auth", "is true but GEPARD_API_KEYS is empty and no Redis key store is configured, "
+                "so no request could authenticate")
+        if not isinstance(self.token_secret, (bytes, bytearray)) or len(self.token_secret) < MIN_TOKEN_SECRET_BYTES:
+            bad("token_secret", f"must be at least {MIN_TOKEN_SECRET_BYTES} bytes long")
+        if (self.tls_certfile is None) != (self.tls_keyfile is None):
+            problems.append("GEPARD_TLS_CERTFILE and GEPARD_TLS_KEYFILE: set both or neither")
+        for name in ("tls_certfile", "tls_keyfile"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                bad(name, f"file {str(path)!r} does not exist")
+        if self.redis_url is not None and not re.match(r"(rediss?|unix)://", self.redis_url):
+            bad("redis_url", "must start with redis://, rediss:// or unix://")
+        in_range("max_transcript_chars", 1)
+        in_range("ws_idle_timeout_s", 0, lo_open=True)
+        in_range("max_contexts_per_socket", 1)
+        in_range("max_concurrent_generations", 1)
+        if not self.model_ids or any(not pattern for pattern in self.model_ids):
+            bad("model_ids", "must list at least one model id (use * to accept every id)")
+        in_range("temperature", 0)
+        in_range("top_k", 0)
+        in_range("repetition_penalty", 0, lo_open=True)
+        in_range("stop_threshold", 0, 1)
+        in_range("max_frames", 1, optional=True)
+        in_range("cfg_scale", 0, lo_open=True)
+        in_range("cfg_frames", 0, optional=True)
+        in_range("first_chunk_frames", 1)
+        in_range("chunk_frames", 1)
+        choice("log_level", LOG_LEVELS)
+        choice("log_format", LOG_FORMATS)
+        return problems
+
+    # -- derived values ----------------------------------------------------------------------
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.tls_certfile is not None
+
+    @property
+    def default_sampling(self) -> SamplingParams:
+        """Server-wide sampling defaults that request extras are laid over."""
+        return SamplingParams(
+            temperature=self.temperature,
+            top_k=self.top_k,
+            repetition_penalty=self.repetition_penalty,
+            stop_threshold=self.stop_threshold,
+            max_frames=self.max_frames,
+            cfg_scale=self.cfg_scale,
+            cfg_frames=self.cfg_frames,
+        )
+
+    def accepts_model(self, model_id: str) -> bool:
+        return any(fnmatch.fnmatchcase(model_id, pattern) for pattern in self.model_ids)
+
+    def check_model_id(self, model_id: str) -> None:
+        """Raise UnknownModelError (400 model_not_found) unless ``model_id`` is served here."""
+        if not self.accepts_model(model_id):
+            raise UnknownModelError(model_id, self.model_ids)
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_env(cls, env: Optional[Mapping[str, str]] = None, **overrides: Any) -> "Settings":
+        """Settings from ``env`` (default ``os.environ``) with non-None ``overrides`` on top.
+
+        Raises SettingsError naming every bad variable. Logs a warning when the token secret is
+        generated for this process (access tokens then verify on this replica only).
+        """
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        for f in dataclasses.fields(cls):
+            name = f.metadata.get("env")
+            if name is None:
+                continue
+            raw = env.get(name)
+            if (raw is None or not raw.strip()) and f.metadata.get("fallback"):
+                name, raw = f.metadata["fallback"], env.get(f.metadata["fallback"])
+            if raw is None or not raw.strip():
+                continue
+            try:
+                values[f.name] = _PARSERS.get(f.name, _parse_str)(raw.strip())
+            except ValueError as exc:
+                problems.append(f"{name}: {exc}")
+        if problems:
+            raise SettingsError(problems)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if "token_secret" in values:
+            values.setdefault("token_secret_ephemeral", False)
+        settings = cls(**values)
+        if settings.token_secret_ephemeral:
+            logger.warning(
+                "GEPARD_TOKEN_SECRET is not set: using a random secret, so access tokens only verify on this "
+                "replica and stop working after a restart"
+            )
+        return settings
+
+
+# --- environment value parsers ------------------------------------------------------------------
+
+
+def _parse_str(raw: str) -> str:
+    return raw
+
+
+def _parse_int(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not an integer") from None
+
+
+def _parse_float(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{raw!r} is not a finite number")
+    return value
+
+
+def _parse_bool(raw: str) -> bool:
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise ValueError(f"{raw!r} is not a boolean; expected one of {', '.join(_TRUE + _FALSE)}")
+
+
+def _parse_list(raw: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in raw.split(",") if item.strip())
+
+
+def _parse_secret(raw: str) -> bytes:
+    return raw.encode("utf-8")
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "port": _parse_int,
+    "api_keys": lambda raw: frozenset(_parse_list(raw)),
+    "require_auth": _parse_bool,
+    "token_secret": _parse_secret,
+    "tls_certfile": Path,
+    "tls_keyfile": Path,
+    "data_dir": Path,
+    "max_transcript_chars": _parse_int,
+    "ws_idle_timeout_s": _parse_float,
+    "max_contexts_per_socket": _parse_int,
+    "max_concurrent_generations": _parse_int,
+    "model_ids": _parse_list,
+    "temperature": _parse_float,
+    "top_k": _parse_int,
+    "repetition_penalty": _parse_float,
+    "stop_threshold": _parse_float,
+    "max_frames": _parse_int,
+    "cfg_scale": _parse_float,
+    "cfg_frames": _parse_int,
+    "first_chunk_frames": _parse_int,
+    "chunk_frames": _parse_int,
+}
