@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 from typing import AsyncIterator, Callable, Iterator, Optional
@@ -15,7 +14,7 @@ from voices.backends import LocalVoiceStore, RedisVoiceStore
 from voices.models import Voice, VoiceRecord
 from voices.store import VoiceStore
 
-REF_AUDIO_DIR = Path(os.environ.get("GEPARD_REF_AUDIO_DIR", "/work/shared/data/ref_audio"))
+from tests.conftest import REF_AUDIO_DIR  # noqa: E402  (the clips carried in tests/data)
 HIDDEN = 16  # tiny stand-in for Gepard's 1024
 
 
