@@ -349,6 +349,8 @@ class VoiceSpec(WireModel):
             return value
         if isinstance(value, str):
             value = {"id": value}
+        if value is None:
+            raise _invalid("field required, got null", error_code=MissingFieldError.default_error_code)
         if not isinstance(value, Mapping):
             raise _invalid(
                 f"expected a voice id string or an object {{\"mode\": \"id\", \"id\": ...}}, got {_json_type(value)}"
@@ -399,13 +401,15 @@ def _parse_output_format(value: Any) -> OutputFormat:
 
 
 def _strip_field_prefix(message: str, field: str) -> str:
-    """"unsupported output_format.x 5; expected ..." -> "5 is not supported; expected ..."."""
+    """AudioFormatError wording -> ours: "unsupported output_format.x 5; expected ..." ->
+    "5 is not supported; expected ...", "output_format.x is required ..." -> "field required ..."."""
     prefix = f"unsupported {field} "
     if message.startswith(prefix):
         value, _, rest = message[len(prefix):].partition("; ")
         return f"{value} is not supported" + (f"; {rest}" if rest else "")
     if message.startswith(f"{field} "):
-        return message[len(field) + 1:]
+        rest = message[len(field) + 1:]
+        return "field required" + rest[len("is required"):] if rest.startswith("is required") else rest
     return message
 
 
