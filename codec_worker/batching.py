@@ -126,6 +126,10 @@ class BatchingCodecDecoder(CodecDecoder):
 
     # ---- public API ----------------------------------------------------------------------
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def open_stream(self) -> BatchedDecodeStream:
         if self._closed:
             raise CodecClosedError("codec decoder is closed; create a new one")
@@ -257,6 +261,8 @@ class BatchedDecodeStream(DecodeStream):
             logger.debug("decode stream %d closed, %d queued windows dropped", self.stream_id, dropped)
 
     def _check_open(self, action: str) -> None:
+        if self._decoder.closed:
+            raise CodecClosedError(f"cannot {action}: codec decoder is closed")
         if self._status is not _StreamState.OPEN:
             raise CodecClosedError(f"cannot {action}: decode stream {self.stream_id} is {self._status.value}")
 

@@ -1,0 +1,220 @@
+"""Batched decode across concurrent streams, stream/decoder lifecycle, and the async encoder."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder, _Job, group_by_width
+from codec_worker.errors import CodecClosedError, InvalidAudioError, InvalidCodesError
+from codec_worker.interface import CodecDecoder, CodecEncoder, DecodeStream
+from codec_worker.nanocodec import NanoCodec
+from codec_worker.streaming import DecodeWindow
+from tests.codec_worker.conftest import random_codes
+
+TOLERANCE = 1e-5
+
+
+async def _run_stream(decoder: CodecDecoder, codes: torch.Tensor, pushes: list[int]) -> np.ndarray:
+    stream = decoder.open_stream()
+    assert isinstance(stream, DecodeStream)
+    pieces, at = [], 0
+    try:
+        for size in pushes:
+            pieces.append(await stream.push(codes[:, at : at + size]))
+            at += size
+            await asyncio.sleep(0)  # let the other streams interleave
+        pieces.append(await stream.finish())
+    finally:
+        await stream.aclose()
+    return np.concatenate(pieces)
+
+
+def _schedule(frames: int, rng: random.Random) -> list[int]:
+    pushes: list[int] = []
+    while sum(pushes) < frames:
+        pushes.append(min(rng.randint(1, 5), frames - sum(pushes)))
+    return pushes
+
+
+async def test_concurrent_streams_equal_decoding_each_alone(codec: NanoCodec) -> None:
+    rng = random.Random(0)
+    utterances = [random_codes(frames, seed=30 + i) for i, frames in enumerate([9, 40, 3, 27, 33, 1])]
+    expected = [codec.decode_codes(codes.unsqueeze(0))[0].numpy() for codes in utterances]
+    async with BatchingCodecDecoder(codec, max_batch=4, first_chunk_frames=4, chunk_frames=8) as decoder:
+        results = await asyncio.gather(
+            *(_run_stream(decoder, codes, _schedule(codes.shape[1], rng)) for codes in utterances)
+        )
+    for got, want in zip(results, expected):
+        assert got.shape == want.shape
+        assert float(np.abs(got - want).max()) <= TOLERANCE
+    assert decoder.windows_decoded >= len(utterances)
+    assert decoder.batches_decoded <= decoder.windows_decoded
+
+
+async def test_windows_of_several_streams_share_one_decoder_call(codec: NanoCodec) -> None:
+    utterances = [random_codes(frames, seed=50 + frames) for frames in (8, 6, 7, 8)]
+    expected = [codec.decode_codes(codes.unsqueeze(0))[0].numpy() for codes in utterances]
+    async with BatchingCodecDecoder(codec, max_batch=8, first_chunk_frames=6) as decoder:
+        streams = [decoder.open_stream() for _ in utterances]
+        with decoder._cond:  # hold the worker off until every stream has queued its window
+            tasks = [asyncio.create_task(s.push(codes)) for s, codes in zip(streams, utterances)]
+            await asyncio.sleep(0)
+            assert len(decoder._queue) == len(utterances)
+        firsts = await asyncio.gather(*tasks)
+        assert decoder.batches_decoded == 1 and decoder.windows_decoded == 4
+        rests = [await s.finish() for s in streams]
+        for stream in streams:
+            await stream.aclose()
+    for first, rest, want in zip(firsts, rests, expected):
+        assert float(np.abs(np.concatenate([first, rest]) - want).max()) <= TOLERANCE
+
+
+async def test_event_loop_keeps_running_while_decoding(codec: NanoCodec) -> None:
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async with BatchingCodecDecoder(codec, first_chunk_frames=30) as decoder:
+        stream = decoder.open_stream()
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        before = ticks
+        pcm = await stream.push(random_codes(30, seed=40))
+        ticks_during = ticks - before
+        done.set()
+        await task
+        await stream.aclose()
+    assert pcm.shape == (30 * 1024,)
+    assert ticks_during > 1  # the loop ran other tasks while the worker thread decoded
+
+
+async def test_aclose_mid_stream_frees_it(codec: NanoCodec) -> None:
+    async with BatchingCodecDecoder(codec, first_chunk_frames=4, chunk_frames=4) as decoder:
+        stream = decoder.open_stream()
+        first = await stream.push(random_codes(6, seed=41))
+        assert first.shape == (4 * 1024,)
+        assert stream._state.pending_frames == 2
+        await stream.aclose()
+        assert stream.closed and stream._state.pending_frames == 0 and stream._state.history_frames == 0
+        with pytest.raises(CodecClosedError, match="is closed"):
+            await stream.push(random_codes(1))
+        with pytest.raises(CodecClosedError, match="is closed"):
+            await stream.finish()
+        await stream.aclose()  # idempotent
+        # the decoder still serves other streams
+        other = decoder.open_stream()
+        assert (await other.push(random_codes(4, seed=42))).shape == (4 * 1024,)
+        await other.aclose()
+
+
+async def test_aclose_drops_queued_windows(codec: NanoCodec) -> None:
+    decoder = BatchingCodecDecoder(codec, first_chunk_frames=2, chunk_frames=2)
+    stream = decoder.open_stream()
+    loop = asyncio.get_running_loop()
+    with decoder._cond:  # hold the worker off while windows are queued
+        windows = stream._state.push(random_codes(6, seed=43))
+        futures = decoder._submit(stream.stream_id, windows)
+        assert len(decoder._queue) == 3
+        await stream.aclose()
+        assert len(decoder._queue) == 0
+    assert all(future.cancelled() for future in futures)
+    await decoder.aclose()
+    assert loop.is_running()
+
+
+async def test_cancelled_push_closes_the_stream(codec: NanoCodec) -> None:
+    async with BatchingCodecDecoder(codec, first_chunk_frames=20) as decoder:
+        stream = decoder.open_stream()
+        task = asyncio.create_task(stream.push(random_codes(20, seed=44)))
+        await asyncio.sleep(0)  # the push has queued its window and awaits it
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert stream.closed
+        with pytest.raises(CodecClosedError):
+            await stream.push(random_codes(1))
+
+
+async def test_finish_then_push_is_an_error(codec: NanoCodec) -> None:
+    async with BatchingCodecDecoder(codec) as decoder:
+        stream = decoder.open_stream()
+        assert (await stream.push(random_codes(3, seed=45))).shape == (0,)  # below the first chunk
+        assert (await stream.finish()).shape == (3 * 1024,)
+        with pytest.raises(CodecClosedError, match="is finished"):
+            await stream.push(random_codes(1))
+        await stream.aclose()
+
+
+async def test_bad_codes_fail_the_push_not_the_decoder(codec: NanoCodec) -> None:
+    async with BatchingCodecDecoder(codec, first_chunk_frames=1) as decoder:
+        stream = decoder.open_stream()
+        with pytest.raises(InvalidCodesError, match=r"expected codes \[32, T\]"):
+            await stream.push(torch.zeros(8, 3, dtype=torch.long))
+        assert (await stream.push(random_codes(1, seed=46))).shape == (1024,)
+        await stream.aclose()
+
+
+async def test_closed_decoder_refuses_work(codec: NanoCodec) -> None:
+    decoder = BatchingCodecDecoder(codec, first_chunk_frames=1)
+    stream = decoder.open_stream()
+    assert (await stream.push(random_codes(1, seed=47))).shape == (1024,)
+    await decoder.aclose()
+    assert decoder._thread is None
+    with pytest.raises(CodecClosedError, match="decoder is closed"):
+        decoder.open_stream()
+    with pytest.raises(CodecClosedError, match="decoder is closed"):
+        await stream.push(random_codes(1))
+    await decoder.aclose()  # idempotent
+
+
+def test_bad_settings_are_rejected(codec: NanoCodec) -> None:
+    with pytest.raises(ValueError, match="max_batch must be an int >= 1"):
+        BatchingCodecDecoder(codec, max_batch=0)
+    with pytest.raises(ValueError, match="chunk_frames must be an int >= 1"):
+        BatchingCodecDecoder(codec, chunk_frames=0)
+
+
+def test_group_by_width_keeps_padding_bounded() -> None:
+    def job(width: int) -> _Job:
+        window = DecodeWindow(codes=torch.zeros(32, width, dtype=torch.long), skip_frames=0, start_frame=0)
+        return _Job(0, window, None, None)  # type: ignore[arg-type]
+
+    groups = group_by_width([job(w) for w in (57, 8, 33, 57, 16, 200)])
+    assert [[j.window.width for j in group] for group in groups] == [[8, 16], [33, 57, 57], [200]]
+
+
+# ---- encoder -------------------------------------------------------------------------------------
+
+
+async def test_async_encoder_matches_the_codec(codec: NanoCodec) -> None:
+    encoder = NanoCodecEncoder(codec)
+    assert isinstance(encoder, CodecEncoder) and encoder.sample_rate_hz == 22050
+    audio = (np.random.default_rng(0).standard_normal(5000) * 0.1).astype(np.float32)
+    codes = await encoder.encode(audio)
+    assert codes.shape == (32, 5) and codes.dtype == torch.int64 and codes.device.type == "cpu"
+    assert torch.equal(codes, codec.encode(torch.from_numpy(audio).unsqueeze(0))[0])
+
+
+@pytest.mark.parametrize(
+    ("audio", "message"),
+    [
+        (np.zeros((1, 100), dtype=np.float32), r"expected mono audio \[N>0\], got shape \(1, 100\)"),
+        (np.zeros(0, dtype=np.float32), r"expected mono audio"),
+        (np.zeros(100, dtype=np.int16), r"expected float audio"),
+        (torch.zeros(100), r"expected a numpy array"),
+        (np.full(100, np.inf, dtype=np.float32), r"NaN or infinite"),
+    ],
+)
+async def test_async_encoder_rejects_bad_audio(codec: NanoCodec, audio, message: str) -> None:
+    with pytest.raises(InvalidAudioError, match=message):
+        await NanoCodecEncoder(codec).encode(audio)
