@@ -1,0 +1,199 @@
+"""api/settings.py: every variable parsed from an environment mapping, defaults, CLI overrides,
+validation messages that name the variable, model-id matching and the token-secret warning."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import pytest
+
+from api.errors import UnknownModelError
+from api.settings import DEFAULT_MODEL_IDS, Settings, SettingsError
+from engine.requests import SamplingParams
+
+SECRET = "s" * 32
+
+
+def test_defaults():
+    s = Settings.from_env({})
+    assert (s.host, s.port, s.model, s.codec) == ("127.0.0.1", 8000, "nineninesix/gepard-1.0", None)
+    assert (s.backend, s.device, s.dtype) == ("auto", "auto", "auto")
+    assert s.api_keys == frozenset() and s.require_auth is False
+    assert s.token_secret_ephemeral and len(s.token_secret) == 32
+    assert s.tls_certfile is None and s.tls_keyfile is None and not s.tls_enabled
+    assert s.redis_url is None and s.data_dir == Path("./data")
+    assert s.max_transcript_chars == 5000 and s.ws_idle_timeout_s == 300.0
+    assert s.max_contexts_per_socket == 64 and s.max_concurrent_generations == 64
+    assert s.model_ids == DEFAULT_MODEL_IDS
+    assert s.default_sampling == SamplingParams(temperature=0.4, top_k=0, repetition_penalty=1.0, stop_threshold=0.5,
+                                                max_frames=None, cfg_scale=1.0, cfg_frames=None)
+    assert (s.first_chunk_frames, s.chunk_frames, s.log_level, s.log_format) == (4, 16, "INFO", "text")
+
+
+def test_every_variable(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text("cert")
+    key.write_text("key")
+    env = {
+        "GEPARD_HOST": "0.0.0.0", "GEPARD_PORT": "9443", "GEPARD_MODEL": "/models/gepard", "GEPARD_CODEC": "/models/codec.nemo",
+        "GEPARD_BACKEND": "vllm", "GEPARD_DEVICE": "cuda:1", "GEPARD_DTYPE": "bfloat16",
+        "GEPARD_API_KEYS": " sk_a , sk_b,,", "GEPARD_TOKEN_SECRET": SECRET,
+        "GEPARD_TLS_CERTFILE": str(cert), "GEPARD_TLS_KEYFILE": str(key), "REDIS_URL": "redis://localhost:6379/0",
+        "GEPARD_DATA_DIR": str(tmp_path / "data"), "GEPARD_MAX_TRANSCRIPT_CHARS": "10000",
+        "GEPARD_WS_IDLE_TIMEOUT_S": "120.5", "GEPARD_MAX_CONTEXTS_PER_SOCKET": "8",
+        "GEPARD_MAX_CONCURRENT_GENERATIONS": "128", "GEPARD_MODEL_IDS": "gepard-1.0, custom-*",
+        "GEPARD_TEMPERATURE": "0.7", "GEPARD_TOP_K": "50", "GEPARD_REPETITION_PENALTY": "1.1",
+        "GEPARD_STOP_THRESHOLD": "0.8", "GEPARD_MAX_FRAMES": "1000", "GEPARD_CFG_SCALE": "2.0", "GEPARD_CFG_FRAMES": "20",
+        "GEPARD_FIRST_CHUNK_FRAMES": "2", "GEPARD_CHUNK_FRAMES": "8", "GEPARD_LOG_LEVEL": "debug", "GEPARD_LOG_FORMAT": "json",
+    }
+    s = Settings.from_env(env)
+    assert (s.host, s.port, s.model, s.codec) == ("0.0.0.0", 9443, "/models/gepard", "/models/codec.nemo")
+    assert (s.backend, s.device, s.dtype) == ("vllm", "cuda:1", "bfloat16")
+    assert s.api_keys == {"sk_a", "sk_b"} and s.require_auth is True
+    assert s.token_secret == SECRET.encode() and not s.token_secret_ephemeral
+    assert s.tls_certfile == cert and s.tls_keyfile == key and s.tls_enabled
+    assert s.redis_url == "redis://localhost:6379/0" and s.data_dir == tmp_path / "data"
+    assert (s.max_transcript_chars, s.ws_idle_timeout_s, s.max_contexts_per_socket, s.max_concurrent_generations) == (
+        10000, 120.5, 8, 128)
+    assert s.model_ids == ("gepard-1.0", "custom-*")
+    assert s.default_sampling == SamplingParams(temperature=0.7, top_k=50, repetition_penalty=1.1, stop_threshold=0.8,
+                                                max_frames=1000, cfg_scale=2.0, cfg_frames=20)
+    assert (s.first_chunk_frames, s.chunk_frames, s.log_level, s.log_format) == (2, 8, "DEBUG", "json")
+
+
+def test_secrets_stay_out_of_repr():
+    s = Settings.from_env({"GEPARD_API_KEYS": "sk_very_secret", "GEPARD_TOKEN_SECRET": SECRET,
+                           "REDIS_URL": "redis://:hunter2@redis:6379"})
+    text = repr(s)
+    assert "sk_very_secret" not in text and SECRET not in text and "hunter2" not in text
+
+
+def test_gepard_redis_url_wins_over_redis_url():
+    s = Settings.from_env({"REDIS_URL": "redis://a:1", "GEPARD_REDIS_URL": "redis://b:2"})
+    assert s.redis_url == "redis://b:2"
+
+
+def test_empty_variables_mean_unset():
+    s = Settings.from_env({"GEPARD_PORT": "", "GEPARD_API_KEYS": "  ", "GEPARD_CODEC": ""})
+    assert s.port == 8000 and s.api_keys == frozenset() and s.codec is None
+
+
+@pytest.mark.parametrize("raw, expected", [("1", True), ("TRUE", True), ("yes", True), ("on", True),
+                                           ("0", False), ("False", False), ("no", False), ("off", False)])
+def test_booleans(raw, expected):
+    s = Settings.from_env({"GEPARD_REQUIRE_AUTH": raw, "GEPARD_API_KEYS": "k"})
+    assert s.require_auth is expected
+
+
+def test_require_auth_can_be_forced_off_with_keys():
+    assert Settings.from_env({"GEPARD_API_KEYS": "k", "GEPARD_REQUIRE_AUTH": "false"}).require_auth is False
+    # with a Redis key store, no static keys are needed
+    assert Settings.from_env({"GEPARD_REQUIRE_AUTH": "true", "REDIS_URL": "redis://r:6379"}).require_auth is True
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"GEPARD_PORT": "http"}, "GEPARD_PORT: 'http' is not an integer"),
+        ({"GEPARD_PORT": "0"}, "GEPARD_PORT: must be between 1 and 65535, got 0"),
+        ({"GEPARD_PORT": "70000"}, "GEPARD_PORT: must be between 1 and 65535, got 70000"),
+        ({"GEPARD_BACKEND": "tensorrt"}, "GEPARD_BACKEND: 'tensorrt' is not supported; expected one of auto, vllm, torch"),
+        ({"GEPARD_DEVICE": "gpu"}, "GEPARD_DEVICE: 'gpu' is not a device; expected auto, cpu, cuda, cuda:N or mps"),
+        ({"GEPARD_DTYPE": "int8"}, "GEPARD_DTYPE: 'int8' is not supported"),
+        ({"GEPARD_REQUIRE_AUTH": "maybe"}, "GEPARD_REQUIRE_AUTH: 'maybe' is not a boolean"),
+        ({"GEPARD_REQUIRE_AUTH": "true"}, "GEPARD_REQUIRE_AUTH: is true but GEPARD_API_KEYS is empty"),
+        ({"GEPARD_TOKEN_SECRET": "short"}, "GEPARD_TOKEN_SECRET: must be at least 16 bytes long"),
+        ({"GEPARD_TLS_CERTFILE": "/etc/hostname"}, "GEPARD_TLS_CERTFILE and GEPARD_TLS_KEYFILE: set both or neither"),
+        ({"GEPARD_TLS_CERTFILE": "/nonexistent/cert.pem", "GEPARD_TLS_KEYFILE": "/nonexistent/key.pem"},
+         "GEPARD_TLS_CERTFILE: file '/nonexistent/cert.pem' does not exist"),
+        ({"REDIS_URL": "localhost:6379"}, "GEPARD_REDIS_URL: must start with redis://, rediss:// or unix://"),
+        ({"GEPARD_MAX_TRANSCRIPT_CHARS": "0"}, "GEPARD_MAX_TRANSCRIPT_CHARS: must be >= 1, got 0"),
+        ({"GEPARD_WS_IDLE_TIMEOUT_S": "0"}, "GEPARD_WS_IDLE_TIMEOUT_S: must be > 0, got 0.0"),
+        ({"GEPARD_WS_IDLE_TIMEOUT_S": "nan"}, "GEPARD_WS_IDLE_TIMEOUT_S: 'nan' is not a finite number"),
+        ({"GEPARD_MAX_CONTEXTS_PER_SOCKET": "0"}, "GEPARD_MAX_CONTEXTS_PER_SOCKET: must be >= 1, got 0"),
+        ({"GEPARD_MAX_CONCURRENT_GENERATIONS": "-1"}, "GEPARD_MAX_CONCURRENT_GENERATIONS: must be >= 1, got -1"),
+        ({"GEPARD_MODEL_IDS": " , "}, "GEPARD_MODEL_IDS: must list at least one model id (use * to accept every id)"),
+        ({"GEPARD_TEMPERATURE": "-0.5"}, "GEPARD_TEMPERATURE: must be >= 0, got -0.5"),
+        ({"GEPARD_TEMPERATURE": "warm"}, "GEPARD_TEMPERATURE: 'warm' is not a number"),
+        ({"GEPARD_TOP_K": "1.5"}, "GEPARD_TOP_K: '1.5' is not an integer"),
+        ({"GEPARD_REPETITION_PENALTY": "0"}, "GEPARD_REPETITION_PENALTY: must be > 0, got 0.0"),
+        ({"GEPARD_STOP_THRESHOLD": "1.5"}, "GEPARD_STOP_THRESHOLD: must be between 0 and 1, got 1.5"),
+        ({"GEPARD_MAX_FRAMES": "0"}, "GEPARD_MAX_FRAMES: must be >= 1, got 0"),
+        ({"GEPARD_CFG_SCALE": "0"}, "GEPARD_CFG_SCALE: must be > 0, got 0.0"),
+        ({"GEPARD_CFG_FRAMES": "-1"}, "GEPARD_CFG_FRAMES: must be >= 0, got -1"),
+        ({"GEPARD_FIRST_CHUNK_FRAMES": "0"}, "GEPARD_FIRST_CHUNK_FRAMES: must be >= 1, got 0"),
+        ({"GEPARD_CHUNK_FRAMES": "0"}, "GEPARD_CHUNK_FRAMES: must be >= 1, got 0"),
+        ({"GEPARD_LOG_LEVEL": "loud"}, "GEPARD_LOG_LEVEL: 'LOUD' is not supported"),
+        ({"GEPARD_LOG_FORMAT": "xml"}, "GEPARD_LOG_FORMAT: 'xml' is not supported; expected one of text, json"),
+    ],
+)
+def test_validation_names_the_variable(env, message):
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env(env)
+    assert any(p.startswith(message) for p in info.value.problems), info.value.problems
+    assert message in str(info.value)
+
+
+def test_all_problems_are_reported_at_once():
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env({"GEPARD_PORT": "0", "GEPARD_BACKEND": "x", "GEPARD_LOG_FORMAT": "xml"})
+    assert [p.split(":")[0] for p in info.value.problems] == ["GEPARD_PORT", "GEPARD_BACKEND", "GEPARD_LOG_FORMAT"]
+
+
+def test_cli_overrides_win_and_none_means_not_given():
+    s = Settings.from_env({"GEPARD_PORT": "9000", "GEPARD_HOST": "0.0.0.0"}, port=9100, host=None, backend="torch")
+    assert s.port == 9100 and s.host == "0.0.0.0" and s.backend == "torch"
+    with pytest.raises(SettingsError, match="GEPARD_PORT: must be between 1 and 65535, got 0"):
+        Settings.from_env({}, port=0)
+
+
+def test_replace_revalidates_and_keeps_the_secret():
+    s = Settings.from_env({})
+    t = dataclasses.replace(s, port=9001)
+    assert t.port == 9001 and t.token_secret == s.token_secret
+    with pytest.raises(SettingsError, match="GEPARD_CHUNK_FRAMES"):
+        dataclasses.replace(s, chunk_frames=0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.port = 1  # type: ignore[misc]
+
+
+def test_token_secret_warning(caplog):
+    caplog.set_level(logging.WARNING, logger="api.settings")
+    Settings.from_env({})
+    assert any("only verify on this replica" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    Settings.from_env({"GEPARD_TOKEN_SECRET": SECRET})
+    assert not any("replica" in r.getMessage() for r in caplog.records)
+    # two processes without a secret get different ones
+    assert Settings.from_env({}).token_secret != Settings.from_env({}).token_secret
+
+
+@pytest.mark.parametrize("model_id", ["gepard-1.0", "gepard-latest", "sonic", "sonic-3", "sonic-3.5", "sonic-latest",
+                                      "sonic-2", "sonic-turbo", "sonic-3-2025-10-27", "sonic-2-2025-03-07"])
+def test_default_model_ids_cover_sdk_defaults(model_id):
+    s = Settings.from_env({})
+    assert s.accepts_model(model_id)
+    s.check_model_id(model_id)
+
+
+@pytest.mark.parametrize("model_id", ["", "Sonic-3", "sonicx", "gpt-4o", "gepard-2.0", "eleven_turbo"])
+def test_unknown_model_ids(model_id):
+    s = Settings.from_env({})
+    assert not s.accepts_model(model_id)
+    with pytest.raises(UnknownModelError) as info:
+        s.check_model_id(model_id)
+    assert info.value.error_code == "model_not_found" and repr(model_id) in str(info.value)
+
+
+def test_model_ids_are_configurable():
+    s = Settings.from_env({"GEPARD_MODEL_IDS": "*"})
+    assert s.accepts_model("anything-at-all")
+    s = Settings.from_env({"GEPARD_MODEL_IDS": "gepard-1.0"})
+    assert s.accepts_model("gepard-1.0") and not s.accepts_model("sonic-3")
+
+
+def test_env_name_mapping():
+    assert Settings.env_name("port") == "GEPARD_PORT"
+    assert Settings.env_name("redis_url") == "GEPARD_REDIS_URL"
