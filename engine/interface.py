@@ -37,6 +37,10 @@ class TtsEngine(abc.ABC):
         """Reference codes [T, 32] -> speaker prefix [K, hidden] (float32, CPU)."""
 
     @abc.abstractmethod
+    def default_prefix(self) -> torch.Tensor:
+        """The model's learned default voice (``null_prefix``) [K, hidden], float32 on CPU."""
+
+    @abc.abstractmethod
     async def aclose(self) -> None: ...
 
     async def __aenter__(self) -> "TtsEngine":

@@ -183,6 +183,9 @@ class TorchEngine(TtsEngine):
     def compress_reference(self, ref_codes: torch.Tensor) -> torch.Tensor:
         return self.model.compress(ref_codes)
 
+    def default_prefix(self) -> torch.Tensor:
+        return self.model.null_prefix.detach().float().cpu().clone()
+
     async def aclose(self) -> None:
         with self._lock:
             self._closed = True

@@ -1,0 +1,121 @@
+"""Assembly: ``build_app(settings)`` -> a Starlette app whose lifespan owns every long-lived part.
+
+Start-up order (closed in reverse): engine -> codec (decoder + encoder) -> voice store (with the
+built-in default voice) -> synthesis service. Concrete backends are picked here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator, Optional
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, WebSocketRoute
+
+from api.auth import Authenticator
+from api.errors import error_response, new_request_id
+from api.metrics import Metrics
+from api.routes import access_token, health, tts_bytes, tts_sse, tts_ws, voices as voice_routes
+from api.runtime import codec_source
+from api.settings import Settings
+from api.synthesis import SynthesisService
+from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder
+from codec_worker.nanocodec import NanoCodec
+from engine.device import pick_device, pick_dtype
+from engine.factory import EngineOptions, create_engine
+from engine.interface import TtsEngine
+from voices.backends import open_voice_store
+from voices.cloning import VoiceCloner
+from voices.models import Voice, VoiceRecord
+from voices.store import VoiceStore
+
+logger = logging.getLogger(__name__)
+
+#: The model's learned null_prefix, listed as a voice with a stable id (the default voice).
+DEFAULT_VOICE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/gepard-server/voices/default"))
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: TtsEngine
+    codec: NanoCodec
+    decoder: BatchingCodecDecoder
+    encoder: NanoCodecEncoder
+    voices: VoiceStore
+    cloner: VoiceCloner
+    service: SynthesisService
+    auth: Authenticator
+    metrics: Metrics
+
+    async def aclose(self) -> None:
+        for name, closer in (("voices", self.voices.aclose), ("codec", self.decoder.aclose), ("engine", self.engine.aclose)):
+            try:
+                await asyncio.shield(closer())
+            except Exception:
+                logger.exception("closing %s failed", name)
+
+
+async def open_runtime(settings: Settings) -> Runtime:
+    engine = await create_engine(EngineOptions(model=settings.model, backend=settings.backend, device=settings.device,
+                                               dtype=settings.dtype, max_batch=settings.max_concurrent_generations))
+    try:
+        info = engine.model_info
+        device = pick_device(settings.device)
+        model_dir = Path(info.name) if Path(info.name).is_dir() else None
+        source = codec_source(model_dir, settings.codec)
+        loop = asyncio.get_running_loop()
+        codec = await loop.run_in_executor(None, lambda: NanoCodec.load(source, device=device, dtype=pick_dtype(device, settings.dtype)))
+        decoder = BatchingCodecDecoder(codec, first_chunk_frames=settings.first_chunk_frames, chunk_frames=settings.chunk_frames)
+        encoder = NanoCodecEncoder(codec)
+        voices = open_voice_store(settings.redis_url, settings.data_dir)
+        voices.register_builtin(VoiceRecord(
+            voice=Voice(id=DEFAULT_VOICE_ID, name="Gepard", language="en", description="Gepard's default voice",
+                        access="public", visibility="all", is_owner=False, model_fingerprint=info.fingerprint),
+            prefix=engine.default_prefix(),
+        ))
+        cloner = VoiceCloner(encoder, engine.compress_reference, info.fingerprint, voices)
+    except BaseException:
+        await engine.aclose()
+        raise
+    service = SynthesisService(engine, decoder, voices, settings)
+    auth = Authenticator(settings.api_keys, settings.token_secret, require_auth=bool(settings.require_auth))
+    logger.info("runtime ready: model %s, codec %s, voices %s", info.name, source, type(voices).__name__)
+    return Runtime(settings, engine, codec, decoder, encoder, voices, cloner, service, auth, Metrics())
+
+
+def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlette:
+    """The ASGI app. With ``runtime`` given, the caller owns it; otherwise the lifespan opens one."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        owned = runtime is None
+        rt = await open_runtime(settings) if owned else runtime
+        app.state.runtime = rt
+        try:
+            yield
+        finally:
+            if owned:
+                await rt.aclose()
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        return error_response(exc, getattr(request.state, "request_id", None) or new_request_id())
+
+    routes = [
+        Route("/", health.status, methods=["GET"]),
+        Route("/health", health.health, methods=["GET"]),
+        Route("/metrics", health.metrics, methods=["GET"]),
+        Route("/tts/bytes", tts_bytes.endpoint, methods=["POST"]),
+        Route("/tts/sse", tts_sse.endpoint, methods=["POST"]),
+        WebSocketRoute("/tts/websocket", tts_ws.endpoint),
+        Route("/access-token", access_token.endpoint, methods=["POST"]),
+        *voice_routes.routes(),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: on_error})

@@ -1,0 +1,140 @@
+"""The ``gepard`` command: synthesise to a file, serve, or write random checkpoints.
+
+    gepard synth "Hello there." -o out.wav [--voice ref.wav] [--model DIR] [--temperature 0.4] [--cfg-scale 2]
+    gepard serve [--host 127.0.0.1] [--port 8000] [--model DIR] ...
+    gepard tiny OUT_DIR [--size tiny|full] [--seed N] [--stop-after N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger("gepard.cli")
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="checkpoint directory or HF repo id (default: $GEPARD_MODEL or nineninesix/gepard-1.0)")
+    p.add_argument("--codec", default=None, help="NanoCodec .nemo file or HF id (default: the checkpoint's codec_id)")
+    p.add_argument("--backend", default="torch", choices=["auto", "vllm", "torch"], help="inference backend (synth default: torch)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: GPU when available)")
+    p.add_argument("--dtype", default="auto", help="float32 or bfloat16 (default: bf16 on GPU, float32 on CPU)")
+
+
+async def _synth(args: argparse.Namespace) -> int:
+    import soundfile as sf
+    import torch
+
+    from api.runtime import codec_source
+    from codec_worker.nanocodec import NanoCodec
+    from engine.device import pick_device, pick_dtype
+    from engine.factory import EngineOptions, create_engine
+    from engine.requests import SamplingParams, SynthesisRequest
+
+    t0 = time.perf_counter()
+    engine = await create_engine(EngineOptions(model=args.model, backend=args.backend, device=args.device, dtype=args.dtype))
+    try:
+        device = pick_device(args.device)
+        model_dir = Path(engine.model_info.name) if Path(engine.model_info.name).is_dir() else None
+        codec = NanoCodec.load(codec_source(model_dir, args.codec), device=device, dtype=pick_dtype(device, args.dtype))
+        prefix = None
+        if args.voice:
+            from voices.audio_input import load_reference_clip
+
+            clip = Path(args.voice)
+            pcm = load_reference_clip(clip.read_bytes(), filename=clip.name, content_type=None, target_rate=codec.sample_rate_hz)
+            codes = codec.encode(torch.from_numpy(pcm).unsqueeze(0))[0]  # [32, T]
+            prefix = engine.compress_reference(codes.T.cpu())
+            logger.info("voice: %s -> %d reference frames -> prefix %s", clip, codes.shape[1], tuple(prefix.shape))
+        sampling = SamplingParams(
+            temperature=args.temperature, top_k=args.top_k, seed=args.seed, max_frames=args.max_frames,
+            cfg_scale=args.cfg_scale, cfg_frames=args.cfg_frames, stop_threshold=args.stop_threshold,
+        )
+        frames = []
+        reason = None
+        async for chunk in engine.generate(SynthesisRequest(str(uuid.uuid4()), args.text, prefix, sampling)):
+            frames.append(chunk.codes)
+            reason = chunk.finish_reason
+        codes = torch.cat(frames, dim=1)
+        audio = codec.decode_codes(codes.unsqueeze(0).to(device))[0].float().cpu().numpy()
+    finally:
+        await engine.aclose()
+    out = Path(args.output)
+    sf.write(str(out), np.clip(audio, -1.0, 1.0), codec.sample_rate_hz, subtype="PCM_16")
+    seconds = len(audio) / codec.sample_rate_hz
+    print(f"wrote {out}: {codes.shape[1]} frames, {seconds:.2f} s at {codec.sample_rate_hz} Hz ({reason.value if reason else '?'}) "
+          f"in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _tiny(args: argparse.Namespace) -> int:
+    from engine.tiny import write_tiny_checkpoint
+
+    path = write_tiny_checkpoint(Path(args.out), size=args.size, seed=args.seed, stop_after=args.stop_after)
+    print(f"wrote {args.size} random Gepard checkpoint and codec to {path}")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from api.server import serve
+
+    return serve(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gepard", description="Gepard TTS server speaking the Cartesia protocol")
+    parser.add_argument("--log-level", default="INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("synth", help="synthesise text to a WAV file")
+    s.add_argument("text")
+    s.add_argument("-o", "--output", required=True, help="output .wav path")
+    s.add_argument("--voice", help="reference clip to clone (wav/flac/ogg/mp3, any rate; first 15 s used)")
+    _add_model_args(s)
+    s.add_argument("--temperature", type=float, default=0.4)
+    s.add_argument("--top-k", type=int, default=0)
+    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--max-frames", type=int, default=None)
+    s.add_argument("--cfg-scale", type=float, default=1.0)
+    s.add_argument("--cfg-frames", type=int, default=None)
+    s.add_argument("--stop-threshold", type=float, default=0.5)
+
+    t = sub.add_parser("tiny", help="write a random checkpoint + codec in the published layout")
+    t.add_argument("out")
+    t.add_argument("--size", choices=["tiny", "full"], default="tiny")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--stop-after", type=int, default=None)
+
+    v = sub.add_parser("serve", help="serve the Cartesia-compatible API")
+    v.add_argument("--host", default=None)
+    v.add_argument("--port", type=int, default=None)
+    _add_model_args(v)
+    v.set_defaults(backend=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from engine.errors import EngineError
+
+    try:
+        if args.command == "synth":
+            return asyncio.run(_synth(args))
+        if args.command == "tiny":
+            return _tiny(args)
+        return _serve(args)
+    except EngineError as exc:
+        print(f"gepard: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

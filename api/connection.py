@@ -1,0 +1,323 @@
+"""One /tts/websocket connection: its contexts, their generation tasks, cleanup in ``finally``.
+
+Contexts multiplex freely on one socket; each keeps its own order. A context is a small state
+machine (``ContextState``) fed by the reader loop, with one worker task that runs its jobs in order:
+
+    reader:  generation message -> ctx.on_input(): text into the context's TextBuffer, complete
+             sentences (or everything, on flush / continue:false / max_buffer_delay_ms=0 / the
+             buffer timer) become ``segment`` jobs, followed by ``flush_done`` or ``done`` jobs
+    worker:  segment -> engine + codec -> ``chunk`` events (and ``timestamps`` after the segment);
+             flush_done -> ``flush_done``; done -> audio tail + exactly one ``done``
+    cancel:  the worker task is cancelled (aborting the engine request) and nothing more is sent
+             for that context, not even ``done`` (protocol 10)
+
+A client close cancels every context (LiveKit closes the socket instead of sending cancel). The
+socket closes with 1000 after ``ws_idle_timeout_s`` with no traffic and no context working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from api.audio import AudioSink
+from api.errors import ContextClosedError, RateLimitedError, error_event
+from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEvent, TimestampsEvent, split_audio
+from api.protocol.requests import ProtocolError, WsCancelRequest, WsGenerationRequest, parse_ws_message
+from api.synthesis import Segment, SynthesisService
+from api.text import TextBuffer, segment_timestamps
+
+logger = logging.getLogger(__name__)
+
+_CLOSED_IDS_REMEMBERED = 1024  # finished context ids kept to answer late inputs with "context closed"
+_SEGMENT_MAX_CHARS = 400  # a boundary-less buffer is cut here
+
+
+class ContextState(enum.Enum):
+    OPEN = "open"  # accepting input
+    CLOSING = "closing"  # got continue:false; finishing the queued work
+    DONE = "done"  # sent done
+    FAILED = "failed"  # sent an error (terminal for the client too)
+    CANCELLED = "cancelled"  # cancelled by the client; sends nothing more
+
+
+@dataclass(frozen=True)
+class _Job:
+    kind: str  # "segment" | "flush_done" | "done"
+    flush_id: int
+    text: str = ""
+
+
+class WsContext:
+    def __init__(self, conn: "WsConnection", first: WsGenerationRequest) -> None:
+        self.conn = conn
+        self.context_id = first.context_id
+        self.request_id = f"{conn.connection_id}:{first.context_id}"
+        self.config = first  # model, voice, format, language and flags are fixed by the first message
+        self.state = ContextState.OPEN
+        self.buffer = TextBuffer(clause_min_chars=None, max_chars=_SEGMENT_MAX_CHARS)
+        self.flush_id = 1
+        self.jobs: asyncio.Queue[_Job] = asyncio.Queue()
+        self.sink = AudioSink(first.output_format)
+        self.sampling = conn.service.sampling(first)
+        self.volume = conn.service.volume(first)
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._segments = 0
+        self.task = asyncio.create_task(self._worker(), name=f"ws-context-{self.context_id}")
+
+    @property
+    def working(self) -> bool:
+        return self.state in (ContextState.OPEN, ContextState.CLOSING)
+
+    # -- input (reader side, synchronous) ----------------------------------------------------------
+    def on_input(self, msg: WsGenerationRequest) -> None:
+        if self.state is not ContextState.OPEN:
+            raise ContextClosedError(self.context_id)
+        if msg.transcript:
+            self.buffer.append(msg.transcript)
+        if msg.flush:
+            self._cut(force=True)
+            self.jobs.put_nowait(_Job("flush_done", self.flush_id))
+            self.flush_id += 1
+        if not msg.continue_:
+            self._cut(force=True)
+            self.jobs.put_nowait(_Job("done", self.flush_id))
+            self.state = ContextState.CLOSING
+        elif msg.max_buffer_delay_ms == 0:
+            self._cut(force=True)  # "custom buffering": every submission is generated as it comes
+        else:
+            self._cut(force=False)
+            if len(self.buffer) and self._timer is None:
+                delay = msg.max_buffer_delay_ms / 1000.0
+                self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.state is ContextState.OPEN:
+            self._cut(force=True)
+
+    def _cut(self, force: bool) -> None:
+        for text in self.buffer.take_ready(force=force):
+            if text.strip():
+                self.jobs.put_nowait(_Job("segment", self.flush_id, text))
+        if not len(self.buffer) and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def cancel(self) -> None:
+        self.state = ContextState.CANCELLED
+        if self._timer is not None:
+            self._timer.cancel()
+        self.task.cancel()
+        try:
+            await self.task
+        except (asyncio.CancelledError, Exception):
+            pass
+
+    async def fail(self, exc: BaseException) -> None:
+        """Send one error event for this context and stop its work."""
+        if self.state in (ContextState.CANCELLED, ContextState.FAILED, ContextState.DONE):
+            return
+        self.state = ContextState.FAILED
+        if self._timer is not None:
+            self._timer.cancel()
+        if asyncio.current_task() is not self.task:
+            self.task.cancel()
+        await self.conn.send(error_event(exc, self.request_id, self.context_id))
+
+    # -- worker ------------------------------------------------------------------------------------
+    async def _worker(self) -> None:
+        try:
+            while True:
+                job = await self.jobs.get()
+                if job.kind == "segment":
+                    await self._speak(job)
+                elif job.kind == "flush_done":
+                    await self.conn.send(FlushDoneEvent(flush_id=job.flush_id, context_id=self.context_id))
+                else:  # done
+                    tail = await asyncio.to_thread(self.sink.finish)
+                    await self._send_audio(tail, time.perf_counter(), job.flush_id)
+                    self.state = ContextState.DONE
+                    await self.conn.send(DoneEvent(context_id=self.context_id))
+                    logger.info("context %s done (%d segments)", self.request_id, self._segments)
+                    return
+        except asyncio.CancelledError:
+            raise
+        except WebSocketDisconnect:
+            return
+        except Exception as exc:  # engine, voice or codec failure: this context only
+            if not isinstance(exc, (ProtocolError, RateLimitedError)) and not hasattr(exc, "status_code"):
+                logger.exception("context %s failed", self.request_id)
+            await self.fail(exc)
+        finally:
+            self.conn.context_finished(self)
+
+    async def _speak(self, job: _Job) -> None:
+        service = self.conn.service
+        cfg = self.config
+        segment: Segment = service.segment(job.text, cfg.effective_language)
+        if not segment.speech_text.strip():
+            return
+        prefix = await self.conn.prefix_for(cfg.voice_id)
+        self._segments += 1
+        pieces: list[np.ndarray] = []
+        offset_s = self.sink.samples_in / service.sample_rate_hz  # this segment's start in the context's audio
+        t_ready = time.perf_counter()
+        rid = f"{self.request_id}:{self._segments}"
+        async for pcm in service.speak(segment, prefix, self.sampling, rid):
+            if self.volume != 1.0:
+                pcm = np.clip(pcm * self.volume, -1.0, 1.0)
+            if cfg.add_timestamps:
+                pieces.append(pcm)
+            data = await asyncio.to_thread(self.sink.push, pcm)
+            t_ready = await self._send_audio(data, t_ready, job.flush_id)
+        if cfg.add_timestamps and pieces:
+            pcm = np.concatenate(pieces)
+            ts = segment_timestamps(segment.normalized, pcm, offset_s, use_normalized=bool(cfg.use_normalized_timestamps))
+            if ts.words:
+                await self.conn.send(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end),
+                                                     context_id=self.context_id, flush_id=job.flush_id))
+
+    async def _send_audio(self, data: bytes, since: float, flush_id: int) -> float:
+        if not data:
+            return since
+        now = time.perf_counter()
+        width = self.config.output_format.encoding.sample_width
+        for piece in split_audio(data, width, self.context_id):
+            await self.conn.send(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=self.context_id, flush_id=flush_id))
+        return time.perf_counter()
+
+
+class WsConnection:
+    def __init__(self, websocket: WebSocket, service: SynthesisService, idle_timeout_s: float, max_contexts: int) -> None:
+        self.ws = websocket
+        self.service = service
+        self.idle_timeout_s = idle_timeout_s
+        self.max_contexts = max_contexts
+        self.connection_id = str(uuid.uuid4())
+        self.contexts: dict[str, WsContext] = {}
+        self._closed_ids: OrderedDict[str, ContextState] = OrderedDict()
+        self._send_lock = asyncio.Lock()
+        self._last_activity = time.monotonic()
+        self._prefixes: dict[str, object] = {}
+
+    async def run(self) -> None:
+        await self.ws.accept()
+        logger.info("ws %s opened", self.connection_id)
+        try:
+            await self._read_loop()
+        except WebSocketDisconnect as exc:
+            logger.info("ws %s closed by client (code %s)", self.connection_id, exc.code)
+        finally:
+            await self._cleanup()
+
+    async def _read_loop(self) -> None:
+        while True:
+            timeout = self._last_activity + self.idle_timeout_s - time.monotonic()
+            try:
+                raw = await asyncio.wait_for(self.ws.receive_text(), timeout=max(timeout, 0.001))
+            except asyncio.TimeoutError:
+                if any(ctx.working for ctx in self.contexts.values()):
+                    self._last_activity = time.monotonic()
+                    continue
+                if time.monotonic() - self._last_activity >= self.idle_timeout_s:
+                    logger.info("ws %s idle for %.0f s: closing", self.connection_id, self.idle_timeout_s)
+                    await self.ws.close(code=1000, reason="idle timeout")
+                    return
+                continue
+            except KeyError:
+                # a binary frame: starlette's receive_text reads message["text"]
+                await self.send(error_event(ProtocolError("messages must be JSON text frames"), self.connection_id))
+                continue
+            self._last_activity = time.monotonic()
+            await self._dispatch(raw)
+
+    async def _dispatch(self, raw: str) -> None:
+        try:
+            msg = parse_ws_message(raw)
+        except ProtocolError as exc:
+            ctx = self.contexts.get(exc.context_id) if exc.context_id else None
+            if exc.context_id and self._closed_ids.get(exc.context_id) is ContextState.CANCELLED:
+                return
+            if ctx is not None:
+                await ctx.fail(exc)
+            else:
+                await self.send(error_event(exc, f"{self.connection_id}:{exc.context_id}", exc.context_id))
+            return
+        if isinstance(msg, WsCancelRequest):
+            ctx = self.contexts.pop(msg.context_id, None)
+            if ctx is not None:
+                await ctx.cancel()
+                self._remember(msg.context_id, ContextState.CANCELLED)
+                logger.info("context %s cancelled", ctx.request_id)
+            return
+        cid = msg.context_id
+        ctx = self.contexts.get(cid)
+        if ctx is None:
+            previous = self._closed_ids.get(cid)
+            if previous is ContextState.CANCELLED:
+                return  # nothing at all after a cancel
+            if previous is not None:
+                await self.send(error_event(ContextClosedError(cid), f"{self.connection_id}:{cid}", cid))
+                return
+            if sum(c.working for c in self.contexts.values()) >= self.max_contexts:
+                exc = RateLimitedError(f"too many open contexts on this connection ({self.max_contexts}); finish or cancel one first",
+                                       error_code="too_many_contexts")
+                await self.send(error_event(exc, f"{self.connection_id}:{cid}", cid))
+                return
+            try:
+                self.service.check_request(msg)
+            except Exception as exc:
+                await self.send(error_event(exc, f"{self.connection_id}:{cid}", cid))
+                self._remember(cid, ContextState.FAILED)
+                return
+            ctx = WsContext(self, msg)
+            self.contexts[cid] = ctx
+            logger.info("context %s opened (voice %s, %s)", ctx.request_id, msg.voice_id, msg.output_format)
+        try:
+            ctx.on_input(msg)
+        except ContextClosedError as exc:
+            await self.send(error_event(exc, ctx.request_id, cid))
+
+    def context_finished(self, ctx: WsContext) -> None:
+        if self.contexts.get(ctx.context_id) is ctx:
+            del self.contexts[ctx.context_id]
+        self._remember(ctx.context_id, ctx.state)
+        self._last_activity = time.monotonic()
+
+    def _remember(self, context_id: str, state: ContextState) -> None:
+        self._closed_ids[context_id] = state
+        self._closed_ids.move_to_end(context_id)
+        while len(self._closed_ids) > _CLOSED_IDS_REMEMBERED:
+            self._closed_ids.popitem(last=False)
+
+    async def prefix_for(self, voice_id: str):
+        # resolved per request through the store's in-process cache (which revalidates deletes)
+        return await self.service.voice_prefix(voice_id)
+
+    async def send(self, event: ServerEvent) -> None:
+        text = event.to_json()
+        async with self._send_lock:
+            if self.ws.client_state is not WebSocketState.CONNECTED:
+                raise WebSocketDisconnect(1006)
+            await self.ws.send_text(text)
+        self._last_activity = time.monotonic()
+
+    async def _cleanup(self) -> None:
+        contexts = list(self.contexts.values())
+        self.contexts.clear()
+        for ctx in contexts:
+            await ctx.cancel()
+        if contexts:
+            logger.info("ws %s: cancelled %d open context(s) on close", self.connection_id, len(contexts))
+        logger.info("ws %s closed", self.connection_id)

@@ -1,0 +1,1 @@
+"""Thin endpoints: parse, authorise, hand off to SynthesisService / WsConnection, return."""

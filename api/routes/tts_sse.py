@@ -1,0 +1,87 @@
+"""POST /tts/sse: ``event: chunk`` / ``timestamps`` / ``done`` frames, then the body ends.
+
+Errors before the first event are HTTP errors; later ones are an ``event: error`` frame, after
+which the body ends (the SDKs read until the body closes, protocol 4.1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import AsyncIterator
+
+import numpy as np
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from api.audio import AudioSink
+from api.errors import error_event
+from api.protocol.events import ChunkEvent, DoneEvent, TimestampsEvent, split_audio, sse_frame
+from api.protocol.requests import EmptyTranscriptError, parse_tts_request
+from api.routes._common import read_body, runtime_of, start_request
+from api.text import segment_timestamps
+
+logger = logging.getLogger(__name__)
+
+
+async def endpoint(request: Request) -> Response:
+    rid = start_request(request)
+    rt = runtime_of(request)
+    await rt.auth.authenticate(request)
+    req = parse_tts_request(await read_body(request), sse=True, request_id=rid)
+    svc = rt.service
+    svc.check_request(req)
+    prefix = await svc.voice_prefix(req.voice_id)
+    segments = svc.plan(req.transcript, req.effective_language, req.normalization)
+    if not segments:
+        raise EmptyTranscriptError("transcript: nothing to speak after normalisation")
+    sampling, volume, cid = svc.sampling(req), svc.volume(req), req.context_id
+    width = req.output_format.encoding.sample_width
+    rt.metrics.requests.labels("sse").inc()
+    t0 = time.perf_counter()
+
+    async def events() -> AsyncIterator[bytes]:
+        sink = AudioSink(req.output_format)
+        since = time.perf_counter()
+        for i, segment in enumerate(segments):
+            offset_s = sink.samples_in / svc.sample_rate_hz
+            pieces: list[np.ndarray] = []
+            async for pcm in svc.speak(segment, prefix, sampling, f"{rid}:{i}"):
+                if volume != 1.0:
+                    pcm = np.clip(pcm * volume, -1.0, 1.0)
+                pieces.append(pcm)
+                data = await asyncio.to_thread(sink.push, pcm)
+                now = time.perf_counter()
+                for piece in split_audio(data, width, cid):
+                    yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
+                since = now
+            if req.add_timestamps and pieces:
+                ts = segment_timestamps(segment.normalized, np.concatenate(pieces), offset_s,
+                                        use_normalized=bool(req.use_normalized_timestamps))
+                if ts.words:
+                    yield sse_frame(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end), context_id=cid))
+        tail = await asyncio.to_thread(sink.finish)
+        for piece in split_audio(tail, width, cid):
+            yield sse_frame(ChunkEvent(piece, step_time_ms=0.0, context_id=cid))
+        rt.metrics.audio_seconds.labels("sse").inc(sink.samples_in / svc.sample_rate_hz)
+        yield sse_frame(DoneEvent(context_id=cid))
+
+    body = events()
+    first = await body.__anext__()  # errors before the first event are HTTP errors
+    rt.metrics.first_audio.labels("sse").observe(time.perf_counter() - t0)
+
+    async def stream() -> AsyncIterator[bytes]:
+        try:
+            yield first
+            async for frame in body:
+                yield frame
+        except Exception as exc:  # after 200 went out, errors travel in band
+            logger.warning("sse %s failed mid-stream: %s: %s", rid, type(exc).__name__, exc)
+            rt.metrics.errors.labels("sse", getattr(exc, "error_code", "internal_error")).inc()
+            yield sse_frame(error_event(exc, rid, cid))
+        finally:
+            await body.aclose()
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"cache-control": "no-cache", "x-request-id": rid})

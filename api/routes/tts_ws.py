@@ -1,0 +1,30 @@
+"""WS /tts/websocket: authenticate the upgrade, then hand the socket to a WsConnection."""
+
+from __future__ import annotations
+
+from starlette.websockets import WebSocket
+
+from api.connection import WsConnection
+from api.errors import error_response, new_request_id
+from api.routes._common import runtime_of
+
+
+async def endpoint(websocket: WebSocket) -> None:
+    rt = runtime_of(websocket)
+    try:
+        await rt.auth.authenticate(websocket)
+    except Exception as exc:
+        # reject the upgrade with the HTTP status (401/403/503) when the server supports denial
+        # responses; otherwise a plain close before accept (the server answers 403)
+        response = error_response(exc, new_request_id())
+        if "websocket.http.response" in websocket.scope.get("extensions", {}):
+            await websocket.send_denial_response(response)
+        else:
+            await websocket.close(code=1008)
+        return
+    rt.metrics.ws_connections.inc()
+    try:
+        conn = WsConnection(websocket, rt.service, rt.settings.ws_idle_timeout_s, rt.settings.max_contexts_per_socket)
+        await conn.run()
+    finally:
+        rt.metrics.ws_connections.dec()

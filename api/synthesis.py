@@ -1,0 +1,147 @@
+"""SynthesisService: transcript + voice -> engine frames -> codec PCM, shared by the three TTS routes.
+
+    service.check_request(req)                       # model id, transcript length, speed (raises ApiError)
+    prefix = await service.voice_prefix(voice_id)    # VoiceNotFoundError names the id
+    for segment in service.plan(text, language, normalization):
+        async for pcm in service.speak(segment, prefix, sampling, request_id):   # [N] float32 @ 22050 Hz
+            ...
+
+Gepard needs a segment's whole text before it starts (R and SOS depend on it), so a transcript
+is cut into sentence segments; each segment is one engine request. Text is normalised per
+segment (numbers, dates... spoken as words) and the alignment is kept for word timestamps.
+Closing a ``speak`` iterator early (client gone, cancel) aborts the engine request and frees
+the codec stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import AsyncIterator, Optional
+
+import numpy as np
+import torch
+
+from api.errors import BadRequestError, RateLimitedError, TranscriptTooLongError, UnknownModelError
+from api.settings import Settings
+from api.text import NormalizedText, TextBuffer, normalize
+from codec_worker.interface import CodecDecoder
+from engine.interface import TtsEngine
+from engine.requests import SamplingParams, SynthesisRequest
+from voices.store import VoiceStore
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LANGUAGE = "en"
+
+
+class SpeedNotSupportedError(BadRequestError):
+    default_error_code = "speed_not_supported"
+    title = "Speed control not supported"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One engine request's worth of text."""
+
+    original: str  # as the client sent it (spaces and punctuation kept)
+    normalized: NormalizedText  # what the model speaks, with the word alignment
+
+    @property
+    def speech_text(self) -> str:
+        return self.normalized.text
+
+
+class SynthesisService:
+    def __init__(self, engine: TtsEngine, decoder: CodecDecoder, voices: VoiceStore, settings: Settings) -> None:
+        self.engine = engine
+        self.decoder = decoder
+        self.voices = voices
+        self.settings = settings
+        self.sample_rate_hz = decoder.sample_rate_hz
+        self.defaults = SamplingParams(
+            temperature=settings.temperature,
+            top_k=settings.top_k,
+            repetition_penalty=settings.repetition_penalty,
+            stop_threshold=settings.stop_threshold,
+            max_frames=settings.max_frames,
+            cfg_scale=settings.cfg_scale,
+            cfg_frames=settings.cfg_frames,
+        )
+        self._in_flight = 0
+
+    # -- validation ---------------------------------------------------------------------------
+    def check_model(self, model_id: str) -> None:
+        if not self.settings.accepts_model(model_id):
+            raise UnknownModelError(model_id, self.settings.model_ids)
+
+    def check_request(self, req) -> None:
+        """Checks shared by every route (``req`` is any wire request with the synthesis fields)."""
+        self.check_model(req.model_id)
+        if len(req.transcript) > self.settings.max_transcript_chars:
+            raise TranscriptTooLongError(len(req.transcript), self.settings.max_transcript_chars)
+        speed = req.speed_factor
+        if speed is not None and abs(speed - 1.0) > 1e-6:
+            raise SpeedNotSupportedError(
+                f"generation_config.speed={speed:g} is not supported by Gepard; send 1.0 or omit it "
+                "(speech rate follows the voice prompt)"
+            )
+
+    def sampling(self, req) -> SamplingParams:
+        return req.to_sampling_params(self.defaults)
+
+    @staticmethod
+    def volume(req) -> float:
+        cfg = getattr(req, "generation_config", None)
+        return float(cfg.volume) if cfg is not None and cfg.volume is not None else 1.0
+
+    async def voice_prefix(self, voice_id: str) -> torch.Tensor:
+        """The stored speaker prefix [K, H] of ``voice_id`` (cached in process by the store)."""
+        prompt = await self.voices.get_prompt(voice_id)
+        return prompt.prefix
+
+    # -- text -----------------------------------------------------------------------------------
+    def segment(self, text: str, language: Optional[str], normalization: Optional[str] = None) -> Segment:
+        mode = normalization or "auto"
+        lang = language or DEFAULT_LANGUAGE
+        return Segment(text, normalize(text, lang, mode))
+
+    def plan(self, transcript: str, language: Optional[str], normalization: Optional[str] = None) -> list[Segment]:
+        """Cut a whole transcript into sentence segments (each with speech in it)."""
+        buf = TextBuffer(clause_min_chars=None, max_chars=400)
+        buf.append(transcript)
+        parts = buf.take_ready(force=True)
+        return [s for s in (self.segment(p, language, normalization) for p in parts) if s.speech_text.strip()]
+
+    # -- audio ----------------------------------------------------------------------------------
+    async def speak(
+        self, segment: Segment, prefix: Optional[torch.Tensor], sampling: SamplingParams, request_id: str
+    ) -> AsyncIterator[np.ndarray]:
+        """Generate one segment: yields PCM chunks [N] float32 @ 22050 Hz as the codec produces them."""
+        if self._in_flight >= self.settings.max_concurrent_generations:
+            raise RateLimitedError(
+                f"too many concurrent generations ({self.settings.max_concurrent_generations}); retry shortly",
+                error_code="concurrency_limited",
+            )
+        self._in_flight += 1
+        stream = self.decoder.open_stream()
+        request = SynthesisRequest(request_id, segment.speech_text, prefix, sampling)
+        try:
+            async with contextlib.aclosing(self.engine.generate(request)) as frames:
+                async for chunk in frames:
+                    if chunk.num_frames:
+                        pcm = await stream.push(chunk.codes)
+                        if pcm.size:
+                            yield pcm
+                    if chunk.finished:
+                        pcm = await stream.finish()
+                        if pcm.size:
+                            yield pcm
+        finally:
+            self._in_flight -= 1
+            await stream.aclose()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight

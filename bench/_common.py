@@ -1,0 +1,36 @@
+"""Shared helpers for the benchmark scripts: machine description and random checkpoints on disk."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import torch
+
+CACHE = Path(os.environ.get("GEPARD_BENCH_DIR", Path(__file__).resolve().parent.parent / "models" / "bench"))
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), {gpu}"
+
+
+def random_checkpoint(size: str, stop_after: int | None = None) -> Path:
+    """Write (once) and return a random checkpoint of ``size`` for benchmarks."""
+    from engine.tiny import write_tiny_checkpoint
+
+    tag = f"{size}-stop{stop_after if stop_after is not None else 'default'}"
+    out = CACHE / tag
+    if not (out / "model.safetensors").exists():
+        print(f"writing {size} random checkpoint to {out} ...", flush=True)
+        write_tiny_checkpoint(out, size=size, stop_after=stop_after, with_codec=True)
+    return out

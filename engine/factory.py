@@ -1,0 +1,52 @@
+"""Pick and start a backend: ``GEPARD_BACKEND=auto|vllm|torch``.
+
+``auto`` uses vLLM when it imports and starts, else the torch reference backend (logged).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import EngineError
+from engine.interface import TtsEngine
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "vllm", "torch")
+
+
+@dataclass
+class EngineOptions:
+    model: str | Path | None = None
+    backend: str = "auto"
+    device: str = "auto"
+    dtype: str = "auto"
+    max_batch: int = 64
+    extra: dict = field(default_factory=dict)  # backend-specific knobs
+
+
+async def create_engine(opts: EngineOptions) -> TtsEngine:
+    if opts.backend not in BACKENDS:
+        raise EngineError(f"unknown backend {opts.backend!r}; choose one of {', '.join(BACKENDS)}")
+    if opts.backend in ("vllm", "auto"):
+        try:
+            from engine.backends.vllm_backend import VllmEngine  # noqa: F401  (import probes availability)
+        except ImportError as exc:
+            if opts.backend == "vllm":
+                raise EngineError(f"backend 'vllm' requested but it cannot be imported: {exc}") from exc
+            logger.info("vLLM backend unavailable (%s); using the torch backend", exc)
+        else:
+            return await VllmEngine.start(opts)
+    return await _start_torch(opts)
+
+
+async def _start_torch(opts: EngineOptions) -> TtsEngine:
+    import asyncio
+
+    from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
+
+    cfg = TorchEngineConfig(model=opts.model, device=opts.device, dtype=opts.dtype, max_batch=opts.max_batch, **opts.extra)
+    # loading a 556M checkpoint takes seconds: keep the event loop free meanwhile
+    return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, cfg)
