@@ -187,7 +187,9 @@ class Authenticator:
         self._key_lookup = key_lookup
         self._clock = clock
         if not require_auth:
-            logger.warning("authentication is disabled: every request is served as anonymous (set API keys to enable it)")
+            logger.warning(
+                "authentication is disabled: every request is served as anonymous (set API keys to enable it)"
+            )
         elif not keys and key_lookup is None:
             logger.warning("authentication is required but no API keys are configured: no request can authenticate")
         logger.debug("authenticator: %d static keys, key_lookup=%s", len(keys), key_lookup is not None)
@@ -303,7 +305,9 @@ class Authenticator:
         elif not isinstance(grants, Grants):
             unknown = set(grants) - set(GRANT_NAMES)
             if unknown:
-                raise BadRequestError(f"grants: unknown grant {sorted(unknown)[0]!r}; expected some of {', '.join(GRANT_NAMES)}")
+                raise BadRequestError(
+                    f"grants: unknown grant {sorted(unknown)[0]!r}; expected some of {', '.join(GRANT_NAMES)}"
+                )
             grants = Grants(**{name: bool(grants.get(name, False)) for name in GRANT_NAMES})
         if expires_in is None:
             expires_in = DEFAULT_TOKEN_EXPIRES_IN_S
@@ -327,7 +331,10 @@ class Authenticator:
         return f"{signed}.{_b64encode(self._sign(signed))}"
 
     def issue_token(
-        self, principal: Principal, grants: Union[Grants, Mapping[str, bool], None] = None, expires_in: Optional[int] = None
+        self,
+        principal: Principal,
+        grants: Union[Grants, Mapping[str, bool], None] = None,
+        expires_in: Optional[int] = None,
     ) -> str:
         """``POST /access-token``: mint for ``principal``, which must not itself be a token."""
         principal.require_api_key("mint access tokens")

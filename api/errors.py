@@ -143,7 +143,9 @@ class TranscriptTooLongError(BadRequestError):
     title = "Transcript too long"
 
     def __init__(self, length: int, limit: int) -> None:
-        super().__init__(f"transcript: {length} characters is over the limit of {limit}; split the text into several requests")
+        super().__init__(
+            f"transcript: {length} characters is over the limit of {limit}; split the text into several requests"
+        )
         self.length = length
         self.limit = limit
 
@@ -182,14 +184,11 @@ class NotFoundError(ApiError):
 
 
 class RequestTooLargeError(ApiError):
+    """The body is over the route's limit; the message states the limit."""
+
     status_code = 413
     default_error_code = "request_too_large"
     title = "Request too large"
-
-    def __init__(self, size_bytes: int, limit_bytes: int) -> None:
-        super().__init__(f"request body is {size_bytes} bytes; the limit is {limit_bytes} bytes")
-        self.size_bytes = size_bytes
-        self.limit_bytes = limit_bytes
 
 
 class RateLimitedError(ApiError):
@@ -307,7 +306,8 @@ def describe_error(exc: BaseException, request_id: Optional[str] = None) -> Erro
     """
     if isinstance(exc, ApiError):
         retry = exc.retry_after_s
-        return ErrorInfo(exc.status_code, exc.error_code, exc.title, exc.message, exc.retryable or retry is not None, retry)
+        retryable = exc.retryable or retry is not None
+        return ErrorInfo(exc.status_code, exc.error_code, exc.title, exc.message, retryable, retry)
     if isinstance(exc, ProtocolError):
         return ErrorInfo(exc.status_code, exc.error_code, exc.title, exc.message, False, None)
     rule = _rule_for(exc)

@@ -148,7 +148,9 @@ class Settings:
         def bad(name: str, message: str) -> None:
             problems.append(f"{self.env_name(name)}: {message}")
 
-        def in_range(name: str, lo: float, hi: Optional[float] = None, lo_open: bool = False, optional: bool = False) -> None:
+        def in_range(
+            name: str, lo: float, hi: Optional[float] = None, lo_open: bool = False, optional: bool = False
+        ) -> None:
             value = getattr(self, name)
             if value is None and optional:
                 return

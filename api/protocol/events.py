@@ -1,11 +1,11 @@
 """Server events of /tts/sse and /tts/websocket, with exactly the fields of protocol sections 4.2 and 5.4.
 
-    chunk               {"type","data"(base64),"done":false,"status_code":206,"step_time"(ms),"context_id"?,"flush_id"?}
-    timestamps          {"type","done":false,"status_code":206,"word_timestamps":{"words","start","end"},"context_id"?,"flush_id"?}
-    phoneme_timestamps  {"type","done":false,"status_code":206,"phoneme_timestamps":{"phonemes","start","end"},...}
-    flush_done          {"type","done":false,"flush_done":true,"flush_id","status_code":206,"context_id"?}
-    done                {"type","done":true,"status_code":206,"context_id"?}
-    error               {"type","done":true,"status_code","error_code","title","message","error","request_id","doc_url"?,"context_id"?}
+    chunk               type, data (base64), done=false, status_code=206, step_time (ms), context_id?, flush_id?
+    timestamps          type, done=false, status_code=206, word_timestamps {words, start, end}, context_id?, flush_id?
+    phoneme_timestamps  type, done=false, status_code=206, phoneme_timestamps {phonemes, start, end}, context_id?, flush_id?
+    flush_done          type, done=false, flush_done=true, flush_id, status_code=206, context_id?
+    done                type, done=true, status_code=206, context_id?
+    error               type, done=true, status_code, error_code, title, message, error, request_id, doc_url?, context_id?
 
 ``context_id`` is omitted only when None, which only SSE requests without one produce: on the
 WebSocket every event must carry it (SDKs drop events without one, protocol 5.6). ``done`` never

@@ -397,7 +397,8 @@ def _parse_output_format(value: Any) -> OutputFormat:
     except AudioFormatError as exc:
         # the message already names the field ("unsupported output_format.sample_rate 11025; ...")
         field = exc.field.split(".", 1)[1] if exc.field.startswith("output_format.") else None
-        raise _invalid(_strip_field_prefix(str(exc), exc.field), suffix=field, error_code="invalid_output_format") from None
+        message = _strip_field_prefix(str(exc), exc.field)
+        raise _invalid(message, suffix=field, error_code="invalid_output_format") from None
 
 
 def _strip_field_prefix(message: str, field: str) -> str:
@@ -585,7 +586,10 @@ WsMessage = Union[WsGenerationRequest, WsCancelRequest]
 
 
 class TokenGrantsSpec(WireModel):
-    """``grants`` of POST /access-token."""
+    """``grants`` of POST /access-token. Unknown grant names are dropped (not kept as extras), so
+    ``model_dump()`` is always exactly ``{"tts", "stt", "agent"}``."""
+
+    model_config = ConfigDict(extra="ignore")
 
     tts: JsonBool = False
     stt: JsonBool = False

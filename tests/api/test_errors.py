@@ -47,7 +47,7 @@ CASES = [
     (AuthenticationError("missing credentials", error_code="missing_credentials"), 401, "missing_credentials", False),
     (PermissionDeniedError("no tts grant"), 403, "permission_denied", False),
     (NotFoundError("no route /stt"), 404, "not_found", False),
-    (RequestTooLargeError(2_000_000, 1_000_000), 413, "request_too_large", False),
+    (RequestTooLargeError("request body is over 1048576 bytes"), 413, "request_too_large", False),
     (RateLimitedError("64 generations are running"), 429, "concurrency_limited", False),
     (RateLimitedError("busy", retry_after_s=2.0), 429, "concurrency_limited", True),
     (TooManyContextsError(64), 429, "too_many_contexts", False),

@@ -406,6 +406,8 @@ def test_access_token_bodies():
     assert parse_access_token_request(b"") == AccessTokenRequest()
     req = parse_access_token_request('{"grants": {"tts": true, "stt": false}, "expires_in": 3600}')
     assert req.grants.tts and not req.grants.stt and not req.grants.agent and req.expires_in == 3600
+    future = parse_access_token_request({"grants": {"tts": True, "voice_design": True}})
+    assert future.grants.model_dump() == {"tts": True, "stt": False, "agent": False}
     for body, message in [
         ({"expires_in": 0}, "expires_in: must be between 1 and 3600, got 0"),
         ({"expires_in": 3601}, "expires_in: must be between 1 and 3600, got 3601"),
