@@ -1,0 +1,120 @@
+"""Real servers for gateway tests: the app on uvicorn on loopback, in a thread or a subprocess.
+
+    with LiveServer(settings) as server:      # in-process thread; server.url, server.ws_url
+        ...
+    proc = ServerProcess.start(env)           # `python -m api.cli serve` as its own process
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import httpx
+import uvicorn
+
+from api.app import build_app
+from api.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveServer:
+    """``build_app(settings)`` served by uvicorn in a background thread (its own event loop)."""
+
+    def __init__(self, settings: Settings, ssl: Optional[tuple[str, str]] = None) -> None:
+        self.port = settings.port if settings.port not in (0, 8000) else free_port()
+        config = uvicorn.Config(
+            build_app(settings), host="127.0.0.1", port=self.port, log_config=None, ws="websockets",
+            lifespan="on", ssl_certfile=ssl[0] if ssl else None, ssl_keyfile=ssl[1] if ssl else None,
+        )
+        self.server = uvicorn.Server(config)
+        self.scheme = "https" if ssl else "http"
+        self.thread = threading.Thread(target=self.server.run, name=f"uvicorn-{self.port}", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"{'wss' if self.scheme == 'https' else 'ws'}://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 120.0) -> "LiveServer":
+        self.thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("server thread exited during start-up (see the log above)")
+            if time.monotonic() > deadline:
+                raise TimeoutError("server did not start in time")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+    def __enter__(self) -> "LiveServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def runtime(self):
+        return self.server.config.app.state.runtime if hasattr(self.server.config, "app") else None
+
+
+@dataclass
+class ServerProcess:
+    """``python -m api.cli serve`` in a subprocess (a separate gateway replica)."""
+
+    process: subprocess.Popen
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @classmethod
+    def start(cls, env: dict[str, str], log_path: Path, timeout_s: float = 120.0) -> "ServerProcess":
+        port = free_port()
+        full_env = {**os.environ, **env, "GEPARD_PORT": str(port), "GEPARD_HOST": "127.0.0.1"}
+        log = open(log_path, "wb")
+        proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve"], cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+        server = cls(proc, port, log_path)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(server.url + "/", timeout=1.0).status_code == 200:
+                    return server
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        server.stop()
+        raise TimeoutError(f"server did not start:\n{log_path.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
