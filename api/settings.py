@@ -20,6 +20,11 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_TLS_CERTFILE / _KEYFILE     tls_certfile, tls_keyfile    none (both or neither; JS SDKs need wss)
     GEPARD_REDIS_URL, else REDIS_URL   redis_url                    none (embedded stores)
     GEPARD_DATA_DIR                    data_dir                     ./data
+    GEPARD_PRELOAD_DIR                 preload_dir                  none: a directory of clips cloned into
+                                                                    read-only voices at start-up (idempotent)
+    GEPARD_MAX_REF_SECONDS             max_ref_seconds              15 (keep the first N s of a clone clip;
+                                                                    0 keeps all, else at least 3)
+    GEPARD_MAX_CLIP_BYTES              max_clip_bytes               20000000 (largest clone upload, bytes)
     GEPARD_MAX_TRANSCRIPT_CHARS        max_transcript_chars         5000
     GEPARD_WS_IDLE_TIMEOUT_S           ws_idle_timeout_s            300 (Cartesia closes idle sockets at 5 min)
     GEPARD_MAX_CONTEXTS_PER_SOCKET     max_contexts_per_socket      64
@@ -52,6 +57,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from api.errors import UnknownModelError
 from engine.requests import SamplingParams
+from voices.audio_input import DEFAULT_MAX_BYTES, DEFAULT_MAX_REF_SECONDS, DEFAULT_MIN_SECONDS
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +108,9 @@ class Settings:
     tls_keyfile: Optional[Path] = field(default=None, metadata=_env("GEPARD_TLS_KEYFILE"))
     redis_url: Optional[str] = field(default=None, repr=False, metadata=_env("GEPARD_REDIS_URL", fallback="REDIS_URL"))
     data_dir: Path = field(default=Path("./data"), metadata=_env("GEPARD_DATA_DIR"))
+    preload_dir: Optional[Path] = field(default=None, metadata=_env("GEPARD_PRELOAD_DIR"))
+    max_ref_seconds: float = field(default=DEFAULT_MAX_REF_SECONDS, metadata=_env("GEPARD_MAX_REF_SECONDS"))
+    max_clip_bytes: int = field(default=DEFAULT_MAX_BYTES, metadata=_env("GEPARD_MAX_CLIP_BYTES"))
     max_transcript_chars: int = field(default=5000, metadata=_env("GEPARD_MAX_TRANSCRIPT_CHARS"))
     ws_idle_timeout_s: float = field(default=300.0, metadata=_env("GEPARD_WS_IDLE_TIMEOUT_S"))
     max_contexts_per_socket: int = field(default=64, metadata=_env("GEPARD_MAX_CONTEXTS_PER_SOCKET"))
@@ -129,6 +138,8 @@ class Settings:
             value = getattr(self, name)
             set_(name, None if value is None else Path(value))
         set_("data_dir", Path(self.data_dir))
+        if self.preload_dir is not None:
+            set_("preload_dir", Path(self.preload_dir))
         if self.require_auth is None:
             set_("require_auth", bool(self.api_keys))
         problems = self._problems()
@@ -190,6 +201,12 @@ class Settings:
                 bad(name, f"file {str(path)!r} does not exist")
         if self.redis_url is not None and not re.match(r"(rediss?|unix)://", self.redis_url):
             bad("redis_url", "must start with redis://, rediss:// or unix://")
+        if self.preload_dir is not None and not self.preload_dir.is_dir():
+            bad("preload_dir", f"directory {str(self.preload_dir)!r} does not exist")
+        if self.max_ref_seconds != 0 and not self.max_ref_seconds >= DEFAULT_MIN_SECONDS:
+            bad("max_ref_seconds", f"must be 0 (keep whole clips) or >= {DEFAULT_MIN_SECONDS:g} (the shortest "
+                f"clip accepted), got {self.max_ref_seconds!r}")
+        in_range("max_clip_bytes", 1)
         in_range("max_transcript_chars", 1)
         in_range("ws_idle_timeout_s", 0, lo_open=True)
         in_range("max_contexts_per_socket", 1)
@@ -323,6 +340,9 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "tls_certfile": Path,
     "tls_keyfile": Path,
     "data_dir": Path,
+    "preload_dir": Path,
+    "max_ref_seconds": _parse_float,
+    "max_clip_bytes": _parse_int,
     "max_transcript_chars": _parse_int,
     "ws_idle_timeout_s": _parse_float,
     "max_contexts_per_socket": _parse_int,
