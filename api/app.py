@@ -1,7 +1,8 @@
 """Assembly: ``build_app(settings)`` -> a Starlette app whose lifespan owns every long-lived part.
 
 Start-up order (closed in reverse): engine -> codec (decoder + encoder) -> voice store (with the
-built-in default voice) -> synthesis service. Concrete backends are picked here and nowhere else.
+built-in default voice) -> voice preload (``GEPARD_PRELOAD_DIR``; idempotent, a store outage fails
+start-up) -> synthesis service. Concrete backends are picked here and nowhere else.
 """
 
 from __future__ import annotations
@@ -32,14 +33,17 @@ from engine.device import pick_device, pick_dtype
 from engine.factory import EngineOptions, create_engine
 from engine.interface import TtsEngine
 from voices.backends import open_voice_store
-from voices.cloning import VoiceCloner
+from voices.cloning import ClipLimits, VoiceCloner
 from voices.models import Voice, VoiceRecord
+from voices.preload import preload_voices
 from voices.store import VoiceStore
 
 logger = logging.getLogger(__name__)
 
 #: The model's learned null_prefix, listed as a voice with a stable id (the default voice).
 DEFAULT_VOICE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/gepard-server/voices/default"))
+#: Fixed, so every replica and restart lists the default voice at the same place (lists sort by it).
+DEFAULT_VOICE_CREATED_AT = "2025-01-01T00:00:00.000000Z"
 
 
 @dataclass
@@ -78,12 +82,21 @@ async def open_runtime(settings: Settings) -> Runtime:
         voices = open_voice_store(settings.redis_url, settings.data_dir)
         voices.register_builtin(VoiceRecord(
             voice=Voice(id=DEFAULT_VOICE_ID, name="Gepard", language="en", description="Gepard's default voice",
+                        created_at=DEFAULT_VOICE_CREATED_AT,
                         access="public", visibility="all", is_owner=False, model_fingerprint=info.fingerprint),
             prefix=engine.default_prefix(),
         ))
-        cloner = VoiceCloner(encoder, engine.compress_reference, info.fingerprint, voices)
+        cloner = VoiceCloner(encoder, engine.compress_reference, info.fingerprint, voices,
+                             limits=ClipLimits(max_bytes=settings.max_clip_bytes, max_ref_seconds=settings.max_ref_seconds))
     except BaseException:
         await engine.aclose()
+        raise
+    try:
+        if settings.preload_dir is not None:
+            await preload_voices(settings.preload_dir, cloner)
+    except BaseException:  # e.g. the store is unreachable: start-up fails, nothing stays open
+        for closer in (voices.aclose, decoder.aclose, engine.aclose):
+            await asyncio.shield(closer())
         raise
     service = SynthesisService(engine, decoder, voices, settings)
     auth = Authenticator(settings.api_keys, settings.token_secret, require_auth=bool(settings.require_auth))
