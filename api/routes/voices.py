@@ -1,7 +1,158 @@
-"""Voices API (issue 5): routes are added by voices routes module; none yet."""
+"""The voices API (protocol sections 2.1-2.3): list, get, patch, delete, clone, and the accents.
+
+    GET    /voices, /voices/   ?limit&starting_after&ending_before&q&language&gender&is_owner
+                               -> {"data": [Voice], "has_more", "next_page"}; data is [] past the end
+    POST   /voices/clone       multipart (see _clone_form.py) -> VoiceMetadata
+    GET    /voices/{id}        -> Voice (``expand[]`` is accepted; there are no preview files)
+    PATCH  /voices/{id}        JSON {name?, description?, gender?, accent?, tagline?} -> Voice
+    DELETE /voices/{id}        -> 204
+    GET    /accents            -> {"accents": [Accent]}
+
+Reads need any credential (an access token needs the ``tts`` grant); writes need an API key.
+Builtin voices (the default voice, preloaded clips) are listed and usable but read-only (403).
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+from typing import Any, Optional
 
-def routes() -> list:
-    return []
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from api.auth import Principal
+from api.protocol import InvalidFieldError, InvalidJsonError
+from api.routes._clone_form import read_clone_form
+from api.routes._common import read_body, runtime_of, start_request
+from voices.accents import ACCENTS, is_accent_id
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LIST_LIMIT = 10
+#: PATCH fields -> whether null is allowed (null clears an optional field).
+UPDATABLE_FIELDS = {"name": False, "description": True, "gender": True, "accent": True, "tagline": True}
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+async def _authorise(request: Request, write: Optional[str] = None) -> Principal:
+    principal = await runtime_of(request).auth.authenticate(request)
+    if write is not None:
+        principal.require_api_key(write)
+    return principal
+
+
+def _query_int(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidFieldError(f"{name}: expected an integer, got {raw!r}", field=name) from None
+
+
+def _query_bool(request: Request, name: str) -> Optional[bool]:
+    raw = request.query_params.get(name)
+    if raw is None or not raw.strip():
+        return None
+    if raw.strip().lower() in _TRUE:
+        return True
+    if raw.strip().lower() in _FALSE:
+        return False
+    raise InvalidFieldError(f"{name}: expected true or false, got {raw!r}", field=name)
+
+
+async def list_voices(request: Request) -> Response:
+    start_request(request)
+    await _authorise(request)
+    q = request.query_params
+    page = await runtime_of(request).voices.list(
+        limit=_query_int(request, "limit", DEFAULT_LIST_LIMIT),
+        starting_after=q.get("starting_after"), ending_before=q.get("ending_before"),
+        q=q.get("q") or None, language=q.get("language") or None, gender=q.get("gender") or None,
+        is_owner=_query_bool(request, "is_owner"),
+    )
+    return JSONResponse(page.to_api_dict())
+
+
+async def get_voice(request: Request) -> Response:
+    start_request(request)
+    await _authorise(request)
+    voice = await runtime_of(request).voices.get(request.path_params["voice_id"])
+    return JSONResponse(voice.to_api_dict())
+
+
+def _update_fields(body: bytes, request_id: str) -> dict[str, Any]:
+    """PATCH body -> store.update keyword arguments; a precise 400 for anything else."""
+    try:
+        data = json.loads(body) if body.strip() else {}
+    except ValueError as exc:
+        raise InvalidJsonError(f"PATCH body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidJsonError(f"PATCH body must be a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(UPDATABLE_FIELDS))
+    if unknown:
+        raise InvalidFieldError(
+            f"cannot update field(s) {unknown}; updatable fields are {sorted(UPDATABLE_FIELDS)}", field=unknown[0])
+    fields: dict[str, Any] = {}
+    for name, value in data.items():
+        if value is None and not UPDATABLE_FIELDS[name]:
+            raise InvalidFieldError(f"{name}: must not be null", field=name)
+        if value is not None and not isinstance(value, str):
+            raise InvalidFieldError(f"{name}: expected a string, got {type(value).__name__}", field=name)
+        if name == "accent" and value is not None and not is_accent_id(value):
+            raise InvalidFieldError(
+                f"accent: {value!r} is not a catalog accent id; send an id from GET /accents such as 'british'",
+                field=name)
+        fields[name] = "" if value is None and name in ("description", "tagline") else value
+    logger.debug("patch %s: fields %s", request_id, sorted(fields))
+    return fields
+
+
+async def update_voice(request: Request) -> Response:
+    rid = start_request(request)
+    await _authorise(request, write="update voices")
+    fields = _update_fields(await read_body(request), rid)
+    voice = await runtime_of(request).voices.update(request.path_params["voice_id"], **fields)
+    return JSONResponse(voice.to_api_dict())
+
+
+async def delete_voice(request: Request) -> Response:
+    start_request(request)
+    await _authorise(request, write="delete voices")
+    await runtime_of(request).voices.delete(request.path_params["voice_id"])
+    return Response(status_code=204)
+
+
+async def clone_voice(request: Request) -> Response:
+    rid = start_request(request)
+    await _authorise(request, write="clone voices")
+    cloner = runtime_of(request).cloner
+    form = await read_clone_form(request, cloner.limits.max_bytes)
+    logger.info("clone %s: %r (%s, %d bytes, %s)", rid, form.name, form.language, len(form.clip),
+                form.content_type or "no content type")
+    voice = await cloner.clone(
+        form.clip, form.filename, form.content_type, form.name, form.language, description=form.description,
+        gender=form.gender, accent=form.accent, base_voice_id=form.base_voice_id,
+    )
+    return JSONResponse(voice.to_metadata_dict())
+
+
+async def list_accents(request: Request) -> Response:
+    start_request(request)
+    await _authorise(request)
+    return JSONResponse({"accents": [a.to_api_dict() for a in ACCENTS]})
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/voices", list_voices, methods=["GET"]),
+        Route("/voices/", list_voices, methods=["GET"]),
+        Route("/voices/clone", clone_voice, methods=["POST"]),
+        Route("/voices/{voice_id}", get_voice, methods=["GET"]),
+        Route("/voices/{voice_id}", update_voice, methods=["PATCH"]),
+        Route("/voices/{voice_id}", delete_voice, methods=["DELETE"]),
+        Route("/accents", list_accents, methods=["GET"]),
+    ]
