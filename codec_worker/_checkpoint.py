@@ -27,7 +27,7 @@ import torch
 import yaml
 
 from codec_worker import fsq
-from codec_worker.errors import CodecFormatError, CodecNotFoundError
+from codec_worker.errors import CodecFormatError, CodecLoadError, CodecNotFoundError
 
 NEMO_MODULES = "nemo.collections.tts.modules.audio_codec_modules"
 CONFIG_NAME = "model_config.yaml"
@@ -127,7 +127,11 @@ def _nemo_class(section: str, target: Any, origin: str) -> type:
     if module_path != NEMO_MODULES or class_name not in ALLOWED_TARGETS[section]:
         allowed = ", ".join(f"{NEMO_MODULES}.{name}" for name in sorted(ALLOWED_TARGETS[section]))
         raise CodecFormatError(f"{origin}: {section}._target_ {target!r} is not supported; expected one of: {allowed}")
-    return getattr(importlib.import_module(NEMO_MODULES), class_name)
+    try:
+        module = importlib.import_module(NEMO_MODULES)
+    except ImportError as exc:
+        raise CodecLoadError(f"building the codec needs nemo_toolkit ({NEMO_MODULES}): {exc}") from exc
+    return getattr(module, class_name)
 
 
 def class_default(section: str, cfg: Mapping[str, Any], key: str, origin: str = "<config>") -> Any:
@@ -164,6 +168,8 @@ def build_modules(config: CodecConfig, sections: tuple[str, ...] = SECTIONS) -> 
 
 @dataclass(slots=True)
 class Checkpoint:
+    """A checkpoint as read, before any validation against the architecture."""
+
     config: Any  # parsed model_config.yaml
     state_dict: Mapping[str, Any]
     origin: str  # where it came from, for messages
@@ -258,6 +264,7 @@ def _resolve_hf(repo_id: str) -> Path:
 
 
 def read_source(source: str | Path) -> Checkpoint:
+    """Read a ``.nemo`` file, a directory (config + weights, or exactly one .nemo) or a HF repo id."""
     path = Path(source).expanduser()
     if path.is_file():
         return _read_nemo(path)
@@ -306,6 +313,7 @@ def fold_weight_norm(module: torch.nn.Module) -> None:
 
 
 def fingerprint(config: CodecConfig, state_dict: Mapping[str, Any]) -> str:
+    """SHA-256 hex over the inference config and every encoder/decoder/quantizer tensor as stored."""
     digest = hashlib.sha256(config.to_json().encode())
     for key in sorted(key for key in state_dict if key.split(".", 1)[0] in SECTIONS):
         tensor = state_dict[key].detach().cpu().contiguous()
