@@ -1,0 +1,165 @@
+"""The frame step the vLLM logits processors run, against the torch reference's sampling (no vLLM needed)."""
+
+import pytest
+import torch
+
+from engine.backends.vllm_layout import MAX_REPETITION_WINDOW, FrameParams, TokenLayout
+from engine.backends.vllm_sampling import SlotState, frame_step, split_logits
+from engine.sampling import repetition_penalty, sample_codes, seen_mask, stop_decision
+
+LEVELS = torch.tensor([8, 7, 6, 6] * 8)
+PADDING = torch.arange(8).view(1, 8) >= LEVELS.view(32, 1)  # [32, 8] True where code >= L_k
+
+
+def head_logits(n: int, generator: torch.Generator) -> torch.Tensor:
+    return (torch.randn(n, 32, 8, generator=generator) * 2).masked_fill(PADDING, float("-inf"))
+
+
+class Reference:
+    """One request sampled the way engine.backends.torch_generator does it (history as a list)."""
+
+    def __init__(self, params: FrameParams) -> None:
+        self.p = params
+        self.history: list[torch.Tensor] = []
+        self.frames = 0
+
+    def sample(self, logits: torch.Tensor, any_penalty: bool) -> torch.Tensor:
+        p, logits = self.p, logits.unsqueeze(0)
+        if any_penalty:  # the generator penalises the whole batch when any row asks for it
+            window = max(p.repetition_window, 1)
+            hist = torch.full((1, window, 32), -1, dtype=torch.long)
+            recent = self.history[-p.repetition_window:] if p.repetition_window > 0 else []
+            if recent:
+                hist[0, : len(recent)] = torch.stack(recent)
+            logits = repetition_penalty(logits, seen_mask(hist, 8), torch.tensor([p.repetition_penalty]))
+        codes = sample_codes(logits, torch.tensor([p.temperature]), torch.tensor([p.top_k]),
+                             torch.tensor([p.seed]), torch.tensor([self.frames]))[0]
+        self.frames += 1
+        if p.repetition_penalty != 1.0:
+            self.history.append(codes)
+            del self.history[: -max(p.repetition_window, 1)]
+        return codes
+
+
+def decode(out: torch.Tensor) -> torch.Tensor:
+    """Codes back from the processor's logits rows [N, V] -> [N, 32] (what the API reads via logprobs)."""
+    top = out.topk(33, dim=-1).indices
+    codes = torch.full((out.shape[0], 32), -1, dtype=torch.long)
+    for i, ids in enumerate(top.tolist()):
+        for t in ids:
+            if t < 256:
+                codes[i, t // 8] = t % 8
+    return codes
+
+
+PARAMS = [
+    FrameParams(0.0, 0, 1, 0.5),  # greedy
+    FrameParams(1.0, 0, 1234, 0.5),  # sampled
+    FrameParams(0.7, 3, 99, 0.5),  # top-k
+    FrameParams(0.0, 0, 5, 0.5, repetition_penalty=1.5, repetition_window=4),
+    FrameParams(0.9, 0, 7, 0.5, repetition_penalty=3.0, repetition_window=MAX_REPETITION_WINDOW),
+]
+
+
+def test_frame_step_matches_the_torch_reference_over_many_steps_and_reorders():
+    layout = TokenLayout(num_slots=8)
+    state = SlotState.allocate(layout, torch.device("cpu"))
+    slots = [3, 0, 7, 1, 4]
+    for slot, params in zip(slots, PARAMS):
+        state.assign(slot, params)
+    refs = [Reference(p) for p in PARAMS]
+    g = torch.Generator().manual_seed(0)
+    for step in range(80):  # more frames than the history ring holds
+        order = torch.randperm(len(slots), generator=g).tolist()  # vLLM reorders its batch rows
+        logits = head_logits(len(slots), g)
+        out = frame_step(state, logits, torch.full((len(slots),), -30.0), torch.tensor([slots[i] for i in order]),
+                         torch.full((len(slots),), step), penalise=True)
+        got = decode(out)
+        for row, i in enumerate(order):
+            want = refs[i].sample(logits[row], any_penalty=True)
+            assert torch.equal(got[row], want), (step, i)
+            assert torch.equal(state.last_codes[slots[i]], want)
+            assert out[row].argmax() == layout.frame_base + slots[i]
+
+
+def test_skipping_the_penalty_for_unpenalised_batches_changes_nothing():
+    layout = TokenLayout(num_slots=4)
+    a, b = SlotState.allocate(layout, torch.device("cpu")), SlotState.allocate(layout, torch.device("cpu"))
+    for state in (a, b):
+        for slot, params in enumerate(PARAMS[:3]):
+            state.assign(slot, params)
+    g = torch.Generator().manual_seed(1)
+    for step in range(5):
+        logits = head_logits(3, g)
+        args = (logits, torch.zeros(3), torch.arange(3), torch.full((3,), step))
+        assert torch.equal(frame_step(a, *args, penalise=True), frame_step(b, *args, penalise=False))
+
+
+def test_a_row_does_not_depend_on_the_rest_of_the_batch():
+    layout = TokenLayout(num_slots=4)
+    g = torch.Generator().manual_seed(2)
+    logits = head_logits(4, g)
+    alone, together = SlotState.allocate(layout, torch.device("cpu")), SlotState.allocate(layout, torch.device("cpu"))
+    for slot in range(4):
+        together.assign(slot, PARAMS[1])
+    alone.assign(2, PARAMS[1])
+    solo = frame_step(alone, logits[2:3], torch.zeros(1), torch.tensor([2]), torch.tensor([3]))
+    batch = frame_step(together, logits, torch.zeros(4), torch.arange(4), torch.tensor([3, 3, 3, 3]))
+    assert torch.equal(solo[0], batch[2])
+
+
+def test_stop_follows_the_threshold_and_is_never_taken_at_the_first_frame():
+    layout = TokenLayout(num_slots=4)
+    state = SlotState.allocate(layout, torch.device("cpu"))
+    state.assign(0, FrameParams(0.0, 0, 1, 0.5))
+    state.assign(1, FrameParams(0.0, 0, 1, 0.9))
+    stop_logit = torch.tensor([1.0, 1.0, 30.0, -1.0])  # sigmoid(1) = 0.73
+    slots, frames = torch.tensor([0, 1, 0, 0]), torch.tensor([5, 5, 0, 5])
+    out = frame_step(state, head_logits(4, torch.Generator().manual_seed(3)), stop_logit, slots, frames)
+    assert out.argmax(-1).tolist() == [layout.stop, layout.frame_base + 1, layout.frame_base + 0, layout.frame_base + 0]
+    want = stop_decision(stop_logit, torch.tensor([0.5, 0.9, 0.5, 0.5])) & (frames > 0)
+    assert (out.argmax(-1) == layout.stop).tolist() == want.tolist()
+
+
+def test_blocked_rows_end_with_stop_err_and_rows_carry_all_codes():
+    layout = TokenLayout(num_slots=2)
+    state = SlotState.allocate(layout, torch.device("cpu"))
+    state.assign(0, PARAMS[0])
+    state.assign(1, PARAMS[0])
+    logits = head_logits(2, torch.Generator().manual_seed(4))
+    out = frame_step(state, logits, torch.zeros(2), torch.tensor([0, 1]), torch.tensor([2, 2]),
+                     blocked=torch.tensor([False, True]))
+    assert out.shape == (2, layout.vocab_size) and out.dtype == torch.float32
+    assert out.argmax(-1).tolist() == [layout.frame_base, layout.stop_err]
+    assert torch.equal(decode(out), logits.argmax(-1))  # greedy picks each head's best code
+    assert (torch.isfinite(out).sum(-1) == 33).all()
+
+
+def test_split_logits_reads_the_packed_model_output():
+    layout = TokenLayout(num_slots=3)
+    packed = torch.full((2, layout.vocab_size), float("-inf"))
+    heads = head_logits(2, torch.Generator().manual_seed(5))
+    packed[:, :256] = heads.reshape(2, 256)
+    packed[:, 256] = torch.tensor([0.25, -4.0])
+    got_heads, got_stop = split_logits(packed, layout)
+    assert torch.equal(got_heads, heads) and got_stop.tolist() == [0.25, -4.0]
+
+
+def test_assign_resets_the_slot_history():
+    layout = TokenLayout(num_slots=1)
+    state = SlotState.allocate(layout, torch.device("cpu"))
+    state.assign(0, PARAMS[3])
+    g = torch.Generator().manual_seed(6)
+    for step in range(3):
+        frame_step(state, head_logits(1, g), torch.zeros(1), torch.tensor([0]), torch.tensor([step]))
+    assert (state.history_frame[0] >= 0).sum() == 3
+    state.assign(0, PARAMS[0])
+    assert (state.history_frame[0] == -1).all()
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_frame_params_survive_slot_assignment(params):
+    state = SlotState.allocate(TokenLayout(num_slots=2), torch.device("cpu"))
+    state.assign(1, params)
+    assert state.seed[1] == params.seed and state.top_k[1] == params.top_k and state.window[1] == params.repetition_window
+    assert state.temperature[1] == torch.tensor(params.temperature) and state.penalty[1] == torch.tensor(params.repetition_penalty)
