@@ -21,24 +21,34 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
 from api.auth import Authenticator
-from api.errors import error_response, new_request_id
+from api.audio.errors import AudioFormatError
+from api.errors import ApiError, ProtocolError, error_response, new_request_id
 from api.metrics import Metrics
 from api.routes import access_token, health, tts_bytes, tts_sse, tts_ws, voices as voice_routes
 from api.runtime import codec_source
 from api.settings import Settings
 from api.synthesis import SynthesisService
+from api.text.errors import TextError
+from codec_worker.errors import CodecError
 from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder
 from codec_worker.nanocodec import NanoCodec
 from engine.device import pick_device, pick_dtype
+from engine.errors import EngineError
 from engine.factory import EngineOptions, create_engine
 from engine.interface import TtsEngine
 from voices.backends import open_voice_store
 from voices.cloning import ClipLimits, VoiceCloner
+from voices.errors import VoiceStoreError
 from voices.models import Voice, VoiceRecord
 from voices.preload import preload_voices
 from voices.store import VoiceStore
 
 logger = logging.getLogger(__name__)
+
+#: Roots of every error ``api.errors`` describes on purpose (see the handler note in build_app).
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (
+    ApiError, ProtocolError, VoiceStoreError, EngineError, CodecError, AudioFormatError, TextError,
+)
 
 #: The model's learned null_prefix, listed as a voice with a stable id (the default voice).
 DEFAULT_VOICE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/gepard-server/voices/default"))
@@ -131,4 +141,9 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
         Route("/access-token", access_token.endpoint, methods=["POST"]),
         *voice_routes.routes(),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: on_error})
+    # Expected errors go through Starlette's ExceptionMiddleware, which answers and is done. Only
+    # unexpected ones reach the catch-all (ServerErrorMiddleware), which re-raises after answering,
+    # so uvicorn logs the traceback and closes the connection; expected 4xx/5xx answers must not
+    # close keep-alive connections the SDKs reuse from their pools.
+    handlers = {cls: on_error for cls in EXPECTED_ERRORS}
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={**handlers, Exception: on_error})
