@@ -131,6 +131,7 @@ async def clone_voice(request: Request) -> Response:
     await _authorise(request, write="clone voices")
     cloner = runtime_of(request).cloner
     form = await read_clone_form(request, cloner.limits.max_bytes)
+    await cloner.store.check_health()  # an unreachable store fails fast (503), before the CPU work
     logger.info("clone %s: %r (%s, %d bytes, %s)", rid, form.name, form.language, len(form.clip),
                 form.content_type or "no content type")
     voice = await cloner.clone(
