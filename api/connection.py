@@ -4,10 +4,13 @@ Contexts multiplex freely on one socket; each keeps its own order. A context is 
 machine (``ContextState``) fed by the reader loop, with one worker task that runs its jobs in order:
 
     reader:  generation message -> ctx.on_input(): text into the context's TextBuffer, complete
-             sentences (or everything, on flush / continue:false / max_buffer_delay_ms=0 / the
-             buffer timer) become ``segment`` jobs, followed by ``flush_done`` or ``done`` jobs
-    worker:  segment -> engine + codec -> ``chunk`` events (and ``timestamps`` after the segment);
-             flush_done -> ``flush_done``; done -> audio tail + exactly one ``done``
+             sentences and long clauses (or everything, on flush / continue:false /
+             max_buffer_delay_ms=0 / the buffer timer) become ``segment`` jobs, followed by
+             ``flush_done`` or ``done`` jobs
+    worker:  segment -> engine + codec -> ``chunk`` events, all of the segment's audio (each
+             segment is one engine request and one codec stream, so it is resampled on its own and
+             nothing of it waits for later text), then its ``timestamps``;
+             flush_done -> ``flush_done``; done -> exactly one ``done``
     cancel:  the worker task is cancelled (aborting the engine request) and nothing more is sent
              for that context, not even ``done`` (protocol 10)
 
@@ -18,6 +21,7 @@ socket closes with 1000 after ``ws_idle_timeout_s`` with no traffic and no conte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
@@ -40,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 _CLOSED_IDS_REMEMBERED = 1024  # finished context ids kept to answer late inputs with "context closed"
 _SEGMENT_MAX_CHARS = 400  # a boundary-less buffer is cut here
+_CLAUSE_MIN_CHARS = 60  # a ", ; :" ends a segment once it is this long (~4 s of speech)
 
 
 class ContextState(enum.Enum):
@@ -64,10 +69,10 @@ class WsContext:
         self.request_id = f"{conn.connection_id}:{first.context_id}"
         self.config = first  # model, voice, format, language and flags are fixed by the first message
         self.state = ContextState.OPEN
-        self.buffer = TextBuffer(clause_min_chars=None, max_chars=_SEGMENT_MAX_CHARS)
+        self.buffer = TextBuffer(clause_min_chars=_CLAUSE_MIN_CHARS, max_chars=_SEGMENT_MAX_CHARS)
         self.flush_id = 1
         self.jobs: asyncio.Queue[_Job] = asyncio.Queue()
-        self.sink = AudioSink(first.output_format)
+        self.samples_in = 0  # codec-rate samples of the segments spoken so far (timestamp offsets)
         self.sampling = conn.service.sampling(first)
         self.volume = conn.service.volume(first)
         self._timer: Optional[asyncio.TimerHandle] = None
@@ -145,8 +150,6 @@ class WsContext:
                 elif job.kind == "flush_done":
                     await self.conn.send(FlushDoneEvent(flush_id=job.flush_id, context_id=self.context_id))
                 else:  # done
-                    tail = await asyncio.to_thread(self.sink.finish)
-                    await self._send_audio(tail, time.perf_counter(), job.flush_id)
                     self.state = ContextState.DONE
                     await self.conn.send(DoneEvent(context_id=self.context_id))
                     logger.info("context %s done (%d segments)", self.request_id, self._segments)
@@ -171,16 +174,24 @@ class WsContext:
         prefix = await self.conn.prefix_for(cfg.voice_id)
         self._segments += 1
         pieces: list[np.ndarray] = []
-        offset_s = self.sink.samples_in / service.sample_rate_hz  # this segment's start in the context's audio
+        offset_s = self.samples_in / service.sample_rate_hz  # this segment's start in the context's audio
         t_ready = time.perf_counter()
         rid = f"{self.request_id}:{self._segments}"
-        async for pcm in service.speak(segment, prefix, self.sampling, rid):
-            if self.volume != 1.0:
-                pcm = np.clip(pcm * self.volume, -1.0, 1.0)
-            if cfg.add_timestamps:
-                pieces.append(pcm)
-            data = await asyncio.to_thread(self.sink.push, pcm)
-            t_ready = await self._send_audio(data, t_ready, job.flush_id)
+        # One sink per segment: its resampler's look-ahead is released when the segment ends, so
+        # the whole segment goes out under its own flush_id before any later flush_done.
+        sink = AudioSink(cfg.output_format)
+        # aclosing: a cancel landing outside the engine await (sending, encoding) still closes the
+        # generator at once, which aborts the engine request and frees the codec stream.
+        async with contextlib.aclosing(service.speak(segment, prefix, self.sampling, rid)) as audio:
+            async for pcm in audio:
+                if self.volume != 1.0:
+                    pcm = np.clip(pcm * self.volume, -1.0, 1.0)
+                if cfg.add_timestamps:
+                    pieces.append(pcm)
+                data = await asyncio.to_thread(sink.push, pcm)
+                t_ready = await self._send_audio(data, t_ready, job.flush_id)
+        t_ready = await self._send_audio(await asyncio.to_thread(sink.finish), t_ready, job.flush_id)
+        self.samples_in += sink.samples_in
         if cfg.add_timestamps and pieces:
             pcm = np.concatenate(pieces)
             ts = segment_timestamps(segment.normalized, pcm, offset_s, use_normalized=bool(cfg.use_normalized_timestamps))
@@ -225,7 +236,7 @@ class WsConnection:
         while True:
             timeout = self._last_activity + self.idle_timeout_s - time.monotonic()
             try:
-                raw = await asyncio.wait_for(self.ws.receive_text(), timeout=max(timeout, 0.001))
+                message = await asyncio.wait_for(self.ws.receive(), timeout=max(timeout, 0.001))
             except asyncio.TimeoutError:
                 if any(ctx.working for ctx in self.contexts.values()):
                     self._last_activity = time.monotonic()
@@ -235,14 +246,15 @@ class WsConnection:
                     await self.ws.close(code=1000, reason="idle timeout")
                     return
                 continue
-            except KeyError:
-                # a binary frame: starlette's receive_text reads message["text"]
-                await self.send(error_event(ProtocolError("messages must be JSON text frames"), self.connection_id))
-                continue
+            if message["type"] == "websocket.disconnect":
+                raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
+            # JSON arrives in text frames; a binary frame is read as UTF-8 JSON too, so its
+            # context gets an answer (parse_ws_message names the problem if it is not JSON)
+            raw = message["text"] if message.get("text") is not None else message.get("bytes") or b""
             self._last_activity = time.monotonic()
             await self._dispatch(raw)
 
-    async def _dispatch(self, raw: str) -> None:
+    async def _dispatch(self, raw: str | bytes) -> None:
         try:
             msg = parse_ws_message(raw)
         except ProtocolError as exc:
@@ -284,6 +296,12 @@ class WsConnection:
             ctx = WsContext(self, msg)
             self.contexts[cid] = ctx
             logger.info("context %s opened (voice %s, %s)", ctx.request_id, msg.voice_id, msg.output_format)
+        elif ctx.state is ContextState.OPEN:
+            try:
+                self.service.check_request(msg)  # every message: transcript length, model, speed
+            except Exception as exc:
+                await ctx.fail(exc)
+                return
         try:
             ctx.on_input(msg)
         except ContextClosedError as exc:
