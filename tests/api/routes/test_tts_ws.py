@@ -1,0 +1,406 @@
+"""/tts/websocket on a live server with a raw client: contexts multiplexed on one socket, text in
+pieces, flushes, buffering, cancel, close, timestamps, every in-band error, idle close.
+
+Audio lengths are exact: every engine request is 24 frames (tests/api/conftest.py), and each
+segment (one engine request) is resampled on its own, so all of its audio goes out at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+import soxr
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from tests.api.conftest import gateway_settings
+from tests.api.live import LiveServer
+from tests.api.routes.audio_checks import CODEC_RATE_HZ, SAMPLES_PER_SEGMENT, expected_bytes, expected_samples
+from tests.api.routes.ws_helpers import (
+    audio_of,
+    by_context,
+    engine_idle,
+    gen,
+    read_for,
+    read_until_terminal,
+    recv,
+    send,
+    short,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+FMT_16K = {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000}
+FMT_22K = {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 22050}
+FMT_8K_MULAW = {"container": "raw", "encoding": "pcm_mulaw", "sample_rate": 8000}
+
+
+def ws_url(server) -> str:
+    return server.ws_url + "/tts/websocket"
+
+
+def section_bytes(sections: list[int], fmt: dict) -> list[int]:
+    """Expected audio bytes of each flush section (segments per section)."""
+    return [n * expected_bytes(1, fmt["encoding"], fmt["sample_rate"]) for n in sections]
+
+
+def check_context(msgs: list[dict], sections: list[int], fmt: dict) -> None:
+    """One context's messages: chunks of flush section k (flush_id k) all arrive before
+    flush_done k, flush ids count up from 1, exactly one done and it is last."""
+    assert [m["type"] for m in msgs].count("done") == 1 and msgs[-1]["type"] == "done", [short(m) for m in msgs]
+    assert all(m["type"] in ("chunk", "flush_done", "done") for m in msgs), [short(m) for m in msgs]
+    want = section_bytes(sections, fmt)
+    flushes = [m for m in msgs if m["type"] == "flush_done"]
+    assert [m["flush_id"] for m in flushes] == list(range(1, len(flushes) + 1))
+    assert all(m["flush_done"] is True and m["status_code"] == 206 for m in flushes)
+    for k, n_bytes in enumerate(want, start=1):
+        chunks = [m for m in msgs if m["type"] == "chunk" and m["flush_id"] == k]
+        assert len(b"".join(base64.b64decode(m["data"]) for m in chunks)) == n_bytes, (k, n_bytes)
+        if k <= len(flushes):  # that section's audio is complete when its flush_done arrives
+            fd = msgs.index(flushes[k - 1])
+            assert all(msgs.index(m) < fd for m in chunks), k
+    assert len(audio_of(msgs)) == sum(want)
+
+
+# --- contexts, pieces, flushes ------------------------------------------------------------------
+
+
+async def test_three_interleaved_contexts_with_pieces_and_flushes(gateway, default_voice_id):
+    v = default_voice_id
+    fa, fb, fc = FMT_16K, FMT_22K, FMT_8K_MULAW
+    opts = {"max_buffer_delay_ms": 5000}
+    async with connect(ws_url(gateway)) as ws:
+        for msg in [
+            gen("A", "Hello ", v, output_format=fa, **opts),
+            gen("B", "Good morning, ", v, output_format=fb, **opts),
+            gen("C", "One two", v, output_format=fc, **opts),
+            gen("A", "there. ", v, output_format=fa, **opts),  # A section 1: "Hello there. "
+            gen("A", "", v, output_format=fa, flush=True, **opts),
+            gen("B", "my friend.", v, output_format=fb, **opts),  # B section 1
+            gen("C", " three", v, output_format=fc, **opts),
+            gen("C", "", v, output_format=fc, flush=True, **opts),  # C section 1: "One two three"
+            gen("B", "", v, output_format=fb, flush=True, **opts),
+            gen("A", "How are you?", v, output_format=fa, **opts),  # A section 2
+            gen("A", "", v, output_format=fa, cont=False, **opts),
+            gen("B", "", v, output_format=fb, cont=False, **opts),
+            gen("C", "Four five. Six seven.", v, output_format=fc, cont=False, **opts),  # C section 2: 2 segments
+        ]:
+            await send(ws, msg)
+        msgs = await read_until_terminal(ws, "ABC")
+        ctx = by_context(msgs)
+        assert set(ctx) == {"A", "B", "C"}
+        check_context(ctx["A"], [1, 1], fa)
+        check_context(ctx["B"], [1, 0], fb)
+        check_context(ctx["C"], [1, 2], fc)
+        assert await read_for(ws, 0.3) == []  # nothing after the three dones
+
+
+async def test_context_audio_equals_the_bytes_route_and_resamples_per_segment(gateway, default_voice_id):
+    """Per-context order is kept: the chunks concatenate to the samples /tts/bytes makes with the
+    same seed; at another rate each segment equals the whole segment resampled at once."""
+    text = "Hello there. How are you today?"
+    f32 = {"container": "raw", "encoding": "pcm_f32le", "sample_rate": 22050}
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("native", text, default_voice_id, cont=False, seed=77, output_format=f32))
+        await send(ws, gen("48k", text, default_voice_id, cont=False, seed=77, output_format=f32 | {"sample_rate": 48000}))
+        ctx = by_context(await read_until_terminal(ws, ["native", "48k"]))
+    body = {"model_id": "sonic-3", "transcript": text, "voice": default_voice_id, "output_format": f32, "seed": 77}
+    r = httpx.post(gateway.url + "/tts/bytes", json=body, timeout=60)
+    assert audio_of(ctx["native"]) == r.content
+    assert {m["flush_id"] for m in ctx["native"] if m["type"] == "chunk"} == {1}
+    native = np.frombuffer(r.content, "<f4")
+    whole = np.concatenate([soxr.resample(native[i:i + SAMPLES_PER_SEGMENT], CODEC_RATE_HZ, 48000, quality="HQ")
+                            for i in (0, SAMPLES_PER_SEGMENT)])
+    streamed = np.frombuffer(audio_of(ctx["48k"]), "<f4")
+    assert len(streamed) == len(whole) == 2 * expected_samples(1, 48000)
+    assert np.abs(streamed - whole).max() < 1e-4
+
+
+@pytest.mark.parametrize("closing", ["", " ", "  \n"])
+async def test_empty_or_blank_close_gives_exactly_one_done_and_no_audio(gateway, default_voice_id, closing):
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("empty", closing, default_voice_id, cont=False))
+        assert await recv(ws) == {"type": "done", "done": True, "status_code": 206, "context_id": "empty"}
+        await send(ws, gen("after-text", "Hi there. ", default_voice_id))
+        await send(ws, gen("after-text", closing, default_voice_id, cont=False))
+        msgs = await read_until_terminal(ws, ["after-text"])
+        check_context(msgs, [1], FMT_22K)
+        assert await read_for(ws, 0.3) == []
+
+
+async def test_input_to_a_finished_or_closing_context_is_an_error(gateway, default_voice_id):
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("fin", "Hello there.", default_voice_id, cont=False))
+        await send(ws, gen("fin", "More text.", default_voice_id))  # still closing
+        msgs = await read_until_terminal(ws, ["fin"])  # the error comes first: the reader answers at once
+        assert_ws_error(msgs[-1], "fin", 400, "context_closed", "fin")
+        msgs += await read_until_terminal(ws, ["fin"])  # the context still finishes its input
+        assert [m["type"] for m in msgs].count("error") == 1
+        check_context([m for m in msgs if m["type"] != "error"], [1], FMT_22K)
+        await send(ws, gen("fin", "Again.", default_voice_id, cont=False))  # after done
+        err = await recv(ws)
+        assert err["type"] == "error" and err["error_code"] == "context_closed" and err["context_id"] == "fin"
+        assert err["status_code"] == 400 and "fin" in err["message"]
+
+
+# --- buffering ------------------------------------------------------------------------------------
+
+
+async def test_first_audio_does_not_wait_for_later_text(gateway, default_voice_id):
+    async with connect(ws_url(gateway)) as ws:
+        t0 = time.monotonic()
+        await send(ws, gen("eager", "Hello there. ", default_voice_id, max_buffer_delay_ms=5000))
+        first = await recv(ws, timeout=4.0)  # the timer would say 5 s; the sentence end says now
+        assert first["type"] == "chunk" and first["context_id"] == "eager"
+        assert time.monotonic() - t0 < 4.0
+        await send(ws, gen("eager", "", default_voice_id, cont=False))
+        msgs = [first] + await read_until_terminal(ws, ["eager"])
+        check_context(msgs, [1], FMT_22K)
+
+
+async def test_long_clause_is_generated_before_the_timer(gateway, default_voice_id):
+    clause = "Well, considering everything you have told me about the project so far, "
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("clause", clause, default_voice_id, max_buffer_delay_ms=5000))
+        await send(ws, gen("clause", "I think", default_voice_id, max_buffer_delay_ms=5000))
+        first = await recv(ws, timeout=4.0)
+        assert first["type"] == "chunk"
+        await send(ws, gen("clause", " we should wait.", default_voice_id, cont=False))
+        msgs = [first] + await read_until_terminal(ws, ["clause"])
+        check_context(msgs, [2], FMT_22K)  # the long clause, then "I think we should wait."
+
+
+async def test_max_buffer_delay_is_the_fallback_timer(gateway, default_voice_id):
+    async with connect(ws_url(gateway)) as ws:
+        t0 = time.monotonic()
+        await send(ws, gen("timer", "no sentence end here", default_voice_id, max_buffer_delay_ms=1200))
+        assert await read_for(ws, 0.7) == []  # nothing to say yet: no boundary, timer not due
+        first = await recv(ws, timeout=5.0)
+        assert first["type"] == "chunk" and time.monotonic() - t0 >= 1.1
+        await send(ws, gen("timer", "", default_voice_id, cont=False))
+        check_context([first] + await read_until_terminal(ws, ["timer"]), [1], FMT_22K)
+
+
+async def test_zero_delay_generates_each_submission_at_once(gateway, default_voice_id):
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("zero", "no boundary", default_voice_id, max_buffer_delay_ms=0))
+        first = await recv(ws, timeout=4.0)
+        assert first["type"] == "chunk"
+        await send(ws, gen("zero", " and more", default_voice_id, max_buffer_delay_ms=0, cont=False))
+        check_context([first] + await read_until_terminal(ws, ["zero"]), [2], FMT_22K)
+
+
+# --- cancel and close -------------------------------------------------------------------------------
+
+
+async def probe(ws) -> None:
+    """Send a message the server answers at once (unknown model) and wait for that answer: every
+    message the server sent before it was sent before the probe was read."""
+    cid = f"probe-{time.monotonic_ns()}"
+    await send(ws, gen(cid, "x", "v") | {"model_id": "no-such-model"})
+    while True:
+        msg = await recv(ws)
+        if msg["context_id"] == cid:
+            assert msg["type"] == "error" and msg["error_code"] == "model_not_found"
+            return
+
+
+async def test_cancel_mid_stream_sends_nothing_more_and_stops_the_engine(gateway, default_voice_id):
+    long_text = " ".join(f"Sentence {w}." for w in "one two three four five six seven eight".split())
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("victim", long_text, default_voice_id, cont=False, output_format=FMT_16K))
+        await send(ws, gen("bystander", "Hello there. Fine thanks.", default_voice_id, cont=False,
+                           output_format=FMT_16K))
+        seen: list[dict] = []
+        while not any(m["context_id"] == "victim" and m["type"] == "chunk" for m in seen):
+            seen.append(await recv(ws))
+        await send(ws, {"context_id": "victim", "cancel": True})
+        await probe(ws)
+        after = await read_until_terminal(ws, ["bystander"]) if not any(
+            m["context_id"] == "bystander" and m["type"] == "done" for m in seen) else []
+        after += await read_for(ws, 0.5)
+        assert all(m["context_id"] != "victim" for m in after), [short(m) for m in after]
+        assert not any(m["context_id"] == "victim" and m["done"] for m in seen)
+        # the other context is untouched: all its audio, one done
+        bystander = [m for m in seen + after if m["context_id"] == "bystander"]
+        check_context(bystander, [2], FMT_16K)
+        assert engine_idle(gateway, timeout_s=3.0, hold_s=0.8)
+        # later input for a cancelled context is dropped silently
+        await send(ws, gen("victim", "Are you there?", default_voice_id, cont=False))
+        await send(ws, {"context_id": "victim", "cancel": True})
+        await probe(ws)
+        assert all(m["context_id"] != "victim" for m in await read_for(ws, 0.3))
+
+
+async def test_cancel_of_unknown_or_finished_context_is_silent(gateway, default_voice_id):
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, {"context_id": "never-opened", "cancel": True})
+        await send(ws, gen("done-one", "", default_voice_id, cont=False))
+        assert (await recv(ws))["type"] == "done"
+        await send(ws, {"context_id": "done-one", "cancel": True})
+        await probe(ws)
+
+
+async def test_client_close_cancels_every_context(gateway, default_voice_id):
+    long_text = " ".join(f"Part {w}." for w in "one two three four five six seven eight".split())
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("x", long_text, default_voice_id, cont=False))
+        await send(ws, gen("y", long_text, default_voice_id, cont=False))
+        while (await recv(ws))["type"] != "chunk":
+            pass
+    assert engine_idle(gateway, timeout_s=3.0, hold_s=1.0), "contexts kept generating after the socket closed"
+
+
+# --- timestamps ---------------------------------------------------------------------------------------
+
+
+async def test_timestamps_across_continuations(gateway, default_voice_id):
+    pieces = ["Hello, ", "world! ", "It's a ", "fine day, ", "isn't it? ", "Yes. "]
+    async with connect(ws_url(gateway)) as ws:
+        for piece in pieces:
+            await send(ws, gen("ts", piece, default_voice_id, add_timestamps=True, max_buffer_delay_ms=5000))
+        await send(ws, gen("ts", "", default_voice_id, add_timestamps=True, flush=True))
+        await send(ws, gen("ts", "Bye now.", default_voice_id, add_timestamps=True, cont=False))
+        msgs = await read_until_terminal(ws, ["ts"])
+    stamps = [m for m in msgs if m["type"] == "timestamps"]
+    words = [w for m in stamps for w in m["word_timestamps"]["words"]]
+    starts = [t for m in stamps for t in m["word_timestamps"]["start"]]
+    ends = [t for m in stamps for t in m["word_timestamps"]["end"]]
+    assert words == "".join(pieces + ["Bye now."]).split()  # original tokens, punctuation attached
+    segments = 4  # "Hello, world! " "It's a fine day, isn't it? " "Yes." | "Bye now."
+    seconds = segments * SAMPLES_PER_SEGMENT / CODEC_RATE_HZ
+    assert all(0 <= s <= e <= seconds + 1e-6 for s, e in zip(starts, ends))
+    assert starts == sorted(starts) and ends == sorted(ends)
+    assert starts[words.index("Bye")] >= 3 * SAMPLES_PER_SEGMENT / CODEC_RATE_HZ - 1e-6  # times keep increasing
+    assert all(m["flush_id"] == (2 if "Bye" in m["word_timestamps"]["words"] else 1) for m in stamps)
+    assert msgs[-1]["type"] == "done"
+    check_context([m for m in msgs if m["type"] != "timestamps"], [3, 1], FMT_22K)
+
+
+# --- errors --------------------------------------------------------------------------------------------
+
+
+def assert_ws_error(msg: dict, context_id, status: int, error_code: str, *needles: str) -> None:
+    assert msg["type"] == "error" and msg["done"] is True, short(msg)
+    assert msg["context_id"] == context_id and msg["status_code"] == status and msg["error_code"] == error_code, msg
+    assert msg["title"] and msg["request_id"] and msg["error"] == f"{msg['title']}: {msg['message']}"
+    for needle in needles:
+        assert needle in msg["message"], (needle, msg["message"])
+
+
+async def test_every_in_band_error_names_its_context(gateway, default_voice_id):
+    v = default_voice_id
+    limit = gateway.runtime.settings.max_transcript_chars
+    missing_voice = gen("e-missing", "Hi.", v)
+    del missing_voice["voice"]
+    cases = [
+        ('{"context_id": "e-json", "transcript": "oops"', "e-json", 400, "invalid_json", "not valid JSON"),
+        (missing_voice, "e-missing", 400, "missing_field", "voice"),
+        (gen("e-voice", "Hi there.", "no-such-voice-id"), "e-voice", 404, "voice_not_found", "no-such-voice-id"),
+        (gen("e-model", "Hi.", v) | {"model_id": "gpt-4o-mini-tts"}, "e-model", 400, "model_not_found",
+         "gpt-4o-mini-tts"),
+        (gen("e-wav", "Hi.", v, output_format={"container": "wav", "encoding": "pcm_s16le", "sample_rate": 16000}),
+         "e-wav", 400, "invalid_output_format", "raw"),
+        (gen("e-rate", "Hi.", v, output_format={"container": "raw", "encoding": "pcm_s16le", "sample_rate": 12345}),
+         "e-rate", 400, "invalid_output_format", "sample_rate"),
+        (gen("e-long", "a" * (limit + 1), v), "e-long", 400, "transcript_too_long", str(limit)),
+        (gen("e-speed", "Hi.", v, generation_config={"speed": 1.3}), "e-speed", 400, "speed_not_supported",
+         "speed"),
+        (gen("e-delay", "Hi.", v, max_buffer_delay_ms=6000), "e-delay", 400, "invalid_request",
+         "max_buffer_delay_ms"),
+        (gen("e-embed", "Hi.", {"mode": "embedding", "embedding": [0.1] * 192}), "e-embed", 400,
+         "voice_embedding_not_supported", "voice"),
+    ]
+    async with connect(ws_url(gateway)) as ws:
+        for payload, cid, status, code, needle in cases:
+            await ws.send(payload if isinstance(payload, str) else json.dumps(payload))
+            assert_ws_error(await recv(ws), cid, status, code, needle)
+        # the socket is still fine afterwards
+        await send(ws, gen("ok", "Fine.", v, cont=False))
+        check_context(await read_until_terminal(ws, ["ok"]), [1], FMT_22K)
+
+
+async def test_limits_apply_to_every_message_of_a_context(gateway, default_voice_id):
+    limit = gateway.runtime.settings.max_transcript_chars
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("grow", "Hello ", default_voice_id))
+        await send(ws, gen("grow", "b" * (limit + 1), default_voice_id))
+        msg = await recv(ws)
+        assert_ws_error(msg, "grow", 400, "transcript_too_long", str(limit))
+
+
+async def test_unknown_fields_and_null_language_are_accepted(gateway, default_voice_id):
+    async with connect(ws_url(gateway), additional_headers={"Cartesia-Version": "2024-11-13"}) as ws:
+        await send(ws, gen("lenient", "Hello there.", {"mode": "id", "id": default_voice_id,
+                                                      "__experimental_controls": {"speed": "slow"}},
+                           cont=False, language=None, some_new_field=[1], add_phoneme_timestamps=False,
+                           pronunciation_dict_id=None, temperature=0.5, cfg_scale=1.2, max_frames=30, seed=3))
+        check_context(await read_until_terminal(ws, ["lenient"]), [1], FMT_22K)
+
+
+async def test_binary_frames_and_pings(gateway, default_voice_id):
+    async with connect(ws_url(gateway)) as ws:
+        pong = await ws.ping()
+        await asyncio.wait_for(pong, 5)
+        await ws.send(json.dumps(gen("bin", "Hello there.", default_voice_id, cont=False)).encode())
+        msg = await recv(ws)
+        assert msg["context_id"] == "bin"  # JSON in a binary frame: answered for its context
+        if msg["type"] == "error":
+            assert "text" in msg["message"]
+        else:
+            check_context([msg] + await read_until_terminal(ws, ["bin"]), [1], FMT_22K)
+
+
+# --- a server with tight limits ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tight_gateway(tiny_ckpt_dir, tmp_path_factory):
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("tight-data"), ws_idle_timeout_s=1.0,
+                                max_contexts_per_socket=2)
+    with LiveServer(settings) as server:
+        yield server
+
+
+async def test_idle_socket_closes_with_1000(tight_gateway):
+    async with connect(ws_url(tight_gateway)) as ws:
+        t0 = time.monotonic()
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), 10)
+        assert ws.close_code == 1000
+        assert 0.8 <= time.monotonic() - t0 < 5.0
+
+
+async def test_open_contexts_keep_the_socket_alive_then_idle_closes(tight_gateway, default_voice_id):
+    async with connect(ws_url(tight_gateway)) as ws:
+        await send(ws, gen("slow", "waiting for more", default_voice_id, max_buffer_delay_ms=2500))
+        first = await recv(ws, timeout=6.0)  # the socket outlived the 1 s idle timeout: a context was open
+        assert first["type"] == "chunk"
+        await send(ws, gen("slow", "", default_voice_id, cont=False))
+        await read_until_terminal(ws, ["slow"])
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), 10)
+        assert ws.close_code == 1000
+
+
+async def test_too_many_contexts_on_one_socket(tight_gateway, default_voice_id):
+    v = default_voice_id
+    async with connect(ws_url(tight_gateway)) as ws:
+        await send(ws, gen("c1", "first", v))
+        await send(ws, gen("c2", "second", v))
+        await send(ws, gen("c3", "third", v))
+        assert_ws_error(await recv(ws), "c3", 429, "too_many_contexts", "2")
+        await send(ws, {"context_id": "c1", "cancel": True})
+        await send(ws, gen("c4", "Fourth.", v, cont=False))
+        await send(ws, gen("c2", "", v, cont=False, flush=True))
+        msgs = await read_until_terminal(ws, ["c2", "c4"])
+        ctx = by_context(msgs)
+        assert "c1" not in ctx
+        check_context(ctx["c4"], [1], FMT_22K)
+        check_context(ctx["c2"], [1, 0], FMT_22K)
