@@ -8,6 +8,7 @@ that point aborts the connection (there is no in-band error channel on this rout
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import AsyncIterator
 
@@ -38,12 +39,15 @@ async def endpoint(request: Request) -> Response:
     async def audio() -> AsyncIterator[bytes]:
         sink = AudioSink(req.output_format)
         for i, segment in enumerate(segments):
-            async for pcm in svc.speak(segment, prefix, sampling, f"{rid}:{i}"):
-                if volume != 1.0:
-                    pcm = np.clip(pcm * volume, -1.0, 1.0)
-                data = await asyncio.to_thread(sink.push, pcm)
-                if data:
-                    yield data
+            # aclosing: when this generator is closed mid-segment (client gone), the engine
+            # request is aborted now rather than when the suspended generator is collected
+            async with contextlib.aclosing(svc.speak(segment, prefix, sampling, f"{rid}:{i}")) as chunks:
+                async for pcm in chunks:
+                    if volume != 1.0:
+                        pcm = np.clip(pcm * volume, -1.0, 1.0)
+                    data = await asyncio.to_thread(sink.push, pcm)
+                    if data:
+                        yield data
         tail = await asyncio.to_thread(sink.finish)
         if tail:
             yield tail

@@ -7,6 +7,7 @@ which the body ends (the SDKs read until the body closes, protocol 4.1).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import AsyncIterator
@@ -47,15 +48,17 @@ async def endpoint(request: Request) -> Response:
         for i, segment in enumerate(segments):
             offset_s = sink.samples_in / svc.sample_rate_hz
             pieces: list[np.ndarray] = []
-            async for pcm in svc.speak(segment, prefix, sampling, f"{rid}:{i}"):
-                if volume != 1.0:
-                    pcm = np.clip(pcm * volume, -1.0, 1.0)
-                pieces.append(pcm)
-                data = await asyncio.to_thread(sink.push, pcm)
-                now = time.perf_counter()
-                for piece in split_audio(data, width, cid):
-                    yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
-                since = now
+            # aclosing: closing this generator mid-segment (client gone) aborts the engine request now
+            async with contextlib.aclosing(svc.speak(segment, prefix, sampling, f"{rid}:{i}")) as chunks:
+                async for pcm in chunks:
+                    if volume != 1.0:
+                        pcm = np.clip(pcm * volume, -1.0, 1.0)
+                    pieces.append(pcm)
+                    data = await asyncio.to_thread(sink.push, pcm)
+                    now = time.perf_counter()
+                    for piece in split_audio(data, width, cid):
+                        yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
+                    since = now
             if req.add_timestamps and pieces:
                 ts = segment_timestamps(segment.normalized, np.concatenate(pieces), offset_s,
                                         use_normalized=bool(req.use_normalized_timestamps))
