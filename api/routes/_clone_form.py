@@ -1,15 +1,15 @@
 """The ``POST /voices/clone`` multipart body, read under a size limit (protocol section 2.3).
 
-    form = await read_clone_form(request, max_clip_bytes)   # CloneForm; 400/413 ApiErrors
+    form = await read_clone_form(request, max_clip_bytes)   # CloneForm; 400 ApiErrors
 
 Fields as the SDKs send them: the ``clip`` file part, ``name`` and ``language`` (required),
 ``description``, ``base_voice_id``, ``accent`` and ``gender`` (optional; empty means absent). The
 2.x fields ``mode`` and ``enhance`` are accepted and ignored, as are unknown fields (logged).
 
 The limit is enforced while the body streams in: more than ``max_clip_bytes`` plus
-``FORM_OVERHEAD_BYTES`` (room for the other fields and the part headers) is a 413 before the
+``FORM_OVERHEAD_BYTES`` (room for the other fields and the part headers) is a 400 before the
 rest is parsed. The remainder is then drained up to ``DRAIN_LIMIT_BYTES`` and discarded, so a
-client that writes its whole body before reading (httpx, the SDKs) sees the 413 rather than a
+client that writes its whole body before reading (httpx, the SDKs) sees the 400 rather than a
 reset connection, which the SDKs would retry twice.
 """
 
@@ -24,7 +24,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 
-from api.errors import BadRequestError, RequestTooLargeError
+from api.errors import BadRequestError
 from api.protocol import InvalidFieldError, MissingFieldError
 from voices.accents import is_accent_id
 
@@ -53,8 +53,10 @@ class CloneForm:
     gender: Optional[str] = None
 
 
-class ClipUploadTooLargeError(RequestTooLargeError):
-    """The multipart body is larger than any clip the server accepts."""
+class ClipUploadTooLargeError(BadRequestError):
+    """The multipart body is larger than any clip the server accepts (400, like every bad clip)."""
+
+    title = "Clip too large"
 
     def __init__(self, body_bytes: int, max_clip_bytes: int, declared: bool) -> None:
         seen = f"declares {body_bytes} bytes" if declared else f"is over {body_bytes} bytes"
@@ -72,7 +74,7 @@ async def _limited(request: Request, limit: int, max_clip_bytes: int) -> AsyncIt
     async for piece in stream:
         seen += len(piece)
         if seen > limit:
-            async for rest in stream:  # drain (bounded) so the client reads our 413
+            async for rest in stream:  # drain (bounded) so the client reads our 400
                 seen += len(rest)
                 if seen > DRAIN_LIMIT_BYTES:
                     break

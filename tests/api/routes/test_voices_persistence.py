@@ -57,7 +57,7 @@ def test_voices_survive_a_restart_and_preload_is_idempotent(tiny_ckpt_dir, tmp_p
         big = encode_clip(speech(44100, seconds=4.8), 44100, "wav")  # ~423 kB: read, then refused by size
         r = httpx.post(url + "/voices/clone", data={"name": "big", "language": "en"}, headers=AUTH,
                        files={"clip": ("big.wav", big, "audio/wav")}, timeout=60)
-        assert r.status_code == 413 and f"reference clip is {len(big)} bytes; the limit is 400000 bytes (0.4 MB)" in error_of(r)["message"]
+        assert r.status_code == 400 and f"reference clip is {len(big)} bytes; the limit is 400000 bytes (0.4 MB)" in error_of(r)["message"]
         check_permissions(url, cloned["id"])
         before_ids = ids_of(url, AUTH)
         before_audio = {vid: tts_bytes_auth(url, vid) for vid in (cloned["id"], *preloaded)}
