@@ -23,7 +23,7 @@ import torch
 
 from engine.backends.vllm_layout import MAX_REPETITION_WINDOW, FrameParams, TokenLayout
 from engine.checkpoint import WEIGHTS_FILE, validate_tensors
-from engine.config import GepardConfig
+from engine.config import BACKBONE_CONFIG_FILE, GepardConfig
 from engine.errors import CheckpointError, InvalidRequestError
 from engine.model.gepard import weights_fingerprint
 from engine.model.ref_compressor import RefCompressor
@@ -113,6 +113,9 @@ class GepardFrontend:
     def load(cls, model_dir: Path) -> "GepardFrontend":
         """Check the checkpoint (config + tensor header) and read the API-side tensors."""
         cfg = GepardConfig.from_dir(model_dir)
+        backbone_json = model_dir / BACKBONE_CONFIG_FILE
+        if not backbone_json.is_file():
+            raise CheckpointError(f"missing {BACKBONE_CONFIG_FILE} in {model_dir} (vLLM reads the backbone config from it)")
         read_header(model_dir, cfg)
         names = ["null_prefix", _FINGERPRINT_EXTRA]
         if cfg.compressor is not None:

@@ -120,3 +120,6 @@ def test_checkpoint_problems_are_found_without_loading_weights(tiny_gepard_dir, 
     (shaped / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match="missing model.safetensors"):
         GepardFrontend.load(shaped)
+    (missing / "config.json").unlink()
+    with pytest.raises(CheckpointError, match="missing config.json"):
+        GepardFrontend.load(missing)
