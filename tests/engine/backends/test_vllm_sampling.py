@@ -8,6 +8,7 @@ from engine.backends.vllm_sampling import SlotState, frame_step, split_logits
 from engine.sampling import repetition_penalty, sample_codes, seen_mask, stop_decision
 
 LEVELS = torch.tensor([8, 7, 6, 6] * 8)
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])  # the processor runs on the model's device
 PADDING = torch.arange(8).view(1, 8) >= LEVELS.view(32, 1)  # [32, 8] True where code >= L_k
 
 
@@ -61,9 +62,10 @@ PARAMS = [
 ]
 
 
-def test_frame_step_matches_the_torch_reference_over_many_steps_and_reorders():
+@pytest.mark.parametrize("device", DEVICES)
+def test_frame_step_matches_the_torch_reference_over_many_steps_and_reorders(device):
     layout = TokenLayout(num_slots=8)
-    state = SlotState.allocate(layout, torch.device("cpu"))
+    state = SlotState.allocate(layout, torch.device(device))
     slots = [3, 0, 7, 1, 4]
     for slot, params in zip(slots, PARAMS):
         state.assign(slot, params)
@@ -72,13 +74,14 @@ def test_frame_step_matches_the_torch_reference_over_many_steps_and_reorders():
     for step in range(80):  # more frames than the history ring holds
         order = torch.randperm(len(slots), generator=g).tolist()  # vLLM reorders its batch rows
         logits = head_logits(len(slots), g)
-        out = frame_step(state, logits, torch.full((len(slots),), -30.0), torch.tensor([slots[i] for i in order]),
-                         torch.full((len(slots),), step), penalise=True)
+        out = frame_step(state, logits.to(device), torch.full((len(slots),), -30.0, device=device),
+                         torch.tensor([slots[i] for i in order], device=device),
+                         torch.full((len(slots),), step, device=device), penalise=True).cpu()
         got = decode(out)
         for row, i in enumerate(order):
-            want = refs[i].sample(logits[row], any_penalty=True)
+            want = refs[i].sample(logits[row], any_penalty=True)  # the reference runs on CPU
             assert torch.equal(got[row], want), (step, i)
-            assert torch.equal(state.last_codes[slots[i]], want)
+            assert torch.equal(state.last_codes[slots[i]].cpu(), want)
             assert out[row].argmax() == layout.frame_base + slots[i]
 
 
@@ -121,14 +124,16 @@ def test_stop_follows_the_threshold_and_is_never_taken_at_the_first_frame():
     assert (out.argmax(-1) == layout.stop).tolist() == want.tolist()
 
 
-def test_blocked_rows_end_with_stop_err_and_rows_carry_all_codes():
+@pytest.mark.parametrize("device", DEVICES)
+def test_blocked_rows_end_with_stop_err_and_rows_carry_all_codes(device):
     layout = TokenLayout(num_slots=2)
-    state = SlotState.allocate(layout, torch.device("cpu"))
+    state = SlotState.allocate(layout, torch.device(device))
     state.assign(0, PARAMS[0])
     state.assign(1, PARAMS[0])
     logits = head_logits(2, torch.Generator().manual_seed(4))
-    out = frame_step(state, logits, torch.zeros(2), torch.tensor([0, 1]), torch.tensor([2, 2]),
-                     blocked=torch.tensor([False, True]))
+    on = dict(device=device)
+    out = frame_step(state, logits.to(device), torch.zeros(2, **on), torch.tensor([0, 1], **on), torch.tensor([2, 2], **on),
+                     blocked=torch.tensor([False, True], **on)).cpu()
     assert out.shape == (2, layout.vocab_size) and out.dtype == torch.float32
     assert out.argmax(-1).tolist() == [layout.frame_base, layout.stop_err]
     assert torch.equal(decode(out), logits.argmax(-1))  # greedy picks each head's best code
