@@ -35,6 +35,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from api.audio import AudioSink
 from api.errors import ContextClosedError, RateLimitedError, error_event
+from api.metrics import Metrics
 from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEvent, TimestampsEvent, split_audio
 from api.protocol.requests import ProtocolError, WsCancelRequest, WsGenerationRequest, parse_ws_message
 from api.synthesis import Segment, SynthesisService
@@ -77,6 +78,8 @@ class WsContext:
         self.volume = conn.service.volume(first)
         self._timer: Optional[asyncio.TimerHandle] = None
         self._segments = 0
+        self._opened_at = time.perf_counter()
+        self._first_audio_sent = False
         self.task = asyncio.create_task(self._worker(), name=f"ws-context-{self.context_id}")
 
     @property
@@ -138,7 +141,7 @@ class WsContext:
             self._timer.cancel()
         if asyncio.current_task() is not self.task:
             self.task.cancel()
-        await self.conn.send(error_event(exc, self.request_id, self.context_id))
+        await self.conn.send_error(exc, self.request_id, self.context_id)
 
     # -- worker ------------------------------------------------------------------------------------
     async def _worker(self) -> None:
@@ -203,6 +206,10 @@ class WsContext:
         if not data:
             return since
         now = time.perf_counter()
+        if not self._first_audio_sent:
+            self._first_audio_sent = True
+            if self.conn.metrics is not None:
+                self.conn.metrics.first_audio.labels("ws").observe(now - self._opened_at)
         width = self.config.output_format.encoding.sample_width
         for piece in split_audio(data, width, self.context_id):
             await self.conn.send(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=self.context_id, flush_id=flush_id))
@@ -210,9 +217,11 @@ class WsContext:
 
 
 class WsConnection:
-    def __init__(self, websocket: WebSocket, service: SynthesisService, idle_timeout_s: float, max_contexts: int) -> None:
+    def __init__(self, websocket: WebSocket, service: SynthesisService, idle_timeout_s: float, max_contexts: int,
+                 metrics: Optional[Metrics] = None) -> None:
         self.ws = websocket
         self.service = service
+        self.metrics = metrics
         self.idle_timeout_s = idle_timeout_s
         self.max_contexts = max_contexts
         self.connection_id = str(uuid.uuid4())
@@ -264,7 +273,7 @@ class WsConnection:
             if ctx is not None:
                 await ctx.fail(exc)
             else:
-                await self.send(error_event(exc, f"{self.connection_id}:{exc.context_id}", exc.context_id))
+                await self.send_error(exc, f"{self.connection_id}:{exc.context_id}", exc.context_id)
             return
         if isinstance(msg, WsCancelRequest):
             ctx = self.contexts.pop(msg.context_id, None)
@@ -280,21 +289,24 @@ class WsConnection:
             if previous is ContextState.CANCELLED:
                 return  # nothing at all after a cancel
             if previous is not None:
-                await self.send(error_event(ContextClosedError(cid), f"{self.connection_id}:{cid}", cid))
+                await self.send_error(ContextClosedError(cid), f"{self.connection_id}:{cid}", cid)
                 return
             if sum(c.working for c in self.contexts.values()) >= self.max_contexts:
                 exc = RateLimitedError(f"too many open contexts on this connection ({self.max_contexts}); finish or cancel one first",
                                        error_code="too_many_contexts")
-                await self.send(error_event(exc, f"{self.connection_id}:{cid}", cid))
+                await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
                 return
             try:
                 self.service.check_request(msg)
             except Exception as exc:
-                await self.send(error_event(exc, f"{self.connection_id}:{cid}", cid))
+                await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
                 self._remember(cid, ContextState.FAILED)
                 return
             ctx = WsContext(self, msg)
             self.contexts[cid] = ctx
+            if self.metrics is not None:
+                self.metrics.requests.labels("ws").inc()
+                self.metrics.ws_contexts.inc()
             logger.info("context %s opened (voice %s, %s)", ctx.request_id, msg.voice_id, msg.output_format)
         elif ctx.state is ContextState.OPEN:
             try:
@@ -305,11 +317,15 @@ class WsConnection:
         try:
             ctx.on_input(msg)
         except ContextClosedError as exc:
-            await self.send(error_event(exc, ctx.request_id, cid))
+            await self.send_error(exc, ctx.request_id, cid)
 
     def context_finished(self, ctx: WsContext) -> None:
+        """Called once per context, from its worker's ``finally`` (done, error, cancel or close)."""
         if self.contexts.get(ctx.context_id) is ctx:
             del self.contexts[ctx.context_id]
+        if self.metrics is not None:
+            self.metrics.ws_contexts.dec()
+            self.metrics.audio_seconds.labels("ws").inc(ctx.samples_in / self.service.sample_rate_hz)
         self._remember(ctx.context_id, ctx.state)
         self._last_activity = time.monotonic()
 
@@ -322,6 +338,13 @@ class WsConnection:
     async def prefix_for(self, voice_id: str):
         # resolved per request through the store's in-process cache (which revalidates deletes)
         return await self.service.voice_prefix(voice_id)
+
+    async def send_error(self, exc: BaseException, request_id: str, context_id: Optional[str]) -> None:
+        """One in-band error event (``done: true``) for ``context_id``, counted in the metrics."""
+        event = error_event(exc, request_id, context_id)
+        if self.metrics is not None:
+            self.metrics.errors.labels("ws", event.error_code or "unknown").inc()
+        await self.send(event)
 
     async def send(self, event: ServerEvent) -> None:
         text = event.to_json()

@@ -24,7 +24,8 @@ async def endpoint(websocket: WebSocket) -> None:
         return
     rt.metrics.ws_connections.inc()
     try:
-        conn = WsConnection(websocket, rt.service, rt.settings.ws_idle_timeout_s, rt.settings.max_contexts_per_socket)
+        conn = WsConnection(websocket, rt.service, rt.settings.ws_idle_timeout_s, rt.settings.max_contexts_per_socket,
+                            rt.metrics)
         await conn.run()
     finally:
         rt.metrics.ws_connections.dec()
