@@ -298,6 +298,10 @@ class WsConnection:
                 return
             try:
                 self.service.check_request(msg)
+                if msg.has_text:
+                    # an unknown voice is reported now, not when the first segment is cut (which may
+                    # be max_buffer_delay_ms later); an empty close needs no voice at all
+                    await self.service.voice_prefix(msg.voice_id)
             except Exception as exc:
                 await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
                 self._remember(cid, ContextState.FAILED)

@@ -331,6 +331,15 @@ async def test_every_in_band_error_names_its_context(gateway, default_voice_id):
         check_context(await read_until_terminal(ws, ["ok"]), [1], FMT_22K)
 
 
+async def test_unknown_voice_is_reported_at_once_not_after_the_buffer_delay(gateway, default_voice_id):
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("v-late", "no sentence end yet", "missing-voice-0001", max_buffer_delay_ms=5000))
+        assert_ws_error(await recv(ws, timeout=2.0), "v-late", 404, "voice_not_found", "missing-voice-0001")
+        # an empty close needs no voice (the Python SDK falls back to a placeholder voice id there)
+        await send(ws, gen("v-empty", "", "6ccbfb76-1fc6-48f7-b71d-91ac6298247b", cont=False))
+        assert (await recv(ws))["type"] == "done"
+
+
 async def test_limits_apply_to_every_message_of_a_context(gateway, default_voice_id):
     limit = gateway.runtime.settings.max_transcript_chars
     async with connect(ws_url(gateway)) as ws:
