@@ -167,7 +167,15 @@ def _cpu_kv_cache_bytes(config: VllmEngineConfig, frontend: GepardFrontend, dtyp
     env = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "")
     given = int(env) * 2**30 if env else (int(config.kv_cache_gib * 2**30) if config.kv_cache_gib is not None else None)
     if given is None:
-        return needed * block_bytes
+        import psutil
+
+        size, available = needed * block_bytes, psutil.virtual_memory().available
+        if size > available:
+            raise EngineError(
+                f"max_batch={config.max_batch} x max_model_len={config.max_model_len} needs a {size / 2**30:.1f} GiB "
+                f"KV cache (no preemption) but only {available / 2**30:.1f} GiB of memory is available; "
+                "lower max_batch or max_model_len")
+        return size
     if given // block_bytes < needed:
         source = f"VLLM_CPU_KVCACHE_SPACE={env}" if env else f"kv_cache_gib={config.kv_cache_gib}"
         raise EngineError(

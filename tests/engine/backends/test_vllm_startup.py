@@ -49,6 +49,8 @@ async def test_unknown_backend_option(tiny_gepard_dir):
 async def test_a_kv_cache_that_allows_preemption_is_refused(tiny_gepard_dir, monkeypatch):
     with pytest.raises(EngineError, match=r"kv_cache_gib=0.0001 holds \d+ KV blocks but max_batch=8 .* needs 9"):
         await VllmEngine.start(VllmEngineConfig(model=tiny_gepard_dir, max_batch=8, max_model_len=128, kv_cache_gib=1e-4))
+    with pytest.raises(EngineError, match=r"needs a \d+\.\d GiB KV cache \(no preemption\) but only"):
+        await VllmEngine.start(VllmEngineConfig(model=tiny_gepard_dir, max_batch=4096, max_model_len=262144))
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     with pytest.raises(EngineError, match="VLLM_CPU_KVCACHE_SPACE=1 holds"):
         await VllmEngine.start(VllmEngineConfig(model=tiny_gepard_dir, max_batch=64, max_model_len=65536))
