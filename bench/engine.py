@@ -1,0 +1,136 @@
+"""Engine throughput of either backend on random checkpoints: xRT, per-stream RTF, time to first frame.
+
+    python bench/engine.py --backend vllm|torch [--sizes tiny,full] [--concurrency 1,8,32,64] [--frames 100]
+
+For each size, one engine is started on a random checkpoint written with ``--stop-after 0`` (its stop
+head never fires), so every stream generates exactly ``--frames`` frames. For each concurrency C, a
+short warm-up burst of C streams runs first, then C streams are submitted at once and timed:
+
+    xRT          generated audio seconds of all streams / wall seconds of the burst (higher is better)
+    RTF p50/p90  per stream: seconds from submit to its last frame / audio seconds it got (< 1 keeps up)
+    TTFF p50/p90 per stream: milliseconds from submit to its first frame (first-audio latency, minus codec)
+
+Audio seconds are frames * 1024 / 22050. Nothing here decodes audio: this measures the engine only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import machine, random_checkpoint  # noqa: E402
+from engine.interface import TtsEngine  # noqa: E402
+from engine.requests import SamplingParams, SynthesisRequest  # noqa: E402
+
+TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the forest."
+PROMPT_ROOM = 256  # positions kept for the prompt (prefix + repeated text) when sizing vLLM's max_model_len
+
+
+@dataclass
+class Result:
+    backend: str
+    size: str
+    concurrency: int
+    frames: int
+    wall_s: float
+    xrt: float
+    rtf_p50: float
+    rtf_p90: float
+    ttff_p50_ms: float
+    ttff_p90_ms: float
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+async def burst(engine: TtsEngine, concurrency: int, frames: int, tag: str) -> tuple[float, list[tuple[float, float, int]]]:
+    """Run ``concurrency`` streams at once; returns the wall time and (ttff_s, total_s, frames) per stream."""
+
+    async def one(i: int) -> tuple[float, float, int]:
+        request = SynthesisRequest(f"{tag}-{i}", TEXT, None, SamplingParams(temperature=0.4, seed=i, max_frames=frames))
+        t0 = time.perf_counter()
+        first, n = None, 0
+        async for chunk in engine.generate(request):
+            if first is None and chunk.num_frames:
+                first = time.perf_counter() - t0
+            n += chunk.num_frames
+        return first or 0.0, time.perf_counter() - t0, n
+
+    t0 = time.perf_counter()
+    streams = await asyncio.gather(*[one(i) for i in range(concurrency)])
+    return time.perf_counter() - t0, list(streams)
+
+
+async def start_engine(args: argparse.Namespace, checkpoint: Path, max_batch: int) -> TtsEngine:
+    if args.backend == "vllm":
+        from engine.backends.vllm_backend import VllmEngine, VllmEngineConfig
+
+        config = VllmEngineConfig(model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch,
+                                  max_model_len=args.frames + PROMPT_ROOM, enforce_eager=args.enforce_eager,
+                                  gpu_memory_utilization=args.gpu_memory_utilization)
+        return await VllmEngine.start(config)
+    from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
+
+    config = TorchEngineConfig(model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch)
+    return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, config)
+
+
+async def run(args: argparse.Namespace) -> list[Result]:
+    levels = [int(c) for c in args.concurrency.split(",")]
+    results: list[Result] = []
+    print(f"machine: {machine()}", flush=True)
+    print(f"{'backend':>7} {'size':>5} {'C':>4} {'xRT':>8} {'RTF p50':>8} {'RTF p90':>8} {'TTFF p50':>9} {'TTFF p90':>9}  (ms)",
+          flush=True)
+    for size in args.sizes.split(","):
+        checkpoint = random_checkpoint(size, stop_after=0)
+        t0 = time.perf_counter()
+        engine = await start_engine(args, checkpoint, max(levels))
+        print(f"# {args.backend} engine for {size} started in {time.perf_counter() - t0:.1f} s", flush=True)
+        spf = engine.model_info.samples_per_frame / engine.model_info.sample_rate_hz  # audio seconds per frame
+        try:
+            for c in levels:
+                await burst(engine, c, min(4, args.frames), f"warm{c}")
+                wall, streams = await burst(engine, c, args.frames, f"c{c}")
+                audio = [n * spf for _, _, n in streams]
+                rtf = [total / max(a, 1e-9) for (_, total, _), a in zip(streams, audio)]
+                ttff = [first * 1000 for first, _, _ in streams]
+                r = Result(args.backend, size, c, args.frames, wall, sum(audio) / wall, statistics.median(rtf),
+                           percentile(rtf, 0.9), statistics.median(ttff), percentile(ttff, 0.9))
+                results.append(r)
+                print(f"{r.backend:>7} {size:>5} {c:4d} {r.xrt:8.2f} {r.rtf_p50:8.3f} {r.rtf_p90:8.3f} "
+                      f"{r.ttff_p50_ms:9.1f} {r.ttff_p90_ms:9.1f}", flush=True)
+        finally:
+            await engine.aclose()
+    return results
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=("vllm", "torch"), default="vllm")
+    p.add_argument("--sizes", default="tiny", help="comma list of random checkpoint sizes: tiny, full")
+    p.add_argument("--concurrency", default="1,8,32,64", help="comma list of concurrent streams per burst")
+    p.add_argument("--frames", type=int, default=100, help="frames per stream (21.5 frames = 1 s of audio)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
+    p.add_argument("--enforce-eager", action="store_true", default=None,
+                   help="vLLM: no CUDA graphs / torch.compile (default: eager on CPU only)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    p.add_argument("--json", type=Path, help="also write the results here")
+    args = p.parse_args()
+    results = asyncio.run(run(args))
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(), "results": [asdict(r) for r in results]}, indent=2))
+
+
+if __name__ == "__main__":  # vLLM spawns its engine processes: keep module import side-effect free
+    main()
