@@ -8,7 +8,6 @@ seams add nothing). Containers are parsed here from their specifications, not wi
 
 from __future__ import annotations
 
-import audioop  # noqa: F401  (stdlib G.711 reference; deprecated but present on 3.11/3.12)
 import struct
 from dataclasses import dataclass
 
@@ -30,16 +29,71 @@ def expected_bytes(segments: int, encoding: str, rate_hz: int) -> int:
     return expected_samples(segments, rate_hz) * SAMPLE_WIDTH[encoding]
 
 
+# --- G.711 reference (the classic Sun/CCITT reference code, as the stdlib's audioop does it) ----------
+
+_SEG_U_END = (0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF, 0x1FFF)
+_SEG_A_END = (0x1F, 0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF)
+
+
+def _segment(value: int, ends: tuple[int, ...]) -> int:
+    return next((i for i, end in enumerate(ends) if value <= end), len(ends))
+
+
+def _ulaw_encode_one(pcm: int) -> int:
+    pcm >>= 2
+    mask = 0x7F if pcm < 0 else 0xFF
+    pcm = min(-pcm if pcm < 0 else pcm, 8159) + 33
+    seg = _segment(pcm, _SEG_U_END)
+    return (0x7F ^ mask) if seg >= 8 else (((seg << 4) | ((pcm >> (seg + 1)) & 0xF)) ^ mask)
+
+
+def _ulaw_decode_one(code: int) -> int:
+    code = ~code & 0xFF
+    t = (((code & 0x0F) << 3) + 0x84) << ((code & 0x70) >> 4)
+    return (0x84 - t) if code & 0x80 else (t - 0x84)
+
+
+def _alaw_encode_one(pcm: int) -> int:
+    pcm >>= 3
+    mask = 0xD5 if pcm >= 0 else 0x55
+    pcm = pcm if pcm >= 0 else -pcm - 1
+    seg = _segment(pcm, _SEG_A_END)
+    if seg >= 8:
+        return 0x7F ^ mask
+    return ((seg << 4) | ((pcm >> (1 if seg < 2 else seg)) & 0xF)) ^ mask
+
+
+def _alaw_decode_one(code: int) -> int:
+    code ^= 0x55
+    t, seg = (code & 0x0F) << 4, (code & 0x70) >> 4
+    t = t + 8 if seg == 0 else (t + 0x108) << max(seg - 1, 0)
+    return t if code & 0x80 else -t
+
+
+_LIN = np.arange(-32768, 32768)
+ULAW_ENCODE = np.array([_ulaw_encode_one(int(x)) for x in _LIN], np.uint8)  # index: s16 + 32768
+ALAW_ENCODE = np.array([_alaw_encode_one(int(x)) for x in _LIN], np.uint8)
+ULAW_DECODE = np.array([_ulaw_decode_one(c) for c in range(256)], np.int16)  # index: code byte
+ALAW_DECODE = np.array([_alaw_decode_one(c) for c in range(256)], np.int16)
+
+
+def g711_encode(s16: bytes, encoding: str) -> bytes:
+    table = ULAW_ENCODE if encoding == "pcm_mulaw" else ALAW_ENCODE
+    return table[np.frombuffer(s16, "<i2").astype(np.int32) + 32768].tobytes()
+
+
+def g711_decode(codes: bytes, encoding: str) -> bytes:
+    table = ULAW_DECODE if encoding == "pcm_mulaw" else ALAW_DECODE
+    return table[np.frombuffer(codes, np.uint8)].astype("<i2").tobytes()
+
+
 def decode(data: bytes, encoding: str) -> np.ndarray:
-    """Raw samples -> float32 in [-1, 1], with the stdlib's G.711 decoders as the reference."""
+    """Raw samples -> float32 in [-1, 1] (G.711 through the reference decoder above)."""
     if encoding == "pcm_f32le":
         return np.frombuffer(data, "<f4").astype(np.float32)
     if encoding == "pcm_s16le":
         return np.frombuffer(data, "<i2").astype(np.float32) / 32768.0
-    import audioop as _audioop
-
-    lin = _audioop.ulaw2lin(data, 2) if encoding == "pcm_mulaw" else _audioop.alaw2lin(data, 2)
-    return np.frombuffer(lin, "<i2").astype(np.float32) / 32768.0
+    return np.frombuffer(g711_decode(data, encoding), "<i2").astype(np.float32) / 32768.0
 
 
 @dataclass(frozen=True)
