@@ -134,7 +134,8 @@ class GepardFrontend:
         if self.compressor is None:
             raise InvalidRequestError("this checkpoint has no voice-cloning compressor")
         if ref_codes.dim() != 2 or ref_codes.shape[1] != self.config.num_channels or ref_codes.shape[0] == 0:
-            raise InvalidRequestError(f"reference codes must have shape [T>0, {self.config.num_channels}], got {list(ref_codes.shape)}")
+            raise InvalidRequestError(
+                f"reference codes must have shape [T>0, {self.config.num_channels}], got {list(ref_codes.shape)}")
         if bool(((ref_codes < 0) | (ref_codes >= self.levels)).any()):
             raise InvalidRequestError("reference codes are outside the codec's levels")
         return self.compressor(ref_codes.long().unsqueeze(0))[0].float()

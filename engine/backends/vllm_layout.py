@@ -173,5 +173,6 @@ def hf_overrides(layout: TokenLayout, rope_theta: float, partial_rotary_factor: 
     return {
         "architectures": [ARCHITECTURE],
         "vocab_size": layout.vocab_size,
-        "rope_parameters": {"rope_type": "default", "rope_theta": float(rope_theta), "partial_rotary_factor": float(partial_rotary_factor)},
+        "rope_parameters": {"rope_type": "default", "rope_theta": float(rope_theta),
+                            "partial_rotary_factor": float(partial_rotary_factor)},
     }

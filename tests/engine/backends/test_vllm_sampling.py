@@ -167,4 +167,5 @@ def test_frame_params_survive_slot_assignment(params):
     state = SlotState.allocate(TokenLayout(num_slots=2), torch.device("cpu"))
     state.assign(1, params)
     assert state.seed[1] == params.seed and state.top_k[1] == params.top_k and state.window[1] == params.repetition_window
-    assert state.temperature[1] == torch.tensor(params.temperature) and state.penalty[1] == torch.tensor(params.repetition_penalty)
+    assert state.temperature[1] == torch.tensor(params.temperature)
+    assert state.penalty[1] == torch.tensor(params.repetition_penalty)
