@@ -41,6 +41,7 @@ class Result:
     concurrency: int
     frames: int
     wall_s: float
+    frames_per_s: float
     xrt: float
     rtf_p50: float
     rtf_p90: float
@@ -89,7 +90,7 @@ async def run(args: argparse.Namespace) -> list[Result]:
     levels = [int(c) for c in args.concurrency.split(",")]
     results: list[Result] = []
     print(f"machine: {machine()}", flush=True)
-    print(f"{'backend':>7} {'size':>5} {'C':>4} {'xRT':>8} {'RTF p50':>8} {'RTF p90':>8} {'TTFF p50':>9} {'TTFF p90':>9}  (ms)",
+    print(f"{'backend':>7} {'size':>5} {'C':>4} {'frames/s':>9} {'xRT':>8} {'RTF p50':>8} {'RTF p90':>8} {'TTFF p50':>9} {'TTFF p90':>9}  (ms)",
           flush=True)
     for size in args.sizes.split(","):
         checkpoint = random_checkpoint(size, stop_after=0)
@@ -104,17 +105,18 @@ async def run(args: argparse.Namespace) -> list[Result]:
                 audio = [n * spf for _, _, n in streams]
                 rtf = [total / max(a, 1e-9) for (_, total, _), a in zip(streams, audio)]
                 ttff = [first * 1000 for first, _, _ in streams]
-                r = Result(args.backend, size, c, args.frames, wall, sum(audio) / wall, statistics.median(rtf),
+                total_frames = sum(n for _, _, n in streams)
+                r = Result(args.backend, size, c, args.frames, wall, total_frames / wall, sum(audio) / wall, statistics.median(rtf),
                            percentile(rtf, 0.9), statistics.median(ttff), percentile(ttff, 0.9))
                 results.append(r)
-                print(f"{r.backend:>7} {size:>5} {c:4d} {r.xrt:8.2f} {r.rtf_p50:8.3f} {r.rtf_p90:8.3f} "
+                print(f"{r.backend:>7} {size:>5} {c:4d} {r.frames_per_s:9.1f} {r.xrt:8.2f} {r.rtf_p50:8.3f} {r.rtf_p90:8.3f} "
                       f"{r.ttff_p50_ms:9.1f} {r.ttff_p90_ms:9.1f}", flush=True)
         finally:
             await engine.aclose()
     return results
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=("vllm", "torch"), default="vllm")
     p.add_argument("--sizes", default="tiny", help="comma list of random checkpoint sizes: tiny, full")
@@ -126,7 +128,7 @@ def main() -> None:
                    help="vLLM: no CUDA graphs / torch.compile (default: eager on CPU only)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.85)
     p.add_argument("--json", type=Path, help="also write the results here")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     results = asyncio.run(run(args))
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "results": [asdict(r) for r in results]}, indent=2))
