@@ -185,10 +185,8 @@ class WsContext:
         sink = AudioSink(cfg.output_format)
         # aclosing: a cancel landing outside the engine await (sending, encoding) still closes the
         # generator at once, which aborts the engine request and frees the codec stream.
-        async with contextlib.aclosing(service.speak(segment, prefix, self.sampling, rid)) as audio:
+        async with contextlib.aclosing(service.speak(segment, prefix, self.sampling, rid, self.volume)) as audio:
             async for pcm in audio:
-                if self.volume != 1.0:
-                    pcm = np.clip(pcm * self.volume, -1.0, 1.0)
                 if cfg.add_timestamps:
                     pieces.append(pcm)
                 data = await asyncio.to_thread(sink.push, pcm)

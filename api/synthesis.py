@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from api.errors import BadRequestError, RateLimitedError, TranscriptTooLongError, UnknownModelError
+from api.protocol.requests import EmptyTranscriptError
 from api.settings import Settings
 from api.text import NormalizedText, TextBuffer, normalize
 from codec_worker.interface import CodecDecoder
@@ -39,6 +40,16 @@ DEFAULT_LANGUAGE = "en"
 class SpeedNotSupportedError(BadRequestError):
     default_error_code = "speed_not_supported"
     title = "Speed control not supported"
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A checked HTTP request, ready to speak: everything resolved before the response starts."""
+
+    prefix: torch.Tensor
+    segments: list["Segment"]
+    sampling: SamplingParams
+    volume: float
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,15 @@ class SynthesisService:
         cfg = getattr(req, "generation_config", None)
         return float(cfg.volume) if cfg is not None and cfg.volume is not None else 1.0
 
+    async def prepare(self, req) -> PreparedRequest:
+        """Check a /tts/bytes or /tts/sse request and resolve its voice and segments (errors are 4xx)."""
+        self.check_request(req)
+        prefix = await self.voice_prefix(req.voice_id)
+        segments = self.plan(req.transcript, req.effective_language, req.normalization)
+        if not segments:
+            raise EmptyTranscriptError("transcript: nothing to speak after normalisation")
+        return PreparedRequest(prefix, segments, self.sampling(req), self.volume(req))
+
     async def voice_prefix(self, voice_id: str) -> torch.Tensor:
         """The stored speaker prefix [K, H] of ``voice_id`` (cached in process by the store)."""
         prompt = await self.voices.get_prompt(voice_id)
@@ -116,9 +136,11 @@ class SynthesisService:
 
     # -- audio ----------------------------------------------------------------------------------
     async def speak(
-        self, segment: Segment, prefix: Optional[torch.Tensor], sampling: SamplingParams, request_id: str
+        self, segment: Segment, prefix: Optional[torch.Tensor], sampling: SamplingParams, request_id: str,
+        volume: float = 1.0,
     ) -> AsyncIterator[np.ndarray]:
-        """Generate one segment: yields PCM chunks [N] float32 @ 22050 Hz as the codec produces them."""
+        """Generate one segment: yields PCM chunks [N] float32 @ 22050 Hz as the codec produces them,
+        scaled by ``volume`` (generation_config.volume) and clipped to [-1, 1]."""
         if self._in_flight >= self.settings.max_concurrent_generations:
             raise RateLimitedError(
                 f"too many concurrent generations ({self.settings.max_concurrent_generations}); retry shortly",
@@ -133,11 +155,11 @@ class SynthesisService:
                     if chunk.num_frames:
                         pcm = await stream.push(chunk.codes)
                         if pcm.size:
-                            yield pcm
+                            yield _gain(pcm, volume)
                     if chunk.finished:
                         pcm = await stream.finish()
                         if pcm.size:
-                            yield pcm
+                            yield _gain(pcm, volume)
         finally:
             self._in_flight -= 1
             await stream.aclose()
@@ -145,3 +167,7 @@ class SynthesisService:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+
+def _gain(pcm: np.ndarray, volume: float) -> np.ndarray:
+    return pcm if volume == 1.0 else np.clip(pcm * volume, -1.0, 1.0)

@@ -13,9 +13,12 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from engine.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from engine.requests import ModelInfo
 
 GEPARD_CONFIG_FILE = "gepard_config.json"
 BACKBONE_CONFIG_FILE = "config.json"
@@ -111,6 +114,20 @@ class GepardConfig:
     @property
     def prefix_length(self) -> int:
         return self.compressor.num_queries if self.compressor else 8
+
+    def model_info(self, name: str, fingerprint: str) -> "ModelInfo":
+        from engine.requests import ModelInfo
+
+        return ModelInfo(
+            name=name,
+            hidden_size=self.hidden_size,
+            prefix_length=self.prefix_length,
+            num_channels=self.num_channels,
+            frame_rate_hz=self.codec.exact_frame_rate_hz,
+            sample_rate_hz=self.codec.sample_rate,
+            samples_per_frame=self.codec.samples_per_frame,
+            fingerprint=fingerprint,
+        )
 
     @classmethod
     def from_dir(cls, model_dir: Path) -> "GepardConfig":

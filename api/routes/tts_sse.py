@@ -19,8 +19,8 @@ from starlette.responses import Response, StreamingResponse
 from api.audio import AudioSink
 from api.errors import error_event
 from api.protocol.events import ChunkEvent, DoneEvent, TimestampsEvent, split_audio, sse_frame
-from api.protocol.requests import EmptyTranscriptError, parse_tts_request
-from api.routes._common import read_body, runtime_of, start_request
+from api.protocol.requests import parse_tts_request
+from api.routes._common import primed, read_body, runtime_of, start_request
 from api.text import segment_timestamps
 
 logger = logging.getLogger(__name__)
@@ -32,27 +32,20 @@ async def endpoint(request: Request) -> Response:
     await rt.auth.authenticate(request)
     req = parse_tts_request(await read_body(request), sse=True, request_id=rid)
     svc = rt.service
-    svc.check_request(req)
-    prefix = await svc.voice_prefix(req.voice_id)
-    segments = svc.plan(req.transcript, req.effective_language, req.normalization)
-    if not segments:
-        raise EmptyTranscriptError("transcript: nothing to speak after normalisation")
-    sampling, volume, cid = svc.sampling(req), svc.volume(req), req.context_id
-    width = req.output_format.encoding.sample_width
+    job = await svc.prepare(req)
+    cid, width = req.context_id, req.output_format.encoding.sample_width
     rt.metrics.requests.labels("sse").inc()
     t0 = time.perf_counter()
 
     async def events() -> AsyncIterator[bytes]:
         sink = AudioSink(req.output_format)
         since = time.perf_counter()
-        for i, segment in enumerate(segments):
+        for i, segment in enumerate(job.segments):
             offset_s = sink.samples_in / svc.sample_rate_hz
             pieces: list[np.ndarray] = []
             # aclosing: closing this generator mid-segment (client gone) aborts the engine request now
-            async with contextlib.aclosing(svc.speak(segment, prefix, sampling, f"{rid}:{i}")) as chunks:
+            async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume)) as chunks:
                 async for pcm in chunks:
-                    if volume != 1.0:
-                        pcm = np.clip(pcm * volume, -1.0, 1.0)
                     pieces.append(pcm)
                     data = await asyncio.to_thread(sink.push, pcm)
                     now = time.perf_counter()
@@ -70,21 +63,11 @@ async def endpoint(request: Request) -> Response:
         rt.metrics.audio_seconds.labels("sse").inc(sink.samples_in / svc.sample_rate_hz)
         yield sse_frame(DoneEvent(context_id=cid))
 
-    body = events()
-    first = await body.__anext__()  # errors before the first event are HTTP errors
+    def in_band(exc: Exception) -> bytes:  # after 200 went out, errors travel as an event
+        logger.warning("sse %s failed mid-stream: %s: %s", rid, type(exc).__name__, exc)
+        rt.metrics.errors.labels("sse", getattr(exc, "error_code", "internal_error")).inc()
+        return sse_frame(error_event(exc, rid, cid))
+
+    stream = await primed(events(), on_error=in_band)
     rt.metrics.first_audio.labels("sse").observe(time.perf_counter() - t0)
-
-    async def stream() -> AsyncIterator[bytes]:
-        try:
-            yield first
-            async for frame in body:
-                yield frame
-        except Exception as exc:  # after 200 went out, errors travel in band
-            logger.warning("sse %s failed mid-stream: %s: %s", rid, type(exc).__name__, exc)
-            rt.metrics.errors.labels("sse", getattr(exc, "error_code", "internal_error")).inc()
-            yield sse_frame(error_event(exc, rid, cid))
-        finally:
-            await body.aclose()
-
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"cache-control": "no-cache", "x-request-id": rid})
+    return StreamingResponse(stream, media_type="text/event-stream", headers={"cache-control": "no-cache", "x-request-id": rid})

@@ -74,17 +74,7 @@ class TorchEngine(TtsEngine):
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="gepard-torch-engine", daemon=True)
         self._thread.start()
-        cfg = model.config
-        self._info = ModelInfo(
-            name=str(model.model_dir or "gepard"),
-            hidden_size=cfg.hidden_size,
-            prefix_length=cfg.prefix_length,
-            num_channels=cfg.num_channels,
-            frame_rate_hz=cfg.codec.exact_frame_rate_hz,
-            sample_rate_hz=cfg.codec.sample_rate,
-            samples_per_frame=cfg.codec.samples_per_frame,
-            fingerprint=model.fingerprint,
-        )
+        self._info = model.config.model_info(str(model.model_dir or "gepard"), model.fingerprint)
 
     @classmethod
     def from_config(cls, config: TorchEngineConfig) -> "TorchEngine":

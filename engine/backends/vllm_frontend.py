@@ -28,7 +28,7 @@ from engine.errors import CheckpointError, InvalidRequestError
 from engine.model.gepard import weights_fingerprint
 from engine.model.ref_compressor import RefCompressor
 from engine.prompt import adaptive_max_frames, build_text_ids
-from engine.requests import ModelInfo, SynthesisRequest
+from engine.requests import SynthesisRequest
 from engine.sampling import new_seed
 from engine.tokenizer import TextTokenizer
 
@@ -98,16 +98,7 @@ class GepardFrontend:
             self.compressor.load_state_dict(state, strict=True)
             self.compressor.eval()
         self.levels = torch.tensor(cfg.audio_heads)
-        self.model_info = ModelInfo(
-            name=str(model_dir),
-            hidden_size=cfg.hidden_size,
-            prefix_length=cfg.prefix_length,
-            num_channels=cfg.num_channels,
-            frame_rate_hz=cfg.codec.exact_frame_rate_hz,
-            sample_rate_hz=cfg.codec.sample_rate,
-            samples_per_frame=cfg.codec.samples_per_frame,
-            fingerprint=self.fingerprint,
-        )
+        self.model_info = cfg.model_info(str(model_dir), self.fingerprint)
 
     @classmethod
     def load(cls, model_dir: Path) -> "GepardFrontend":
