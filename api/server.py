@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 
 import uvicorn
@@ -10,6 +11,8 @@ import uvicorn
 from api.app import build_app
 from api.logging_setup import configure_logging
 from api.settings import Settings, SettingsError
+from engine.checkpoint import resolve_model_dir
+from engine.errors import CheckpointError
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +28,13 @@ def serve(args: argparse.Namespace) -> int:
         print(f"gepard serve: {exc}")
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    try:
+        # find the checkpoint before starting the server, so a missing model is one clear line
+        model_dir = resolve_model_dir(settings.model)
+    except CheckpointError as exc:
+        print(f"gepard serve: {exc}")
+        return 2
+    settings = dataclasses.replace(settings, model=str(model_dir))
     scheme = "https" if settings.tls_certfile else "http"
     logger.info("serving on %s://%s:%d (model %s, backend %s)", scheme, settings.host, settings.port, settings.model, settings.backend)
     uvicorn.run(
