@@ -71,6 +71,32 @@ class SynthesisRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
 
 
+def validated_text(request: SynthesisRequest, max_frames_ceiling: int) -> str:
+    """Check a request's text and sampling knobs (both backends); returns the stripped text.
+
+    Raises InvalidRequestError naming the field and the bad value.
+    """
+    from engine.errors import InvalidRequestError
+
+    sp = request.sampling
+    text = request.text.strip()
+    if not text:
+        raise InvalidRequestError("text is empty: Gepard cannot synthesise an empty transcript")
+    checks = [
+        (sp.temperature >= 0, f"temperature must be >= 0, got {sp.temperature}"),
+        (sp.top_k >= 0, f"top_k must be >= 0, got {sp.top_k}"),
+        (0.0 < sp.stop_threshold < 1.0, f"stop_threshold must be in (0, 1), got {sp.stop_threshold}"),
+        (sp.repetition_penalty > 0, f"repetition_penalty must be > 0, got {sp.repetition_penalty}"),
+        (sp.max_frames is None or 1 <= sp.max_frames <= max_frames_ceiling,
+         f"max_frames must be in [1, {max_frames_ceiling}], got {sp.max_frames}"),
+        (sp.cfg_frames is None or sp.cfg_frames >= 0, f"cfg_frames must be >= 0, got {sp.cfg_frames}"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise InvalidRequestError(message)
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class FrameChunk:
     """Frames produced since the previous chunk of the same request.

@@ -55,16 +55,18 @@ class AudioEncoding(str, enum.Enum):
     @classmethod
     def parse(cls, value: object) -> "AudioEncoding":
         """Wire string -> member; raises UnsupportedEncodingError naming the bad value."""
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(value)
-        except ValueError:
-            accepted = ", ".join(m.value for m in cls)
-            raise UnsupportedEncodingError(
-                "output_format.encoding",
-                f"unsupported output_format.encoding {value!r}; expected one of: {accepted}",
-            ) from None
+        return parse_wire_enum(cls, value, "output_format.encoding", UnsupportedEncodingError)
+
+
+def parse_wire_enum(cls, value: object, field: str, error: type):
+    """A wire string -> member of the str-enum ``cls``; ``error(field, message)`` names the bad value."""
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(value)
+    except ValueError:
+        accepted = ", ".join(m.value for m in cls)
+        raise error(field, f"unsupported {field} {value!r}; expected one of: {accepted}") from None
 
 
 _SAMPLE_WIDTH = {

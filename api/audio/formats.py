@@ -18,7 +18,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from api.audio.encoding import AudioEncoding
+from api.audio.encoding import AudioEncoding, parse_wire_enum
 from api.audio.errors import (
     UnsupportedBitRateError,
     UnsupportedContainerError,
@@ -48,16 +48,7 @@ class Container(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: object) -> "Container":
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(value)
-        except ValueError:
-            accepted = ", ".join(m.value for m in cls)
-            raise UnsupportedContainerError(
-                "output_format.container",
-                f"unsupported output_format.container {value!r}; expected one of: {accepted}",
-            ) from None
+        return parse_wire_enum(cls, value, "output_format.container", UnsupportedContainerError)
 
 
 _MEDIA_TYPES = {

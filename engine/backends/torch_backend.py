@@ -24,7 +24,7 @@ from engine.errors import EngineDeadError, GenerationError, InvalidRequestError,
 from engine.interface import TtsEngine
 from engine.model.gepard import GepardModel
 from engine.prompt import adaptive_max_frames, build_text_ids, uncond_text_ids
-from engine.requests import FinishReason, FrameChunk, ModelInfo, SynthesisRequest
+from engine.requests import FinishReason, FrameChunk, ModelInfo, SynthesisRequest, validated_text
 from engine.sampling import new_seed
 
 logger = logging.getLogger(__name__)
@@ -90,21 +90,7 @@ class TorchEngine(TtsEngine):
     # -- request preparation (caller's thread; cheap) -------------------------------------------
     def prepare(self, request: SynthesisRequest) -> PreparedRequest:
         model, cfg, sp = self.model, self.model.config, request.sampling
-        text = request.text.strip()
-        if not text:
-            raise InvalidRequestError("text is empty: Gepard cannot synthesise an empty transcript")
-        if sp.temperature < 0:
-            raise InvalidRequestError(f"temperature must be >= 0, got {sp.temperature}")
-        if sp.top_k < 0:
-            raise InvalidRequestError(f"top_k must be >= 0, got {sp.top_k}")
-        if not 0.0 < sp.stop_threshold < 1.0:
-            raise InvalidRequestError(f"stop_threshold must be in (0, 1), got {sp.stop_threshold}")
-        if sp.repetition_penalty <= 0:
-            raise InvalidRequestError(f"repetition_penalty must be > 0, got {sp.repetition_penalty}")
-        if sp.max_frames is not None and not 1 <= sp.max_frames <= self.config.max_frames_ceiling:
-            raise InvalidRequestError(f"max_frames must be in [1, {self.config.max_frames_ceiling}], got {sp.max_frames}")
-        if sp.cfg_frames is not None and sp.cfg_frames < 0:
-            raise InvalidRequestError(f"cfg_frames must be >= 0, got {sp.cfg_frames}")
+        text = validated_text(request, self.config.max_frames_ceiling)
         if request.speaker_prefix is not None:
             model.check_prefix(request.speaker_prefix)
         assert model.tokenizer is not None

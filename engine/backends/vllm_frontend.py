@@ -28,7 +28,7 @@ from engine.errors import CheckpointError, InvalidRequestError
 from engine.model.gepard import weights_fingerprint
 from engine.model.ref_compressor import RefCompressor
 from engine.prompt import adaptive_max_frames, build_text_ids
-from engine.requests import SynthesisRequest
+from engine.requests import SynthesisRequest, validated_text
 from engine.sampling import new_seed
 from engine.tokenizer import TextTokenizer
 
@@ -150,21 +150,7 @@ class GepardFrontend:
                 max_frames_ceiling: int) -> PreparedPrompt:
         """Validate ``request`` and build its prompt; InvalidRequestError names the bad field."""
         cfg, sp = self.config, request.sampling
-        text = request.text.strip()
-        if not text:
-            raise InvalidRequestError("text is empty: Gepard cannot synthesise an empty transcript")
-        if sp.temperature < 0:
-            raise InvalidRequestError(f"temperature must be >= 0, got {sp.temperature}")
-        if sp.top_k < 0:
-            raise InvalidRequestError(f"top_k must be >= 0, got {sp.top_k}")
-        if not 0.0 < sp.stop_threshold < 1.0:
-            raise InvalidRequestError(f"stop_threshold must be in (0, 1), got {sp.stop_threshold}")
-        if sp.repetition_penalty <= 0:
-            raise InvalidRequestError(f"repetition_penalty must be > 0, got {sp.repetition_penalty}")
-        if sp.max_frames is not None and not 1 <= sp.max_frames <= max_frames_ceiling:
-            raise InvalidRequestError(f"max_frames must be in [1, {max_frames_ceiling}], got {sp.max_frames}")
-        if sp.cfg_frames is not None and sp.cfg_frames < 0:
-            raise InvalidRequestError(f"cfg_frames must be >= 0, got {sp.cfg_frames}")
+        text = validated_text(request, max_frames_ceiling)
         if sp.uses_cfg:
             raise InvalidRequestError(
                 f"classifier-free guidance (cfg_scale={sp.cfg_scale}) is not supported by the vLLM backend: "
