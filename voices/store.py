@@ -15,7 +15,11 @@ implements a handful of ``_primitives`` that are each atomic on their own.
 Prompt cache and deletes made elsewhere. Every record carries a random *generation* token written
 by ``put``. A cache hit is served after a cheap check that the backend still holds that token
 (``HGET`` of ~16 bytes on Redis, a primary-key lookup on SQLite), never a full record fetch. So
-a voice deleted through another replica is refused on the very next request here. Setting
+a voice deleted through another replica is refused on the very next request here. A backend that
+hears about deletes as they happen (Redis: every delete or prefix change publishes the voice id,
+and each store listens) skips that check while it is listening (``_cache_trusted``): a hot voice
+then costs no round trip at all, and a delete elsewhere evicts it as soon as the message lands
+(milliseconds); while not listening (starting, reconnecting) the check is made. Setting
 ``revalidate_after_s`` > 0 skips the check for entries validated that recently: no round trip
 at all for a hot voice, at the price of serving a voice deleted elsewhere for up to that long.
 When the check itself fails because the backend is unavailable, the cached prompt is served
@@ -219,8 +223,14 @@ class VoiceStore(abc.ABC):
             return await self._revalidate(voice_id, entry)
         return await self._load_prompt(voice_id)
 
+    def _cache_trusted(self) -> bool:
+        """True while the backend pushes invalidations to this store (no per-hit check needed)."""
+        return False
+
     async def _revalidate(self, voice_id: str, entry: CacheEntry) -> VoicePrompt:
         now = time.monotonic()
+        if self._cache_trusted():
+            return entry.prompt
         if self._revalidate_after_s and now - entry.validated_at < self._revalidate_after_s:
             return entry.prompt
         try:

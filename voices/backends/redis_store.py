@@ -82,7 +82,8 @@ if ARGV[6] == '1' then redis.call('SADD', KEYS[6], ARGV[1]) end
 return 1
 """
 
-# KEYS: as _PUT; ARGV: id, allow_builtin ("1"/"0"). Returns 1 deleted, 0 absent, -1 read-only.
+# KEYS: as _PUT; ARGV: id, allow_builtin ("1"/"0"), invalidation channel. Returns 1 deleted, 0 absent,
+# -1 read-only; a delete publishes the id so other replicas drop their cached prompt.
 _DELETE = """
 local member = redis.call('HGET', KEYS[2], ARGV[1])
 if not member then return 0 end
@@ -93,6 +94,7 @@ redis.call('HDEL', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 redis.call('HDEL', KEYS[5], ARGV[1])
 redis.call('SREM', KEYS[6], ARGV[1])
+redis.call('PUBLISH', ARGV[3], ARGV[1])
 return 1
 """
 
@@ -105,7 +107,8 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 """
 
-# KEYS: meta, gen, tensors; ARGV: id, expected old meta, new meta, new generation, new tensors.
+# KEYS: meta, gen, tensors; ARGV: id, expected old meta, new meta, new generation, new tensors,
+# invalidation channel (published on success).
 # Returns 1 done, 0 absent, -1 changed meanwhile.
 _REPLACE_PREFIX = """
 local current = redis.call('HGET', KEYS[1], ARGV[1])
@@ -114,6 +117,7 @@ if current ~= ARGV[2] then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
+redis.call('PUBLISH', ARGV[6], ARGV[1])
 return 1
 """
 
@@ -161,6 +165,10 @@ class RedisVoiceStore(VoiceStore):
         self._k_gen = f"{tag}:gen"
         self._k_tensors = f"{tag}:tensors"
         self._k_readonly = f"{tag}:readonly"
+        self._channel = f"{tag}:invalidate"  # pub/sub: ids of voices deleted or re-prefixed
+        self._listener: Optional[asyncio.Task] = None
+        self._listening = False
+        self._stop_listening = False
         self._all_keys = [self._k_order, self._k_member, self._k_meta, self._k_gen,
                           self._k_tensors, self._k_readonly]
         self._put_script = client.register_script(_PUT)
@@ -253,7 +261,7 @@ class RedisVoiceStore(VoiceStore):
             with map_redis_errors(action):
                 done = await self._replace_script(
                     keys=[self._k_meta, self._k_gen, self._k_tensors],
-                    args=[voice_id, old_meta, encode_voice(new.voice), generation, encode_tensors(new)])
+                    args=[voice_id, old_meta, encode_voice(new.voice), generation, encode_tensors(new), self._channel])
             if done == 1:
                 return new
             if done == 0:
@@ -264,7 +272,8 @@ class RedisVoiceStore(VoiceStore):
 
     async def _remove(self, voice_id: str, allow_builtin: bool) -> None:
         with map_redis_errors(f"delete of voice {voice_id!r}"):
-            done = await self._delete_script(keys=self._all_keys, args=[voice_id, "1" if allow_builtin else "0"])
+            done = await self._delete_script(keys=self._all_keys,
+                                             args=[voice_id, "1" if allow_builtin else "0", self._channel])
         if done == 0:
             raise VoiceNotFoundError(voice_id)
         if done == -1:
@@ -292,7 +301,50 @@ class RedisVoiceStore(VoiceStore):
         with map_redis_errors("health check"):
             await self._client.ping()
 
+    # ------------------------------------------------------------------ invalidations
+
+    def _cache_trusted(self) -> bool:
+        if self._listener is None and not self._stop_listening:
+            self._listener = asyncio.get_running_loop().create_task(self._listen(), name="voice-invalidations")
+        return self._listening
+
+    async def _listen(self) -> None:
+        """Evict cached prompts as other replicas delete or re-prefix voices; reconnect on errors."""
+        backoff = 0.1
+        while not self._stop_listening:
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self._channel)
+                # messages sent while we were not subscribed are lost: start from an empty cache
+                self._cache.clear()
+                self._listening = True
+                backoff = 0.1
+                # redis-py may swallow a cancellation inside get_message: the flag ends the loop too
+                while not self._stop_listening:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        voice_id = message["data"].decode() if isinstance(message["data"], bytes) else str(message["data"])
+                        self._cache.evict(voice_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis gone or the connection dropped: check every hit until back
+                if self._listening:
+                    logger.warning("voice invalidation channel lost (%s); validating cached voices per request", exc)
+                self._listening = False
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+            finally:
+                self._listening = False
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+
     async def _close(self) -> None:
+        self._stop_listening = True
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(self._listener, timeout=3.0)
+            self._listener = None
         if self._owns_client:
             with contextlib.suppress(Exception):
                 await self._client.aclose()

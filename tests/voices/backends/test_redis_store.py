@@ -134,3 +134,57 @@ async def test_scans_longer_than_one_script_call(redis_server: RedisServer, monk
         assert [v.id for v in back.data] == [f"s{i:02d}" for i in range(10)] and not back.has_more
     finally:
         await store.aclose()
+
+
+async def _hget_calls(client: aioredis.Redis) -> int:
+    stats = await client.info("commandstats")
+    return int(stats.get("cmdstat_hget", {}).get("calls", 0))
+
+
+async def _until(predicate, timeout_s: float = 5.0) -> None:
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not await predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_hot_voice_costs_no_round_trip_and_a_delete_elsewhere_evicts_it(redis_server: RedisServer) -> None:
+    import uuid
+
+    namespace = f"inv:{uuid.uuid4().hex[:8]}"
+    a = RedisVoiceStore.from_url(redis_server.url, namespace=namespace)
+    b = RedisVoiceStore.from_url(redis_server.url, namespace=namespace)
+    probe = aioredis.Redis.from_url(redis_server.url)
+    try:
+        record = make_record(seed=3)
+        await b.put(record)
+        voice_id = record.voice.id
+        await a.get_prompt(voice_id)  # first use starts the invalidation listener
+
+        async def listening_and_cached() -> bool:
+            await a.get_prompt(voice_id)  # reloads after the listener cleared the cache on subscribe
+            return a._listening and a.cache_info().size == 1
+
+        await _until(listening_and_cached)
+        before = await _hget_calls(probe)
+        for _ in range(20):
+            assert torch.equal((await a.get_prompt(voice_id)).prefix, record.prefix)
+        assert await _hget_calls(probe) == before  # 20 hits, not one read of Redis
+
+        await b.delete(voice_id)  # replica B deletes: the script publishes the id
+
+        async def refused() -> bool:
+            try:
+                await a.get_prompt(voice_id)
+            except VoiceNotFoundError:
+                return True
+            return False
+
+        await _until(refused, timeout_s=2.0)
+    finally:
+        await probe.aclose()
+        await a.aclose()
+        await b.aclose()
