@@ -34,7 +34,7 @@ import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from api.audio import AudioSink
-from api.errors import ContextClosedError, RateLimitedError, error_event
+from api.errors import ContextClosedError, RateLimitedError, TooManyContextsError, error_event
 from api.metrics import Metrics
 from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEvent, TimestampsEvent, split_audio
 from api.protocol.requests import ProtocolError, WsCancelRequest, WsGenerationRequest, parse_ws_message
@@ -290,9 +290,7 @@ class WsConnection:
                 await self.send_error(ContextClosedError(cid), f"{self.connection_id}:{cid}", cid)
                 return
             if sum(c.working for c in self.contexts.values()) >= self.max_contexts:
-                exc = RateLimitedError(f"too many open contexts on this connection ({self.max_contexts}); finish or cancel one first",
-                                       error_code="too_many_contexts")
-                await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
+                await self.send_error(TooManyContextsError(self.max_contexts), f"{self.connection_id}:{cid}", cid)
                 return
             try:
                 self.service.check_request(msg)

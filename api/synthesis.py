@@ -23,7 +23,7 @@ from typing import AsyncIterator, Optional
 import numpy as np
 import torch
 
-from api.errors import BadRequestError, RateLimitedError, TranscriptTooLongError, UnknownModelError
+from api.errors import BadRequestError, RateLimitedError, TranscriptTooLongError
 from api.protocol.requests import EmptyTranscriptError
 from api.settings import Settings
 from api.text import NormalizedText, TextBuffer, normalize
@@ -71,21 +71,12 @@ class SynthesisService:
         self.voices = voices
         self.settings = settings
         self.sample_rate_hz = decoder.sample_rate_hz
-        self.defaults = SamplingParams(
-            temperature=settings.temperature,
-            top_k=settings.top_k,
-            repetition_penalty=settings.repetition_penalty,
-            stop_threshold=settings.stop_threshold,
-            max_frames=settings.max_frames,
-            cfg_scale=settings.cfg_scale,
-            cfg_frames=settings.cfg_frames,
-        )
+        self.defaults = settings.default_sampling
         self._in_flight = 0
 
     # -- validation ---------------------------------------------------------------------------
     def check_model(self, model_id: str) -> None:
-        if not self.settings.accepts_model(model_id):
-            raise UnknownModelError(model_id, self.settings.model_ids)
+        self.settings.check_model_id(model_id)
 
     def check_request(self, req) -> None:
         """Checks shared by every route (``req`` is any wire request with the synthesis fields)."""
