@@ -21,6 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
 from api.auth import Authenticator
+from api.key_store import RedisKeyStore
 from api.audio.errors import AudioFormatError
 from api.errors import ApiError, ProtocolError, error_response, new_request_id
 from api.metrics import Metrics
@@ -68,9 +69,13 @@ class Runtime:
     service: SynthesisService
     auth: Authenticator
     metrics: Metrics
+    key_store: Optional[RedisKeyStore] = None
 
     async def aclose(self) -> None:
-        for name, closer in (("voices", self.voices.aclose), ("codec", self.decoder.aclose), ("engine", self.engine.aclose)):
+        closers = [("voices", self.voices.aclose), ("codec", self.decoder.aclose), ("engine", self.engine.aclose)]
+        if self.key_store is not None:
+            closers.insert(0, ("api keys", self.key_store.aclose))
+        for name, closer in closers:
             try:
                 await asyncio.shield(closer())
             except Exception:
@@ -109,9 +114,12 @@ async def open_runtime(settings: Settings) -> Runtime:
             await asyncio.shield(closer())
         raise
     service = SynthesisService(engine, decoder, voices, settings)
-    auth = Authenticator(settings.api_keys, settings.token_secret, require_auth=bool(settings.require_auth))
+    # keys from the configuration, plus (with Redis) keys every replica shares: `gepard keys add`
+    key_store = RedisKeyStore.from_url(settings.redis_url) if settings.redis_url else None
+    auth = Authenticator(settings.api_keys, settings.token_secret, require_auth=bool(settings.require_auth),
+                         key_lookup=key_store.contains if key_store else None)
     logger.info("runtime ready: model %s, codec %s, voices %s", info.name, source, type(voices).__name__)
-    return Runtime(settings, engine, codec, decoder, encoder, voices, cloner, service, auth, Metrics())
+    return Runtime(settings, engine, codec, decoder, encoder, voices, cloner, service, auth, Metrics(), key_store)
 
 
 def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlette:

@@ -3,6 +3,7 @@
     gepard synth "Hello there." -o out.wav [--voice ref.wav] [--model DIR] [--temperature 0.4] [--cfg-scale 2]
     gepard serve [--host 127.0.0.1] [--port 8000] [--model DIR] ...
     gepard tiny OUT_DIR [--size tiny|full] [--seed N] [--stop-after N]
+    gepard keys add|remove KEY | gepard keys count     (API keys shared through REDIS_URL)
 """
 
 from __future__ import annotations
@@ -82,6 +83,32 @@ def _tiny(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _keys(args: argparse.Namespace) -> int:
+    import os
+
+    from api.key_store import RedisKeyStore
+
+    url = args.redis_url or os.environ.get("GEPARD_REDIS_URL") or os.environ.get("REDIS_URL")
+    if not url:
+        print("gepard keys: set REDIS_URL (or --redis-url): keys are kept in the voice store's Redis", file=sys.stderr)
+        return 2
+    store = RedisKeyStore.from_url(url)
+    try:
+        if args.action == "add":
+            added = await store.add(args.key)
+            print("added" if added else "already present")
+        elif args.action == "remove":
+            print("removed" if await store.remove(args.key) else "not present")
+        else:
+            print(f"{await store.count()} key(s) stored (as SHA-256 digests)")
+    except ValueError as exc:
+        print(f"gepard keys: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        await store.aclose()
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     from api.server import serve
 
@@ -112,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--stop-after", type=int, default=None)
 
+    k = sub.add_parser("keys", help="manage API keys shared through Redis (REDIS_URL)")
+    k.add_argument("action", choices=["add", "remove", "count"])
+    k.add_argument("key", nargs="?", default="")
+    k.add_argument("--redis-url", default=None)
+
     v = sub.add_parser("serve", help="serve the Cartesia-compatible API")
     v.add_argument("--host", default=None)
     v.add_argument("--port", type=int, default=None)
@@ -130,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_synth(args))
         if args.command == "tiny":
             return _tiny(args)
+        if args.command == "keys":
+            return asyncio.run(_keys(args))
         return _serve(args)
     except EngineError as exc:
         print(f"gepard: error: {exc}", file=sys.stderr)
