@@ -117,7 +117,8 @@ async def open_runtime(settings: Settings) -> Runtime:
     # keys from the configuration, plus (with Redis) keys every replica shares: `gepard keys add`
     key_store = RedisKeyStore.from_url(settings.redis_url) if settings.redis_url else None
     auth = Authenticator(settings.api_keys, settings.token_secret, require_auth=bool(settings.require_auth),
-                         key_lookup=key_store.contains if key_store else None)
+                         key_lookup=key_store.contains_digest if key_store else None,
+                         key_cache_ttl_s=settings.key_cache_ttl_s)
     logger.info("runtime ready: model %s, codec %s, voices %s", info.name, source, type(voices).__name__)
     return Runtime(settings, engine, codec, decoder, encoder, voices, cloner, service, auth, Metrics(), key_store)
 

@@ -7,18 +7,42 @@ Where a credential may arrive (protocol sections 1.2-1.3), first match wins:
     3. ``?api_key=<key>``                          (browser JS, Python 1.x/2.x WebSocket)
     4. ``?access_token=<token>``                   (browser JS with a token)
 
-Keys and tokens both arrive as ``Bearer``, so every credential is looked up as a key first (in
-constant time against the configured keys), then as an access token, then through the optional
-async ``key_lookup`` hook (keys kept in Redis). The version comes from ``?cartesia_version=`` (wins)
-or the ``Cartesia-Version`` header; any value is accepted and a missing one means the newest.
+The version comes from ``?cartesia_version=`` (wins) or the ``Cartesia-Version`` header; any
+value is accepted and a missing one means the newest.
+
+How a credential is answered, in order. Only the last step needs the key store (Redis), so a
+Redis outage costs exactly the answers that cannot be given without it:
+
+    1. a configured key (``GEPARD_API_KEYS``; constant-time compare)      -> the key's principal
+    2. ``gat1.`` + anything: an access token. Bad MAC, malformed, expired -> 401 invalid_token /
+       token_expired (no Redis). A good MAC: its minting key must still be live (below).
+    3. shorter than MIN_LOOKUP_KEY_CHARS (16; the store refuses shorter keys, so it cannot hold
+       it), or no key store configured                                     -> 401 invalid_credentials
+    4. ``key_lookup(sha256 hex)`` (the Redis set of ``gepard keys add``)   -> known: the key's
+       principal; unknown: 401 invalid_credentials; the store unreachable: 503 auth_unavailable
+       (retryable: the key may well be valid).
 
 Access tokens (``POST /access-token``) are stateless, so every replica sharing the secret verifies
 them without shared state::
 
-    gat1.<base64url(JSON {"v":1,"grants":[...],"iat":s,"exp":s,"jti":hex,"sub":key id})>.<base64url(HMAC-SHA256)>
+    gat1.<base64url(JSON {"v":2,"grants":[...],"iat":s,"exp":s,"jti":hex,"kid":hex|null})>.<base64url(HMAC-SHA256)>
 
 The MAC covers ``gat1.<payload>`` with the server's ``token_secret``. Tokens carry grants
 (tts/stt/agent) and an expiry of 1-3600 s (default 60). Only an API key may mint one.
+
+Revocation: ``kid`` names the minting key, so removing a key revokes its tokens. It is the key's
+SHA-256 (the digest the Redis store keeps), masked with ``HMAC(token_secret, jti)`` so that a
+token handed to a browser is no offline oracle for guessing its key. A token is accepted only
+while its key is live: a configured key (in memory), or a member of the Redis set. A key found
+live in Redis is remembered for ``key_cache_ttl_s`` (default 2 s), so a hot key or token costs
+one Redis round trip per that interval, and **a removed key (and every token it minted) stops
+working within key_cache_ttl_s** on every replica. With Redis down, a token whose key is a
+configured key is still answered; one whose key lives only in Redis gets 503 once its cache
+entry lapses (the store cannot be asked, and accepting it could serve a revoked key).
+A configured key removed from ``GEPARD_API_KEYS`` stops (with its tokens) when the replica
+restarts without it. Tokens minted while authentication is off (anonymous) have ``kid: null``:
+they name no key, so a server that requires authentication rejects them (invalid_token).
+Tokens of the earlier format (``"v":1``, no ``kid``) are rejected (invalid_token): mint new ones.
 """
 
 from __future__ import annotations
@@ -31,7 +55,7 @@ import json
 import logging
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Awaitable, Callable, Iterable, Mapping, Optional, Union
 
@@ -42,9 +66,11 @@ from api.errors import AuthBackendUnavailableError, AuthenticationError, BadRequ
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFAULT_KEY_CACHE_TTL_S",
     "DEFAULT_TOKEN_EXPIRES_IN_S",
     "GRANT_NAMES",
     "MAX_TOKEN_EXPIRES_IN_S",
+    "MIN_LOOKUP_KEY_CHARS",
     "NEWEST_CARTESIA_VERSION",
     "Authenticator",
     "Grants",
@@ -52,6 +78,8 @@ __all__ = [
     "Principal",
     "PrincipalKind",
     "TokenClaims",
+    "key_digest",
+    "key_id",
 ]
 
 #: The version SDK 4.2.0 sends; what a request without one is treated as.
@@ -60,7 +88,16 @@ GRANT_NAMES = ("tts", "stt", "agent")
 DEFAULT_TOKEN_EXPIRES_IN_S = 60
 MAX_TOKEN_EXPIRES_IN_S = 3600
 TOKEN_PREFIX = "gat1."
+TOKEN_VERSION = 2  # 2: "kid" names the minting key (1 had none and is no longer accepted)
+#: Keys kept outside the configuration (Redis) are at least this long (RedisKeyStore.add refuses
+#: shorter ones), so a shorter credential is answered 401 without asking the store.
+MIN_LOOKUP_KEY_CHARS = 16
+#: How long a key found live in the key store is believed without asking again (the revocation bound).
+DEFAULT_KEY_CACHE_TTL_S = 2.0
+_KEY_CACHE_MAX_ENTRIES = 10_000
+_KID_MASK_LABEL = b"gepard-token-kid:"
 
+#: ``async (sha256 hex digest of a key) -> bool``: is that key in the store? Never sees the key itself.
 KeyLookup = Callable[[str], Awaitable[bool]]
 
 
@@ -108,6 +145,8 @@ class Principal:
         ``token:<jti>`` or ``anonymous``.
     subject: for a token, the credential_id of the key that minted it; else credential_id.
     expires_at: Unix seconds when a token expires; None otherwise.
+    key_digest: SHA-256 hex of the API key behind this principal (a token's minting key); None
+        when anonymous. Tokens minted for this principal name it, so removing the key revokes them.
     """
 
     kind: PrincipalKind
@@ -116,6 +155,7 @@ class Principal:
     subject: str
     cartesia_version: str = NEWEST_CARTESIA_VERSION
     expires_at: Optional[float] = None
+    key_digest: Optional[str] = field(default=None, repr=False)
 
     @property
     def is_anonymous(self) -> bool:
@@ -137,13 +177,21 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class TokenClaims:
-    """The verified contents of an access token (times are Unix seconds)."""
+    """The verified contents of an access token (times are Unix seconds).
+
+    key_digest: SHA-256 hex of the key that minted it; None for a token minted anonymously.
+    """
 
     grants: Grants
     issued_at: int
     expires_at: int
     token_id: str
-    subject: str
+    key_digest: Optional[str]
+
+    @property
+    def subject(self) -> str:
+        """The minting key's credential_id (``key:<8 hex>``), or ``anonymous``."""
+        return _key_id_of_digest(self.key_digest) if self.key_digest else "anonymous"
 
 
 def _b64encode(data: bytes) -> str:
@@ -154,20 +202,65 @@ def _b64decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def key_digest(key: str) -> str:
+    """SHA-256 hex of a key: how the Redis store keeps keys, and what tokens name (masked)."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _key_id_of_digest(digest_hex: str) -> str:
+    return "key:" + digest_hex[:8]
+
+
 def key_id(key: str) -> str:
     """A non-secret, stable id for an API key: ``key:`` + 8 hex digits of its SHA-256."""
-    return "key:" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+    return _key_id_of_digest(key_digest(key))
+
+
+class _LiveKeyCache:
+    """Digests of keys the store said were live, each believed until ``ttl_s`` after the answer.
+
+    Only positive answers are kept: a key added with ``gepard keys add`` works at once, a removed
+    one stops within ``ttl_s``. Bounded: when full, expired entries go, and if none had, all go.
+    """
+
+    def __init__(self, ttl_s: float, clock: Callable[[], float]) -> None:
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._until: dict[str, float] = {}
+
+    def __contains__(self, digest: str) -> bool:
+        until = self._until.get(digest)
+        if until is None:
+            return False
+        if self._clock() < until:
+            return True
+        del self._until[digest]
+        return False
+
+    def add(self, digest: str) -> None:
+        if self.ttl_s <= 0:
+            return
+        now = self._clock()
+        if len(self._until) >= _KEY_CACHE_MAX_ENTRIES:
+            self._until = {d: t for d, t in self._until.items() if t > now}
+            if len(self._until) >= _KEY_CACHE_MAX_ENTRIES:
+                self._until.clear()
+        self._until[digest] = now + self.ttl_s
 
 
 class Authenticator:
-    """Turns a request's or WebSocket's credential into a Principal.
+    """Turns a request's or WebSocket's credential into a Principal (rules: module docstring).
 
-    api_keys: the accepted keys (compared in constant time, never logged).
+    api_keys: the configured keys (compared in constant time, never logged).
     token_secret: HMAC key for access tokens; replicas that share it accept each other's tokens.
     require_auth: False makes every request an anonymous principal with all grants.
-    key_lookup: optional ``async (key) -> bool`` consulted for credentials that are neither a
-        configured key nor a token (e.g. keys stored in Redis); its exceptions become 503.
-    clock: ``() -> Unix seconds``, replaceable in tests.
+    key_lookup: optional ``async (sha256 hex) -> bool``: is this key in the store (Redis)? Asked
+        for credentials of at least MIN_LOOKUP_KEY_CHARS that are neither a configured key nor a
+        token, and for a token whose key is not configured; its exceptions become 503.
+    key_cache_ttl_s: how long a key the store said was live is believed (0: ask every time);
+        the bound on how long a removed key and its tokens keep working.
+    clock: ``() -> Unix seconds`` (token times); monotonic: ``() -> seconds`` (the cache);
+        both replaceable in tests.
     """
 
     def __init__(
@@ -177,22 +270,30 @@ class Authenticator:
         require_auth: bool = True,
         key_lookup: Optional[KeyLookup] = None,
         clock: Callable[[], float] = time.time,
+        *,
+        key_cache_ttl_s: float = DEFAULT_KEY_CACHE_TTL_S,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not isinstance(token_secret, (bytes, bytearray)) or len(token_secret) < 16:
             raise ValueError("token_secret must be at least 16 bytes")
+        if key_cache_ttl_s < 0:
+            raise ValueError("key_cache_ttl_s must be >= 0")
         keys = [k for k in api_keys if k]
         self._key_digests = tuple(hashlib.sha256(k.encode("utf-8")).digest() for k in keys)
+        self._static_hex = frozenset(d.hex() for d in self._key_digests)
         self._secret = bytes(token_secret)
         self.require_auth = require_auth
         self._key_lookup = key_lookup
         self._clock = clock
+        self._live = _LiveKeyCache(key_cache_ttl_s, monotonic)
         if not require_auth:
             logger.warning(
                 "authentication is disabled: every request is served as anonymous (set API keys to enable it)"
             )
         elif not keys and key_lookup is None:
             logger.warning("authentication is required but no API keys are configured: no request can authenticate")
-        logger.debug("authenticator: %d static keys, key_lookup=%s", len(keys), key_lookup is not None)
+        logger.debug("authenticator: %d static keys, key_lookup=%s, key cache %.1f s", len(keys),
+                     key_lookup is not None, key_cache_ttl_s)
 
     # -- credentials -------------------------------------------------------------------------
 
@@ -231,8 +332,7 @@ class Authenticator:
             raise AuthenticationError(bad_authorization, error_code="invalid_credentials")
         return None
 
-    def _is_static_key(self, credential: str) -> bool:
-        digest = hashlib.sha256(credential.encode("utf-8")).digest()
+    def _is_static_digest(self, digest: bytes) -> bool:
         found = False
         for known in self._key_digests:  # no early exit: the time taken does not depend on which key matched
             found |= hmac.compare_digest(digest, known)
@@ -243,7 +343,7 @@ class Authenticator:
 
         required_grant: checked for access tokens (keys have every grant); None skips the check.
         Raises AuthenticationError (401), PermissionDeniedError (403) or
-        AuthBackendUnavailableError (503, key_lookup failed).
+        AuthBackendUnavailableError (503: the key store was needed and could not be reached).
         """
         version = self.cartesia_version(conn)
         if not self.require_auth:
@@ -261,12 +361,24 @@ class Authenticator:
         return principal
 
     async def principal_for(self, credential: str, cartesia_version: str = NEWEST_CARTESIA_VERSION) -> Principal:
-        """Look one credential up: configured keys, then tokens, then ``key_lookup``."""
-        if self._is_static_key(credential):
-            cid = key_id(credential)
-            return Principal(PrincipalKind.API_KEY, Grants.all(), cid, cid, cartesia_version)
+        """Look one credential up, in the order of the module docstring."""
+        raw_digest = hashlib.sha256(credential.encode("utf-8")).digest()
+        if self._is_static_digest(raw_digest):
+            return self._key_principal(raw_digest.hex(), cartesia_version)
         if credential.startswith(TOKEN_PREFIX):
             claims = self.verify_token(credential)
+            if claims.key_digest is None:
+                raise AuthenticationError(
+                    "this access token was minted while authentication was off, so it names no API key; "
+                    "mint a new one with an API key",
+                    error_code="invalid_token",
+                )
+            if not await self._key_is_live(claims.key_digest):
+                raise AuthenticationError(
+                    "the API key that minted this access token has been removed, which revokes its tokens; "
+                    "mint a new one with a current key",
+                    error_code="token_revoked",
+                )
             return Principal(
                 PrincipalKind.ACCESS_TOKEN,
                 claims.grants,
@@ -274,32 +386,53 @@ class Authenticator:
                 claims.subject,
                 cartesia_version,
                 float(claims.expires_at),
+                claims.key_digest,
             )
-        if self._key_lookup is not None:
-            try:
-                known = await self._key_lookup(credential)
-            except Exception as exc:
-                logger.warning("API key lookup failed: %s: %s", type(exc).__name__, exc)
-                raise AuthBackendUnavailableError("the API key store cannot be reached; retry shortly") from exc
-            if known:
-                cid = key_id(credential)
-                return Principal(PrincipalKind.API_KEY, Grants.all(), cid, cid, cartesia_version)
+        if len(credential) >= MIN_LOOKUP_KEY_CHARS and await self._key_is_live(raw_digest.hex()):
+            return self._key_principal(raw_digest.hex(), cartesia_version)
         raise AuthenticationError("invalid API key or access token", error_code="invalid_credentials")
+
+    @staticmethod
+    def _key_principal(digest_hex: str, cartesia_version: str) -> Principal:
+        cid = _key_id_of_digest(digest_hex)
+        return Principal(PrincipalKind.API_KEY, Grants.all(), cid, cid, cartesia_version, None, digest_hex)
+
+    async def _key_is_live(self, digest_hex: str) -> bool:
+        """A configured key, or one the store knows (believed for key_cache_ttl_s); raises
+        AuthBackendUnavailableError when only the store could tell and it cannot be reached."""
+        if digest_hex in self._static_hex or digest_hex in self._live:
+            return True
+        if self._key_lookup is None:
+            return False
+        try:
+            known = await self._key_lookup(digest_hex)
+        except Exception as exc:
+            logger.warning("API key lookup failed: %s: %s", type(exc).__name__, exc)
+            raise AuthBackendUnavailableError("the API key store cannot be reached; retry shortly") from exc
+        if known:
+            self._live.add(digest_hex)
+        return bool(known)
 
     # -- access tokens -----------------------------------------------------------------------
 
     def _sign(self, signed_part: str) -> bytes:
         return hmac.new(self._secret, signed_part.encode("ascii"), hashlib.sha256).digest()
 
+    def _kid_mask(self, token_id: str) -> bytes:
+        # a per-token pad (jti is random): the digest is unreadable without the secret, and the
+        # token's MAC already guarantees it was not altered
+        return hmac.new(self._secret, _KID_MASK_LABEL + token_id.encode("ascii"), hashlib.sha256).digest()
+
     def mint_token(
         self,
         grants: Union[Grants, Mapping[str, bool], None] = None,
         expires_in: Optional[int] = None,
         *,
-        subject: str = "anonymous",
+        key_digest: Optional[str] = None,
     ) -> str:
         """A new access token. ``grants`` None means tts only; ``expires_in`` seconds, 1..3600
-        (None: 60). Raises BadRequestError naming the field for anything else."""
+        (None: 60); ``key_digest``: SHA-256 hex of the minting key (None: anonymous, which a
+        server requiring authentication rejects). Raises BadRequestError naming the field."""
         if grants is None:
             grants = Grants(tts=True)
         elif not isinstance(grants, Grants):
@@ -318,13 +451,20 @@ class Authenticator:
                 f"expires_in: must be between 1 and {MAX_TOKEN_EXPIRES_IN_S} seconds, got {expires_in}"
             )
         now = int(self._clock())
+        token_id = secrets.token_hex(8)
+        kid = None
+        if key_digest is not None:
+            digest = bytes.fromhex(key_digest)
+            if len(digest) != 32:
+                raise ValueError("key_digest must be a SHA-256 hex digest")
+            kid = bytes(a ^ b for a, b in zip(digest, self._kid_mask(token_id))).hex()
         claims = {
-            "v": 1,
+            "v": TOKEN_VERSION,
             "grants": list(grants.names),
             "iat": now,
             "exp": now + expires_in,
-            "jti": secrets.token_hex(8),
-            "sub": subject,
+            "jti": token_id,
+            "kid": kid,
         }
         payload = _b64encode(json.dumps(claims, separators=(",", ":")).encode("utf-8"))
         signed = TOKEN_PREFIX + payload
@@ -338,12 +478,13 @@ class Authenticator:
     ) -> str:
         """``POST /access-token``: mint for ``principal``, which must not itself be a token."""
         principal.require_api_key("mint access tokens")
-        token = self.mint_token(grants, expires_in, subject=principal.subject)
+        token = self.mint_token(grants, expires_in, key_digest=principal.key_digest)
         logger.info("access token issued for %s", principal.credential_id)
         return token
 
     def verify_token(self, token: str) -> TokenClaims:
-        """Check the MAC and expiry; raises AuthenticationError saying which check failed."""
+        """Check the MAC, format and expiry (not whether the key is still live: principal_for
+        does that); raises AuthenticationError saying which check failed."""
         invalid = AuthenticationError(
             "invalid access token (malformed, tampered with, or signed by a server with another secret)",
             error_code="invalid_token",
@@ -359,11 +500,27 @@ class Authenticator:
             raise invalid
         try:
             claims = json.loads(_b64decode(signed[len(TOKEN_PREFIX):]))
+            version = claims.get("v")
             grants = Grants.from_names(claims["grants"])
             issued_at, expires_at = int(claims["iat"]), int(claims["exp"])
-            token_id, subject = str(claims["jti"]), str(claims.get("sub", "anonymous"))
-        except (ValueError, KeyError, TypeError, binascii.Error):
+            token_id = str(claims["jti"])
+            kid = claims["kid"] if version == TOKEN_VERSION else None
+        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
             raise invalid from None
+        if version != TOKEN_VERSION:
+            raise AuthenticationError(
+                "this access token is of an older format that cannot be revoked; mint a new one",
+                error_code="invalid_token",
+            )
         if self._clock() >= expires_at:
             raise AuthenticationError("access token has expired; mint a new one", error_code="token_expired")
-        return TokenClaims(grants, issued_at, expires_at, token_id, subject)
+        digest: Optional[str] = None
+        if kid is not None:
+            try:
+                masked = bytes.fromhex(kid) if isinstance(kid, str) else b""
+            except ValueError:
+                raise invalid from None
+            if len(masked) != 32 or not token_id.isascii():
+                raise invalid
+            digest = bytes(a ^ b for a, b in zip(masked, self._kid_mask(token_id))).hex()
+        return TokenClaims(grants, issued_at, expires_at, token_id, digest)

@@ -5,22 +5,24 @@ Keys are stored as SHA-256 hex digests in one set, so a Redis dump reveals no us
     store = RedisKeyStore.from_url(redis_url)
     await store.add(key); await store.contains(key); await store.remove(key)
 
-``gepard keys add|remove|list`` manages them from the command line (``REDIS_URL`` names the server).
-The gateway passes ``contains`` to ``Authenticator(key_lookup=...)``: a credential that is neither a
-configured key nor an access token is looked up here; a Redis failure becomes a 503.
+``gepard keys add|remove|count`` manages them from the command line (``REDIS_URL`` names the server).
+The gateway passes ``contains_digest`` to ``Authenticator(key_lookup=...)``: a credential of at
+least 16 characters that is neither a configured key nor an access token is looked up here by its
+digest, and so is the minting key of an access token (removing a key revokes its tokens); a Redis
+failure becomes a 503.
 """
 
 from __future__ import annotations
 
-import hashlib
-
 import redis.asyncio as aioredis
 
+from api.auth import MIN_LOOKUP_KEY_CHARS, key_digest
+
+__all__ = ["DEFAULT_SET_KEY", "MIN_KEY_CHARS", "RedisKeyStore", "key_digest"]
+
 DEFAULT_SET_KEY = "{gepard}:api_keys"
-
-
-def key_digest(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+#: Shorter keys are refused, which lets the gateway answer a short wrong key 401 without Redis.
+MIN_KEY_CHARS = MIN_LOOKUP_KEY_CHARS
 
 
 class RedisKeyStore:
@@ -37,11 +39,15 @@ class RedisKeyStore:
         return cls(client, set_key, owns_client=True)
 
     async def contains(self, key: str) -> bool:
-        return bool(await self._client.sismember(self._set_key, key_digest(key)))
+        return await self.contains_digest(key_digest(key))
+
+    async def contains_digest(self, digest: str) -> bool:
+        """Whether the key whose SHA-256 hex digest is ``digest`` is stored (the gateway's lookup)."""
+        return bool(await self._client.sismember(self._set_key, digest))
 
     async def add(self, key: str) -> bool:
-        if len(key) < 16:
-            raise ValueError("an API key must be at least 16 characters")
+        if len(key) < MIN_KEY_CHARS:
+            raise ValueError(f"an API key must be at least {MIN_KEY_CHARS} characters")
         return bool(await self._client.sadd(self._set_key, key_digest(key)))
 
     async def remove(self, key: str) -> bool:

@@ -37,6 +37,11 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_CHUNK_FRAMES                chunk_frames                 16 (~743 ms)
     GEPARD_LOG_LEVEL                   log_level                    INFO
     GEPARD_LOG_FORMAT                  log_format                   text (text | json)
+    GEPARD_KEY_CACHE_TTL_S             key_cache_ttl_s              2 (a key found in Redis is believed this
+                                                                    long: a removed key and its tokens stop
+                                                                    working within it; 0 asks every time)
+    GEPARD_MAX_HEADER_BYTES            max_header_bytes             65536 (request line + headers of one HTTP
+                                                                    request or WebSocket upgrade; more: 431)
 
 Model ids: SDKs default to Cartesia names ("sonic-3", "sonic-latest"), so by default every ``sonic``
 id is accepted and served by Gepard, as are "gepard-1.0" and "gepard-latest"; anything else gets
@@ -127,6 +132,8 @@ class Settings:
     chunk_frames: int = field(default=16, metadata=_env("GEPARD_CHUNK_FRAMES"))
     log_level: str = field(default="INFO", metadata=_env("GEPARD_LOG_LEVEL"))
     log_format: str = field(default="text", metadata=_env("GEPARD_LOG_FORMAT"))
+    key_cache_ttl_s: float = field(default=2.0, metadata=_env("GEPARD_KEY_CACHE_TTL_S"))
+    max_header_bytes: int = field(default=64 * 1024, metadata=_env("GEPARD_MAX_HEADER_BYTES"))
 
     def __post_init__(self) -> None:
         # normalise types first (replace() and direct construction may pass str / lists)
@@ -224,6 +231,8 @@ class Settings:
         in_range("chunk_frames", 1)
         choice("log_level", LOG_LEVELS)
         choice("log_format", LOG_FORMATS)
+        in_range("key_cache_ttl_s", 0, 60)
+        in_range("max_header_bytes", 4096, 16 * 1024 * 1024)  # below 4 KiB ordinary clients break
         return problems
 
     # -- derived values ----------------------------------------------------------------------
@@ -357,4 +366,6 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "cfg_frames": _parse_int,
     "first_chunk_frames": _parse_int,
     "chunk_frames": _parse_int,
+    "key_cache_ttl_s": _parse_float,
+    "max_header_bytes": _parse_int,
 }

@@ -1,6 +1,6 @@
 """api/auth.py: credentials from every location on real Starlette Requests and WebSockets, the
-version header/query, constant-time keys, the key_lookup hook, and access tokens (mint, verify,
-expiry, tampering, grants)."""
+version header/query, constant-time keys, the key_lookup hook (digests only; what is answered
+without it), and access tokens (mint, verify, expiry, tampering, grants, revocation with the key)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,13 @@ from starlette.websockets import WebSocket
 
 from api.auth import (
     NEWEST_CARTESIA_VERSION,
+    MIN_LOOKUP_KEY_CHARS,
     TOKEN_PREFIX,
     Authenticator,
     Grants,
     Principal,
     PrincipalKind,
+    key_digest,
     key_id,
 )
 from api.errors import (
@@ -208,39 +210,75 @@ def test_keys_are_never_logged(caplog):
 def test_constructor_validates_the_secret():
     with pytest.raises(ValueError, match="at least 16 bytes"):
         Authenticator({KEY}, b"short")
+    with pytest.raises(ValueError, match="key_cache_ttl_s"):
+        Authenticator({KEY}, SECRET, key_cache_ttl_s=-1)
 
 
 # --- key_lookup hook ------------------------------------------------------------------------------
 
+REDIS_KEY = "sk_in_redis_0123456789"  # long enough to be a stored key (MIN_LOOKUP_KEY_CHARS)
 
-async def test_key_lookup_hook():
-    stored = {"sk_in_redis"}
-    seen = []
 
-    async def lookup(key: str) -> bool:
-        seen.append(key)
-        return key in stored
+class FakeStore:
+    """The key_lookup contract: digests in, bool out (a real Redis store: tests/api/routes/test_redis_keys.py)."""
 
-    auth = make_auth(key_lookup=lookup)
-    principal = await auth.principal_for("sk_in_redis")
-    assert principal.kind is PrincipalKind.API_KEY and principal.credential_id == key_id("sk_in_redis")
-    with pytest.raises(AuthenticationError):
-        await auth.principal_for("sk_unknown")
-    # static keys and tokens never reach the hook
+    def __init__(self, *keys: str) -> None:
+        self.digests = {key_digest(k) for k in keys}
+        self.asked: list[str] = []
+        self.down = False
+
+    async def __call__(self, digest: str) -> bool:
+        self.asked.append(digest)
+        if self.down:
+            raise ConnectionError("redis is down")
+        return digest in self.digests
+
+
+async def test_key_lookup_hook_gets_digests_never_keys():
+    store = FakeStore(REDIS_KEY)
+    auth = make_auth(key_lookup=store, key_cache_ttl_s=0)
+    principal = await auth.principal_for(REDIS_KEY)
+    assert principal.kind is PrincipalKind.API_KEY and principal.credential_id == key_id(REDIS_KEY)
+    assert principal.key_digest == key_digest(REDIS_KEY)
+    with pytest.raises(AuthenticationError) as info:
+        await auth.principal_for("sk_unknown_0123456789")
+    assert info.value.error_code == "invalid_credentials"
+    # configured keys, tokens of configured keys, and credentials too short to be stored never reach it
     await auth.principal_for(KEY)
-    await auth.principal_for(auth.mint_token())
-    assert seen == ["sk_in_redis", "sk_unknown"]
+    await auth.principal_for(auth.issue_token(await auth.principal_for(KEY)))
+    with pytest.raises(AuthenticationError):
+        await auth.principal_for("x" * (MIN_LOOKUP_KEY_CHARS - 1))
+    assert store.asked == [key_digest(REDIS_KEY), key_digest("sk_unknown_0123456789")]
 
 
-async def test_key_lookup_failure_is_a_503():
-    async def broken(key: str) -> bool:
-        raise ConnectionError("redis is down")
+async def test_store_outage_costs_only_what_needs_the_store():
+    """Redis down: everything that can be answered without it is; 503 only for a possible stored key."""
+    store = FakeStore(REDIS_KEY)
+    auth = make_auth(key_lookup=store, key_cache_ttl_s=0)
+    static_token = auth.issue_token(await auth.principal_for(KEY))
+    stored_token = auth.issue_token(await auth.principal_for(REDIS_KEY))
+    store.down = True
+    assert (await auth.principal_for(KEY)).kind is PrincipalKind.API_KEY  # configured key
+    assert (await auth.principal_for(static_token)).kind is PrincipalKind.ACCESS_TOKEN  # its token
+    for wrong, code in [("sk_wrong", "invalid_credentials"),  # too short to be a stored key
+                        (_reencode(static_token, grants=["stt"]), "invalid_token"),  # bad MAC
+                        ("gat1.bm9wZQ.c2ln", "invalid_token")]:
+        with pytest.raises(AuthenticationError) as info:
+            await auth.principal_for(wrong)
+        assert info.value.error_code == code
+    store.asked.clear()
+    for maybe_stored in ("sk_unknown_0123456789", REDIS_KEY, stored_token):
+        with pytest.raises(AuthBackendUnavailableError) as unavailable:
+            await auth.principal_for(maybe_stored)
+        response = error_response(unavailable.value, "r")
+        assert response.status_code == 503 and "retry-after" in response.headers
+    assert len(store.asked) == 3  # each of the three, and nothing else, needed the store
 
-    auth = make_auth(key_lookup=broken)
-    with pytest.raises(AuthBackendUnavailableError) as info:
-        await auth.principal_for("sk_x")
-    assert error_response(info.value, "r").status_code == 503
-    assert (await auth.principal_for(KEY)).kind is PrincipalKind.API_KEY  # static keys still work
+
+async def test_without_a_store_unknown_keys_are_401():
+    with pytest.raises(AuthenticationError) as info:
+        await make_auth().principal_for("sk_unknown_0123456789")
+    assert info.value.error_code == "invalid_credentials"
 
 
 # --- access tokens --------------------------------------------------------------------------------
@@ -249,10 +287,11 @@ async def test_key_lookup_failure_is_a_503():
 async def test_token_round_trip_and_grants():
     clock = Clock()
     auth = make_auth(clock=clock)
-    token = auth.mint_token({"tts": True, "stt": True}, 120, subject="key:abcd1234")
+    token = auth.mint_token({"tts": True, "stt": True}, 120, key_digest=key_digest(KEY))
     assert token.startswith(TOKEN_PREFIX) and token.count(".") == 2
     claims = auth.verify_token(token)
-    assert claims.grants == Grants(tts=True, stt=True) and claims.subject == "key:abcd1234"
+    assert claims.grants == Grants(tts=True, stt=True) and claims.subject == key_id(KEY)
+    assert claims.key_digest == key_digest(KEY)
     assert claims.expires_at - claims.issued_at == 120 and claims.issued_at == int(clock.now)
     principal = await auth.principal_for(token, "2026-03-01")
     assert principal.kind is PrincipalKind.ACCESS_TOKEN and principal.credential_id == f"token:{claims.token_id}"
@@ -264,7 +303,7 @@ def test_tokens_through_every_location():
     clock = Clock()
     auth = make_auth(clock=clock)
     client = TestClient(app_for(auth))
-    token = auth.mint_token({"tts": True})
+    token = auth.mint_token({"tts": True}, key_digest=key_digest(KEY))
     for headers, query in [({"Authorization": f"Bearer {token}"}, ""), ({}, f"?access_token={token}"),
                            ({"X-API-Key": token}, "")]:
         r = client.get("/tts/bytes" + query, headers=headers)
@@ -334,7 +373,7 @@ def test_tampered_tokens_are_rejected(tamper):
 
 async def test_tampered_token_used_as_credential_is_401():
     auth = make_auth()
-    bad = _reencode(auth.mint_token(), grants=["tts", "stt"])
+    bad = _reencode(auth.mint_token(key_digest=key_digest(KEY)), grants=["tts", "stt"])
     with pytest.raises(AuthenticationError):
         await auth.principal_for(bad)
 
@@ -342,7 +381,7 @@ async def test_tampered_token_used_as_credential_is_401():
 def test_token_without_tts_grant_is_forbidden_on_tts_routes():
     auth = make_auth()
     client = TestClient(app_for(auth))
-    stt_only = auth.mint_token({"stt": True})
+    stt_only = auth.mint_token({"stt": True}, key_digest=key_digest(KEY))
     r = client.get("/tts/bytes", headers={"Authorization": f"Bearer {stt_only}"})
     assert r.status_code == 403 and r.json()["error_code"] == "missing_grant"
     assert "does not grant 'tts'" in r.json()["message"] and "stt" in r.json()["message"]
@@ -387,7 +426,89 @@ async def test_only_api_keys_may_issue_tokens():
     anonymous = await make_auth(api_keys=set(), require_auth=False).authenticate(
         Request({"type": "http", "method": "POST", "path": "/access-token", "headers": [], "query_string": b""}))
     assert anonymous.is_anonymous
-    auth.issue_token(anonymous)  # auth disabled: anyone may mint
+    anonymous_token = auth.issue_token(anonymous)  # auth disabled: anyone may mint
+    assert auth.verify_token(anonymous_token).key_digest is None
+    with pytest.raises(AuthenticationError) as info:  # ... but it names no key, so auth on rejects it
+        await auth.principal_for(anonymous_token)
+    assert info.value.error_code == "invalid_token" and "authentication was off" in str(info.value)
+
+
+# --- revocation: a token works only while the key that minted it does -------------------------------
+
+
+async def test_removing_a_configured_key_revokes_its_tokens():
+    clock = Clock()
+    before = make_auth(clock=clock)
+    token = before.issue_token(await before.principal_for(KEY), {"tts": True}, 3600)
+    other = before.issue_token(await before.principal_for("sk_other"), {"tts": True}, 3600)
+    principal = await before.principal_for(token)
+    assert principal.subject == key_id(KEY) and principal.key_digest == key_digest(KEY)
+    after = make_auth(clock=clock, api_keys={"sk_other"})  # the replica restarted without KEY
+    with pytest.raises(AuthenticationError) as info:
+        await after.principal_for(token)
+    assert info.value.error_code == "token_revoked" and "removed" in str(info.value)
+    assert (await after.principal_for(other)).subject == key_id("sk_other")
+
+
+async def test_removing_a_stored_key_revokes_its_tokens_within_the_cache_ttl():
+    clock = Clock()
+    store = FakeStore(REDIS_KEY)
+    auth = make_auth(clock=clock, key_lookup=store, key_cache_ttl_s=2.0, monotonic=clock)
+    token = auth.issue_token(await auth.principal_for(REDIS_KEY), {"tts": True}, 3600)
+    assert store.asked == [key_digest(REDIS_KEY)]
+    for _ in range(3):  # a hot token: believed from the cache, no store round trip
+        assert (await auth.principal_for(token)).kind is PrincipalKind.ACCESS_TOKEN
+    assert len(store.asked) == 1
+    store.digests.clear()  # gepard keys remove
+    clock.now += 1.9
+    await auth.principal_for(token)  # still within the bound
+    clock.now += 0.1
+    for revoked in (token, REDIS_KEY):
+        with pytest.raises(AuthenticationError) as info:
+            await auth.principal_for(revoked)
+        assert info.value.error_code == ("token_revoked" if revoked is token else "invalid_credentials")
+    # and a key added again works at once (only positive answers are cached)
+    store.digests.add(key_digest(REDIS_KEY))
+    assert (await auth.principal_for(token)).kind is PrincipalKind.ACCESS_TOKEN
+
+
+async def test_a_cached_key_survives_a_store_outage_until_its_ttl():
+    clock = Clock()
+    store = FakeStore(REDIS_KEY)
+    auth = make_auth(clock=clock, key_lookup=store, key_cache_ttl_s=2.0, monotonic=clock)
+    token = auth.issue_token(await auth.principal_for(REDIS_KEY), {"tts": True}, 3600)
+    store.down = True
+    await auth.principal_for(token)
+    clock.now += 2.0
+    with pytest.raises(AuthBackendUnavailableError):
+        await auth.principal_for(token)
+
+
+def test_tokens_name_their_key_without_revealing_it():
+    auth = make_auth()
+    token = auth.mint_token(key_digest=key_digest(KEY))
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert set(claims) == {"v", "grants", "iat", "exp", "jti", "kid"} and claims["v"] == 2
+    # masked with the secret: neither the digest the store keeps nor the key id can be read off it
+    assert claims["kid"] != key_digest(KEY) and key_digest(KEY)[:8] not in token
+    assert auth.verify_token(token).key_digest == key_digest(KEY)
+    # two tokens of one key carry different kids (the mask is per token)
+    assert json.loads(base64.urlsafe_b64decode(auth.mint_token(key_digest=key_digest(KEY)).split(".")[1] + "==="))[
+        "kid"] != claims["kid"]
+
+
+def test_tokens_of_the_earlier_format_are_rejected():
+    import hashlib
+    import hmac
+
+    claims = {"v": 1, "grants": ["tts"], "iat": 1_700_000_000, "exp": 9_999_999_999, "jti": "00ff", "sub": key_id(KEY)}
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    signed = TOKEN_PREFIX + payload
+    mac = base64.urlsafe_b64encode(hmac.new(SECRET, signed.encode(), hashlib.sha256).digest()).rstrip(b"=").decode()
+    with pytest.raises(AuthenticationError) as info:
+        make_auth().verify_token(f"{signed}.{mac}")
+    assert info.value.error_code == "invalid_token" and "older format" in str(info.value)
 
 
 def test_grants_helpers():
