@@ -6,8 +6,6 @@ import os
 import platform
 from pathlib import Path
 
-import torch
-
 CACHE = Path(os.environ.get("GEPARD_BENCH_DIR", Path(__file__).resolve().parent.parent / "models" / "bench"))
 
 
@@ -20,8 +18,23 @@ def machine() -> str:
                 break
     except OSError:
         pass
+    try:  # imported here: the load generator is a plain client and may run where torch is absent
+        import torch
+    except ImportError:
+        return f"{cpu}, {os.cpu_count()} cores, {_memory_gib()}"
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), {gpu}"
+    return (f"{cpu}, {os.cpu_count()} cores, {_memory_gib()}, torch {torch.__version__} "
+            f"({torch.get_num_threads()} threads), {gpu}")
+
+
+def _memory_gib() -> str:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return f"{int(line.split()[1]) / (1 << 20):.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return "memory unknown"
 
 
 def random_checkpoint(size: str, stop_after: int | None = None) -> Path:
