@@ -11,6 +11,7 @@ or in any batch, on either backend, with no per-request generator objects and no
 from __future__ import annotations
 
 import os
+from typing import Sequence
 
 import torch
 
@@ -46,14 +47,33 @@ def new_seed() -> int:
     return int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
 
 
-def uniform_noise(seeds: torch.Tensor, steps: torch.Tensor, channels: int, levels: int) -> torch.Tensor:
-    """Uniform (0, 1) noise [B, channels, levels], a pure function of (seed, step, channel, code)."""
+NOISE_BITS = 24
+# The extreme 24-bit values map to these (float32) uniforms. (v + 0.5) / 2**24 is exact for every v
+# except the largest, where float32 rounds 2**24 - 0.5 up to 2**24, i.e. u = 1.0 and Gumbel noise
+# +inf (then NaN on a -inf padding cell, which argmax picks). The largest float32 below 1 keeps it
+# finite and changes nothing for the other 2**24 - 1 values.
+NOISE_MIN = 0.5 / (1 << NOISE_BITS)  # 2**-25
+NOISE_MAX = 1.0 - 1.0 / (1 << NOISE_BITS)  # 1 - 2**-24, the largest float32 below 1
+
+
+def noise_bits(seeds: torch.Tensor, steps: torch.Tensor, channels: int, levels: int) -> torch.Tensor:
+    """The 24-bit hash values [B, channels, levels] int64 behind ``uniform_noise``."""
     device = seeds.device
     ch = torch.arange(channels, device=device, dtype=torch.int64).view(1, channels, 1)
     code = torch.arange(levels, device=device, dtype=torch.int64).view(1, 1, levels)
     key = (steps.view(-1, 1, 1).to(torch.int64) * channels + ch) * levels + code
     h = mix64(mix64(seeds.view(-1, 1, 1).to(torch.int64)) + key)
-    return (_shr(h, 40).to(torch.float32) + 0.5) / float(1 << 24)
+    return _shr(h, 64 - NOISE_BITS)
+
+
+def bits_to_uniform(bits: torch.Tensor) -> torch.Tensor:
+    """24-bit values -> float32 uniforms strictly inside (0, 1): [2**-25, 1 - 2**-24]."""
+    return ((bits.to(torch.float32) + 0.5) / float(1 << NOISE_BITS)).clamp(NOISE_MIN, NOISE_MAX)
+
+
+def uniform_noise(seeds: torch.Tensor, steps: torch.Tensor, channels: int, levels: int) -> torch.Tensor:
+    """Uniform (0, 1) noise [B, channels, levels], a pure function of (seed, step, channel, code)."""
+    return bits_to_uniform(noise_bits(seeds, steps, channels, levels))
 
 
 def cfg_combine(cond: torch.Tensor, uncond: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -96,13 +116,41 @@ def sample_codes(
     temperature [B] (<= 0 means greedy), top_k [B], seeds [B] int64, steps [B] int64 (frame index
     within the request, so every frame draws fresh noise).
     """
-    logits = top_k_mask(logits, top_k)
+    return gumbel_argmax(top_k_mask(logits, top_k), temperature, uniform_noise(seeds, steps, logits.shape[1], logits.shape[2]))
+
+
+def gumbel_argmax(logits: torch.Tensor, temperature: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """argmax(logits / T + Gumbel(u)) per head; codes [B, C] int64, -1 for a head with no candidate.
+
+    Only finite logits are candidates: a padding cell (-inf, code >= the channel's level count)
+    or a cell masked by top-k can never win, whatever the noise or temperature (-inf + inf is NaN,
+    and argmax picks NaN). A head with no finite logit at all (a broken forward pass) gets -1, which
+    the caller's code-range check turns into a per-request error.
+    """
     greedy = (temperature <= 0).view(-1, 1, 1)
     temp = torch.where(greedy, torch.ones_like(temperature.view(-1, 1, 1)), temperature.view(-1, 1, 1).to(logits.dtype))
-    u = uniform_noise(seeds, steps, logits.shape[1], logits.shape[2])
     gumbel = -torch.log(-torch.log(u))
     scores = logits / temp + torch.where(greedy, torch.zeros_like(gumbel), gumbel)
-    return scores.argmax(dim=-1)
+    candidate = torch.isfinite(logits) & ~torch.isnan(scores)
+    codes = torch.where(candidate, scores, float("-inf")).argmax(dim=-1)
+    return torch.where(candidate.any(dim=-1), codes, -1)
+
+
+def invalid_codes(codes: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+    """[B] bool: rows with a code outside [0, L_k) on some channel k; codes [B, C], levels [C].
+
+    Checked before a frame is fed back: on the last channel such a code indexes past the audio
+    embedding table, elsewhere it reaches the codec, which rejects it.
+    """
+    return ((codes < 0) | (codes >= levels.to(codes.device).view(1, -1))).any(dim=-1)
+
+
+def describe_invalid_code(codes: torch.Tensor, levels: Sequence[int]) -> str:
+    """The first bad code of one frame [C]: "sampled code 7 on channel 31 outside [0, 6)"."""
+    for channel, (code, level) in enumerate(zip(codes.tolist(), levels)):
+        if not 0 <= code < level:
+            return f"sampled code {code} on channel {channel} outside [0, {level})"
+    return "no invalid code"
 
 
 def stop_decision(stop_logits: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
