@@ -35,6 +35,18 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                        0.5, none, 1.0, none); requests may override them
     GEPARD_FIRST_CHUNK_FRAMES          first_chunk_frames           4 (~186 ms of audio at 21.5 fps)
     GEPARD_CHUNK_FRAMES                chunk_frames                 16 (~743 ms)
+    GEPARD_MAX_STREAMS                 max_streams                  64 (open WebSocket contexts + HTTP TTS
+                                                                    requests in this process; more get 429)
+    GEPARD_MAX_STREAMS_PER_KEY         max_streams_per_key          0 (per API key; 0: no per-key limit)
+    GEPARD_ADMIT_MAX_SATURATION        admit_max_saturation         0.9 (admit a new stream only while the
+                                                                    streams generating would stay at or under
+                                                                    this real-time factor; 0 turns it off)
+    GEPARD_ADMIT_MIN_STREAMS           admit_min_streams            1 (always admitted, whatever the load)
+    GEPARD_WS_SEND_TIMEOUT_S           ws_send_timeout_s            10 (a socket whose client reads nothing for
+                                                                    this long is closed, its contexts cancelled)
+    GEPARD_MAX_CONTEXT_TEXT_CHARS      max_context_text_chars       50000 (text a context may hold unspoken)
+    GEPARD_MAX_SOCKET_TEXT_CHARS       max_socket_text_chars        200000 (text all contexts of a socket may
+                                                                    hold unspoken)
     GEPARD_LOG_LEVEL                   log_level                    INFO
     GEPARD_LOG_FORMAT                  log_format                   text (text | json)
     GEPARD_KEY_CACHE_TTL_S             key_cache_ttl_s              2 (a key found in Redis is believed this
@@ -58,11 +70,14 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from api.errors import UnknownModelError
 from engine.requests import SamplingParams
 from voices.audio_input import DEFAULT_MAX_BYTES, DEFAULT_MAX_REF_SECONDS, DEFAULT_MIN_SECONDS
+
+if TYPE_CHECKING:
+    from api.admission import AdmissionLimits
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +145,13 @@ class Settings:
     cfg_frames: Optional[int] = field(default=None, metadata=_env("GEPARD_CFG_FRAMES"))
     first_chunk_frames: int = field(default=4, metadata=_env("GEPARD_FIRST_CHUNK_FRAMES"))
     chunk_frames: int = field(default=16, metadata=_env("GEPARD_CHUNK_FRAMES"))
+    max_streams: int = field(default=64, metadata=_env("GEPARD_MAX_STREAMS"))
+    max_streams_per_key: int = field(default=0, metadata=_env("GEPARD_MAX_STREAMS_PER_KEY"))
+    admit_max_saturation: float = field(default=0.9, metadata=_env("GEPARD_ADMIT_MAX_SATURATION"))
+    admit_min_streams: int = field(default=1, metadata=_env("GEPARD_ADMIT_MIN_STREAMS"))
+    ws_send_timeout_s: float = field(default=10.0, metadata=_env("GEPARD_WS_SEND_TIMEOUT_S"))
+    max_context_text_chars: int = field(default=50_000, metadata=_env("GEPARD_MAX_CONTEXT_TEXT_CHARS"))
+    max_socket_text_chars: int = field(default=200_000, metadata=_env("GEPARD_MAX_SOCKET_TEXT_CHARS"))
     log_level: str = field(default="INFO", metadata=_env("GEPARD_LOG_LEVEL"))
     log_format: str = field(default="text", metadata=_env("GEPARD_LOG_FORMAT"))
     key_cache_ttl_s: float = field(default=2.0, metadata=_env("GEPARD_KEY_CACHE_TTL_S"))
@@ -229,6 +251,13 @@ class Settings:
         in_range("cfg_frames", 0, optional=True)
         in_range("first_chunk_frames", 1)
         in_range("chunk_frames", 1)
+        in_range("max_streams", 1)
+        in_range("max_streams_per_key", 0)
+        in_range("admit_max_saturation", 0)
+        in_range("admit_min_streams", 0)
+        in_range("ws_send_timeout_s", 0, lo_open=True)
+        in_range("max_context_text_chars", 1)
+        in_range("max_socket_text_chars", 1)
         choice("log_level", LOG_LEVELS)
         choice("log_format", LOG_FORMATS)
         in_range("key_cache_ttl_s", 0, 60)
@@ -240,6 +269,13 @@ class Settings:
     @property
     def tls_enabled(self) -> bool:
         return self.tls_certfile is not None
+
+    @property
+    def admission_limits(self) -> "AdmissionLimits":
+        from api.admission import AdmissionLimits
+
+        return AdmissionLimits(max_streams=self.max_streams, max_streams_per_key=self.max_streams_per_key,
+                               max_saturation=self.admit_max_saturation, min_streams=self.admit_min_streams)
 
     @property
     def default_sampling(self) -> SamplingParams:
@@ -366,6 +402,13 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "cfg_frames": _parse_int,
     "first_chunk_frames": _parse_int,
     "chunk_frames": _parse_int,
+    "max_streams": _parse_int,
+    "max_streams_per_key": _parse_int,
+    "admit_max_saturation": _parse_float,
+    "admit_min_streams": _parse_int,
+    "ws_send_timeout_s": _parse_float,
+    "max_context_text_chars": _parse_int,
+    "max_socket_text_chars": _parse_int,
     "key_cache_ttl_s": _parse_float,
     "max_header_bytes": _parse_int,
 }

@@ -23,6 +23,7 @@ from typing import AsyncIterator, Optional
 import numpy as np
 import torch
 
+from api.admission import Admission, LoadMeter, StreamTicket
 from api.errors import BadRequestError, RateLimitedError, TranscriptTooLongError
 from api.protocol.requests import EmptyTranscriptError
 from api.settings import Settings
@@ -73,6 +74,14 @@ class SynthesisService:
         self.sample_rate_hz = decoder.sample_rate_hz
         self.defaults = settings.default_sampling
         self._in_flight = 0
+        self.meter = LoadMeter()
+        self.admission = Admission(settings.admission_limits, self.meter, generating=lambda: self._in_flight)
+
+    # -- admission ----------------------------------------------------------------------------
+    def admit(self, key: str) -> StreamTicket:
+        """A place for one new stream (context or HTTP request) of API key ``key``; raises
+        StreamRefusedError (429 concurrency_limited) past a stream limit or the load limit."""
+        return self.admission.admit(key)
 
     # -- validation ---------------------------------------------------------------------------
     def check_model(self, model_id: str) -> None:
@@ -140,20 +149,35 @@ class SynthesisService:
         self._in_flight += 1
         stream = self.decoder.open_stream()
         request = SynthesisRequest(request_id, segment.speech_text, prefix, sampling)
+        # The load meter sees this stream as busy from its first audio to its last; the first
+        # chunk's audio is not counted, so the busy time covers exactly the audio counted.
+        busy = False
         try:
             async with contextlib.aclosing(self.engine.generate(request)) as frames:
                 async for chunk in frames:
                     if chunk.num_frames:
                         pcm = await stream.push(chunk.codes)
                         if pcm.size:
+                            busy = self._measure(pcm, busy)
                             yield _gain(pcm, volume)
                     if chunk.finished:
                         pcm = await stream.finish()
                         if pcm.size:
+                            busy = self._measure(pcm, busy)
                             yield _gain(pcm, volume)
         finally:
             self._in_flight -= 1
+            if busy:
+                self.meter.stream_busy(-1)
             await stream.aclose()
+
+    def _measure(self, pcm: np.ndarray, busy: bool) -> bool:
+        """Feed the load meter with one piece of a stream's audio; returns the stream's busy flag."""
+        if busy:
+            self.meter.audio(pcm.size / self.sample_rate_hz)
+        else:
+            self.meter.stream_busy(+1)
+        return True
 
     @property
     def in_flight(self) -> int:

@@ -23,7 +23,7 @@ from api.routes._common import primed, read_body, runtime_of, start_request
 async def endpoint(request: Request) -> Response:
     rid = start_request(request)
     rt = runtime_of(request)
-    await rt.auth.authenticate(request)
+    principal = await rt.auth.authenticate(request)
     req = parse_tts_request(await read_body(request), sse=False, request_id=rid)
     svc = rt.service
     job = await svc.prepare(req)
@@ -31,19 +31,22 @@ async def endpoint(request: Request) -> Response:
     t0 = time.perf_counter()
 
     async def audio() -> AsyncIterator[bytes]:
-        sink = AudioSink(req.output_format)
-        for i, segment in enumerate(job.segments):
-            # aclosing: when this generator is closed mid-segment (client gone), the engine
-            # request is aborted now rather than when the suspended generator is collected
-            async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume)) as chunks:
-                async for pcm in chunks:
-                    data = await asyncio.to_thread(sink.push, pcm)
-                    if data:
-                        yield data
-        tail = await asyncio.to_thread(sink.finish)
-        if tail:
-            yield tail
-        rt.metrics.audio_seconds.labels("bytes").inc(sink.samples_in / svc.sample_rate_hz)
+        # the stream's place is taken when the first audio is awaited (a refusal is still a 429)
+        # and given back when the body ends or is abandoned
+        with svc.admission.stream(principal.subject):
+            sink = AudioSink(req.output_format)
+            for i, segment in enumerate(job.segments):
+                # aclosing: when this generator is closed mid-segment (client gone), the engine
+                # request is aborted now rather than when the suspended generator is collected
+                async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume)) as chunks:
+                    async for pcm in chunks:
+                        data = await asyncio.to_thread(sink.push, pcm)
+                        if data:
+                            yield data
+            tail = await asyncio.to_thread(sink.finish)
+            if tail:
+                yield tail
+            rt.metrics.audio_seconds.labels("bytes").inc(sink.samples_in / svc.sample_rate_hz)
 
     stream = await primed(audio())
     rt.metrics.first_audio.labels("bytes").observe(time.perf_counter() - t0)

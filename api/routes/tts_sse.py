@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 async def endpoint(request: Request) -> Response:
     rid = start_request(request)
     rt = runtime_of(request)
-    await rt.auth.authenticate(request)
+    principal = await rt.auth.authenticate(request)
     req = parse_tts_request(await read_body(request), sse=True, request_id=rid)
     svc = rt.service
     job = await svc.prepare(req)
@@ -38,30 +38,32 @@ async def endpoint(request: Request) -> Response:
     t0 = time.perf_counter()
 
     async def events() -> AsyncIterator[bytes]:
-        sink = AudioSink(req.output_format)
-        since = time.perf_counter()
-        for i, segment in enumerate(job.segments):
-            offset_s = sink.samples_in / svc.sample_rate_hz
-            pieces: list[np.ndarray] = []
-            # aclosing: closing this generator mid-segment (client gone) aborts the engine request now
-            async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume)) as chunks:
-                async for pcm in chunks:
-                    pieces.append(pcm)
-                    data = await asyncio.to_thread(sink.push, pcm)
-                    now = time.perf_counter()
-                    for piece in split_audio(data, width, cid):
-                        yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
-                    since = now
-            if req.add_timestamps and pieces:
-                ts = segment_timestamps(segment.normalized, np.concatenate(pieces), offset_s,
-                                        use_normalized=bool(req.use_normalized_timestamps))
-                if ts.words:
-                    yield sse_frame(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end), context_id=cid))
-        tail = await asyncio.to_thread(sink.finish)
-        for piece in split_audio(tail, width, cid):
-            yield sse_frame(ChunkEvent(piece, step_time_ms=0.0, context_id=cid))
-        rt.metrics.audio_seconds.labels("sse").inc(sink.samples_in / svc.sample_rate_hz)
-        yield sse_frame(DoneEvent(context_id=cid))
+        # the stream's place is taken when the first event is awaited (a refusal is still a 429)
+        with svc.admission.stream(principal.subject):
+            sink = AudioSink(req.output_format)
+            since = time.perf_counter()
+            for i, segment in enumerate(job.segments):
+                offset_s = sink.samples_in / svc.sample_rate_hz
+                pieces: list[np.ndarray] = []
+                # aclosing: closing this generator mid-segment (client gone) aborts the engine request now
+                async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume)) as chunks:
+                    async for pcm in chunks:
+                        pieces.append(pcm)
+                        data = await asyncio.to_thread(sink.push, pcm)
+                        now = time.perf_counter()
+                        for piece in split_audio(data, width, cid):
+                            yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
+                        since = now
+                if req.add_timestamps and pieces:
+                    ts = segment_timestamps(segment.normalized, np.concatenate(pieces), offset_s,
+                                            use_normalized=bool(req.use_normalized_timestamps))
+                    if ts.words:
+                        yield sse_frame(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end), context_id=cid))
+            tail = await asyncio.to_thread(sink.finish)
+            for piece in split_audio(tail, width, cid):
+                yield sse_frame(ChunkEvent(piece, step_time_ms=0.0, context_id=cid))
+            rt.metrics.audio_seconds.labels("sse").inc(sink.samples_in / svc.sample_rate_hz)
+            yield sse_frame(DoneEvent(context_id=cid))
 
     def in_band(exc: Exception) -> bytes:  # after 200 went out, errors travel as an event
         logger.warning("sse %s failed mid-stream: %s: %s", rid, type(exc).__name__, exc)

@@ -23,8 +23,11 @@ def tiny_ckpt_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def gateway_settings(model_dir: Path, data_dir: Path, **overrides) -> Settings:
+    """Settings for a test gateway. Load-aware admission is off: functional tests run beside other
+    load on a shared machine and must not be refused by it (tests/api/routes/test_admission.py
+    turns it on where it is the subject)."""
     base = dict(model=str(model_dir), backend="torch", device="cpu", dtype="float32", data_dir=data_dir,
-                redis_url=None)
+                redis_url=None, admit_max_saturation=0.0)
     base.update(overrides)
     return Settings(**base)
 

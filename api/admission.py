@@ -1,0 +1,231 @@
+"""Admission control: which new streams the gateway takes on, so that running streams stay real-time.
+
+A *stream* is one WebSocket context or one ``/tts/bytes`` / ``/tts/sse`` request (Cartesia counts
+concurrency the same way, protocol 8.2). A new stream is admitted only when all three hold:
+
+1. fewer than ``max_streams`` streams are open in this process (``GEPARD_MAX_STREAMS``);
+2. its API key has fewer than ``max_streams_per_key`` open (``GEPARD_MAX_STREAMS_PER_KEY``, 0: no limit);
+3. the load-aware check passes (``GEPARD_ADMIT_MAX_SATURATION``, 0: off): the streams that are
+   generating now are faster than real time with headroom, and would still be with one more.
+
+Otherwise the caller gets ``StreamRefusedError`` (429 ``concurrency_limited`` with retry advice, in
+band on the WebSocket). Streams already admitted are never refused later: their next segments
+always run.
+
+Saturation is measured end to end, where audio leaves the codec (``LoadMeter``): over a sliding
+exponential window of ``tau_s`` seconds it compares the stream-seconds spent generating with the
+audio seconds produced. ``saturation = busy stream-seconds / audio seconds`` is the average
+per-stream real-time factor: 0.1 means each generating stream gets audio 10x faster than real
+time, 1.0 means streams are exactly real-time, above 1 they fall behind and listeners hear gaps.
+Engine, codec and gateway CPU time all count, since audio is measured after all of them. A
+stream's wait for its first audio is not counted as busy time (so a burst of new streams does
+not read as overload before any of them produced anything); what that burst does to throughput
+is seen as soon as audio flows.
+
+For the prediction the meter also keeps the *capacity*: the aggregate audio seconds per second
+measured while the gateway was saturated (>= ``capacity_saturation``). With ``n`` streams
+generating the next one is admitted when ``max(s * (n + 1) / n, (n + 1) / capacity)`` stays at
+or below ``max_saturation`` (the first term when the capacity is not known yet). At least
+``min_streams`` streams are always admitted, so a slow machine still serves someone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+from api.errors import RateLimitedError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Admission", "AdmissionLimits", "LoadMeter", "StreamRefusedError", "StreamTicket"]
+
+
+class StreamRefusedError(RateLimitedError):
+    """429 ``concurrency_limited``: a stream limit or the load limit refused a new stream.
+
+    ``reason`` is one of "process", "key", "load" (the metrics label).
+    """
+
+    def __init__(self, message: str, reason: str, retry_after_s: float) -> None:
+        super().__init__(message, error_code="concurrency_limited", retry_after_s=retry_after_s)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class AdmissionLimits:
+    max_streams: int = 64
+    max_streams_per_key: int = 0  # 0: no per-key limit
+    max_saturation: float = 0.9  # 0: no load-aware admission
+    min_streams: int = 1  # always admitted, whatever the load
+    retry_after_s: float = 1.0
+
+
+class LoadMeter:
+    """Busy stream-seconds vs audio seconds over an exponential window (thread-safe, cheap).
+
+    ``stream_busy(+1/-1)`` when a stream starts/stops waiting for audio it has begun receiving,
+    ``audio(seconds)`` when audio comes out. All times come from ``clock`` (monotonic seconds).
+    """
+
+    def __init__(self, tau_s: float = 2.0, capacity_saturation: float = 0.8, capacity_memory_s: float = 120.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.tau_s = tau_s
+        self.capacity_saturation = capacity_saturation
+        self.capacity_memory_s = capacity_memory_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last = clock()
+        self._busy = 0  # streams generating now (after their first audio)
+        self._busy_avg = 0.0  # exponential average of _busy
+        self._audio_rate = 0.0  # exponential average of audio seconds per second
+        self._capacity = 0.0  # audio seconds per second when saturated (0: not measured yet)
+        self._capacity_at = -math.inf
+
+    def _advance(self, now: float) -> None:
+        dt = max(now - self._last, 0.0)
+        if dt:
+            decay = math.exp(-dt / self.tau_s)
+            self._busy_avg = self._busy_avg * decay + self._busy * (1.0 - decay)
+            self._audio_rate *= decay
+            self._last = now
+
+    def stream_busy(self, delta: int) -> None:
+        with self._lock:
+            self._advance(self._clock())
+            self._busy = max(self._busy + delta, 0)
+
+    def audio(self, seconds: float) -> None:
+        with self._lock:
+            now = self._clock()
+            self._advance(now)
+            self._audio_rate += seconds / self.tau_s
+            saturation = self._saturation_locked()
+            if saturation >= self.capacity_saturation and self._busy_avg >= 1.0:
+                # audio flows at the rate the machine can sustain: remember it (slowly forgotten)
+                if self._audio_rate > self._capacity or now - self._capacity_at > self.capacity_memory_s:
+                    self._capacity = self._audio_rate
+                self._capacity_at = now
+
+    def _saturation_locked(self) -> float:
+        if self._busy_avg < 1e-3:
+            return 0.0
+        return self._busy_avg / max(self._audio_rate, 1e-6)
+
+    @property
+    def busy_streams(self) -> int:
+        return self._busy
+
+    def saturation(self) -> float:
+        """Average real-time factor of the generating streams (0 when none generated lately)."""
+        with self._lock:
+            self._advance(self._clock())
+            return self._saturation_locked()
+
+    def capacity(self) -> Optional[float]:
+        """Audio seconds per second the gateway sustained when saturated, None until measured."""
+        with self._lock:
+            if self._capacity <= 0 or self._clock() - self._capacity_at > self.capacity_memory_s:
+                return None
+            return self._capacity
+
+    def predicted_saturation(self, generating: int) -> float:
+        """Saturation with one more stream than ``generating``."""
+        s = self.saturation()
+        n = max(generating, 1)
+        predicted = s * (n + 1) / n if generating else s
+        capacity = self.capacity()
+        if capacity:
+            predicted = max(predicted, (generating + 1) / capacity)
+        return predicted
+
+
+@dataclass
+class StreamTicket:
+    """One admitted stream; ``release()`` (idempotent) gives its place back."""
+
+    admission: "Admission"
+    key: str
+    released: bool = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.admission._release(self)
+
+
+class Admission:
+    """Counts open streams per process and per key and decides on new ones (event-loop thread)."""
+
+    def __init__(self, limits: AdmissionLimits, meter: Optional[LoadMeter] = None,
+                 generating: Callable[[], int] = lambda: 0,
+                 on_refused: Optional[Callable[[str], None]] = None) -> None:
+        self.limits = limits
+        self.meter = meter or LoadMeter()
+        self._generating = generating  # engine requests in flight (the service's count)
+        self._on_refused = on_refused
+        self._open = 0
+        self._per_key: dict[str, int] = {}
+
+    @property
+    def open_streams(self) -> int:
+        return self._open
+
+    def streams_of(self, key: str) -> int:
+        return self._per_key.get(key, 0)
+
+    def saturation(self) -> float:
+        return self.meter.saturation()
+
+    def admit(self, key: str) -> StreamTicket:
+        """Take a place for a new stream of ``key`` or raise StreamRefusedError saying which limit."""
+        lim = self.limits
+        retry = lim.retry_after_s
+        if self._open >= lim.max_streams:
+            self._refuse("process")
+            raise StreamRefusedError(
+                f"the server has {self._open} open streams, the most it takes (GEPARD_MAX_STREAMS); "
+                f"retry in {retry:g} s", "process", retry)
+        if lim.max_streams_per_key and self._per_key.get(key, 0) >= lim.max_streams_per_key:
+            self._refuse("key")
+            raise StreamRefusedError(
+                f"this API key has {self._per_key[key]} open streams, the most allowed per key "
+                f"(GEPARD_MAX_STREAMS_PER_KEY); retry in {retry:g} s", "key", retry)
+        generating = self._generating()
+        if lim.max_saturation > 0 and generating >= lim.min_streams:
+            predicted = self.meter.predicted_saturation(generating)
+            if predicted > lim.max_saturation:
+                self._refuse("load")
+                raise StreamRefusedError(
+                    f"the server is at capacity: {generating} streams are generating and one more would run at "
+                    f"{predicted:.2f}x real time (limit {lim.max_saturation:g}, GEPARD_ADMIT_MAX_SATURATION); "
+                    f"retry in {retry:g} s", "load", retry)
+        self._open += 1
+        self._per_key[key] = self._per_key.get(key, 0) + 1
+        return StreamTicket(self, key)
+
+    @contextlib.contextmanager
+    def stream(self, key: str) -> Iterator[StreamTicket]:
+        ticket = self.admit(key)
+        try:
+            yield ticket
+        finally:
+            ticket.release()
+
+    def _release(self, ticket: StreamTicket) -> None:
+        self._open = max(self._open - 1, 0)
+        left = self._per_key.get(ticket.key, 0) - 1
+        if left > 0:
+            self._per_key[ticket.key] = left
+        else:
+            self._per_key.pop(ticket.key, None)
+
+    def _refuse(self, reason: str) -> None:
+        logger.info("stream refused: %s limit (open %d, saturation %.2f)", reason, self._open, self.meter.saturation())
+        if self._on_refused is not None:
+            self._on_refused(reason)

@@ -1,0 +1,131 @@
+"""Admission decisions and the load meter, with a fake clock (no server): limits per process and per
+key, the load-aware limit and its prediction, places given back exactly once."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.admission import Admission, AdmissionLimits, LoadMeter, StreamRefusedError
+from api.errors import describe_error
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def run(self, meter: LoadMeter, seconds: float, streams: int, xrt_per_stream: float, step: float = 0.05) -> None:
+        """``streams`` streams generating for ``seconds``, each producing audio ``xrt_per_stream``
+        times faster than real time, reported every ``step`` seconds."""
+        t = 0.0
+        while t < seconds - 1e-9:
+            self.now += step
+            t += step
+            for _ in range(streams):
+                meter.audio(step * xrt_per_stream)
+
+
+def steady_meter(streams: int, xrt_per_stream: float, seconds: float = 20.0) -> tuple[LoadMeter, Clock]:
+    clock = Clock()
+    meter = LoadMeter(tau_s=2.0, clock=clock)
+    meter.stream_busy(+streams)
+    clock.run(meter, seconds, streams, xrt_per_stream)
+    return meter, clock
+
+
+@pytest.mark.parametrize("streams,xrt", [(1, 10.0), (4, 2.0), (16, 1.25), (32, 0.5)])
+def test_saturation_is_the_average_real_time_factor_of_generating_streams(streams, xrt):
+    meter, _ = steady_meter(streams, xrt)
+    assert meter.saturation() == pytest.approx(1.0 / xrt, rel=0.02)
+
+
+def test_idle_meter_reads_zero_and_has_no_capacity():
+    meter = LoadMeter(clock=Clock())
+    assert meter.saturation() == 0.0 and meter.capacity() is None
+    assert meter.predicted_saturation(0) == 0.0
+
+
+def test_capacity_is_learned_only_when_saturated_and_forgotten_later():
+    meter, clock = steady_meter(8, 4.0)  # 8 streams at 4x: not saturated (0.25)
+    assert meter.capacity() is None
+    meter2, clock2 = steady_meter(20, 0.9)  # 20 streams at 0.9x: saturated, 18 audio s per s
+    assert meter2.capacity() == pytest.approx(18.0, rel=0.05)
+    meter2.stream_busy(-20)
+    clock2.now += 1000
+    assert meter2.capacity() is None
+
+
+def test_prediction_counts_the_new_stream():
+    meter, _ = steady_meter(4, 2.0)  # s = 0.5
+    assert meter.predicted_saturation(4) == pytest.approx(0.5 * 5 / 4, rel=0.03)
+    saturated, _ = steady_meter(20, 0.9)  # capacity ~18 audio s/s
+    assert saturated.predicted_saturation(20) >= 21 / 18 - 0.05
+
+
+def admission(meter: LoadMeter | None = None, generating: int = 0, **limits) -> Admission:
+    refused: list[str] = []
+    adm = Admission(AdmissionLimits(**limits), meter or LoadMeter(clock=Clock()), generating=lambda: generating,
+                    on_refused=refused.append)
+    adm.refused = refused  # type: ignore[attr-defined]
+    return adm
+
+
+def test_process_limit_refuses_with_retry_advice_and_places_come_back_once():
+    adm = admission(max_streams=2)
+    a, b = adm.admit("k1"), adm.admit("k2")
+    with pytest.raises(StreamRefusedError) as info:
+        adm.admit("k3")
+    err = info.value
+    assert err.reason == "process" and err.error_code == "concurrency_limited" and "GEPARD_MAX_STREAMS" in err.message
+    described = describe_error(err)
+    assert described.status_code == 429 and described.retryable and described.retry_after_s == 1.0
+    a.release()
+    a.release()  # idempotent: one place back, not two
+    assert adm.open_streams == 1
+    adm.admit("k3")
+    with pytest.raises(StreamRefusedError):
+        adm.admit("k4")
+    b.release()
+    assert adm.refused == ["process", "process"]
+
+
+def test_per_key_limit_counts_each_key_apart():
+    adm = admission(max_streams=10, max_streams_per_key=2)
+    tickets = [adm.admit("alice"), adm.admit("alice")]
+    with pytest.raises(StreamRefusedError) as info:
+        adm.admit("alice")
+    assert info.value.reason == "key" and "GEPARD_MAX_STREAMS_PER_KEY" in info.value.message
+    adm.admit("bob")
+    tickets[0].release()
+    adm.admit("alice")
+    assert adm.streams_of("alice") == 2 and adm.streams_of("bob") == 1
+
+
+def test_load_limit_refuses_when_one_more_stream_would_fall_behind():
+    meter, _ = steady_meter(4, 1.25)  # s = 0.8; with a fifth stream 1.0
+    adm = admission(meter, generating=4, max_saturation=0.9)
+    with pytest.raises(StreamRefusedError) as info:
+        adm.admit("k")
+    assert info.value.reason == "load" and "GEPARD_ADMIT_MAX_SATURATION" in info.value.message
+    relaxed = admission(meter, generating=4, max_saturation=1.1)
+    relaxed.admit("k")
+    off = admission(meter, generating=4, max_saturation=0.0)  # 0 turns the load limit off
+    off.admit("k")
+
+
+def test_min_streams_are_admitted_whatever_the_load():
+    meter, _ = steady_meter(1, 0.5)  # one stream already slower than real time
+    adm = admission(meter, generating=1, max_saturation=0.9, min_streams=2)
+    adm.admit("k")
+    strict = admission(meter, generating=1, max_saturation=0.9, min_streams=1)
+    with pytest.raises(StreamRefusedError):
+        strict.admit("k")
+
+
+def test_light_load_admits():
+    meter, _ = steady_meter(8, 10.0)  # s = 0.1
+    adm = admission(meter, generating=8, max_saturation=0.9)
+    for _ in range(5):
+        adm.admit("k")
