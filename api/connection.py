@@ -16,6 +16,21 @@ machine (``ContextState``) fed by the reader loop, with one worker task that run
 
 A client close cancels every context (LiveKit closes the socket instead of sending cancel). The
 socket closes with 1000 after ``ws_idle_timeout_s`` with no traffic and no context working.
+
+Limits that keep one client from holding the server (each answered in band, naming its setting):
+
+- admission: a new context takes a stream place (``SynthesisService.admit``); past a stream limit
+  or the load limit it gets 429 ``concurrency_limited`` with retry advice and never starts;
+- text: a context may hold ``max_context_text_chars`` characters not yet spoken, a socket
+  ``max_socket_text_chars`` over all its contexts; the message that would go past fails its
+  context (413 ``text_buffer_full``);
+- reading: every send must complete within ``send_timeout_s``. A client that stops reading blocks
+  the socket (sends wait for the socket's small write buffer to drain, so at most ~64 KiB of
+  audio waits per socket), so after the timeout every context of the socket is cancelled, their
+  engine slots are freed, and the socket is closed with 1008;
+- one terminal event per context, and it is the last: input that arrives while a context is
+  closing (after its ``continue: false``) is not spoken, and the context then ends with one
+  ``context_closed`` error instead of ``done``, after all its audio.
 """
 
 from __future__ import annotations
@@ -34,7 +49,8 @@ import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from api.audio import AudioSink
-from api.errors import ContextClosedError, RateLimitedError, TooManyContextsError, error_event
+from api.admission import StreamTicket
+from api.errors import ContextClosedError, RateLimitedError, RequestTooLargeError, TooManyContextsError, error_event
 from api.metrics import Metrics
 from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEvent, TimestampsEvent, split_audio
 from api.protocol.requests import ProtocolError, WsCancelRequest, WsGenerationRequest, parse_ws_message
@@ -46,6 +62,23 @@ logger = logging.getLogger(__name__)
 _CLOSED_IDS_REMEMBERED = 1024  # finished context ids kept to answer late inputs with "context closed"
 _SEGMENT_MAX_CHARS = 400  # a boundary-less buffer is cut here
 _CLAUSE_MIN_CHARS = 60  # a ", ; :" ends a segment once it is this long (~4 s of speech)
+
+
+class TextBufferFullError(RequestTooLargeError):
+    """413 ``text_buffer_full``: a context or socket holds too much text not yet spoken."""
+
+    default_error_code = "text_buffer_full"
+    title = "Too much text buffered"
+
+
+class ClientNotReadingError(WebSocketDisconnect):
+    """A send did not complete within the send timeout: the client stopped reading."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(1008, f"client read nothing for {timeout_s:g} s")
+
+
+_MAX_QUEUED_JOBS = 4096  # flushes are jobs too: bound them like the text
 
 
 class ContextState(enum.Enum):
@@ -64,8 +97,9 @@ class _Job:
 
 
 class WsContext:
-    def __init__(self, conn: "WsConnection", first: WsGenerationRequest) -> None:
+    def __init__(self, conn: "WsConnection", first: WsGenerationRequest, ticket: Optional[StreamTicket] = None) -> None:
         self.conn = conn
+        self.ticket = ticket
         self.context_id = first.context_id
         self.request_id = f"{conn.connection_id}:{first.context_id}"
         self.config = first  # model, voice, format, language and flags are fixed by the first message
@@ -80,16 +114,35 @@ class WsContext:
         self._segments = 0
         self._opened_at = time.perf_counter()
         self._first_audio_sent = False
+        self._queued_chars = 0  # text in segment jobs not yet spoken
+        self._late_input: Optional[ContextClosedError] = None  # input after continue:false, told at the end
+        self._finished = False
         self.task = asyncio.create_task(self._worker(), name=f"ws-context-{self.context_id}")
 
     @property
     def working(self) -> bool:
         return self.state in (ContextState.OPEN, ContextState.CLOSING)
 
+    @property
+    def unspoken_chars(self) -> int:
+        """Text this context holds that is not spoken yet (buffered + queued segments)."""
+        return len(self.buffer) + self._queued_chars
+
     # -- input (reader side, synchronous) ----------------------------------------------------------
     def on_input(self, msg: WsGenerationRequest) -> None:
+        if self.state is ContextState.CLOSING:
+            # Not spoken; the context still sends everything it accepted and then ends with this
+            # error instead of done, so its one terminal event stays the last thing it sends.
+            if self._late_input is None:
+                self._late_input = ContextClosedError(self.context_id)
+                logger.info("context %s: input after continue=false ignored; it will end with context_closed",
+                            self.request_id)
+            return
         if self.state is not ContextState.OPEN:
             raise ContextClosedError(self.context_id)
+        if self.jobs.qsize() >= _MAX_QUEUED_JOBS:
+            raise TextBufferFullError(f"context {self.context_id} has {_MAX_QUEUED_JOBS} segments and flushes "
+                                      "waiting; wait for its audio before sending more")
         if msg.transcript:
             self.buffer.append(msg.transcript)
         if msg.flush:
@@ -116,6 +169,7 @@ class WsContext:
     def _cut(self, force: bool) -> None:
         for text in self.buffer.take_ready(force=force):
             if text.strip():
+                self._queued_chars += len(text)
                 self.jobs.put_nowait(_Job("segment", self.flush_id, text))
         if not len(self.buffer) and self._timer is not None:
             self._timer.cancel()
@@ -127,10 +181,13 @@ class WsContext:
         if self._timer is not None:
             self._timer.cancel()
         self.task.cancel()
-        try:
-            await self.task
-        except (asyncio.CancelledError, Exception):
-            pass
+        if self.task is not asyncio.current_task():
+            try:
+                await self.task
+            except (asyncio.CancelledError, Exception):
+                pass
+        # a task cancelled before it first ran never reaches its finally
+        self.conn.context_finished(self)
 
     async def fail(self, exc: BaseException) -> None:
         """Send one error event for this context and stop its work."""
@@ -149,9 +206,15 @@ class WsContext:
             while True:
                 job = await self.jobs.get()
                 if job.kind == "segment":
-                    await self._speak(job)
+                    try:
+                        await self._speak(job)
+                    finally:
+                        self._queued_chars -= len(job.text)
                 elif job.kind == "flush_done":
                     await self.conn.send(FlushDoneEvent(flush_id=job.flush_id, context_id=self.context_id))
+                elif self._late_input is not None:  # done, but input came after continue=false
+                    await self.fail(self._late_input)
+                    return
                 else:  # done
                     self.state = ContextState.DONE
                     await self.conn.send(DoneEvent(context_id=self.context_id))
@@ -214,14 +277,34 @@ class WsContext:
         return time.perf_counter()
 
 
+@dataclass(frozen=True)
+class WsLimits:
+    """Per-socket limits (from Settings; see the module docstring)."""
+
+    idle_timeout_s: float = 300.0
+    max_contexts: int = 64
+    send_timeout_s: float = 10.0
+    max_context_text_chars: int = 50_000
+    max_socket_text_chars: int = 200_000
+
+    @classmethod
+    def from_settings(cls, settings) -> "WsLimits":
+        return cls(settings.ws_idle_timeout_s, settings.max_contexts_per_socket, settings.ws_send_timeout_s,
+                   settings.max_context_text_chars, settings.max_socket_text_chars)
+
+
 class WsConnection:
-    def __init__(self, websocket: WebSocket, service: SynthesisService, idle_timeout_s: float, max_contexts: int,
-                 metrics: Optional[Metrics] = None) -> None:
+    def __init__(self, websocket: WebSocket, service: SynthesisService, limits: WsLimits,
+                 metrics: Optional[Metrics] = None, client_key: str = "anonymous") -> None:
         self.ws = websocket
         self.service = service
         self.metrics = metrics
-        self.idle_timeout_s = idle_timeout_s
-        self.max_contexts = max_contexts
+        self.limits = limits
+        self.idle_timeout_s = limits.idle_timeout_s
+        self.max_contexts = limits.max_contexts
+        self.client_key = client_key  # the API key's id: per-key stream limits
+        self._stalled = False
+        self._stall_task: Optional[asyncio.Task] = None
         self.connection_id = str(uuid.uuid4())
         self.contexts: dict[str, WsContext] = {}
         self._closed_ids: OrderedDict[str, ContextState] = OrderedDict()
@@ -294,6 +377,7 @@ class WsConnection:
                 return
             try:
                 self.service.check_request(msg)
+                self._check_text(None, msg)
                 if msg.has_text:
                     # an unknown voice is reported now, not when the first segment is cut (which may
                     # be max_buffer_delay_ms later); an empty close needs no voice at all
@@ -302,7 +386,13 @@ class WsConnection:
                 await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
                 self._remember(cid, ContextState.FAILED)
                 return
-            ctx = WsContext(self, msg)
+            try:
+                ticket = self.service.admit(self.client_key)
+            except RateLimitedError as exc:
+                # refused before it started: the client may retry the same id after the advice
+                await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
+                return
+            ctx = WsContext(self, msg, ticket)
             self.contexts[cid] = ctx
             if self.metrics is not None:
                 self.metrics.requests.labels("ws").inc()
@@ -311,6 +401,7 @@ class WsConnection:
         elif ctx.state is ContextState.OPEN:
             try:
                 self.service.check_request(msg)  # every message: transcript length, model, speed
+                self._check_text(ctx, msg)
             except Exception as exc:
                 await ctx.fail(exc)
                 return
@@ -319,8 +410,31 @@ class WsConnection:
         except ContextClosedError as exc:
             await self.send_error(exc, ctx.request_id, cid)
 
+    def _check_text(self, ctx: Optional[WsContext], msg: WsGenerationRequest) -> None:
+        """TextBufferFullError when ``msg`` would take a context or the socket past its text limit."""
+        size = len(msg.transcript)
+        if not size:
+            return
+        held = ctx.unspoken_chars if ctx is not None else 0
+        if held + size > self.limits.max_context_text_chars:
+            raise TextBufferFullError(
+                f"context {msg.context_id} would hold {held + size} characters not yet spoken, over the limit of "
+                f"{self.limits.max_context_text_chars} (GEPARD_MAX_CONTEXT_TEXT_CHARS); read its audio before "
+                "sending more text")
+        total = sum(c.unspoken_chars for c in self.contexts.values()) + size
+        if total > self.limits.max_socket_text_chars:
+            raise TextBufferFullError(
+                f"this socket's contexts would hold {total} characters not yet spoken, over the limit of "
+                f"{self.limits.max_socket_text_chars} (GEPARD_MAX_SOCKET_TEXT_CHARS); read their audio before "
+                "sending more text")
+
     def context_finished(self, ctx: WsContext) -> None:
-        """Called once per context, from its worker's ``finally`` (done, error, cancel or close)."""
+        """Called once per context (idempotent): from its worker's ``finally`` or from ``cancel``."""
+        if ctx._finished:
+            return
+        ctx._finished = True
+        if ctx.ticket is not None:
+            ctx.ticket.release()
         if self.contexts.get(ctx.context_id) is ctx:
             del self.contexts[ctx.context_id]
         if self.metrics is not None:
@@ -347,14 +461,50 @@ class WsConnection:
         await self.send(event)
 
     async def send(self, event: ServerEvent) -> None:
+        """Send one event; ClientNotReadingError when it cannot go out within the send timeout
+        (waiting for the socket counts: sends block while the client's unread data fills the
+        socket's write buffer), and then the whole socket is shut down (``_shut_stalled``)."""
+        if self._stalled:
+            raise ClientNotReadingError(self.limits.send_timeout_s)
         text = event.to_json()
-        async with self._send_lock:
-            if self.ws.client_state is not WebSocketState.CONNECTED:
-                raise WebSocketDisconnect(1006)
-            await self.ws.send_text(text)
+        try:
+            await asyncio.wait_for(self._send_text(text), self.limits.send_timeout_s)
+        except asyncio.TimeoutError:
+            self._stall()
+            raise ClientNotReadingError(self.limits.send_timeout_s) from None
         self._last_activity = time.monotonic()
 
+    async def _send_text(self, text: str) -> None:
+        async with self._send_lock:
+            if self.ws.client_state is not WebSocketState.CONNECTED or self._stalled:
+                raise WebSocketDisconnect(1006)
+            await self.ws.send_text(text)
+
+    def _stall(self) -> None:
+        if self._stalled:
+            return
+        self._stalled = True
+        logger.info("ws %s: client read nothing for %.0f s: cancelling %d context(s) and closing",
+                    self.connection_id, self.limits.send_timeout_s, len(self.contexts))
+        if self.metrics is not None:
+            self.metrics.errors.labels("ws", "client_not_reading").inc()
+        self._stall_task = asyncio.create_task(self._shut_stalled(), name=f"ws-stalled-{self.connection_id}")
+
+    async def _shut_stalled(self) -> None:
+        """Free the engine slots of a socket whose client stopped reading, then close it (1008).
+
+        The close frame cannot get past unread data either; the WebSocket library gives up on the
+        close handshake after its close timeout and drops the connection, which ends the reader."""
+        for ctx in list(self.contexts.values()):
+            await ctx.cancel()
+        try:
+            await self.ws.close(code=1008, reason="client stopped reading")
+        except Exception:  # already closing or gone: the reader loop ends either way
+            pass
+
     async def _cleanup(self) -> None:
+        if self._stall_task is not None:
+            await asyncio.gather(self._stall_task, return_exceptions=True)
         contexts = list(self.contexts.values())
         self.contexts.clear()
         for ctx in contexts:

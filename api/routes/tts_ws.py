@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.websockets import WebSocket
 
-from api.connection import WsConnection
+from api.connection import WsConnection, WsLimits
 from api.errors import error_response, new_request_id
 from api.routes._common import runtime_of
 
@@ -12,7 +12,7 @@ from api.routes._common import runtime_of
 async def endpoint(websocket: WebSocket) -> None:
     rt = runtime_of(websocket)
     try:
-        await rt.auth.authenticate(websocket)
+        principal = await rt.auth.authenticate(websocket)
     except Exception as exc:
         # reject the upgrade with the HTTP status (401/403/503) when the server supports denial
         # responses; otherwise a plain close before accept (the server answers 403)
@@ -24,8 +24,8 @@ async def endpoint(websocket: WebSocket) -> None:
         return
     rt.metrics.ws_connections.inc()
     try:
-        conn = WsConnection(websocket, rt.service, rt.settings.ws_idle_timeout_s, rt.settings.max_contexts_per_socket,
-                            rt.metrics)
+        conn = WsConnection(websocket, rt.service, WsLimits.from_settings(rt.settings), rt.metrics,
+                            client_key=principal.subject)
         await conn.run()
     finally:
         rt.metrics.ws_connections.dec()

@@ -139,19 +139,32 @@ async def test_empty_or_blank_close_gives_exactly_one_done_and_no_audio(gateway,
         assert await read_for(ws, 0.3) == []
 
 
-async def test_input_to_a_finished_or_closing_context_is_an_error(gateway, default_voice_id):
+async def test_input_to_a_closing_context_ends_it_with_one_error_after_its_audio(gateway, default_voice_id):
+    """Issue 9.5: a second continue:false (or any input) while the context is still speaking is not
+    spoken, and the context's one terminal event is a context_closed error sent after all the audio
+    it accepted; never a terminal event first and audio or done after it."""
     async with connect(ws_url(gateway)) as ws:
         await send(ws, gen("fin", "Hello there.", default_voice_id, cont=False))
-        await send(ws, gen("fin", "More text.", default_voice_id))  # still closing
-        msgs = await read_until_terminal(ws, ["fin"])  # the error comes first: the reader answers at once
+        await send(ws, gen("fin", "More text.", default_voice_id, cont=False))  # still closing
+        msgs = await read_until_terminal(ws, ["fin"])
+        assert [m["type"] for m in msgs].count("error") == 1 and msgs[-1]["type"] == "error"
         assert_ws_error(msgs[-1], "fin", 400, "context_closed", "fin")
-        msgs += await read_until_terminal(ws, ["fin"])  # the context still finishes its input
-        assert [m["type"] for m in msgs].count("error") == 1
-        check_context([m for m in msgs if m["type"] != "error"], [1], FMT_22K)
-        await send(ws, gen("fin", "Again.", default_voice_id, cont=False))  # after done
+        check_context([m for m in msgs if m["type"] != "error"] + [{"type": "done", "context_id": "fin"}], [1], FMT_22K)
+        assert await read_for(ws, 0.5) == []  # nothing after the terminal event
+        await send(ws, gen("fin", "Again.", default_voice_id, cont=False))  # after it ended
         err = await recv(ws)
         assert err["type"] == "error" and err["error_code"] == "context_closed" and err["context_id"] == "fin"
         assert err["status_code"] == 400 and "fin" in err["message"]
+
+
+async def test_input_to_a_finished_context_is_an_error(gateway, default_voice_id):
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("ended", "Hello there.", default_voice_id, cont=False))
+        msgs = await read_until_terminal(ws, ["ended"])
+        check_context(msgs, [1], FMT_22K)
+        await send(ws, gen("ended", "Again.", default_voice_id, cont=False))
+        err = await recv(ws)
+        assert err["type"] == "error" and err["error_code"] == "context_closed" and err["context_id"] == "ended"
 
 
 # --- buffering ------------------------------------------------------------------------------------
