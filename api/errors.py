@@ -22,6 +22,10 @@ the errors of the packages below, mapped in ``_TABLE`` (engine, voices, codec_wo
 api.text). Anything else is a bug: 500 ``internal_error`` with a generic message, logged with its
 traceback, never shown to the client.
 
+Echo bounds: a message is cut to ``MAX_ERROR_MESSAGE_CHARS`` (it may quote a client's value), and
+an event's ``context_id`` longer than ``MAX_CONTEXT_ID_CHARS`` is replaced by
+``UNROUTABLE_CONTEXT_ID`` (""), so no error ever repeats a megabyte the client sent.
+
 Retry advice (the SDKs retry 408/409/429/5xx twice by default, protocol section 6): a retryable
 error gets ``retry-after`` (seconds) and ``retry-after-ms``; every other error gets
 ``x-should-retry: false``, so a bad request or a concurrency limit is not sent three times.
@@ -34,6 +38,7 @@ error gets ``retry-after`` (seconds) and ``retry-after-ms``; every other error g
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import uuid
@@ -45,9 +50,12 @@ from starlette.responses import JSONResponse
 from api.audio.errors import AudioFormatError
 from api.protocol.events import ErrorEvent
 from api.protocol.requests import (
+    MAX_CONTEXT_ID_CHARS,
+    UNROUTABLE_CONTEXT_ID,
     EmptyTranscriptError,
     InvalidFieldError,
     InvalidJsonError,
+    MessageTooLargeError,
     MissingFieldError,
     ProtocolError,
     UnsupportedVoiceModeError,
@@ -69,6 +77,8 @@ __all__ = [
     "ErrorInfo",
     "InvalidFieldError",
     "InvalidJsonError",
+    "MAX_ERROR_MESSAGE_CHARS",
+    "MessageTooLargeError",
     "MissingFieldError",
     "NotFoundError",
     "PermissionDeniedError",
@@ -89,6 +99,10 @@ __all__ = [
 ]
 
 INTERNAL_ERROR_MESSAGE = "The server hit an unexpected error while handling this request."
+#: Longest error message sent; the rest is cut (messages quote values, and a value may be huge).
+MAX_ERROR_MESSAGE_CHARS = 1024
+#: Longest request id echoed (server-made: a uuid, or "<connection uuid>:<context_id>").
+_MAX_REQUEST_ID_CHARS = 37 + MAX_CONTEXT_ID_CHARS
 
 
 def new_request_id() -> str:
@@ -298,12 +312,30 @@ def _rule_for(exc: BaseException) -> Optional[_Rule]:
     return None
 
 
+def _bounded(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = f"... ({len(text) - limit} more characters)"
+    return text[: limit - len(cut)] + cut
+
+
 def describe_error(exc: BaseException, request_id: Optional[str] = None) -> ErrorInfo:
     """The table lookup behind error_body / error_response / error_event.
 
     Unknown exceptions are logged here with their traceback (once per call) and described
-    generically, so internals never reach the client.
+    generically, so internals never reach the client. The message is at most
+    MAX_ERROR_MESSAGE_CHARS long.
     """
+    info = _describe(exc, request_id)
+    message = _bounded(info.message, MAX_ERROR_MESSAGE_CHARS)
+    try:
+        message.encode("utf-8")
+    except UnicodeEncodeError:  # a quoted lone surrogate would fail the response itself
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return info if message is info.message else dataclasses.replace(info, message=message)
+
+
+def _describe(exc: BaseException, request_id: Optional[str]) -> ErrorInfo:
     if isinstance(exc, ApiError):
         retry = exc.retry_after_s
         retryable = exc.retryable or retry is not None
@@ -351,6 +383,9 @@ def error_event(exc: BaseException, request_id: str, context_id: Optional[str] =
     info = describe_error(exc, request_id)
     if context_id is None and isinstance(exc, ProtocolError):
         context_id = exc.context_id
+    if context_id is not None and len(context_id) > MAX_CONTEXT_ID_CHARS:
+        context_id = UNROUTABLE_CONTEXT_ID  # never echo an over-long id (callers bound it already)
+    request_id = _bounded(request_id, _MAX_REQUEST_ID_CHARS)
     return ErrorEvent(
         status_code=info.status_code,
         error_code=info.error_code,

@@ -20,7 +20,18 @@ several problems are joined with ``"; "``. Entry points:
     parse_access_token_request(body) -> AccessTokenRequest               POST /access-token
 
 ``ProtocolError.context_id`` carries the message's ``context_id`` whenever one can be recovered (even
-from malformed JSON), so the WebSocket error event can be routed to the right context.
+from malformed JSON), so the WebSocket error event can be routed to the right context. A WebSocket
+message whose ``context_id`` cannot be echoed (absent, not a non-empty string, longer than
+``MAX_CONTEXT_ID_CHARS``, or not encodable as UTF-8) gets ``UNROUTABLE_CONTEXT_ID`` (``""``): the
+error event still carries the ``context_id`` key every WebSocket message must have (pipecat indexes
+it), matches no context, and never repeats an over-long id. A truncated id is deliberately not used:
+it could equal the id of another, live context on the socket.
+
+Every JSON entry point (``load_json``: these three and the voices PATCH body) is bounded before
+parsing: at most ``MAX_JSON_DEPTH`` nested arrays/objects (a linear scan, brackets inside strings do
+not count), and WebSocket messages at most ``MAX_WS_MESSAGE_BYTES`` (HTTP bodies are capped when
+read, ``api/routes/_common.py``). Strings must be valid Unicode: an unpaired surrogate escape
+(``"\\ud800"``) is refused, since nothing could send it back as UTF-8.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ import dataclasses
 import json
 import logging
 import re
+from itertools import accumulate
 from typing import Annotated, Any, ClassVar, Literal, Mapping, Optional, Union
 
 from pydantic import (
@@ -54,11 +66,15 @@ __all__ = [
     "DEFAULT_MAX_BUFFER_DELAY_MS",
     "LEGACY_SPEED_FACTORS",
     "MAX_CONTEXT_ID_CHARS",
+    "MAX_JSON_DEPTH",
+    "MAX_WS_MESSAGE_BYTES",
+    "UNROUTABLE_CONTEXT_ID",
     "AccessTokenRequest",
     "EmptyTranscriptError",
     "GenerationConfig",
     "InvalidFieldError",
     "InvalidJsonError",
+    "MessageTooLargeError",
     "MissingFieldError",
     "ProtocolError",
     "TokenGrantsSpec",
@@ -69,6 +85,7 @@ __all__ = [
     "WsCancelRequest",
     "WsGenerationRequest",
     "WsMessage",
+    "load_json",
     "parse_access_token_request",
     "parse_tts_request",
     "parse_ws_message",
@@ -77,6 +94,19 @@ __all__ = [
 DEFAULT_MAX_BUFFER_DELAY_MS = 3000
 MAX_BUFFER_DELAY_MS = 5000
 MAX_CONTEXT_ID_CHARS = 512
+#: Deepest nesting of arrays/objects accepted in any JSON body or message. A Cartesia message needs
+#: 3 (``output_format`` inside the message, ``__experimental_controls`` lists inside ``voice``);
+#: Python's json module overflows its recursion limit near 1,000.
+MAX_JSON_DEPTH = 32
+#: Largest WebSocket message parsed (the same bound as an HTTP JSON body); the server's own frame
+#: limit (uvicorn's ``ws_max_size``, 16 MiB by default) is far above what a message needs.
+MAX_WS_MESSAGE_BYTES = 1 << 20
+#: ``context_id`` of a WebSocket error about a message whose own id cannot be echoed (module docstring).
+UNROUTABLE_CONTEXT_ID = ""
+#: Longest piece of a client's value quoted back in an error message.
+MAX_ECHOED_VALUE_CHARS = 80
+#: Longest language / locale code (BCP 47 tags in practice stay under 35 characters).
+MAX_LANGUAGE_CODE_CHARS = 35
 MAX_TOKEN_EXPIRES_IN_S = 3600
 #: Legacy top-level ``speed`` -> speed factor (same scale as ``generation_config.speed``).
 LEGACY_SPEED_FACTORS: dict[str, float] = {"slow": 0.8, "normal": 1.0, "fast": 1.25}
@@ -130,6 +160,14 @@ class InvalidJsonError(ProtocolError):
 
     default_error_code = "invalid_json"
     title = "Invalid JSON"
+
+
+class MessageTooLargeError(ProtocolError):
+    """A WebSocket message over ``MAX_WS_MESSAGE_BYTES`` (HTTP bodies get the route's 413)."""
+
+    status_code = 413
+    default_error_code = "request_too_large"
+    title = "Request too large"
 
 
 class MissingFieldError(ProtocolError):
@@ -228,7 +266,7 @@ def _describe(err: Mapping[str, Any]) -> tuple[str, str, type[ProtocolError], st
         "model_type": f"expected an object, got {got}",
         "model_attributes_type": f"expected an object, got {got}",
         "dict_type": f"expected an object, got {got}",
-        "literal_error": f"{value!r} is not supported; expected {ctx.get('expected')}",
+        "literal_error": f"{_shown(value)} is not supported; expected {ctx.get('expected')}",
         "greater_than_equal": f"must be >= {ctx.get('ge')}, got {value!r}",
         "greater_than": f"must be > {ctx.get('gt')}, got {value!r}",
         "less_than_equal": f"must be <= {ctx.get('le')}, got {value!r}",
@@ -307,9 +345,20 @@ def _non_empty() -> Any:
     return AfterValidator(check)
 
 
+def _shown(value: Any, limit: int = MAX_ECHOED_VALUE_CHARS) -> str:
+    """A client's value quoted in an error message: strings and numbers as ``repr`` cut to about
+    ``limit`` characters, arrays and objects by their JSON type only."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
+    if isinstance(value, (list, tuple, Mapping)):
+        return _json_type(value)
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def _language_code(value: Optional[str]) -> Optional[str]:
-    if value is not None and not _LANGUAGE_RE.fullmatch(value):
-        raise _invalid(f"{value!r} is not a language code; expected an ISO 639-1 code such as 'en' or 'pt-BR'")
+    if value is not None and (len(value) > MAX_LANGUAGE_CODE_CHARS or not _LANGUAGE_RE.fullmatch(value)):
+        raise _invalid(f"{_shown(value)} is not a language code; expected an ISO 639-1 code such as 'en' or 'pt-BR'")
     return value
 
 
@@ -364,7 +413,7 @@ class VoiceSpec(WireModel):
                 error_code=UnsupportedVoiceModeError.default_error_code,
             )
         if mode is not None and mode != "id":
-            raise _invalid(f"{mode!r} is not supported; expected 'id'", suffix="mode")
+            raise _invalid(f"{_shown(mode)} is not supported; expected 'id'", suffix="mode")
         voice_id = value.get("id")
         if voice_id is None:
             raise _invalid("field required", suffix="id", error_code=MissingFieldError.default_error_code)
@@ -461,9 +510,11 @@ class _SynthesisFields(WireModel):
     @field_validator("normalization")
     @classmethod
     def _check_normalization(cls, value: Optional[str]) -> Optional[str]:
-        if value is None or value in ("auto", "off") or _LANGUAGE_RE.fullmatch(value):
+        if value is None or value in ("auto", "off") or (
+            len(value) <= MAX_LANGUAGE_CODE_CHARS and _LANGUAGE_RE.fullmatch(value)
+        ):
             return value
-        raise _invalid(f"{value!r} is not supported; expected 'auto', 'off' or a locale code such as 'en-US'")
+        raise _invalid(f"{_shown(value)} is not supported; expected 'auto', 'off' or a locale code such as 'en-US'")
 
     @field_validator("output_format")
     @classmethod
@@ -534,9 +585,15 @@ class TtsRequest(_SynthesisFields):
 
 
 class TtsSseRequest(TtsRequest):
-    """``POST /tts/sse`` body: like TtsRequest, container ``raw`` only; ``context_id`` is echoed."""
+    """``POST /tts/sse`` body: like TtsRequest, container ``raw`` only; ``context_id`` is echoed
+    on every event, so it is bounded like a WebSocket one (MAX_CONTEXT_ID_CHARS)."""
 
     raw_only = "/tts/sse"
+
+    @field_validator("context_id")
+    @classmethod
+    def _check_context_id(cls, value: Optional[str]) -> Optional[str]:
+        return value if value is None else _check_context_id(value)
 
 
 class WsGenerationRequest(_SynthesisFields):
@@ -610,15 +667,74 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _load_json(raw: Union[str, bytes, bytearray, Mapping[str, Any]], what: str) -> Any:
+# A JSON string, or an unterminated one running to the end of the text. It can never fail to
+# match from a '"', so removing strings stays linear (a pattern that could fail would be retried
+# from every later quote: quadratic on '"\\"\\"...').
+_JSON_STRING_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKET_RE = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _nesting_exceeds(text: str, limit: int) -> bool:
+    """True when arrays/objects in ``text`` nest deeper than ``limit`` (brackets inside strings do
+    not count). Linear and C-speed: a text with at most ``limit`` opening brackets returns at once;
+    otherwise strings are cut out and the running depth of the brackets left is scanned."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    brackets = _NOT_BRACKET_RE.sub("", _JSON_STRING_RE.sub("", text))
+    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0) > limit
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """True when a string anywhere in ``value`` (keys included) cannot be encoded as UTF-8."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
+def load_json(raw: Union[str, bytes, bytearray, Mapping[str, Any]], what: str) -> Any:
+    """Parse one JSON body or message (``what`` names it in errors: "request body", "message").
+
+    Raises InvalidJsonError for text that is not UTF-8, not JSON, nested deeper than
+    ``MAX_JSON_DEPTH``, or holding an unpaired surrogate escape. A Mapping passes through.
+    """
     if isinstance(raw, Mapping):
         return raw
+    if isinstance(raw, (bytes, bytearray)):
+        try:  # the encodings json.loads itself accepts (UTF-8, or UTF-16/32 with their BOMs)
+            text = bytes(raw).decode(json.detect_encoding(raw))
+        except UnicodeDecodeError:
+            raise InvalidJsonError(f"{what} is not valid JSON: it is not UTF-8 text") from None
+    else:
+        text = raw
+    if _nesting_exceeds(text, MAX_JSON_DEPTH):
+        raise InvalidJsonError(
+            f"{what} is not accepted: arrays and objects nest more than {MAX_JSON_DEPTH} levels deep"
+        )
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
-    except UnicodeDecodeError:
-        raise InvalidJsonError(f"{what} is not valid JSON: it is not UTF-8 text") from None
+        data = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:  # unreachable under MAX_JSON_DEPTH; kept so no input can escape as a 500
+        raise InvalidJsonError(f"{what} is not accepted: arrays and objects nest too deeply") from None
     except ValueError as exc:  # JSONDecodeError is a ValueError
         raise InvalidJsonError(f"{what} is not valid JSON: {exc}") from None
+    if _SURROGATE_ESCAPE_RE.search(text) and _has_lone_surrogate(data):
+        raise InvalidJsonError(
+            f"{what} is not valid JSON text: it has an unpaired UTF-16 surrogate escape (\\ud800-\\udfff "
+            "without its pair), which is not a Unicode character"
+        )
+    return data
+
+
+_load_json = load_json
 
 
 def _object(data: Any, what: str, context_id: Optional[str] = None) -> Mapping[str, Any]:
@@ -651,6 +767,18 @@ def parse_tts_request(
     return request
 
 
+def _echoable_context_id(value: Any) -> Optional[str]:
+    """``value`` when it can be repeated on an error event: a non-empty string of at most
+    MAX_CONTEXT_ID_CHARS characters that encodes as UTF-8; else None."""
+    if not isinstance(value, str) or not value or len(value) > MAX_CONTEXT_ID_CHARS:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
+
+
 def _recover_context_id(raw: Union[str, bytes, bytearray]) -> Optional[str]:
     """The context_id of a message that is not valid JSON, when its text still shows one."""
     text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else raw
@@ -661,21 +789,39 @@ def _recover_context_id(raw: Union[str, bytes, bytearray]) -> Optional[str]:
         value = json.loads(match.group(1))
     except ValueError:
         return None
-    return value if isinstance(value, str) and value else None
+    return _echoable_context_id(value)
+
+
+def _utf8_size(raw: Union[str, bytes, bytearray]) -> int:
+    if not isinstance(raw, str):
+        return len(raw)
+    if len(raw) > MAX_WS_MESSAGE_BYTES or 4 * len(raw) <= MAX_WS_MESSAGE_BYTES:
+        return len(raw)  # over the limit in characters already, or far under it in bytes
+    return len(raw.encode("utf-8", "surrogatepass"))
 
 
 def parse_ws_message(raw: Union[str, bytes, bytearray, Mapping[str, Any]]) -> WsMessage:
     """One WebSocket frame -> a generation or a cancel request; raises ProtocolError.
 
     A message with ``"cancel": true`` is a cancel (any other field is ignored). The error's
-    ``context_id`` is set whenever the message names one, so the error event can be routed.
+    ``context_id`` is the message's own whenever it names one that can be echoed, else
+    UNROUTABLE_CONTEXT_ID (see the module docstring), so every error event can be routed.
     """
+    if isinstance(raw, (bytes, bytearray, str)):
+        size = _utf8_size(raw)
+        if size > MAX_WS_MESSAGE_BYTES:
+            raise MessageTooLargeError(
+                f"message is over {MAX_WS_MESSAGE_BYTES} bytes (at least {size}), the most one message may be; "
+                "send long text in several messages with continue: true",
+                context_id=_recover_context_id(raw) or UNROUTABLE_CONTEXT_ID,
+            )
     try:
         data = _load_json(raw, "message")
     except InvalidJsonError as exc:
-        raise exc.with_context_id(None if isinstance(raw, Mapping) else _recover_context_id(raw)) from None
-    context_id = data.get("context_id") if isinstance(data, Mapping) else None
-    context_id = context_id if isinstance(context_id, str) and context_id else None
+        recovered = None if isinstance(raw, Mapping) else _recover_context_id(raw)
+        raise exc.with_context_id(recovered or UNROUTABLE_CONTEXT_ID) from None
+    context_id = _echoable_context_id(data.get("context_id")) if isinstance(data, Mapping) else None
+    context_id = context_id or UNROUTABLE_CONTEXT_ID
     data = _object(data, "message", context_id)
     model_cls: type[WireModel] = WsCancelRequest if data.get("cancel") is True else WsGenerationRequest
     if "cancel" in data and not isinstance(data["cancel"], bool):

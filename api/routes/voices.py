@@ -14,7 +14,6 @@ Builtin voices (the default voice, preloaded clips) are listed and usable but re
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Optional
 
@@ -24,6 +23,7 @@ from starlette.routing import BaseRoute, Route
 
 from api.auth import Principal
 from api.protocol import InvalidFieldError, InvalidJsonError
+from api.protocol.requests import load_json
 from api.routes._clone_form import read_clone_form
 from api.routes._common import read_body, runtime_of, start_request
 from voices.accents import ACCENTS, is_accent_id
@@ -86,10 +86,7 @@ async def get_voice(request: Request) -> Response:
 
 def _update_fields(body: bytes, request_id: str) -> dict[str, Any]:
     """PATCH body -> store.update keyword arguments; a precise 400 for anything else."""
-    try:
-        data = json.loads(body) if body.strip() else {}
-    except ValueError as exc:
-        raise InvalidJsonError(f"PATCH body is not valid JSON: {exc}") from exc
+    data = load_json(body, "PATCH body") if body.strip() else {}  # bounded depth, precise 400s
     if not isinstance(data, dict):
         raise InvalidJsonError(f"PATCH body must be a JSON object, got {type(data).__name__}")
     unknown = sorted(set(data) - set(UPDATABLE_FIELDS))

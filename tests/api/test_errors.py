@@ -216,3 +216,18 @@ def test_sdk_retries_retryable_errors():
     with pytest.raises(cartesia.RateLimitError):
         client.voices.get("v1")
     assert len(calls) == 2
+
+
+def test_messages_ids_and_text_are_bounded_when_echoed():
+    """Issue 9.11: a megabyte quoted by any error (an unknown model id, a voice id) is cut, an
+    over-long context_id is never repeated, and a lone surrogate cannot break the response."""
+    from api.errors import MAX_ERROR_MESSAGE_CHARS
+
+    huge = "m" * (1 << 20)
+    body = json.loads(error_response(UnknownModelError(huge), "req-big").body)
+    assert len(body["message"]) == MAX_ERROR_MESSAGE_CHARS and body["message"].endswith("more characters)")
+    event = error_event(voice_errors.VoiceNotFoundError(huge), "c:" + "x" * (1 << 20), "x" * 513)
+    assert event.context_id == "" and len(event.request_id) < 600 and len(event.to_json()) < 4096
+    assert error_event(voice_errors.VoiceNotFoundError("v"), "r", "x" * 512).context_id == "x" * 512
+    lone = error_response(BadRequestError("bad \ud800 value"), "req-s")
+    assert json.loads(lone.body)["message"] == "bad \\ud800 value"

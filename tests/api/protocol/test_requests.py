@@ -344,15 +344,15 @@ def test_ws_cancel():
 @pytest.mark.parametrize(
     "raw, cls, message, context_id",
     [
-        ("{not json", InvalidJsonError, "message is not valid JSON", None),
+        ("{not json", InvalidJsonError, "message is not valid JSON", ""),  # UNROUTABLE_CONTEXT_ID
         ('{"context_id": "c-9", "transcript": oops}', InvalidJsonError, "message is not valid JSON", "c-9"),
         ('{"context_id": "c\\"q", "transcript": }', InvalidJsonError, "message is not valid JSON", 'c"q'),
-        ('["context_id"]', InvalidJsonError, "message must be a JSON object, got an array", None),
-        ("42", InvalidJsonError, "message must be a JSON object, got a number", None),
-        (json.dumps({k: v for k, v in WS.items() if k != "context_id"}), MissingFieldError, "context_id: field required", None),
-        (json.dumps({**WS, "context_id": ""}), InvalidFieldError, "context_id: must not be empty", None),
-        (json.dumps({**WS, "context_id": 12}), InvalidFieldError, "context_id: expected a string, got a number", None),
-        (json.dumps({**WS, "context_id": "x" * 513}), InvalidFieldError, "context_id: must be at most 512 characters", "x" * 513),
+        ('["context_id"]', InvalidJsonError, "message must be a JSON object, got an array", ""),  # UNROUTABLE_CONTEXT_ID
+        ("42", InvalidJsonError, "message must be a JSON object, got a number", ""),  # UNROUTABLE_CONTEXT_ID
+        (json.dumps({k: v for k, v in WS.items() if k != "context_id"}), MissingFieldError, "context_id: field required", ""),  # UNROUTABLE_CONTEXT_ID
+        (json.dumps({**WS, "context_id": ""}), InvalidFieldError, "context_id: must not be empty", ""),  # UNROUTABLE_CONTEXT_ID
+        (json.dumps({**WS, "context_id": 12}), InvalidFieldError, "context_id: expected a string, got a number", ""),  # UNROUTABLE_CONTEXT_ID
+        (json.dumps({**WS, "context_id": "x" * 513}), InvalidFieldError, "context_id: must be at most 512 characters", ""),  # never echoed
         (json.dumps({**WS, "continue": "yes"}), InvalidFieldError, "continue: expected true or false, got a string", "ctx-1"),
         (json.dumps({**WS, "flush": 1}), InvalidFieldError, "flush: expected true or false, got a number", "ctx-1"),
         (json.dumps({**WS, "max_buffer_delay_ms": 5001}), InvalidFieldError,
@@ -370,8 +370,8 @@ def test_ws_cancel():
          "output_format.sample_rate: 96000 is not supported", "ctx-1"),
         (json.dumps({**WS, "seed": 1.5}), InvalidFieldError, "seed: expected an integer, got 1.5", "ctx-1"),
         ('{"context_id": "c-2", "cancel": "true"}', InvalidFieldError, "cancel: expected true or false, got a string", "c-2"),
-        ('{"cancel": true}', MissingFieldError, "context_id: field required", None),
-        ('{"cancel": true, "context_id": ""}', InvalidFieldError, "context_id: must not be empty", None),
+        ('{"cancel": true}', MissingFieldError, "context_id: field required", ""),  # UNROUTABLE_CONTEXT_ID
+        ('{"cancel": true, "context_id": ""}', InvalidFieldError, "context_id: must not be empty", ""),  # UNROUTABLE_CONTEXT_ID
     ],
 )
 def test_ws_message_errors(raw, cls, message, context_id):
@@ -498,3 +498,86 @@ def test_bodies_of_the_python_sdk_http_calls_parse():
     assert sse.add_timestamps and sse.output_format.container is Container.RAW
     token = parse_access_token_request(bodies["/access-token"])
     assert token.grants.tts and token.expires_in == 120
+
+
+# --- hostile inputs: nesting, size, surrogates, over-long ids (issue 9: 3 and 11) ----------------
+
+
+def _deep(depth: int, context_id: str = "deep-1") -> str:
+    return json.dumps({**WS, "context_id": context_id})[:-1] + ', "x": ' + "[" * depth + "]" * depth + "}"
+
+
+@pytest.mark.parametrize("depth", [33, 1100, 100_000])
+def test_deep_nesting_is_a_precise_error_on_every_entry_point(depth):
+    from api.protocol.requests import MAX_JSON_DEPTH
+
+    raw = _deep(depth)
+    for parse in (parse_ws_message, parse_tts_request, parse_access_token_request):
+        for form in (raw, raw.encode()):
+            err = error_of(parse, form)  # a RecursionError here was a dropped socket / a 500
+            assert type(err) is InvalidJsonError and err.error_code == "invalid_json"
+            assert f"more than {MAX_JSON_DEPTH} levels deep" in str(err)
+    assert error_of(parse_ws_message, raw).context_id == "deep-1"  # still routed to its context
+
+
+def test_nesting_limit_counts_only_brackets_outside_strings():
+    from api.protocol.requests import MAX_JSON_DEPTH, load_json
+
+    ok = _deep(MAX_JSON_DEPTH - 1)  # the message object itself is one level
+    assert load_json(ok, "message")["x"] is not None
+    assert parse_ws_message(json.dumps({**WS, "transcript": "[[[{{{" * 1000})).transcript.startswith("[[[")
+    assert load_json('["' + "\\\"[" * 1000 + '"]', "body") == ["\"[" * 1000]
+    err = error_of(load_json, '["' + "[" * 1000, "body")  # unterminated string: brackets in it do not count
+    assert "not valid JSON" in str(err)
+
+
+def test_ws_message_over_the_size_limit_is_refused_before_parsing():
+    from api.protocol.requests import MAX_WS_MESSAGE_BYTES, MessageTooLargeError
+
+    big = json.dumps({**WS, "context_id": "big-1", "transcript": "a" * MAX_WS_MESSAGE_BYTES})
+    err = error_of(parse_ws_message, big)
+    assert type(err) is MessageTooLargeError and err.status_code == 413 and err.error_code == "request_too_large"
+    assert err.context_id == "big-1" and str(MAX_WS_MESSAGE_BYTES) in str(err)
+    assert type(error_of(parse_ws_message, big.encode())) is MessageTooLargeError
+
+
+def test_unpaired_surrogate_escapes_are_invalid_json_but_pairs_are_fine():
+    assert parse_ws_message(json.dumps({**WS, "transcript": "hi \U0001F600"})).transcript == "hi \U0001F600"
+    for raw in ('{"context_id": "c-s", "transcript": "\\ud800"}', '{"context_id": "\\udfff", "model_id": "m"}',
+                '{"context_id": "c-s", "\\ud83d": 1}'):
+        err = error_of(parse_ws_message, raw)
+        assert type(err) is InvalidJsonError and "surrogate" in str(err)
+    assert error_of(parse_ws_message, '{"context_id": "\\udfff"}').context_id == ""  # not echoable
+    assert error_of(parse_ws_message, b'{"context_id": "c-s", "transcript": "\xed\xa0\x80"}').context_id == "c-s"
+
+
+@pytest.mark.parametrize("raw", [
+    json.dumps({**WS, "context_id": "x" * (1 << 20)}),
+    json.dumps({"context_id": "x" * (1 << 19), "cancel": True}),
+    '{"context_id": "' + "x" * (1 << 19) + '", "transcript": oops',  # recovered from malformed JSON
+    '{"context_id": "' + "x" * 600 + '", ' + "[" * 1100,
+])
+def test_over_long_context_ids_are_never_echoed(raw):
+    from api.errors import error_event
+    from api.protocol.requests import UNROUTABLE_CONTEXT_ID
+
+    err = error_of(parse_ws_message, raw)
+    assert err.context_id == UNROUTABLE_CONTEXT_ID
+    event = error_event(err, f"conn:{err.context_id}").to_json()
+    assert len(event) < 2048 and "x" * 100 not in event
+
+
+def test_sse_context_id_is_bounded_like_a_websocket_one():
+    assert parse_tts_request({**BODY, "context_id": "c" * 512}, sse=True).context_id == "c" * 512
+    err = error_of(parse_tts_request, {**BODY, "context_id": "c" * 513}, sse=True)
+    assert err.field == "context_id" and "at most 512 characters, got 513" in str(err) and "ccc" not in str(err)
+    assert parse_tts_request({**BODY, "context_id": "c" * 513}).context_id  # /tts/bytes never echoes it
+
+
+@pytest.mark.parametrize("changes", [
+    {"language": "en-" + "x" * 100_000}, {"normalization": "z" * 100_000}, {"speed": "s" * 100_000},
+    {"voice": {"mode": "m" * 100_000, "id": "v"}}, {"voice": {"mode": ["x"] * 10_000, "id": "v"}},
+])
+def test_error_messages_quote_at_most_a_short_piece_of_a_value(changes):
+    err = error_of(tts, **changes)
+    assert len(str(err)) < 400, str(err)[:500]
