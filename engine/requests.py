@@ -7,7 +7,10 @@ NanoCodec group ``g`` (levels ``[8, 7, 6, 6][d]``).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -71,29 +74,100 @@ class SynthesisRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
 
 
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The accepted range of one numeric sampling knob: ``[lo, hi]``, an end open when ``*_open``.
+
+    Every knob has an upper bound too: an unbounded value (top_k = 2**63, temperature = 1e300)
+    overflows a tensor or turns into NaN inside the engine's batch step.
+    """
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+    hi_open: bool = False
+    integer: bool = False
+
+    def describe(self) -> str:
+        """Interval notation: ``[0, 10]``, ``(0, 1)``."""
+        lo, hi = (f"{v:g}" if isinstance(v, float) else _fmt(v) for v in (self.lo, self.hi))
+        return f"{'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
+
+    def problem(self, value: object) -> Optional[str]:
+        """None when ``value`` is accepted, else what is wrong: "must be in (0, 1), got 1.0"."""
+        kind = "an integer" if self.integer else "a finite number"
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral if self.integer else numbers.Real):
+            return f"must be {kind} in {self.describe()}, got {value!r}"
+        if not self.integer and not math.isfinite(value):
+            return f"must be {kind} in {self.describe()}, got {value!r}"
+        below = value <= self.lo if self.lo_open else value < self.lo
+        above = value >= self.hi if self.hi_open else value > self.hi
+        if below or above:
+            return f"must be in {self.describe()}, got {_fmt(value)}"
+        return None
+
+
+def _fmt(value: object) -> str:
+    """A number for a message; huge integers short (2**63 - 1, 1e+300: int(1e300) has 301 digits)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(int(value)) >= 10**16:
+        n = abs(int(value))
+        sign = "-" if int(value) < 0 else ""
+        if n & (n - 1) == 0:
+            return f"{sign}2**{n.bit_length() - 1}"
+        if n & (n + 1) == 0:
+            return f"{sign}(2**{n.bit_length()} - 1)" if sign else f"2**{n.bit_length()} - 1"
+        return f"{float(value):.6g}"
+    return repr(value)
+
+
+MAX_FRAMES = 2000  # ~93 s of audio; engines may lower (never raise) it with max_frames_ceiling
+
+#: What every entry point accepts (the wire, the settings defaults, both engines' request checks).
+SAMPLING_BOUNDS: dict[str, Bound] = {
+    "temperature": Bound(0.0, 10.0),  # 0 = greedy; past ~5 the frames are noise anyway
+    "top_k": Bound(0, 1024, integer=True),  # 0 = off; channels have <= 8 codes, so > 8 changes nothing
+    "repetition_penalty": Bound(0.0, 10.0, lo_open=True),  # 1 = off
+    "repetition_window": Bound(0, MAX_FRAMES, integer=True),
+    "seed": Bound(0, 2**63 - 1, integer=True),
+    "stop_threshold": Bound(0.0, 1.0, lo_open=True, hi_open=True),  # 0 stops at once, 1 never stops
+    "max_frames": Bound(1, MAX_FRAMES, integer=True),
+    "cfg_scale": Bound(0.0, 20.0, lo_open=True),  # 1 = no guidance
+    "cfg_frames": Bound(0, MAX_FRAMES, integer=True),
+}
+
+
+def sampling_problems(sp: SamplingParams, max_frames_ceiling: int = MAX_FRAMES) -> list[str]:
+    """Every out-of-range knob of ``sp`` as "name must be ..., got ..." (empty when all are fine)."""
+    problems = []
+    for name, bound in SAMPLING_BOUNDS.items():
+        value = getattr(sp, name)
+        if value is None and name in ("seed", "max_frames", "cfg_frames"):
+            continue  # None: random seed, adaptive cap, guide every frame
+        if name == "max_frames":
+            bound = dataclasses.replace(bound, hi=max_frames_ceiling)
+        problem = bound.problem(value)
+        if problem is not None:
+            problems.append(f"{name} {problem}")
+    if not isinstance(sp.cfg_uncond_mode, CfgUncondMode):
+        modes = ", ".join(m.value for m in CfgUncondMode)
+        problems.append(f"cfg_uncond_mode must be one of {modes}, got {sp.cfg_uncond_mode!r}")
+    return problems
+
+
 def validated_text(request: SynthesisRequest, max_frames_ceiling: int) -> str:
     """Check a request's text and sampling knobs (both backends); returns the stripped text.
 
-    Raises InvalidRequestError naming the field and the bad value.
+    Raises InvalidRequestError naming the field, its accepted range and the bad value. The wire
+    checks the same ranges; this is the engine's own guard for callers of the engine API.
     """
     from engine.errors import InvalidRequestError
 
-    sp = request.sampling
     text = request.text.strip()
     if not text:
         raise InvalidRequestError("text is empty: Gepard cannot synthesise an empty transcript")
-    checks = [
-        (sp.temperature >= 0, f"temperature must be >= 0, got {sp.temperature}"),
-        (sp.top_k >= 0, f"top_k must be >= 0, got {sp.top_k}"),
-        (0.0 < sp.stop_threshold < 1.0, f"stop_threshold must be in (0, 1), got {sp.stop_threshold}"),
-        (sp.repetition_penalty > 0, f"repetition_penalty must be > 0, got {sp.repetition_penalty}"),
-        (sp.max_frames is None or 1 <= sp.max_frames <= max_frames_ceiling,
-         f"max_frames must be in [1, {max_frames_ceiling}], got {sp.max_frames}"),
-        (sp.cfg_frames is None or sp.cfg_frames >= 0, f"cfg_frames must be >= 0, got {sp.cfg_frames}"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise InvalidRequestError(message)
+    problems = sampling_problems(request.sampling, max_frames_ceiling)
+    if problems:
+        raise InvalidRequestError("; ".join(problems))
     return text
 
 

@@ -5,6 +5,11 @@ come back through per-request mailboxes filled with ``loop.call_soon_threadsafe`
 frames when the consumer lags (one pending chunk, not an unbounded queue of messages).
 Cancelling or closing a ``generate`` iterator aborts the request; the worker drops it at the start
 of its next step, so it stops within one step.
+
+A request that fails on its own (see ``torch_generator``: its prefill raised, it sampled an invalid
+code, or the batched step it was part of failed) gets GenerationError; the worker keeps serving.
+The engine is dead only when the device is lost or the batched step keeps failing, and
+``check_health`` then says why.
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ class _Mailbox:
     error: Optional[BaseException] = None
 
     def put(self, out: StepOutput) -> None:  # runs on the event loop
+        if out.error is not None:
+            self.fail(out.error)
+            return
         if out.codes is not None:
             self.frames.append(out.codes)
         if out.finish_reason is not None:
@@ -153,8 +161,10 @@ class TorchEngine(TtsEngine):
         logger.info("request %s aborted", request_id)
 
     async def check_health(self) -> None:
-        if self._dead is not None or not self._thread.is_alive():
-            raise EngineDeadError(f"torch engine stopped: {self._dead or 'worker thread exited'}")
+        if self._dead is not None:
+            raise EngineDeadError(f"torch engine stopped: {type(self._dead).__name__}: {self._dead}")
+        if not self._thread.is_alive():
+            raise EngineDeadError("torch engine stopped: its worker thread exited")
 
     def compress_reference(self, ref_codes: torch.Tensor) -> torch.Tensor:
         return self.model.compress(ref_codes)
@@ -184,9 +194,9 @@ class TorchEngine(TtsEngine):
                     for rid in self._aborts:
                         gen.abort(rid)
                     self._aborts.clear()
-                outputs = gen.step()
+                outputs = gen.step()  # per-request failures come back as outputs with an error
                 self._dispatch(outputs)
-        except BaseException as exc:  # the loop must never die silently
+        except BaseException as exc:  # device lost, or the batched step keeps failing: the loop must never die silently
             logger.exception("torch engine worker died")
             self._dead = exc
             err = EngineDeadError(f"engine failed: {type(exc).__name__}: {exc}")
@@ -205,11 +215,14 @@ class TorchEngine(TtsEngine):
         for out in outputs:
             if out.codes is not None:
                 self._generated[out.request_id] = self._generated.get(out.request_id, 0) + 1
-            if out.finish_reason is not None:
+            if out.finish_reason is not None or out.error is not None:
                 self._generated.pop(out.request_id, None)
             box = self._mailboxes.get(out.request_id)
             if box is not None and not box.loop.is_closed():
-                box.loop.call_soon_threadsafe(box.put, out)
+                try:
+                    box.loop.call_soon_threadsafe(box.put, out)
+                except RuntimeError:  # its event loop closed meanwhile: nobody is listening
+                    pass
 
 
 __all__ = ["TorchEngine", "TorchEngineConfig", "GenerationError"]

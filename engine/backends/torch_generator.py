@@ -7,6 +7,14 @@
        frame, check the stop head (cond branch only), sample the next frame from the rest
     3) prefill newly added requests one by one and sample their frame 0 (no stop check at SOS)
 
+Failures are contained per request where they can be attributed: a request whose prefill raises,
+or whose sampled frame holds a code outside its channel's levels (checked before the frame is fed
+back: past the last channel's embedding table it would crash the next step), ends alone with
+GenerationError in ``StepOutput.error`` and its cache rows are scrubbed. A failure of the batched
+decode step cannot be pinned on one request: every request in that batch fails, the cache is
+replaced by a fresh one and generation goes on with the requests still waiting. Only a lost device
+(CUDA error) or ``MAX_FAILED_STEPS`` failed decode steps in a row propagate out of ``step()``.
+
 Each request owns one cache row (two with CFG: the unconditional branch is a row of its own that
 is fed the same frames and dropped after ``cfg_frames``). Active rows are kept compacted at the
 front of the cache so a batch is a view. The loop is the behavioural source of truth the vLLM
@@ -21,12 +29,40 @@ from typing import Optional
 
 import torch
 
+from engine.errors import EngineDeadError, EngineError, GenerationError
 from engine.model.backbone import KVCache
 from engine.model.gepard import GepardModel
 from engine.requests import FinishReason, SamplingParams
-from engine.sampling import cfg_combine, repetition_penalty, sample_codes, seen_mask, stop_decision
+from engine.sampling import (
+    cfg_combine,
+    describe_invalid_code,
+    invalid_codes,
+    repetition_penalty,
+    sample_codes,
+    seen_mask,
+    stop_decision,
+)
 
 logger = logging.getLogger(__name__)
+
+# Unattributable (batched decode) failures in a row after which the engine is declared dead: one is
+# a request we could not pin down; several in a row, with fresh caches in between, is a broken engine.
+MAX_FAILED_STEPS = 3
+_DEVICE_LOST_MARKERS = ("CUDA error", "CUBLAS_STATUS", "CUDNN_STATUS", "device-side assert", "HIP error",
+                        "illegal memory access", "NCCL error")
+
+
+def device_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` means the accelerator (its context) is unusable: no request can run any more.
+
+    Out-of-memory is not in this class (it frees with the failed requests).
+    """
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return False
+    accelerator_error = getattr(torch, "AcceleratorError", None)
+    if accelerator_error is not None and isinstance(exc, accelerator_error):
+        return True
+    return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in _DEVICE_LOST_MARKERS)
 
 
 @dataclass
@@ -43,9 +79,13 @@ class PreparedRequest:
 
 @dataclass
 class StepOutput:
+    """What one step did for one request: a frame, its end, or its failure (``error``: the request
+    is gone from the generator; the error is what its caller should raise)."""
+
     request_id: str
     codes: Optional[torch.Tensor]  # [32] int64 on CPU, the new frame (None if none this step)
     finish_reason: Optional[FinishReason] = None
+    error: Optional[EngineError] = None
 
 
 @dataclass
@@ -58,18 +98,36 @@ class _Active:
     history: list[torch.Tensor] = field(default_factory=list)  # recent frames for the repetition penalty
 
 
+def _check_knobs(req: PreparedRequest) -> None:
+    """Build the tensors the batched step builds from this request's knobs, so that a knob no tensor
+    can hold (an integer past int64, a non-number) fails its own request at admission instead of
+    every request of a later batched step. (The engine checked the ranges already; this is for
+    knobs that bypassed that check.)"""
+    sp = req.sampling
+    torch.tensor([sp.temperature, sp.stop_threshold, sp.cfg_scale, sp.repetition_penalty], dtype=torch.float32)
+    torch.tensor([sp.top_k, req.seed, sp.repetition_window, req.max_frames], dtype=torch.int64)
+    if sp.cfg_frames is not None:
+        torch.tensor([sp.cfg_frames], dtype=torch.int64)
+
+
 class BatchGenerator:
     def __init__(self, model: GepardModel, max_batch: int = 64, initial_capacity: int = 512) -> None:
         self.model = model
         self.max_batch = max_batch
         cfg = model.config
-        self.levels = torch.tensor(cfg.audio_heads, device=model.device)
-        self.cache = KVCache.allocate(cfg.backbone, rows=min(8, 2 * max_batch), capacity=initial_capacity,
-                                      device=model.device, dtype=model.dtype)
+        self.level_counts = list(cfg.audio_heads)
+        self.levels = torch.tensor(self.level_counts)  # on CPU, where the sampled frames are checked
+        self.initial_capacity = initial_capacity
+        self.cache = self._fresh_cache()
         self.rows: list[tuple[_Active, bool]] = []  # row index -> (owner, is_uncond)
         self.active: dict[str, _Active] = {}
         self.pending: list[PreparedRequest] = []
         self.aborted: set[str] = set()
+        self.failed_steps = 0  # batched decode steps failed in a row
+
+    def _fresh_cache(self) -> KVCache:
+        return KVCache.allocate(self.model.config.backbone, rows=min(8, 2 * self.max_batch),
+                                capacity=self.initial_capacity, device=self.model.device, dtype=self.model.dtype)
 
     # -- bookkeeping ----------------------------------------------------------------------------
     @property
@@ -93,7 +151,14 @@ class BatchGenerator:
         self.cache.lengths[row] = 0
         return row
 
-    def _free_row(self, row: int) -> None:
+    def _free_row(self, row: int, scrub: bool = False) -> None:
+        """Free ``row``, moving the last active row into it. ``scrub`` zeroes its keys/values first:
+        a failed request may have left NaN there, and attention reads masked positions too
+        (0 * NaN is NaN), so the next owner of the row would inherit it."""
+        if scrub:
+            for store in (self.cache.keys, self.cache.values):
+                for t in store:
+                    t[row].zero_()
         last = len(self.rows) - 1
         if row != last:
             self.cache.move_row(last, row)
@@ -106,12 +171,21 @@ class BatchGenerator:
         self.cache.lengths[last] = 0
         self.rows.pop()
 
-    def _release(self, st: _Active) -> None:
-        # free the higher row first so the lower index stays valid
-        for row in sorted([r for r in (st.cond_row, st.uncond_row) if r >= 0], reverse=True):
-            self._free_row(row)
+    def _release(self, st: _Active, scrub: bool = False) -> None:
+        # free the higher row first so the lower index stays valid; a request that failed half-way
+        # through admission may own fewer rows than its indices say
+        owned = [r for r in (st.cond_row, st.uncond_row) if 0 <= r < len(self.rows) and self.rows[r][0] is st]
+        for row in sorted(owned, reverse=True):
+            self._free_row(row, scrub)
         st.cond_row = st.uncond_row = -1
-        self.active.pop(st.req.request_id, None)
+        if self.active.get(st.req.request_id) is st:
+            del self.active[st.req.request_id]
+
+    def _fail(self, st: _Active, message: str) -> StepOutput:
+        """End one request with GenerationError (its rows scrubbed); the others go on."""
+        self._release(st, scrub=True)
+        logger.error("request %s failed: %s", st.req.request_id, message)
+        return StepOutput(st.req.request_id, None, error=GenerationError(f"request {st.req.request_id}: {message}"))
 
     def _ensure_capacity(self, needed: int) -> None:
         if needed > self.cache.capacity:
@@ -135,16 +209,49 @@ class BatchGenerator:
 
         # 2) decode step for running requests
         if self.active:
-            outputs.extend(self._decode())
+            try:
+                outputs.extend(self._decode())
+                self.failed_steps = 0
+            except Exception as exc:
+                if device_lost(exc):
+                    raise
+                outputs.extend(self._fail_batch(exc))
 
         # 3) admit new requests
         while self.pending and len(self.active) < self.max_batch:
             req = self.pending.pop(0)
-            outputs.extend(self._prefill(req))
+            st = _Active(req, cond_row=-1)
+            try:
+                outputs.extend(self._prefill(st))
+            except Exception as exc:  # this request's own prompt, knobs or memory: it alone fails
+                if device_lost(exc):
+                    raise
+                logger.exception("prefill of request %s failed", req.request_id)
+                outputs.append(self._fail(st, f"generation failed at prefill: {type(exc).__name__}: {exc}"))
         return outputs
 
-    def _prefill(self, req: PreparedRequest) -> list[StepOutput]:
-        st = _Active(req, cond_row=-1)
+    def _fail_batch(self, exc: Exception) -> list[StepOutput]:
+        """The batched decode step raised: fail every request in it and start over with a fresh cache.
+
+        Raises EngineDeadError after MAX_FAILED_STEPS such failures in a row.
+        """
+        self.failed_steps += 1
+        failed = list(self.active.values())
+        logger.error("batched decode step failed (%d in a row); failing its %d request(s) and resetting the cache",
+                     self.failed_steps, len(failed), exc_info=exc)
+        self.rows, self.active = [], {}
+        self.cache = self._fresh_cache()  # rows of the failed step may hold partial writes or NaN
+        if self.failed_steps >= MAX_FAILED_STEPS:
+            raise EngineDeadError(f"{self.failed_steps} batched decode steps failed in a row, each with a fresh "
+                                  f"cache; last: {type(exc).__name__}: {exc}") from exc
+        message = (f"the batched decode step failed ({type(exc).__name__}: {exc}); the {len(failed)} request(s) "
+                   "in it were ended and the engine reset")
+        return [StepOutput(st.req.request_id, None, error=GenerationError(f"request {st.req.request_id}: {message}"))
+                for st in failed]
+
+    def _prefill(self, st: _Active) -> list[StepOutput]:
+        req = st.req
+        _check_knobs(req)
         st.cond_row = self._alloc_row(st, uncond=False)
         branches = [(st.cond_row, req.prompt_embeds)]
         if req.uncond_embeds is not None:
@@ -219,7 +326,14 @@ class BatchGenerator:
     def _commit(self, reqs: list[_Active], codes: torch.Tensor) -> list[StepOutput]:
         outputs = []
         cpu_codes = codes.cpu()
+        # a code outside its channel's levels must never be fed back (past the last channel's
+        # embedding table it crashes the next batched step) nor reach the codec
+        bad = invalid_codes(cpu_codes, self.levels).tolist()
         for i, st in enumerate(reqs):
+            if bad[i]:
+                reason = describe_invalid_code(cpu_codes[i], self.level_counts)
+                outputs.append(self._fail(st, f"{reason} at frame {st.frames}; the request was ended"))
+                continue
             st.last_codes = codes[i]
             st.frames += 1
             if st.req.sampling.repetition_penalty != 1.0:

@@ -195,3 +195,135 @@ async def test_overload_is_reported(tiny_model):
         await first.aclose()
     finally:
         await eng.aclose()
+
+
+# -- failures stay with their request (issue 9) ----------------------------------------------------
+
+import dataclasses  # noqa: E402
+import re  # noqa: E402
+
+from engine.backends import torch_generator  # noqa: E402
+from engine.errors import EngineDeadError, GenerationError  # noqa: E402
+
+LEVELS = torch.tensor([8, 7, 6, 6] * 8).view(32, 1)
+
+
+def valid(codes: torch.Tensor) -> bool:
+    return bool(((codes >= 0) & (codes < LEVELS)).all())
+
+
+def let_through(engine: TorchEngine, rid: str, **knobs) -> None:
+    """Hand request ``rid`` to the worker with knobs no entry point accepts, as if a check were
+    missing: it is prepared (and validated) as sent, then its knobs are swapped."""
+    prepare = engine.prepare
+
+    def prepare_poisoned(request):
+        prepared = prepare(request)
+        if request.request_id == rid:
+            prepared.sampling = dataclasses.replace(prepared.sampling, **knobs)
+        return prepared
+
+    engine.prepare = prepare_poisoned
+
+
+@pytest.mark.parametrize("seed", [620977, 74326])
+async def test_seeds_that_used_to_draw_a_padding_code_sample_valid_frames(engine, seed):
+    # default knobs; 620977 drew code 7 on channel 31 at frame 4 (the next step indexed past the
+    # embedding table and killed the engine), 74326 code 6 on channel 2 at frame 0 (codec rejects it)
+    codes, reason = await collect(engine, f"seed{seed}", TEXTS[0], SamplingParams(seed=seed))
+    assert reason is FinishReason.STOP and codes.shape == (32, 24) and valid(codes)
+    await engine.check_health()
+
+
+@pytest.mark.parametrize("temperature", [3.5e38, float("inf"), 1e300])
+async def test_an_overflowing_temperature_cannot_pick_a_padding_code(engine, temperature):
+    # 3.5e38 is inf in float32: logits / inf is NaN on the -inf padding cells, which argmax used to pick
+    let_through(engine, "hot", temperature=temperature)
+    codes, reason = await collect(engine, "hot", TEXTS[0], SamplingParams(seed=1))
+    assert reason is FinishReason.STOP and valid(codes)
+    await engine.check_health()
+
+
+@pytest.mark.parametrize("knobs, message", [
+    (dict(top_k=2**63), r"request bad: generation failed at prefill: \w+Error: Overflow"),
+    (dict(stop_threshold="x"), r"request bad: generation failed at prefill"),  # only the batched step read it
+    (dict(temperature=float("nan")), r"request bad: sampled code -1 on channel 0 outside \[0, 8\) at frame 0"),
+])
+async def test_a_poisoned_request_fails_alone_and_the_others_are_unaffected(engine, knobs, message):
+    alone = [(await collect(engine, f"solo{i}", t))[0] for i, t in enumerate(TEXTS[:3])]
+    let_through(engine, "bad", **knobs)
+    results = await asyncio.gather(*[collect(engine, f"ok{i}", t) for i, t in enumerate(TEXTS[:3])],
+                                   collect(engine, "bad", TEXTS[3]), return_exceptions=True)
+    assert isinstance(results[3], GenerationError) and not isinstance(results[3], EngineDeadError)
+    assert re.search(message, str(results[3])), str(results[3])
+    for solo, (codes, reason) in zip(alone, results[:3]):
+        assert torch.equal(solo, codes) and reason is FinishReason.STOP
+    await engine.check_health()
+    assert engine.num_running == 0
+    again, _ = await collect(engine, "again", TEXTS[0])
+    assert torch.equal(again, alone[0])
+
+
+async def test_a_failed_batched_step_fails_its_batch_and_the_engine_starts_afresh(engine, monkeypatch):
+    before, _ = await collect(engine, "before", TEXTS[1])
+    gen = engine._generator
+    decode, calls = gen._decode, []
+
+    def decode_failing_once():  # a fault no request can be blamed for (the batched forward pass)
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("injected batched-step fault")
+        return decode()
+
+    monkeypatch.setattr(gen, "_decode", decode_failing_once)
+    results = await asyncio.gather(*[collect(engine, f"b{i}", t) for i, t in enumerate(TEXTS[:2])], return_exceptions=True)
+    for rid, result in zip(("b0", "b1"), results):
+        assert isinstance(result, GenerationError) and not isinstance(result, EngineDeadError)
+        assert f"request {rid}: the batched decode step failed (RuntimeError: injected batched-step fault)" in str(result)
+    await engine.check_health()
+    after, _ = await collect(engine, "after", TEXTS[1])  # fresh cache rows: the same frames as before
+    assert torch.equal(before, after) and gen.failed_steps == 0
+
+
+async def test_repeated_batched_failures_make_the_engine_dead_and_health_says_why(engine, monkeypatch):
+    monkeypatch.setattr(engine._generator, "_decode", lambda: (_ for _ in ()).throw(RuntimeError("stuck")))
+    for i in range(torch_generator.MAX_FAILED_STEPS - 1):
+        with pytest.raises(GenerationError, match="batched decode step failed"):
+            await collect(engine, f"r{i}", TEXTS[0])
+        await engine.check_health()
+    with pytest.raises(EngineDeadError, match="3 batched decode steps failed in a row"):
+        await collect(engine, "last", TEXTS[0])
+    with pytest.raises(EngineDeadError, match=r"torch engine stopped: EngineDeadError: 3 batched decode steps .* stuck"):
+        await engine.check_health()
+    with pytest.raises(EngineDeadError):
+        await collect(engine, "refused", TEXTS[0])
+
+
+async def test_a_lost_device_is_fatal_at_once(engine, monkeypatch):
+    lost = RuntimeError("CUDA error: an illegal memory access was encountered")
+    assert torch_generator.device_lost(lost) and not torch_generator.device_lost(RuntimeError("shape mismatch"))
+    monkeypatch.setattr(engine._generator, "_decode", lambda: (_ for _ in ()).throw(lost))
+    with pytest.raises(EngineDeadError, match="illegal memory access"):
+        await collect(engine, "r", TEXTS[0])
+    with pytest.raises(EngineDeadError, match="torch engine stopped: RuntimeError: CUDA error"):
+        await engine.check_health()
+
+
+@pytest.mark.parametrize("knobs, message", [
+    (dict(top_k=2**63), r"top_k must be in \[0, 1024\], got 2\*\*63"),
+    (dict(top_k=int(1e300)), r"top_k must be in \[0, 1024\], got 1e\+300"),
+    (dict(temperature=3.4e38), r"temperature must be in \[0, 10\], got 3.4e\+38"),
+    (dict(temperature=float("nan")), r"temperature must be a finite number in \[0, 10\], got nan"),
+    (dict(stop_threshold=0.0), r"stop_threshold must be in \(0, 1\), got 0.0"),
+    (dict(stop_threshold=1.0), r"stop_threshold must be in \(0, 1\), got 1.0"),
+    (dict(repetition_penalty=11.0), r"repetition_penalty must be in \(0, 10\], got 11.0"),
+    (dict(cfg_scale=25.0), r"cfg_scale must be in \(0, 20\], got 25.0"),
+    (dict(cfg_frames=2001), r"cfg_frames must be in \[0, 2000\], got 2001"),
+    (dict(seed=2**63), r"seed must be in \[0, 2\*\*63 - 1\], got 2\*\*63"),
+    (dict(top_k=2.5), r"top_k must be an integer in \[0, 1024\], got 2.5"),
+])
+async def test_the_engine_api_checks_every_knob_range(engine, knobs, message):
+    with pytest.raises(InvalidRequestError, match=message):
+        await collect(engine, "x", TEXTS[0], dataclasses.replace(SamplingParams(), **knobs))
+    assert engine.num_running == 0
+    await engine.check_health()

@@ -61,14 +61,17 @@ def test_frame_caps(frontend):
 
 
 @pytest.mark.parametrize("sampling, message", [
-    (dict(temperature=-1), "temperature must be >= 0"),
-    (dict(top_k=-1), "top_k must be >= 0"),
+    (dict(temperature=-1), r"temperature must be in \[0, 10\], got -1"),
+    (dict(top_k=-1), r"top_k must be in \[0, 1024\], got -1"),
+    (dict(top_k=2**63), r"top_k must be in \[0, 1024\], got 2\*\*63"),
     (dict(stop_threshold=1.5), r"stop_threshold must be in \(0, 1\)"),
-    (dict(repetition_penalty=0), "repetition_penalty must be > 0"),
+    (dict(stop_threshold=1.0), r"stop_threshold must be in \(0, 1\), got 1.0"),
+    (dict(repetition_penalty=0), r"repetition_penalty must be in \(0, 10\], got 0"),
     (dict(max_frames=0), r"max_frames must be in \[1, 2000\]"),
     (dict(cfg_scale=3.0), r"classifier-free guidance \(cfg_scale=3.0\) is not supported by the vLLM backend"),
     (dict(repetition_penalty=1.2, repetition_window=MAX_REPETITION_WINDOW + 1), "repetition_window must be <= 64"),
-    (dict(temperature=float("inf")), "temperature must be >= 0, got inf"),
+    (dict(temperature=float("inf")), r"temperature must be a finite number in \[0, 10\], got inf"),
+    (dict(temperature=3.5e38), r"temperature must be in \[0, 10\], got 3.5e\+38"),
 ])
 def test_bad_sampling_is_rejected_with_the_field_named(frontend, sampling, message):
     with pytest.raises(InvalidRequestError, match=message):
