@@ -21,12 +21,20 @@ The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this 
 which rule a token matches, in this order: abbreviation, currency, ordinal, time, date, percent,
 years (and English month-day, decades), plain number, simple fraction (en), mixed digits
 ("COVID-19", "24/7"), "&".
+
+Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\d`` accept,
+Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers and stay as
+written. Beyond that, each rule runs under its own guard: a rule that raises on a token (num2words
+on an absurd value, say) is logged at DEBUG and treated as not matching, so the next rule is tried
+and a token no rule reads is kept as written. The alignment stays whole either way, and a failure
+outside the rules passes the whole text through unchanged.
 """
 
 from __future__ import annotations
 
 import datetime
 import enum
+import logging
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,6 +55,8 @@ __all__ = [
     "normalize",
     "rules_for",
 ]
+
+logger = logging.getLogger(__name__)
 
 _RULES: dict[str, LanguageRules] = {
     r.code: r for r in (EnglishRules(), SpanishRules(), PortugueseRules(), DutchRules())
@@ -161,9 +171,12 @@ def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") 
     matches = list(re.finditer(r"\S+", text))
     rules = rules_for(lang) if enabled else None
     if rules is None:
-        alignment = tuple(WordAlignment(m.group(), (m.group(),), m.start()) for m in matches)
-        return NormalizedText(text, text, lang, alignment)
-    readings = _TokenReader(rules, [m.group() for m in matches]).read_all()
+        return _unchanged(text, lang, matches)
+    try:
+        readings = _TokenReader(rules, [m.group() for m in matches]).read_all()
+    except Exception:  # the rules are guarded one by one (_TokenReader._read); this is the backstop
+        logger.warning("normalisation (%s) failed outside its rules; text kept as written", lang, exc_info=True)
+        return _unchanged(text, lang, matches)
     # Rebuild: original whitespace between tokens, each token replaced by its words; a token
     # that became no words takes the whitespace before it along.
     parts, pos = [], 0
@@ -177,6 +190,11 @@ def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") 
         WordAlignment(m.group(), tuple(words), m.start()) for m, words in zip(matches, readings)
     )
     return NormalizedText(text, "".join(parts), lang, alignment)
+
+
+def _unchanged(text: str, lang: str, matches: list[re.Match[str]]) -> NormalizedText:
+    alignment = tuple(WordAlignment(m.group(), (m.group(),), m.start()) for m in matches)
+    return NormalizedText(text, text, lang, alignment)
 
 
 # --- the token reader ---------------------------------------------------------------------------
@@ -204,7 +222,7 @@ def _starts_upper(token: Optional[_Token]) -> bool:
 
 
 def _starts_digit(token: Optional[_Token]) -> bool:
-    return token is not None and token.core[:1].isdigit()
+    return token is not None and token.core[:1].isdecimal()
 
 
 def _capitalize_like(words: str, original: str) -> str:
@@ -275,7 +293,11 @@ class _TokenReader:
         tok = self.tokens[i]
         if not tok.core:
             return None, 0
-        abbreviation = self._read_abbreviation(i)
+        try:
+            abbreviation = self._read_abbreviation(i)
+        except Exception:
+            self._rule_failed("abbreviation", i)
+            abbreviation = None
         if abbreviation is not None:
             return abbreviation
         for reader in (
@@ -289,12 +311,20 @@ class _TokenReader:
             self._read_fraction,
             self._read_mixed,
         ):
-            reading, consumed = reader(i)
+            try:
+                reading, consumed = reader(i)
+            except Exception:  # one odd token must never fail the request: try the next rule
+                self._rule_failed(reader.__name__, i)
+                continue
             if reading is not None:
                 return reading, consumed
         if tok.core == "&":
             return self.rules.ampersand_word, 0
         return None, 0
+
+    def _rule_failed(self, rule: str, i: int) -> None:
+        logger.debug("normalisation (%s): rule %s failed on token %r; trying the next one",
+                     self.rules.code, rule.removeprefix("_read_"), self.tokens[i].raw[:80], exc_info=True)
 
     def _read_abbreviation(self, i: int) -> Optional[tuple[Optional[str], int]]:
         tok = self.tokens[i]
@@ -371,7 +401,7 @@ class _TokenReader:
         elif r.code != "en" and _H_TIME_RE.fullmatch(core):
             m = _H_TIME_RE.fullmatch(core)
             hour, minute = int(m.group(1)), int(m.group(2) or 0)
-        elif core.isdigit() and r.read_meridiem("am") is not None and self._meridiem_after(i):
+        elif core.isdecimal() and r.read_meridiem("am") is not None and self._meridiem_after(i):
             hour, minute = int(core), 0
         if hour is None:
             return None, 0
@@ -430,15 +460,15 @@ class _TokenReader:
         """Years where the language reads them ("1999"), and in English "March 5" -> "March
         fifth" and "1990s" -> "nineteen nineties"."""
         r, core = self.rules, self.tokens[i].core
-        if core.isdigit() and len(core) == 4:
+        if core.isdecimal() and len(core) == 4:
             return r.bare_year(int(core)), 0
         if r.code != "en":
             return None, 0
         prev = self.tokens[i - 1] if i > 0 else None
         if (
-            core.isdigit()
-            and 1 <= int(core) <= 31
+            core.isdecimal()
             and len(core) <= 2
+            and 1 <= int(core) <= 31
             and prev is not None
             and prev.core.lower().rstrip(".") in _EN_MONTHS
             and not prev.trail.strip(".")
@@ -469,12 +499,12 @@ class _TokenReader:
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty"."""
         r, core = self.rules, self.tokens[i].core
-        if not any(c.isdigit() for c in core):
+        if not any(c.isdecimal() for c in core):
             return None, 0
         pieces = _PIECE_RE.findall(core)
         words: list[str] = []
         for k, piece in enumerate(pieces):
-            if piece.isdigit():
+            if piece.isdecimal():
                 words.append(r.read_integer(piece))
             elif piece.isalpha():
                 words.append(piece)
@@ -496,7 +526,7 @@ class _TokenReader:
 
 
 def _between_digits(pieces: list[str], k: int) -> bool:
-    return 0 < k < len(pieces) - 1 and pieces[k - 1].isdigit() and pieces[k + 1].isdigit()
+    return 0 < k < len(pieces) - 1 and pieces[k - 1].isdecimal() and pieces[k + 1].isdecimal()
 
 
 _RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}
