@@ -4,10 +4,19 @@
     # pcm: [N] float32 in [-1, 1] @ 22050 Hz, N <= 15 s * 22050
 
 Steps: size limit -> format sniffed from the first bytes (the declared filename / content type
-only decide between "corrupt" and "unsupported" when the bytes match nothing) -> decode with
-libsndfile (via soundfile; libsndfile >= 1.1 reads MPEG audio, so mp3 needs nothing else) ->
-keep the first ``max_ref_seconds`` -> mix to mono -> too-short and silence checks -> resample
-with soxr ("HQ") to ``target_rate``.
+only decide between "corrupt" and "unsupported" when the bytes match nothing) -> the header's
+rate, channels and length checked against the decode bounds -> decode with libsndfile (via
+soundfile; libsndfile >= 1.1 reads MPEG audio, so mp3 needs nothing else) of only the first
+``max_ref_seconds`` -> mix to mono -> too-short and silence checks -> resample with soxr ("HQ")
+to ``target_rate``.
+
+Decode bounds. A few KB of FLAC can declare minutes of 655,350 Hz x 8-channel silence, which
+decodes to hundreds of MB (the byte limit says nothing about that). So before any sample is
+decoded, the header must declare at most ``MAX_SAMPLE_RATE_HZ`` (192 kHz) and ``MAX_CHANNELS`` (8),
+and the frames that would be kept (the first ``max_ref_seconds``, or all of them when that is 0)
+times the channels must stay within ``MAX_DECODED_SAMPLES`` (5,760,000: 60 s of 48 kHz stereo,
+23 MB of float32); otherwise the clip is refused with a 400 naming the limit. Only those frames
+are read.
 
 Silence: a clip is rejected when the RMS level of the kept audio is below
 ``SILENCE_THRESHOLD_DBFS`` = -60 dBFS (RMS relative to a full-scale sine's peak of 1.0). Speech
@@ -34,6 +43,7 @@ from voices.errors import (
     ClipTooLargeError,
     ClipTooShortError,
     CorruptClipError,
+    InvalidClipError,
     UnsupportedAudioFormatError,
 )
 
@@ -45,6 +55,10 @@ DEFAULT_MAX_REF_SECONDS = 15.0
 DEFAULT_MIN_SECONDS = 3.0
 SILENCE_THRESHOLD_DBFS = -60.0
 SUPPORTED_FORMATS = ("wav", "flac", "ogg", "mp3")
+#: Decode bounds, checked on the header before decoding (module docstring).
+MAX_SAMPLE_RATE_HZ = 192_000
+MAX_CHANNELS = 8
+MAX_DECODED_SAMPLES = 48_000 * 2 * 60
 
 _EXTENSIONS = {
     ".wav": "wav", ".wave": "wav", ".flac": "flac", ".ogg": "ogg", ".oga": "ogg", ".opus": "ogg",
@@ -56,6 +70,24 @@ _CONTENT_TYPES = {
     "audio/ogg": "ogg", "application/ogg": "ogg", "audio/opus": "ogg", "audio/vorbis": "ogg",
     "audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/mpeg3": "mp3", "audio/x-mpeg-3": "mp3",
 }
+
+
+class ClipDecodesTooLargeError(ClipTooLargeError):
+    """The clip's header declares more samples to decode than MAX_DECODED_SAMPLES (400
+    ``clip_too_large``, like a clip with too many bytes)."""
+
+    def __init__(self, name: str, frames: int, channels: int, rate_hz: int, max_samples: int) -> None:
+        samples = frames * channels
+        InvalidClipError.__init__(
+            self,
+            f"reference clip {name} would decode to {samples:,} samples ({frames / rate_hz:.1f} s kept x "
+            f"{channels} channels at {rate_hz} Hz); at most {max_samples:,} samples are decoded (60 s of "
+            "48 kHz stereo): send fewer channels, a lower sample rate or a shorter clip",
+        )
+        self.size_bytes = samples * 4  # as float32, the unit ClipTooLargeError counts in
+        self.max_bytes = max_samples * 4
+        self.samples = samples
+        self.max_samples = max_samples
 
 
 def sniff_format(data: bytes) -> Optional[str]:
@@ -148,18 +180,36 @@ def load_reference_clip(
     return np.ascontiguousarray(np.clip(mono, -1.0, 1.0), dtype=np.float32)
 
 
+def _frames_to_decode(name: str, rate_hz: int, channels: int, declared_frames: int, max_ref_seconds: float) -> int:
+    """How many frames to read, after checking the header against the decode bounds (module
+    docstring); raises before anything is decoded."""
+    if rate_hz <= 0 or channels <= 0:
+        raise CorruptClipError(f"reference clip {name} declares {rate_hz} Hz, {channels} channels")
+    if rate_hz > MAX_SAMPLE_RATE_HZ or channels > MAX_CHANNELS:
+        raise UnsupportedAudioFormatError(
+            f"reference clip {name} is {rate_hz} Hz with {channels} channels; at most {MAX_SAMPLE_RATE_HZ} Hz "
+            f"and {MAX_CHANNELS} channels are accepted (a voice needs no more than 48 kHz mono)"
+        )
+    frames = max(int(declared_frames), 0)
+    if max_ref_seconds:
+        wanted = int(math.ceil(max_ref_seconds * rate_hz))
+        frames = min(frames, wanted) if frames else wanted  # unknown length: read at most ``wanted``
+    if frames * channels > MAX_DECODED_SAMPLES:
+        raise ClipDecodesTooLargeError(name, frames, channels, rate_hz, MAX_DECODED_SAMPLES)
+    return frames
+
+
 def _decode(data: bytes, fmt: str, name: str, max_ref_seconds: float) -> tuple[np.ndarray, int]:
-    """libsndfile decode of the first ``max_ref_seconds`` (0: all) -> ([frames, ch] float32, rate)."""
+    """libsndfile decode of the first ``max_ref_seconds`` (0: all) -> ([frames, ch] float32, rate).
+    The header is checked against the decode bounds first (``_frames_to_decode``)."""
     try:
         with sf.SoundFile(io.BytesIO(data)) as f:
             rate_hz = int(f.samplerate)
-            if rate_hz <= 0 or f.channels <= 0:
-                raise CorruptClipError(f"reference clip {name} declares {rate_hz} Hz, {f.channels} channels")
-            frames = -1 if not max_ref_seconds else int(math.ceil(max_ref_seconds * rate_hz))
+            frames = _frames_to_decode(name, rate_hz, int(f.channels), int(f.frames), max_ref_seconds)
             pcm = f.read(frames=frames, dtype="float32", always_2d=True)
         if pcm.shape[0] == 0:
             raise CorruptClipError(f"reference clip {name} is a {fmt} file with no audio frames")
-    except CorruptClipError:
+    except InvalidClipError:
         raise
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError, EOFError) as exc:
         reason = getattr(exc, "error_string", None) or str(exc)  # without "Error opening <BytesIO...>"

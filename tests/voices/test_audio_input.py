@@ -148,3 +148,51 @@ def test_unknown_formats_are_unsupported(data: bytes, filename, content_type, cl
 def test_bad_limits_are_a_programming_error() -> None:
     with pytest.raises(ValueError, match="max_ref_seconds"):
         load_reference_clip(b"RIFF", max_ref_seconds=2.0, min_seconds=3.0)
+
+
+# ---------------------------------------------------------------------------- decoding bombs (issue 9.10)
+
+
+def silent_flac(rate: int, channels: int, seconds: int) -> bytes:
+    """``seconds`` of silence as 16-bit FLAC, written a second at a time (tiny once compressed)."""
+    buf = io.BytesIO()
+    with sf.SoundFile(buf, "w", samplerate=rate, channels=channels, format="FLAC", subtype="PCM_16") as f:
+        block = np.zeros((rate, channels), dtype=np.int16)
+        for _ in range(seconds):
+            f.write(block)
+    return buf.getvalue()
+
+
+def test_flac_bomb_is_refused_from_its_header_before_decoding() -> None:
+    """90 KB declaring 16 s of 655,350 Hz x 8 channels: it used to be decoded (+408 MB RSS) and
+    only then found silent; now the header alone refuses it."""
+    bomb = silent_flac(655_350, 8, 16)
+    assert len(bomb) < 200_000
+    with pytest.raises(UnsupportedAudioFormatError, match="'bomb.flac' is 655350 Hz with 8 channels; at most "
+                                                          "192000 Hz and 8 channels are accepted"):
+        load_reference_clip(bomb, filename="bomb.flac", content_type="audio/flac")
+
+
+def test_too_many_channels_are_refused() -> None:
+    nine = encode(np.tile(sine(4.0, 8000)[:, None], (1, 9)), 8000, "WAV")
+    with pytest.raises(UnsupportedAudioFormatError, match="8000 Hz with 9 channels"):
+        load_reference_clip(nine)
+
+
+def test_samples_to_decode_are_bounded_by_rate_times_channels_times_kept_seconds() -> None:
+    from voices.audio_input import MAX_DECODED_SAMPLES, ClipDecodesTooLargeError
+
+    wide = silent_flac(96_000, 8, 16)  # 15 s kept x 8 channels x 96 kHz = 11.5 M samples
+    with pytest.raises(ClipDecodesTooLargeError, match=f"at most {MAX_DECODED_SAMPLES:,} samples") as info:
+        load_reference_clip(wide, filename="wide.flac")
+    assert "11,520,000 samples (15.0 s kept x 8 channels at 96000 Hz)" in str(info.value)
+    assert isinstance(info.value, ClipTooLargeError)  # 400 clip_too_large, like too many bytes
+    # the bound counts what is kept: the same clip trimmed to 7 s is decoded (and found silent)
+    with pytest.raises(ClipSilentError):
+        load_reference_clip(wide, max_ref_seconds=7.0)
+    # keeping everything (max_ref_seconds=0) counts the whole clip: 61 s of 48 kHz stereo is over
+    long_stereo = silent_flac(48_000, 2, 61)
+    with pytest.raises(ClipDecodesTooLargeError, match="61.0 s kept x 2 channels at 48000 Hz"):
+        load_reference_clip(long_stereo, max_ref_seconds=0)
+    with pytest.raises(ClipSilentError):  # the default keeps 15 s of it: decoded
+        load_reference_clip(long_stereo)
