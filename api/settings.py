@@ -249,6 +249,16 @@ class Settings:
         in_range("max_frames", 1, optional=True)
         in_range("cfg_scale", 0, lo_open=True)
         in_range("cfg_frames", 0, optional=True)
+        # the upper bounds and open ends of the same knobs: the ranges the wire and the engine accept
+        from engine.requests import SAMPLING_BOUNDS
+
+        reported = {problem.split(":")[0] for problem in problems}
+        for name in ("temperature", "top_k", "repetition_penalty", "stop_threshold", "max_frames", "cfg_scale",
+                     "cfg_frames"):
+            value = getattr(self, name)
+            problem = None if value is None else SAMPLING_BOUNDS[name].problem(value)
+            if problem is not None and self.env_name(name) not in reported:
+                bad(name, problem)
         in_range("first_chunk_frames", 1)
         in_range("chunk_frames", 1)
         in_range("max_streams", 1)

@@ -488,14 +488,16 @@ class _SynthesisFields(WireModel):
     duration: Optional[Any] = None  # legacy target length (Python 1.x/2.x); accepted and ignored
 
     # Gepard sampling extras (override the server's defaults; see to_sampling_params)
-    temperature: Annotated[Optional[JsonFloat], _range(0.0)] = None
-    top_k: Annotated[Optional[JsonInt], _range(0)] = None
+    # Every one is bounded on both sides (the ranges of engine.requests.SAMPLING_BOUNDS): an unbounded
+    # value (top_k 2**63, temperature 1e300) used to reach a tensor in the engine's batch step.
+    temperature: Annotated[Optional[JsonFloat], _range(0.0), _range(None, 10.0)] = None
+    top_k: Annotated[Optional[JsonInt], _range(0), _range(None, 1024)] = None
     seed: Annotated[Optional[JsonInt], _range(0, 2**63 - 1)] = None
-    max_frames: Annotated[Optional[JsonInt], _range(1)] = None
-    cfg_scale: Annotated[Optional[JsonFloat], _range(0.0, lo_open=True)] = None
-    cfg_frames: Annotated[Optional[JsonInt], _range(0)] = None
-    stop_threshold: Annotated[Optional[JsonFloat], _range(0.0, 1.0)] = None
-    repetition_penalty: Annotated[Optional[JsonFloat], _range(0.0, lo_open=True)] = None
+    max_frames: Annotated[Optional[JsonInt], _range(1), _range(None, 2000)] = None
+    cfg_scale: Annotated[Optional[JsonFloat], _range(0.0, lo_open=True), _range(None, 20.0)] = None
+    cfg_frames: Annotated[Optional[JsonInt], _range(0), _range(None, 2000)] = None
+    stop_threshold: Annotated[Optional[JsonFloat], _range(0.0, 1.0), _range(0.0, lo_open=True), Field(lt=1.0)] = None
+    repetition_penalty: Annotated[Optional[JsonFloat], _range(0.0, lo_open=True), _range(None, 10.0)] = None
 
     _SAMPLING_FIELDS: ClassVar[tuple[str, ...]] = (
         "temperature", "top_k", "seed", "max_frames", "cfg_scale", "cfg_frames", "stop_threshold",

@@ -235,7 +235,7 @@ def test_bytes_and_sse_need_text(transcript):
 
 def test_ranges_accept_their_bounds():
     req = tts(generation_config={"speed": 0.6, "volume": 2.0, "emotion": "calm"}, temperature=0, top_k=0,
-              stop_threshold=1, cfg_frames=0, max_frames=1, seed=0)
+              cfg_frames=0, max_frames=1, seed=0)
     assert req.generation_config.speed == 0.6 and req.generation_config.volume == 2.0
     assert req.generation_config.emotion == "calm"
 
@@ -581,3 +581,63 @@ def test_sse_context_id_is_bounded_like_a_websocket_one():
 def test_error_messages_quote_at_most_a_short_piece_of_a_value(changes):
     err = error_of(tts, **changes)
     assert len(str(err)) < 400, str(err)[:500]
+
+
+# --- sampling knobs are bounded on both sides (issue 9) -------------------------------------------
+# Unbounded values used to reach the engine: top_k 2**63 overflowed a tensor in its batch step,
+# temperature 3.4e38 became NaN and then an invalid code, stop_threshold 0 or 1 passed here.
+
+
+def test_sampling_knobs_accept_their_closed_bounds():
+    from engine.requests import sampling_problems
+
+    req = tts(temperature=10, top_k=1024, max_frames=2000, cfg_scale=20, cfg_frames=2000, repetition_penalty=10,
+              seed=2**63 - 1, stop_threshold=0.999)
+    params = req.to_sampling_params(SamplingParams())
+    assert (params.temperature, params.top_k, params.max_frames, params.seed) == (10.0, 1024, 2000, 2**63 - 1)
+    assert sampling_problems(params) == []
+
+
+@pytest.mark.parametrize("changes, field, message", [
+    ({"top_k": 2**63}, "top_k", "top_k: must be <= 1024, got 9223372036854775808"),
+    ({"top_k": 1e300}, "top_k", "top_k: must be <= 1024, got 1000000"),
+    ({"top_k": 1025}, "top_k", "top_k: must be <= 1024, got 1025"),
+    ({"temperature": 3.4e38}, "temperature", "temperature: must be <= 10, got 3.4e+38"),
+    ({"temperature": 1e300}, "temperature", "temperature: must be <= 10, got 1e+300"),
+    ({"temperature": 10.5}, "temperature", "temperature: must be <= 10, got 10.5"),
+    ({"stop_threshold": 0}, "stop_threshold", "stop_threshold: must be > 0, got 0.0"),
+    ({"stop_threshold": 1}, "stop_threshold", "stop_threshold: must be < 1.0, got 1"),
+    ({"stop_threshold": 1.0}, "stop_threshold", "stop_threshold: must be < 1.0, got 1.0"),
+    ({"repetition_penalty": 10.5}, "repetition_penalty", "repetition_penalty: must be <= 10, got 10.5"),
+    ({"cfg_scale": 20.5}, "cfg_scale", "cfg_scale: must be <= 20, got 20.5"),
+    ({"cfg_frames": 2001}, "cfg_frames", "cfg_frames: must be <= 2000, got 2001"),
+    ({"max_frames": 2001}, "max_frames", "max_frames: must be <= 2000, got 2001"),
+    ({"seed": 2**63}, "seed", "seed: must be between 0 and 9.22337e+18, got 9223372036854775808"),
+])
+@pytest.mark.parametrize("parse", [tts, ws])
+def test_sampling_knobs_past_their_range_are_rejected_naming_the_field(parse, changes, field, message):
+    err = error_of(parse, **changes)
+    assert err.field == field and isinstance(err, InvalidFieldError) and err.error_code == "invalid_request"
+    assert message in str(err)
+    assert err.context_id == (None if parse is tts else "ctx-1")
+
+
+def test_the_wire_and_the_engine_accept_exactly_the_same_sampling_ranges():
+    import dataclasses
+    import math
+
+    from engine.requests import SAMPLING_BOUNDS, sampling_problems
+
+    for name, bound in SAMPLING_BOUNDS.items():
+        if name == "repetition_window":
+            continue  # engine API only, not a wire field
+        step = (lambda v, d: v + d) if bound.integer else (lambda v, d: math.nextafter(v, v + d))
+        edges = [bound.lo, bound.hi, step(bound.lo, -1), step(bound.hi, 1), step(bound.lo, 1), step(bound.hi, -1)]
+        for value in edges:
+            try:
+                wire = getattr(tts(**{name: value}).to_sampling_params(SamplingParams()), name)
+                wire_ok = True
+            except ProtocolError:
+                wire, wire_ok = value, False
+            engine_ok = not sampling_problems(dataclasses.replace(SamplingParams(), **{name: wire}))
+            assert wire_ok == engine_ok, (name, value, wire_ok, engine_ok)
