@@ -323,7 +323,7 @@ class WsConnection:
             await self._cleanup()
 
     async def _read_loop(self) -> None:
-        while True:
+        while not self._stalled:  # a client that stopped reading gets no new work started
             timeout = self._last_activity + self.idle_timeout_s - time.monotonic()
             try:
                 message = await asyncio.wait_for(self.ws.receive(), timeout=max(timeout, 0.001))
@@ -345,6 +345,8 @@ class WsConnection:
             await self._dispatch(raw)
 
     async def _dispatch(self, raw: str | bytes) -> None:
+        if self._stalled:
+            raise ClientNotReadingError(self.limits.send_timeout_s)
         try:
             msg = parse_ws_message(raw)
         except ProtocolError as exc:
