@@ -194,8 +194,19 @@ class BatchingCodecDecoder(CodecDecoder):
                 self._cond.wait()
             if self._closed:
                 return None
-            count = min(self.max_batch, len(self._queue))
-            return [self._queue.popleft() for _ in range(count)]
+            if len(self._queue) <= self.max_batch:
+                batch = list(self._queue)
+                self._queue.clear()
+                return batch
+            # More waiting than one batch holds: a stream's first window goes first (that is its
+            # time to first audio), then the oldest windows; each stream's windows keep their order.
+            first = [job for job in self._queue if job.window.start_frame == 0][: self.max_batch]
+            taken = set(map(id, first))
+            rest = (job for job in self._queue if id(job) not in taken)
+            batch = first + list(itertools.islice(rest, self.max_batch - len(first)))
+            taken.update(map(id, batch))
+            self._queue = deque(job for job in self._queue if id(job) not in taken)
+            return batch
 
     def _run(self) -> None:
         logger.debug("codec decoder worker started")

@@ -218,3 +218,27 @@ async def test_async_encoder_matches_the_codec(codec: NanoCodec) -> None:
 async def test_async_encoder_rejects_bad_audio(codec: NanoCodec, audio, message: str) -> None:
     with pytest.raises(InvalidAudioError, match=message):
         await NanoCodecEncoder(codec).encode(audio)
+
+
+async def test_first_windows_are_decoded_before_continuations_when_the_queue_is_long(codec: NanoCodec) -> None:
+    """Time to first audio stays flat under load: with more windows queued than one batch holds,
+    every stream's first window is taken before older continuation windows, and each stream's
+    windows keep their order."""
+    decoder = BatchingCodecDecoder(codec, max_batch=3)
+    loop = asyncio.get_running_loop()
+
+    def job(stream: int, start: int) -> _Job:
+        window = DecodeWindow(torch.zeros(32, 4, dtype=torch.long), 0, start)
+        return _Job(stream, window, loop, loop.create_future())
+
+    queued = [job(1, 8), job(1, 24), job(2, 8), job(3, 0), job(2, 24), job(4, 0), job(3, 8)]
+    decoder._queue.extend(queued)
+    first = decoder._take_batch()
+    assert [(j.stream_id, j.window.start_frame) for j in first] == [(3, 0), (4, 0), (1, 8)]
+    second = decoder._take_batch()
+    assert [(j.stream_id, j.window.start_frame) for j in second] == [(1, 24), (2, 8), (2, 24)]
+    assert [(j.stream_id, j.window.start_frame) for j in decoder._take_batch()] == [(3, 8)]
+    short = [job(5, 8), job(6, 0)]
+    decoder._queue.extend(short)
+    assert decoder._take_batch() == short  # a queue that fits in one batch is taken as it is
+    await decoder.aclose()
