@@ -16,6 +16,11 @@ Configuration choices, and why:
   with no long-prefill cap and a token budget >= ``max_batch`` keeps every running request scheduled
   every step. If a request is preempted anyway, it ends with GenerationError (STOP_ERR), never with
   wrong audio.
+- Failures stay with their request: the frame step (in vLLM's engine core) never raises for one
+  request's sake; a request it cannot serve (a sampled code outside its channel's levels, unusable
+  knobs) ends with the FAILED token and GenerationError here, and the engine core goes on. Knobs
+  are range-checked twice in this process: ``validated_text`` and ``FrameParams`` (vLLM's
+  ``validate_params``), so no value can overflow a slot tensor in the engine core.
 - Classifier-free guidance is not supported here (it needs a second sequence per request): such
   requests get InvalidRequestError; the torch backend supports it.
 - Prompt embeddings and prefixes are validated here before ``generate``: a malformed
@@ -356,7 +361,7 @@ class VllmEngine(TtsEngine):
                 except ValueError as exc:
                     raise GenerationError(f"request {rid}: {exc}") from None
                 if out.finished:
-                    finish = self._finish_reason(rid, completion)
+                    finish = self._finish_reason(rid, completion, sent + codes.shape[1])
                 if codes.shape[1] or finish is not None:
                     chunk = FrameChunk(rid, codes, sent, finish)
                     sent += codes.shape[1]
@@ -396,7 +401,7 @@ class VllmEngine(TtsEngine):
         params = VllmSamplingParams(
             temperature=0.0,  # vLLM only takes the token the frame step chose (greedy)
             max_tokens=prepared.max_frames,
-            stop_token_ids=[self._layout.stop, self._layout.stop_err],
+            stop_token_ids=self._layout.stop_tokens,
             logprobs=NUM_LOGPROBS,
             flat_logprobs=True,
             detokenize=False,
@@ -405,7 +410,7 @@ class VllmEngine(TtsEngine):
         )
         return prompt, params
 
-    def _finish_reason(self, rid: str, completion: Any) -> FinishReason:
+    def _finish_reason(self, rid: str, completion: Any, frames: int) -> FinishReason:
         reason, stop_reason = completion.finish_reason, completion.stop_reason
         if reason == "length":
             return FinishReason.LENGTH
@@ -416,6 +421,10 @@ class VllmEngine(TtsEngine):
         if reason == "stop" and stop_reason == self._layout.stop_err:
             raise GenerationError(f"request {rid} was preempted by vLLM and cannot resume (its KV cache was "
                                   "reclaimed); raise the KV cache or lower max_batch")
+        if reason == "stop" and stop_reason == self._layout.failed:
+            raise GenerationError(f"request {rid}: the frame sampler failed it at frame {frames}: it sampled an "
+                                  "audio code outside its channel's levels (or the worker could not use its "
+                                  "sampling knobs); the request was ended, other requests are unaffected")
         raise GenerationError(f"request {rid} ended with an unexpected vLLM finish reason {reason!r} ({stop_reason!r})")
 
     async def abort(self, request_id: str) -> None:

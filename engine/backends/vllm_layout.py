@@ -2,7 +2,7 @@
 
 vLLM samples one token per step; Gepard produces one 32-channel frame per step. The frame is
 sampled by our logits processor inside vLLM's sampler, and the *token* vLLM sees is only a handle.
-vLLM's vocabulary (the logits width) is therefore tiny, ``V = 256 + S + 2`` for ``S`` slots
+vLLM's vocabulary (the logits width) is therefore tiny, ``V = 256 + S + 3`` for ``S`` slots
 (``max_num_seqs``):
 
     [0, 256)          code ids: channel k, code c -> 8k + c. Never sampled; the processor gives the
@@ -13,6 +13,10 @@ vLLM's vocabulary (the logits width) is therefore tiny, ``V = 256 + S + 2`` for 
     256 + S           STOP: the stop head fired (a stop token id, so vLLM ends the request).
     256 + S + 1       STOP_ERR: the request was re-prefilled after a preemption and cannot resume
                       (its previous frames are not in the token stream); it ends as an error.
+    256 + S + 2       FAILED: the frame step failed this request alone: it sampled a code outside a
+                      channel's levels (never fed back: past the last channel's embedding table it
+                      would crash vLLM's engine core), or the worker could not use its knobs. The
+                      request ends as an error; the engine core and the other requests go on.
 
 Prompt text ids are sent shifted past ``V`` (``V + t``), so they never collide with handles; the
 model's text embedding undoes the shift. With ``skip_tokenizer_init`` vLLM does not range-check
@@ -24,12 +28,13 @@ is pinned to greedy, so it picks whatever the processor chose.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
+
+from engine.requests import SAMPLING_BOUNDS
 
 NUM_CHANNELS = 32
 MAX_LEVEL = 8  # codes per channel are < 8 (levels [8, 7, 6, 6])
@@ -63,9 +68,18 @@ class TokenLayout:
         return CODE_IDS + self.num_slots + 1
 
     @property
+    def failed(self) -> int:
+        return CODE_IDS + self.num_slots + 2
+
+    @property
+    def stop_tokens(self) -> list[int]:
+        """The tokens that end a request: STOP, STOP_ERR, FAILED."""
+        return [self.stop, self.stop_err, self.failed]
+
+    @property
     def vocab_size(self) -> int:
         """Width of the logits vLLM samples from."""
-        return CODE_IDS + self.num_slots + 2
+        return CODE_IDS + self.num_slots + 3
 
     @property
     def text_base(self) -> int:
@@ -89,7 +103,7 @@ class TokenLayout:
 
         ``logprobs`` is the delta's logprobs (vLLM ``FlatLogprobs`` or a list of ``{id: Logprob}``),
         one position per token; a frame's 32 code ids ``8k + c`` are among its entries. STOP and
-        STOP_ERR positions carry no frame and are skipped. Raises ValueError when a frame is
+        STOP_ERR / FAILED positions carry no frame and are skipped. Raises ValueError when a frame is
         incomplete (the engine was not configured with 33 logprobs).
         """
         positions = [i for i, t in enumerate(token_ids) if self.is_frame(int(t))]
@@ -117,10 +131,12 @@ class TokenLayout:
 class FrameParams:
     """Per-request frame sampling knobs, as the logits processor reads them.
 
-    temperature: <= 0 means greedy. top_k: 0 disables. seed: 63-bit counter-RNG seed.
+    temperature: 0 means greedy. top_k: 0 disables. seed: 63-bit counter-RNG seed.
     stop_threshold: stop when sigmoid(stop logit) > threshold (never at the first frame).
     repetition_penalty / repetition_window: 1.0 disables; the window is at most
-    MAX_REPETITION_WINDOW frames (<= 0 disables).
+    MAX_REPETITION_WINDOW frames (0 disables).
+    Every knob is range-checked (``engine.requests.SAMPLING_BOUNDS``) here, in the API process
+    (``validate_params``): a value that overflows a slot tensor must never reach the engine core.
     """
 
     temperature: float
@@ -131,19 +147,13 @@ class FrameParams:
     repetition_window: int = 32
 
     def __post_init__(self) -> None:
-        checks = [
-            (math.isfinite(self.temperature) and self.temperature >= 0, f"temperature must be >= 0, got {self.temperature}"),
-            (self.top_k >= 0, f"top_k must be >= 0, got {self.top_k}"),
-            (0 <= self.seed < 1 << 63, f"seed must be in [0, 2**63), got {self.seed}"),
-            (0.0 < self.stop_threshold < 1.0, f"stop_threshold must be in (0, 1), got {self.stop_threshold}"),
-            (math.isfinite(self.repetition_penalty) and self.repetition_penalty > 0,
-             f"repetition_penalty must be > 0, got {self.repetition_penalty}"),
-            (not self.penalised or self.repetition_window <= MAX_REPETITION_WINDOW,
-             f"repetition_window must be <= {MAX_REPETITION_WINDOW} on the vLLM backend, got {self.repetition_window}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+        for name in ("temperature", "top_k", "seed", "stop_threshold", "repetition_penalty", "repetition_window"):
+            problem = SAMPLING_BOUNDS[name].problem(getattr(self, name))
+            if problem is not None:
+                raise ValueError(f"{name} {problem}")
+        if self.penalised and self.repetition_window > MAX_REPETITION_WINDOW:
+            raise ValueError(f"repetition_window must be <= {MAX_REPETITION_WINDOW} on the vLLM backend, "
+                             f"got {self.repetition_window}")
 
     @property
     def penalised(self) -> bool:
@@ -161,7 +171,11 @@ class FrameParams:
         if not isinstance(raw, (list, tuple)) or len(raw) != 6:
             raise ValueError(f"Gepard requests need extra_args[{_EXTRA_KEY!r}] = FrameParams.to_extra_args(); got {raw!r}")
         temperature, top_k, seed, threshold, penalty, window = raw
-        return cls(float(temperature), int(top_k), int(seed), float(threshold), float(penalty), int(window))
+        try:
+            return cls(float(temperature), int(top_k), int(seed), float(threshold), float(penalty), int(window))
+        except (TypeError, OverflowError) as exc:  # None, "x", float("inf") as an integer...
+            raise ValueError(f"Gepard extra_args[{_EXTRA_KEY!r}] holds a value that is not a number in range: "
+                             f"{raw!r} ({exc})") from None
 
 
 def hf_overrides(layout: TokenLayout, rope_theta: float, partial_rotary_factor: float = 1.0) -> dict[str, Any]:

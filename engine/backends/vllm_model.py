@@ -169,6 +169,8 @@ class GepardForTTS(nn.Module):
             raise ValueError(f"Gepard heads must fill a [32, 8] grid, got {cfg.num_channels} x {self.heads.max_level}")
         # last_codes[slot] is written by the logits processor and read here (same worker process)
         self.slots = slot_state(self.layout, vllm_config.device_config.device)
+        # the frame step rejects a code >= its channel's level count before it reaches last_codes
+        self.slots.levels.copy_(torch.tensor(cfg.audio_heads, dtype=torch.int64))
         self.text_vocab = cfg.backbone.vocab_size
 
     def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,11 @@ the frames behind those handles are gone, so it cannot continue. The engine is c
 preemption cannot happen (see ``vllm_backend``); if it happens anyway the processor answers
 STOP_ERR and the request fails loudly instead of producing garbage. V1 detects it as a request
 added with outputs already present, V2 as ``prefill_len > prompt_len``.
+
+Both adapters run inside vLLM's engine core, where an exception kills every request. Per-request
+problems therefore never raise here: knobs are checked in the API process (``validate_params``),
+and if the worker still cannot parse them the slot is marked failed and the request ends with
+FAILED at its first frame (see ``vllm_sampling``).
 """
 
 from __future__ import annotations
@@ -59,6 +64,19 @@ def _validate(sampling_params: "SamplingParams") -> None:
     FrameParams.from_extra_args(sampling_params.extra_args)
 
 
+def _frame_params(sampling_params: "SamplingParams") -> FrameParams | None:
+    """The request's FrameParams in the worker; None (logged) when they cannot be used.
+
+    ``validate_params`` already accepted them in the API process, so None means a vLLM that skipped
+    the check: the request fails alone instead of the engine core.
+    """
+    try:
+        return FrameParams.from_extra_args(sampling_params.extra_args)
+    except ValueError as exc:
+        logger.error("Gepard request with unusable sampling knobs ends with an error: %s", exc)
+        return None
+
+
 @dataclass
 class _Row:
     slot: int
@@ -96,10 +114,13 @@ class GepardFrameSamplerV1(V1LogitsProcessor):
             self._release(row)
         for row, params, _prompt, outputs in batch_update.added:
             self._release(row)  # a removal whose index was reused is not listed in `removed`
-            fp = FrameParams.from_extra_args(params.extra_args)
+            fp = _frame_params(params)
             slot = self.free.pop()
-            self.state.assign(slot, fp)
-            self.rows[row] = _Row(slot, outputs, fp.penalised, resumed=len(outputs) > 0)
+            if fp is None:
+                self.state.assign_failed(slot)
+            else:
+                self.state.assign(slot, fp)
+            self.rows[row] = _Row(slot, outputs, fp is not None and fp.penalised, resumed=len(outputs) > 0)
             if outputs:
                 logger.error("Gepard request in slot %d re-entered the batch after %d frames (preempted); "
                              "it ends with an error", slot, len(outputs))
@@ -153,6 +174,7 @@ class GepardFrameSamplerV2(V2LogitsProcessor):
             "stop_threshold": torch.full((s,), 0.5, dtype=torch.float32),
             "penalty": torch.ones(s, dtype=torch.float32),
             "window": torch.zeros(s, dtype=torch.int64),
+            "failed": torch.zeros(s, dtype=torch.bool),
         }
         self._penalised = np.zeros(s, dtype=bool)
         self._reset: list[int] = []
@@ -162,10 +184,13 @@ class GepardFrameSamplerV2(V2LogitsProcessor):
         _validate(sampling_params)
 
     def add_request(self, req_idx: int, sampling_params: "SamplingParams") -> bool:
-        fp = FrameParams.from_extra_args(sampling_params.extra_args)
+        fp = _frame_params(sampling_params)
+        failed = fp is None
+        if fp is None:
+            fp = FrameParams(0.0, 0, 0, 0.5)  # harmless knobs; the request ends with FAILED at once
         values: dict[str, Any] = {"temperature": fp.temperature, "top_k": fp.top_k, "seed": fp.seed,
                                   "stop_threshold": fp.stop_threshold, "penalty": fp.repetition_penalty,
-                                  "window": fp.repetition_window}
+                                  "window": fp.repetition_window, "failed": failed}
         for name, value in values.items():
             self._host[name][req_idx] = value
         self._penalised[req_idx] = fp.penalised

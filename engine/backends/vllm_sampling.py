@@ -10,8 +10,14 @@ the stop check in ``_decode``), using the shared functions of ``engine.sampling`
 
 then it writes the frame where the model reads it back next step (``last_codes[slot]``) and into
 the slot's repetition history, and returns the logits row vLLM samples from (see ``vllm_layout``):
-0.0 at the chosen token (the slot's handle, STOP or STOP_ERR), ``-1 - k`` at code id ``8k + c_k``
-for each channel k, -inf elsewhere.
+0.0 at the chosen token (the slot's handle, STOP, STOP_ERR or FAILED), ``-1 - k`` at code id
+``8k + c_k`` for each channel k, -inf elsewhere.
+
+This runs inside vLLM's engine core: an exception here kills the engine core and every request
+with it. So nothing in it may raise for a reason that belongs to one request: a frame with a code
+outside its channel's levels is never stored (the row gets a harmless all-zero frame and ends
+with FAILED), and a slot whose knobs the worker could not use (``SlotState.failed``) ends the same
+way at its first frame.
 
 The state lives on the model's device in fixed tensors indexed by slot (CUDA-graph friendly), one
 ``SlotState`` per worker process, shared by the model and the processor through ``slot_state()``.
@@ -25,7 +31,7 @@ from typing import Optional
 import torch
 
 from engine.backends.vllm_layout import CODE_IDS, MAX_LEVEL, MAX_REPETITION_WINDOW, NUM_CHANNELS, FrameParams, TokenLayout
-from engine.sampling import repetition_penalty, sample_codes, seen_mask, stop_decision
+from engine.sampling import invalid_codes, repetition_penalty, sample_codes, seen_mask, stop_decision
 
 
 @dataclass
@@ -36,6 +42,9 @@ class SlotState:
     temperature, stop_threshold, penalty: [S] float32; top_k, seed, window: [S] int64
     history:       [S, W, 32] int64 recent frames, ring-indexed by frame index % W
     history_frame: [S, W] int64 the frame index each history entry holds (-1: empty)
+    failed:      [S] bool, the slot's request must end with FAILED (its knobs were unusable)
+    levels:      [32] int64 codes per channel; a sampled code must be < levels[k] (the model sets the
+                 checkpoint's levels; MAX_LEVEL until then)
     """
 
     layout: TokenLayout
@@ -48,6 +57,8 @@ class SlotState:
     window: torch.Tensor
     history: torch.Tensor
     history_frame: torch.Tensor
+    failed: torch.Tensor
+    levels: torch.Tensor
 
     @classmethod
     def allocate(cls, layout: TokenLayout, device: torch.device, history: int = MAX_REPETITION_WINDOW) -> "SlotState":
@@ -65,6 +76,8 @@ class SlotState:
             window=torch.zeros(s, **i64),
             history=torch.zeros(s, history, NUM_CHANNELS, **i64),
             history_frame=torch.full((s, history), -1, **i64),
+            failed=torch.zeros(s, device=device, dtype=torch.bool),
+            levels=torch.full((NUM_CHANNELS,), MAX_LEVEL, **i64),
         )
 
     @property
@@ -80,6 +93,13 @@ class SlotState:
         self.penalty[slot] = params.repetition_penalty
         self.window[slot] = params.repetition_window
         self.history_frame[slot] = -1
+        self.failed[slot] = False
+
+    def assign_failed(self, slot: int) -> None:
+        """Give ``slot`` to a request whose knobs cannot be used: harmless knobs, and it ends with
+        FAILED at its first frame (instead of an exception in the engine core)."""
+        self.assign(slot, FrameParams(0.0, 0, 0, 0.5))
+        self.failed[slot] = True
 
 
 _STATE: Optional[SlotState] = None
@@ -123,7 +143,8 @@ def frame_step(
     (each row's slot); frames [N] int64 (index of the frame being sampled: 0 at the SOS position);
     penalise: False skips the repetition penalty for the whole batch (a host-side shortcut when no
     row uses it; rows with penalty 1.0 are unaffected either way); blocked [N] bool marks rows that
-    must end with STOP_ERR.
+    must end with STOP_ERR. Rows that sampled a code outside [0, levels[k]) on some channel k, or
+    whose slot is marked failed, end with FAILED and their frame is not stored.
     """
     layout = state.layout
     n = head_logits.shape[0]
@@ -138,16 +159,21 @@ def frame_step(
         logits = repetition_penalty(logits, seen_mask(history, logits.shape[2]), state.penalty[slots])
     # 2) sample all 32 channels (top-k, temperature, counter-based Gumbel noise)
     codes = sample_codes(logits, state.temperature[slots], state.top_k[slots], state.seed[slots], frames)  # [N, 32]
-    # 3) the stop head is never evaluated at the SOS position (frame 0)
+    # 3) a frame with a code outside its channel's levels is never fed back (the model would index
+    #    past its embedding table) nor reported: the row ends with FAILED
+    failed = invalid_codes(codes, state.levels) | state.failed[slots]
+    codes = torch.where(failed.unsqueeze(1), 0, codes)
+    # 4) the stop head is never evaluated at the SOS position (frame 0)
     stop = stop_decision(stop_logit, state.stop_threshold[slots]) & (frames > 0)
-    # 4) write the frame where the model reads it next step, and into the history ring
+    # 5) write the frame where the model reads it next step, and into the history ring
     state.last_codes[slots] = codes
     if penalise:
         ring = frames.remainder(state.history.shape[1])
         state.history[slots, ring] = codes
         state.history_frame[slots, ring] = frames
-    # 5) the token vLLM picks (greedy) and the 32 code ids it reports through logprobs
+    # 6) the token vLLM picks (greedy) and the 32 code ids it reports through logprobs
     token = torch.where(stop, layout.stop, layout.frame_base + slots)
+    token = torch.where(failed, layout.failed, token)
     if blocked is not None:
         token = torch.where(blocked, layout.stop_err, token)
     out = torch.full((n, layout.vocab_size), float("-inf"), device=device, dtype=torch.float32)

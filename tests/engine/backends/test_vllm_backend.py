@@ -5,6 +5,8 @@ tiny checkpoint stops after exactly 24 frames (its built-in counter), so frames 
 """
 
 import asyncio
+import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
@@ -14,7 +16,8 @@ pytest.importorskip("vllm")
 
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig  # noqa: E402
 from engine.backends.vllm_backend import VllmEngine, VllmEngineConfig, blocks_needed  # noqa: E402
-from engine.errors import InvalidRequestError  # noqa: E402
+from engine.backends.vllm_layout import FrameParams  # noqa: E402
+from engine.errors import GenerationError, InvalidRequestError  # noqa: E402
 from engine.requests import FinishReason, SamplingParams, SynthesisRequest  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
@@ -168,6 +171,57 @@ async def test_kv_cache_rules_out_preemption(engine):
     assert cache.num_gpu_blocks - 1 >= blocks_needed(8, 512, cache.block_size)
     assert engine.vllm_config.cache_config.enable_prefix_caching is False
     assert engine.load().preempted == 0
+
+
+LEVELS = torch.tensor([8, 7, 6, 6] * 8).view(32, 1)
+
+
+@pytest.mark.parametrize("seed", [620977, 74326])
+async def test_seeds_that_drew_a_padding_code_sample_valid_frames(engine, reference, seed):
+    # default knobs: 620977 drew code 7 on channel 31 at frame 4 (the engine core died embedding it
+    # at the next step), 74326 code 6 on channel 2 at frame 0 (a frame the codec rejects)
+    sp = SamplingParams(seed=seed)
+    got, reason = await collect(engine, f"seed{seed}", TEXTS[0], sp)
+    assert reason is FinishReason.STOP and got.shape == (32, 24)
+    assert ((got >= 0) & (got < LEVELS)).all()
+    assert torch.equal(got, (await collect(reference, f"ref{seed}", TEXTS[0], sp))[0])
+    await engine.check_health()
+
+
+@pytest.mark.parametrize("knobs, message", [
+    (dict(top_k=2**63), r"top_k must be in \[0, 1024\], got 2\*\*63"),
+    (dict(temperature=3.5e38), r"temperature must be in \[0, 10\], got 3.5e\+38"),
+    (dict(stop_threshold=1.0), r"stop_threshold must be in \(0, 1\), got 1.0"),
+])
+async def test_out_of_range_knobs_never_reach_the_engine_core(engine, knobs, message):
+    sp = dataclasses.replace(SamplingParams(seed=3), **knobs)
+    with pytest.raises(InvalidRequestError, match=message):
+        await collect(engine, "bad", TEXTS[0], sp)
+    # past the frontend too: vLLM's validate_params (FrameParams, in this process) refuses the request;
+    # it used to pass top_k 2**63 to the engine core, which died writing it into a slot tensor
+    prepared = engine._frontend.prepare(SynthesisRequest("raw", TEXTS[0], None, SamplingParams(seed=3)), engine.layout,
+                                        engine.config.max_model_len, engine.config.max_frames_ceiling)
+    prompt, params = engine._to_vllm(prepared)
+    raw = FrameParams(0.4, 0, 3, 0.5).to_extra_args()
+    raw["gepard"] = [knobs.get("temperature", 0.4), knobs.get("top_k", 0), 3, knobs.get("stop_threshold", 0.5), 1.0, 32]
+    params.extra_args = raw
+    from vllm.exceptions import VLLMValidationError
+
+    with pytest.raises(VLLMValidationError, match=message):
+        async for _ in engine._llm.generate(prompt, params, "raw"):
+            pass
+    await engine.check_health()
+    codes, reason = await collect(engine, "after", TEXTS[0])
+    assert reason is FinishReason.STOP and codes.shape == (32, 24)
+
+
+async def test_a_request_the_frame_sampler_failed_is_a_generation_error_not_a_preemption(engine):
+    completion = SimpleNamespace(finish_reason="stop", stop_reason=engine.layout.failed)
+    with pytest.raises(GenerationError, match=r"request r: the frame sampler failed it at frame 7") as info:
+        engine._finish_reason("r", completion, 7)
+    assert "outside its channel's levels" in str(info.value) and "preempt" not in str(info.value)
+    assert engine.layout.failed in engine._to_vllm(engine._frontend.prepare(
+        SynthesisRequest("x", TEXTS[0], None, GREEDY), engine.layout, 512, 2000))[1].stop_token_ids
 
 
 async def test_engine_is_empty_after_the_requests(engine):

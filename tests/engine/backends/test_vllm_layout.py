@@ -27,9 +27,10 @@ def frame_entries(layout: TokenLayout, token: int, codes: list[int]) -> list[int
 
 def test_ids_do_not_overlap_and_text_is_shifted_past_the_vocabulary():
     layout = TokenLayout(num_slots=4)
-    assert (layout.frame_base, layout.stop, layout.stop_err, layout.vocab_size) == (256, 260, 261, 262)
-    assert layout.text_ids([0, 5, 300]) == [262, 267, 562]
-    assert [layout.is_frame(t) for t in (255, 256, 259, 260, 261, 262)] == [False, True, True, False, False, False]
+    assert (layout.frame_base, layout.stop, layout.stop_err, layout.failed, layout.vocab_size) == (256, 260, 261, 262, 263)
+    assert layout.stop_tokens == [260, 261, 262]
+    assert layout.text_ids([0, 5, 300]) == [263, 268, 563]
+    assert [layout.is_frame(t) for t in (255, 256, 259, 260, 261, 262, 263)] == [False, True, True, False, False, False, False]
     assert layout.stop_column == CODE_IDS
     with pytest.raises(ValueError, match="num_slots"):
         TokenLayout(num_slots=0)
@@ -75,6 +76,10 @@ def test_frame_params_round_trip_and_validation():
         (dict(stop_threshold=1.0), "stop_threshold"),
         (dict(repetition_penalty=0.0), "repetition_penalty"),
         (dict(repetition_penalty=1.2, repetition_window=MAX_REPETITION_WINDOW + 1), "repetition_window"),
+        (dict(top_k=2**63), r"top_k must be in \[0, 1024\]"),  # would overflow the slot tensor in the engine core
+        (dict(temperature=3.5e38), r"temperature must be in \[0, 10\]"),
+        (dict(seed=2**63), "seed"),
+        (dict(stop_threshold=0.0), "stop_threshold"),
     ]
     base = dict(temperature=0.4, top_k=0, seed=1, stop_threshold=0.5, repetition_penalty=1.0, repetition_window=32)
     for change, field in bad:
@@ -84,5 +89,5 @@ def test_frame_params_round_trip_and_validation():
 
 def test_hf_overrides_replace_rope_without_mrope_keys():
     over = hf_overrides(TokenLayout(num_slots=16), 1e7)
-    assert over["architectures"] == ["GepardForTTS"] and over["vocab_size"] == 256 + 16 + 2
+    assert over["architectures"] == ["GepardForTTS"] and over["vocab_size"] == 256 + 16 + 3
     assert over["rope_parameters"] == {"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 1.0}

@@ -136,3 +136,40 @@ def test_v2_rejects_more_runner_slots_than_handles():
     req_states = SimpleNamespace(device=torch.device("cpu"), max_num_reqs=SLOTS + 1)
     with pytest.raises(RuntimeError, match="handles"):
         GepardFrameSamplerV2(config(True), req_states)
+
+
+# -- a request the worker cannot serve fails alone, never the engine core (issue 9) ----------------
+
+
+def unusable(seed: int) -> SamplingParams:
+    """Knobs FrameParams rejects (validate_params stops them in the API process): as if it had not."""
+    raw = FrameParams(0.0, 0, seed, 0.5).to_extra_args()
+    raw["gepard"][1] = 2**63  # top_k past int64: writing it into the slot tensor would raise
+    return SamplingParams(temperature=0.0, extra_args=raw)
+
+
+def test_knobs_past_int64_are_refused_in_the_api_process():
+    with pytest.raises(ValueError, match=r"top_k must be in \[0, 1024\], got 2\*\*63"):
+        GepardFrameSamplerV1.validate_params(unusable(1))
+
+
+def test_v1_request_with_unusable_knobs_ends_with_failed_and_the_batch_goes_on():
+    proc = GepardFrameSamplerV1(config(), torch.device("cpu"), False)
+    proc.update_state(update(2, added=[(0, params(1), None, []), (1, unusable(2), None, [])]))  # does not raise
+    assert proc.apply(model_logits(2)).argmax(-1).tolist() == [LAYOUT.frame_base + 0, LAYOUT.failed]
+    proc.update_state(update(2, added=[(1, params(3), None, [])]))  # the next request in that row is served
+    assert handles(proc, 2) == [0, 1]
+
+
+def test_v2_request_with_unusable_knobs_ends_with_failed_and_the_batch_goes_on():
+    req_states = SimpleNamespace(device=torch.device("cpu"), max_num_reqs=SLOTS, vocab_size=LAYOUT.vocab_size,
+                                 prompt_len=UvaLike([7, 7, 7, 7]), prefill_len=UvaLike([7, 7, 7, 7]))
+    proc = GepardFrameSamplerV2(config(True), req_states)
+    assert proc.add_request(0, params(1)) and proc.add_request(1, unusable(2))
+    proc.apply_staged_writes()
+    out = proc.apply(model_logits(2), v2_context([0, 1], [6, 6]))
+    assert out.argmax(-1).tolist() == [LAYOUT.frame_base + 0, LAYOUT.failed]
+    assert proc.add_request(1, params(3))
+    proc.apply_staged_writes()
+    assert proc.apply(model_logits(2), v2_context([0, 1], [7, 6])).argmax(-1).tolist() == [LAYOUT.frame_base + 0,
+                                                                                          LAYOUT.frame_base + 1]

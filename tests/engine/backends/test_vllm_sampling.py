@@ -169,3 +169,91 @@ def test_frame_params_survive_slot_assignment(params):
     assert state.seed[1] == params.seed and state.top_k[1] == params.top_k and state.window[1] == params.repetition_window
     assert state.temperature[1] == torch.tensor(params.temperature)
     assert state.penalty[1] == torch.tensor(params.repetition_penalty)
+
+
+# -- extreme noise and per-request failures inside the engine core (issue 9) ----------------------
+
+from tests.engine.extreme_noise import CODEC_REJECT, ENGINE_KILLER, TOP, seed_for  # noqa: E402
+
+
+def levelled_state(layout: TokenLayout, device: str = "cpu") -> SlotState:
+    """A SlotState with the checkpoint's levels, as GepardForTTS sets them."""
+    state = SlotState.allocate(layout, torch.device(device))
+    state.levels.copy_(LEVELS)
+    return state
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("value", [0, TOP])
+def test_extreme_noise_on_any_cell_never_reaches_the_feedback_path(device, value):
+    cells = [(c, k) for c in range(32) for k in range(8)]
+    frames = [(7 * c + k) % 11 for c, k in cells]
+    layout = TokenLayout(num_slots=len(cells))
+    state = levelled_state(layout, device)
+    for slot, (frame, (c, k)) in enumerate(zip(frames, cells)):
+        state.assign(slot, FrameParams(0.4, 0, seed_for(value, frame, c, k), 0.5))  # the default knobs
+    on = dict(device=device)
+    logits = head_logits(len(cells), torch.Generator().manual_seed(value))
+    out = frame_step(state, logits.to(device), torch.full((len(cells),), -30.0, **on), torch.arange(len(cells), **on),
+                     torch.tensor(frames, **on)).cpu()
+    assert (out.argmax(-1) == layout.frame_base + torch.arange(len(cells))).all()  # no row failed
+    codes = decode(out)
+    assert ((codes >= 0) & (codes < LEVELS)).all()
+    assert torch.equal(state.last_codes.cpu(), codes)
+
+
+@pytest.mark.parametrize("seed, frame, channel, code", [ENGINE_KILLER, CODEC_REJECT])
+def test_the_pinned_seeds_sample_valid_frames(seed, frame, channel, code):
+    layout = TokenLayout(num_slots=1)
+    state = levelled_state(layout)
+    state.assign(0, FrameParams(0.4, 0, seed, 0.5))
+    ref = Reference(FrameParams(0.4, 0, seed, 0.5))
+    g = torch.Generator().manual_seed(7)
+    for step in range(frame + 1):
+        logits = head_logits(1, g)
+        out = frame_step(state, logits, torch.tensor([-30.0]), torch.tensor([0]), torch.tensor([step]))
+        assert out.argmax(-1).item() == layout.frame_base
+        assert torch.equal(decode(out)[0], ref.sample(logits[0], any_penalty=False))
+        assert (state.last_codes[0] < LEVELS).all()
+    assert state.last_codes[0, channel] < LEVELS[channel] <= code
+
+
+def test_a_row_with_an_invalid_code_ends_with_failed_and_is_never_fed_back():
+    layout = TokenLayout(num_slots=3)
+    state, alone = levelled_state(layout), levelled_state(layout)
+    for s in (state, alone):
+        for slot in range(3):
+            s.assign(slot, PARAMS[1])
+    logits = head_logits(3, torch.Generator().manual_seed(8))
+    logits[1, 31] = float("nan")  # a broken forward pass for row 1: channel 31 has no candidate code
+    state.last_codes[1] = 5
+    out = frame_step(state, logits, torch.zeros(3), torch.arange(3), torch.tensor([4, 4, 4]))
+    assert out.argmax(-1).tolist() == [layout.frame_base, layout.failed, layout.frame_base + 2]
+    assert (state.last_codes[1] == 0).all()  # a harmless frame, not the invalid one
+    for row in (0, 2):  # the other rows are exactly what they are alone
+        solo = frame_step(alone, logits[row : row + 1], torch.zeros(1), torch.tensor([row]), torch.tensor([4]))
+        assert torch.equal(out[row], solo[0])
+
+
+def test_a_code_past_the_levels_fails_only_its_row():
+    layout = TokenLayout(num_slots=2)
+    state = levelled_state(layout)
+    for slot in range(2):
+        state.assign(slot, PARAMS[0])  # greedy
+    logits = head_logits(2, torch.Generator().manual_seed(9))
+    logits[0, 31, 7] = 50.0  # a finite logit on a padding cell (a model that does not pad with -inf)
+    out = frame_step(state, logits, torch.zeros(2), torch.arange(2), torch.tensor([1, 1]))
+    assert out.argmax(-1).tolist() == [layout.failed, layout.frame_base + 1]
+    assert (state.last_codes < LEVELS).all()
+
+
+def test_a_slot_with_unusable_knobs_ends_with_failed_at_its_first_frame():
+    layout = TokenLayout(num_slots=2)
+    state = levelled_state(layout)
+    state.assign_failed(0)
+    state.assign(1, PARAMS[1])
+    out = frame_step(state, head_logits(2, torch.Generator().manual_seed(10)), torch.zeros(2), torch.arange(2),
+                     torch.tensor([0, 0]))
+    assert out.argmax(-1).tolist() == [layout.failed, layout.frame_base + 1]
+    state.assign(0, PARAMS[1])  # the slot's next request is served normally
+    assert not bool(state.failed[0])
