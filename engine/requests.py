@@ -38,6 +38,7 @@ class SamplingParams:
     seed: per-request seed; the same request with the same seed gives the same frames.
     cfg_scale: 1.0 disables classifier-free guidance (no second pass).
     cfg_frames: guide only the first N frames; None guides every frame.
+    Accepted ranges: SAMPLING_BOUNDS (checked by ``validated_text``; nothing is checked here).
     """
 
     temperature: float = 0.4
