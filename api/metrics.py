@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["Metrics", "CONTENT_TYPE_LATEST"]
@@ -25,6 +25,10 @@ class Metrics:
         self.ws_connections = Gauge("gepard_websocket_connections", "Open WebSocket connections", registry=r)
         self.ws_contexts = Gauge("gepard_websocket_contexts", "Open WebSocket contexts", registry=r)
         self.voices_cloned = Counter("gepard_voices_cloned_total", "Voices cloned", registry=r)
+        # Leak checks (the soak test reads these): process_resident_memory_bytes, process_open_fds, ...
+        ProcessCollector(registry=r)
+        self.event_loop_tasks = Gauge("gepard_event_loop_tasks", "asyncio tasks alive on the server's event loop", registry=r)
+        self.engine_requests = Gauge("gepard_engine_requests", "Requests the engine holds, running or queued", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

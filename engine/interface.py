@@ -28,6 +28,11 @@ class TtsEngine(abc.ABC):
     @abc.abstractmethod
     async def abort(self, request_id: str) -> None: ...
 
+    @property
+    def num_requests(self) -> int:
+        """Requests the engine holds now, running or queued (0 when idle; a leak check)."""
+        return 0
+
     @abc.abstractmethod
     async def check_health(self) -> None:
         """Raise EngineDeadError when the engine can no longer serve requests."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from importlib.metadata import PackageNotFoundError, version
 
 from starlette.requests import Request
@@ -37,4 +38,7 @@ async def health(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     rt = runtime_of(request)
     rt.metrics.generations.set(rt.service.in_flight)
+    rt.metrics.engine_requests.set(rt.engine.num_requests)
+    # this handler runs on the server's event loop, so all_tasks() sees its tasks (itself included)
+    rt.metrics.event_loop_tasks.set(len(asyncio.all_tasks()))
     return Response(rt.metrics.render(), media_type=CONTENT_TYPE_LATEST)

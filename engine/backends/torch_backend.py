@@ -211,6 +211,11 @@ class TorchEngine(TtsEngine):
     def num_running(self) -> int:
         return self._generator.num_active
 
+    @property
+    def num_requests(self) -> int:
+        # the asyncio side (mailboxes) or the worker (queued + running): a leak shows in either
+        return max(len(self._mailboxes), self._generator.num_active + len(self._generator.pending) + len(self._incoming))
+
     def _dispatch(self, outputs: list[StepOutput]) -> None:
         for out in outputs:
             if out.codes is not None:

@@ -333,6 +333,10 @@ class VllmEngine(TtsEngine):
         return EngineLoad(p.steps, p.running, p.waiting, p.kv_cache_usage, p.preempted,
                           self._llm.get_num_unfinished_requests())
 
+    @property
+    def num_requests(self) -> int:
+        return self._llm.get_num_unfinished_requests()
+
     def running_per_step(self) -> list[int]:
         """Running requests at each recent engine step, oldest first (diagnostics and tests)."""
         return list(self._probe.running_history)
