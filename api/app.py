@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import AsyncIterator, Optional
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
 from api.auth import Authenticator
+from api.disconnects import DisconnectMiddleware
 from api.key_store import RedisKeyStore
 from api.audio.errors import AudioFormatError
 from api.errors import ApiError, ProtocolError, error_response, new_request_id
@@ -155,4 +157,7 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
     # so uvicorn logs the traceback and closes the connection; expected 4xx/5xx answers must not
     # close keep-alive connections the SDKs reuse from their pools.
     handlers = {cls: on_error for cls in EXPECTED_ERRORS}
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={**handlers, Exception: on_error})
+    # a client that hangs up is one INFO line, not an unexpected error (api/disconnects.py); it
+    # sits inside the catch-all, so a disconnect never reaches it
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={**handlers, Exception: on_error},
+                     middleware=[Middleware(DisconnectMiddleware)])

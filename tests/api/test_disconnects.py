@@ -1,0 +1,148 @@
+"""api/disconnects.py on a real uvicorn (the production configuration) with small apps that do what
+the routes do: a client that hangs up mid-body, mid-stream or under a WebSocket's sends is one
+INFO line and no ERROR; a real error is still an ERROR."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import socket
+import struct
+import threading
+import time
+
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, StreamingResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from api.disconnects import DisconnectMiddleware
+from api.logging_setup import configure_logging
+from api.server import uvicorn_config
+from api.settings import Settings
+from tests.api.live import free_port
+
+log = logging.getLogger("tests.disconnects")
+second_send_done = threading.Event()
+
+
+async def body(request: Request):
+    await request.body()  # the client hangs up before the body is complete
+    return PlainTextResponse("never")
+
+
+async def stream(request: Request):
+    async def forever():
+        while True:
+            yield b"x" * 1024
+            await asyncio.sleep(0.01)
+
+    return StreamingResponse(forever())
+
+
+async def broken(request: Request):
+    raise ValueError("a real bug")
+
+
+async def ws(websocket: WebSocket):
+    """Like api.connection: contexts send without reading; each treats WebSocketDisconnect as 'gone'."""
+    await websocket.accept()
+    for _ in range(3):  # more than one context notices the client is gone
+        try:
+            while True:
+                await websocket.send_text("x" * 1024)
+                await asyncio.sleep(0.01)
+        except WebSocketDisconnect as exc:
+            log.info("context saw the client go (code %s)", exc.code)
+        except Exception:
+            log.exception("context failed")
+    second_send_done.set()
+
+
+@pytest.fixture(scope="module")
+def server():
+    app = Starlette(routes=[Route("/body", body, methods=["POST"]), Route("/stream", stream),
+                            Route("/broken", broken), WebSocketRoute("/ws", ws)],
+                    middleware=[Middleware(DisconnectMiddleware)])
+    port = free_port()
+    srv = uvicorn.Server(uvicorn_config(Settings(), app, host="127.0.0.1", port=port))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.02)
+    yield port
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def captured():
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    stream_ = io.StringIO()
+    configure_logging("INFO", stream=stream_)
+    yield stream_
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def wait_for(stream_: io.StringIO, text: str, count: int = 1, timeout_s: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while stream_.getvalue().count(text) < count:
+        assert time.monotonic() < deadline, f"no {text!r} in:\n{stream_.getvalue()}"
+        time.sleep(0.02)
+    time.sleep(0.2)  # anything logged right after (e.g. uvicorn's own traceback) lands too
+    return stream_.getvalue()
+
+
+def hang_up(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, like a dead client
+    sock.close()
+
+
+def assert_quiet(text: str) -> None:
+    assert " ERROR " not in text and "Traceback" not in text, text
+
+
+def test_hanging_up_mid_body_is_one_info_line(server, captured):
+    sock = socket.create_connection(("127.0.0.1", server))
+    sock.sendall(b"POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b"{" * 10)
+    time.sleep(0.1)
+    sock.close()
+    text = wait_for(captured, "client disconnected: POST /body")
+    assert_quiet(text)
+    assert text.count("client disconnected") == 1
+
+
+def test_hanging_up_mid_stream_is_one_info_line(server, captured):
+    sock = socket.create_connection(("127.0.0.1", server))
+    sock.sendall(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert sock.recv(100).startswith(b"HTTP/1.1 200")
+    hang_up(sock)
+    text = wait_for(captured, "client disconnected: GET /stream")
+    assert_quiet(text)
+    assert text.count("client disconnected") == 1
+
+
+def test_sends_after_a_websocket_client_vanished_are_disconnects(server, captured):
+    second_send_done.clear()
+    sock = socket.create_connection(("127.0.0.1", server))
+    sock.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    assert sock.recv(100).startswith(b"HTTP/1.1 101")
+    hang_up(sock)
+    assert second_send_done.wait(30)
+    text = wait_for(captured, "context saw the client go", count=3)
+    assert_quiet(text)
+
+
+def test_a_real_error_is_still_an_error(server, captured):
+    assert httpx.get(f"http://127.0.0.1:{server}/broken", timeout=30).status_code == 500
+    text = wait_for(captured, "Exception in ASGI application")
+    assert "ValueError: a real bug" in text and "client disconnected" not in text
