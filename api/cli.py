@@ -3,7 +3,8 @@
     gepard synth "Hello there." -o out.wav [--voice ref.wav] [--model DIR] [--temperature 0.4] [--cfg-scale 2]
     gepard serve [--host 127.0.0.1] [--port 8000] [--model DIR] ...
     gepard tiny OUT_DIR [--size tiny|full] [--seed N] [--stop-after N]
-    gepard keys add|remove KEY | gepard keys count     (API keys shared through REDIS_URL)
+    gepard keys add|remove KEY | gepard keys count     (API keys shared through REDIS_URL; remove also
+                                                        revokes the key's access tokens)
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--stop-after", type=int, default=None)
 
-    k = sub.add_parser("keys", help="manage API keys shared through Redis (REDIS_URL)")
+    k = sub.add_parser("keys", help="manage API keys shared through Redis (REDIS_URL); removing a key also revokes "
+                                    "the access tokens it minted (within GEPARD_KEY_CACHE_TTL_S on every replica)")
     k.add_argument("action", choices=["add", "remove", "count"])
     k.add_argument("key", nargs="?", default="")
     k.add_argument("--redis-url", default=None)

@@ -1,5 +1,7 @@
 """Real servers for gateway tests: the app on uvicorn on loopback, in a thread or a subprocess.
 
+Both run the production server configuration (``api.server.uvicorn_config``).
+
     with LiveServer(settings) as server:      # in-process thread; server.url, server.ws_url
         ...
     proc = ServerProcess.start(env)           # `python -m api.cli serve` as its own process
@@ -7,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import subprocess
@@ -21,6 +24,7 @@ import httpx
 import uvicorn
 
 from api.app import build_app
+from api.server import uvicorn_config
 from api.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,16 +37,17 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """``build_app(settings)`` served by uvicorn in a background thread (its own event loop)."""
+    """``build_app(settings)`` served by uvicorn in a background thread (its own event loop), with
+    the production configuration; ``ssl`` (cert, key) overrides the settings' TLS files."""
 
     def __init__(self, settings: Settings, ssl: Optional[tuple[str, str]] = None) -> None:
         self.port = settings.port if settings.port not in (0, 8000) else free_port()
-        config = uvicorn.Config(
-            build_app(settings), host="127.0.0.1", port=self.port, log_config=None, ws="websockets",
-            lifespan="on", ssl_certfile=ssl[0] if ssl else None, ssl_keyfile=ssl[1] if ssl else None,
-        )
+        if ssl:
+            settings = dataclasses.replace(settings, tls_certfile=ssl[0], tls_keyfile=ssl[1])
+        self.settings = settings
+        config = uvicorn_config(settings, build_app(settings), host="127.0.0.1", port=self.port)
         self.server = uvicorn.Server(config)
-        self.scheme = "https" if ssl else "http"
+        self.scheme = "https" if settings.tls_certfile else "http"
         self.thread = threading.Thread(target=self.server.run, name=f"uvicorn-{self.port}", daemon=True)
 
     @property

@@ -1,4 +1,5 @@
-"""The ``gepard`` command: synth writes a WAV of the expected length, serve fails clearly offline."""
+"""The ``gepard`` command: synth writes a WAV of the expected length, serve fails clearly offline, and a
+serving gateway redacts credentials from its log and bounds request heads."""
 
 import subprocess
 import sys
@@ -46,3 +47,38 @@ def test_serve_without_a_reachable_model_says_what_to_set(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 2
     assert "nineninesix/gepard-1.0" in proc.stdout and "GEPARD_MODEL" in proc.stdout
+
+
+def test_serve_logs_no_credentials_and_bounds_headers(tiny_ckpt_dir, tmp_path):
+    """`gepard serve` end to end: its log (configure_logging) carries no key or token, whatever
+    form they came in, and its uvicorn (api.server.uvicorn_config) refuses a 100 KB header."""
+    import socket
+
+    import httpx
+    from websockets.sync.client import connect
+
+    from tests.api.live import ServerProcess
+
+    key = "sk_cli_serve_5Hq0Wm2Tz7"
+    env = {"GEPARD_MODEL": str(tiny_ckpt_dir), "GEPARD_BACKEND": "torch", "GEPARD_DEVICE": "cpu",
+           "GEPARD_DTYPE": "float32", "GEPARD_API_KEYS": key, "GEPARD_DATA_DIR": str(tmp_path / "data"),
+           "GEPARD_LOG_LEVEL": "DEBUG", "GEPARD_REDIS_URL": "", "REDIS_URL": ""}
+    server = ServerProcess.start(env, tmp_path / "server.log")
+    try:
+        token = httpx.post(server.url + "/access-token", json={}, headers={"X-API-Key": key}, timeout=30).json()["token"]
+        ws_url = f"ws://127.0.0.1:{server.port}/tts/websocket"
+        for query in (f"api_key={key}", f"access_token={token}"):
+            with connect(f"{ws_url}?{query}"):
+                pass
+        assert httpx.get(server.url + "/voices", params={"api_key": key + "x"}, timeout=30).status_code == 401
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            try:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n")
+            except OSError:  # refused and closed while we were still sending: the answer is queued
+                pass
+            assert sock.recv(64).startswith(b"HTTP/1.1 431 ")
+    finally:
+        server.stop()
+    log = (tmp_path / "server.log").read_text()
+    assert "WebSocket /tts/websocket?api_key=[REDACTED]" in log and "access_token=[REDACTED]" in log
+    assert key not in log and token not in log and token.split(".")[2] not in log
