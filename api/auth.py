@@ -40,7 +40,8 @@ working within key_cache_ttl_s** on every replica. With Redis down, a token whos
 configured key is still answered; one whose key lives only in Redis gets 503 once its cache
 entry lapses (the store cannot be asked, and accepting it could serve a revoked key).
 A configured key removed from ``GEPARD_API_KEYS`` stops (with its tokens) when the replica
-restarts without it. Tokens minted while authentication is off (anonymous) have ``kid: null``:
+restarts without it. So a replica accepts a token only if it knows the token's key (configured
+there, or in the shared Redis): replicas sharing the secret but not the key reject it (token_revoked). Tokens minted while authentication is off (anonymous) have ``kid: null``:
 they name no key, so a server that requires authentication rejects them (invalid_token).
 Tokens of the earlier format (``"v":1``, no ``kid``) are rejected (invalid_token): mint new ones.
 """

@@ -43,10 +43,18 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+#: Every pattern above needs one of these (lower-cased) in the text; most lines have none, and
+#: checking them first spares such a line the regex scans (a few us instead of tens).
+_TRIGGERS = ("key", "token", "bearer", "authorization", "gat1.")
+
+
 def redact(text: str, literals: Optional[re.Pattern[str]] = None) -> str:
     """``text`` with every credential form (module docstring) replaced by ``[REDACTED]``."""
     if literals is not None:
         text = literals.sub(REDACTED, text)
+    lowered = text.lower()
+    if not any(trigger in lowered for trigger in _TRIGGERS):
+        return text
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
