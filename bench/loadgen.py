@@ -243,6 +243,7 @@ class StreamRecord:
     after_terminal: int = 0  # messages received after the terminal event (violation)
     late_input_errors: int = 0  # context_closed errors for text sent before the terminal event arrived
     after_client_end: int = 0  # messages after our cancel/close (allowed: they were in flight)
+    after_client_end_s: float = 0.0  # how long after our cancel the last of them arrived
     malformed: int = 0  # messages missing type/done/status_code, or with an unknown type
     flushes: int = 0
     text_chars: int = 0
@@ -296,6 +297,7 @@ def summarize(records: Sequence[StreamRecord], concurrency: int, wall_s: float) 
         "streams_with_underrun": sum((r.underrun_s or 0.0) > 0 for r in done),
         "max_gap_s": max((r.max_gap_s for r in records), default=0.0),
         "gaps_over_3s": sum(r.gaps_over_3s for r in records),
+        "max_after_cancel_s": max((r.after_client_end_s for r in records), default=0.0),
         "audio_s": total_audio,
         "xrt": xrt(total_audio, wall_s),
     }
@@ -418,6 +420,8 @@ class LiveStream:
             return
         if self.client_ended:
             rec.after_client_end += 1
+            if self.t_end is not None:
+                rec.after_client_end_s = max(rec.after_client_end_s, t - self.t_end)
             return
         if not all(k in msg for k in ("type", "done", "status_code")) or kind not in (
                 "chunk", "timestamps", "phoneme_timestamps", "flush_done", "done", "error"):
@@ -727,8 +731,8 @@ class Agent:
     async def _cancel(sock: Socket, stream: LiveStream, outcome: str) -> None:
         # we stop listening and tell the server, as a client would
         stream.end_by_client(outcome)
-        with contextlib.suppress(Exception):
-            await sock.send({"context_id": stream.record.context_id, "cancel": True})
+        with contextlib.suppress(Exception):  # bounded: a server that stops reading must not hang us
+            await asyncio.wait_for(sock.send({"context_id": stream.record.context_id, "cancel": True}), 5.0)
 
 
 # --------------------------------------------------------------------------------------------------

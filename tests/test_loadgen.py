@@ -162,10 +162,12 @@ def test_messages_after_a_cancel_are_allowed_and_not_counted_as_audio():
     s = _stream()
     s.t_first_text = 0.0
     s.on_message(_chunk("c", 0.2), 0.1)
+    s.clock.t = 0.15
     s.end_by_client("cancelled")
     s.on_message(_chunk("c", 0.2), 0.2)  # was already in flight
     rec = s.finish()
     assert rec.outcome == "cancelled" and rec.after_client_end == 1 and rec.audio_s == pytest.approx(0.2)
+    assert rec.after_client_end_s == pytest.approx(0.05)
     assert not rec.violations and rec.rtf is None
 
 
