@@ -168,7 +168,7 @@ class Admission:
         self.limits = limits
         self.meter = meter or LoadMeter()
         self._generating = generating  # engine requests in flight (the service's count)
-        self._on_refused = on_refused
+        self.on_refused = on_refused  # e.g. a metrics counter, called with the reason
         self._open = 0
         self._per_key: dict[str, int] = {}
 
@@ -227,5 +227,5 @@ class Admission:
 
     def _refuse(self, reason: str) -> None:
         logger.info("stream refused: %s limit (open %d, saturation %.2f)", reason, self._open, self.meter.saturation())
-        if self._on_refused is not None:
-            self._on_refused(reason)
+        if self.on_refused is not None:
+            self.on_refused(reason)

@@ -122,7 +122,9 @@ async def open_runtime(settings: Settings) -> Runtime:
                          key_lookup=key_store.contains_digest if key_store else None,
                          key_cache_ttl_s=settings.key_cache_ttl_s)
     logger.info("runtime ready: model %s, codec %s, voices %s", info.name, source, type(voices).__name__)
-    return Runtime(settings, engine, codec, decoder, encoder, voices, cloner, service, auth, Metrics(), key_store)
+    metrics = Metrics()
+    service.admission.on_refused = lambda reason: metrics.streams_refused.labels(reason).inc()
+    return Runtime(settings, engine, codec, decoder, encoder, voices, cloner, service, auth, metrics, key_store)
 
 
 def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlette:

@@ -29,6 +29,16 @@ class Metrics:
         ProcessCollector(registry=r)
         self.event_loop_tasks = Gauge("gepard_event_loop_tasks", "asyncio tasks alive on the server's event loop", registry=r)
         self.engine_requests = Gauge("gepard_engine_requests", "Requests the engine holds, running or queued", registry=r)
+        # Admission (api/admission.py): what an autoscaler and an operator tuning the limits watch
+        self.saturation = Gauge(
+            "gepard_saturation", "Average real-time factor of the streams generating now (1: just real-time; "
+            "new streams are refused above GEPARD_ADMIT_MAX_SATURATION)", registry=r)
+        self.capacity = Gauge("gepard_capacity_audio_seconds_per_second",
+                              "Audio seconds per second measured when saturated (0: not measured yet)", registry=r)
+        self.streams_open = Gauge("gepard_streams_open", "Admitted streams (WebSocket contexts and HTTP TTS requests)",
+                                  registry=r)
+        self.streams_refused = Counter("gepard_streams_refused_total", "New streams refused, by the limit that refused "
+                                       "them (process, key, load)", ["reason"], registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

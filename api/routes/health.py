@@ -41,4 +41,8 @@ async def metrics(request: Request) -> Response:
     rt.metrics.engine_requests.set(rt.engine.num_requests)
     # this handler runs on the server's event loop, so all_tasks() sees its tasks (itself included)
     rt.metrics.event_loop_tasks.set(len(asyncio.all_tasks()))
+    admission = rt.service.admission
+    rt.metrics.saturation.set(admission.saturation())
+    rt.metrics.capacity.set(admission.meter.capacity() or 0.0)
+    rt.metrics.streams_open.set(admission.open_streams)
     return Response(rt.metrics.render(), media_type=CONTENT_TYPE_LATEST)

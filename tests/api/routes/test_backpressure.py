@@ -102,6 +102,7 @@ async def test_stream_limits_per_key_and_per_process(limited_gateway, default_vo
         assert r.status_code == 429 and r.json()["error_code"] == "concurrency_limited"
         assert r.headers["retry-after"] == "1" and r.headers["retry-after-ms"] == "1000"
         await send(a, {"context_id": "a1", "cancel": True})  # a place comes back
+        await wait_until(lambda: limited_gateway.runtime.service.admission.open_streams == 2, 10, "a1's place")
         await send(b, gen("b2", "Hello there.", v, cont=False))  # the refused id may be retried
         msgs = await read_until_terminal(b, ["b2"])
         assert msgs[-1]["type"] == "done"
@@ -112,6 +113,17 @@ async def test_stream_limits_per_key_and_per_process(limited_gateway, default_vo
     await wait_until(lambda: limited_gateway.runtime.service.admission.open_streams == 0, 10, "places back")
     r = httpx.post(limited_gateway.url + "/tts/bytes", json=body, headers={"X-API-Key": KEY_B}, timeout=30)
     assert r.status_code == 200 and len(r.content) > 0
+    text = httpx.get(limited_gateway.url + "/metrics").text
+    assert metric(text, 'gepard_streams_refused_total{reason="key"}') >= 1
+    assert metric(text, 'gepard_streams_refused_total{reason="process"}') >= 2
+    assert metric(text, "gepard_streams_open") == 0
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not in /metrics")
 
 
 # --- a client that stops reading -------------------------------------------------------------------
@@ -182,3 +194,6 @@ async def test_load_limit_refuses_new_streams_and_running_ones_finish(load_limit
     assert len(ctx["new"]) == 1
     assert ctx["running"][-1]["type"] == "done"
     assert load_limited_gateway.runtime.service.meter.saturation() > 0
+    text = httpx.get(load_limited_gateway.url + "/metrics").text
+    assert metric(text, 'gepard_streams_refused_total{reason="load"}') == 1
+    assert metric(text, "gepard_saturation") >= 0
