@@ -847,6 +847,7 @@ def write_plot(path: Path, results: list[LevelResult], title: str = "") -> None:
     right = bottom.twinx()
     right.plot(c, [r.summary["refusal_rate"] * 100 for r in results], "x:", color="tab:red", label="refused %")
     right.set_ylabel("refused %")
+    right.set_ylim(0, max([5.0] + [r.summary["refusal_rate"] * 110 for r in results]))
     lines = bottom.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
     bottom.legend(lines, [ln.get_label() for ln in lines], loc="upper left")
     bottom.set_xticks(c, [str(x) for x in c])
