@@ -20,7 +20,8 @@ socket closes with 1000 after ``ws_idle_timeout_s`` with no traffic and no conte
 Limits that keep one client from holding the server (each answered in band, naming its setting):
 
 - admission: a new context takes a stream place (``SynthesisService.admit``); past a stream limit
-  or the load limit it gets 429 ``concurrency_limited`` with retry advice and never starts;
+  or the load limit it gets 429 ``concurrency_limited`` with retry advice and never starts (its id
+  is then closed: later input on it gets ``context_closed``; a retry takes a new context id);
 - text: a context may hold ``max_context_text_chars`` characters not yet spoken, a socket
   ``max_socket_text_chars`` over all its contexts; the message that would go past fails its
   context (413 ``text_buffer_full``);
@@ -391,8 +392,11 @@ class WsConnection:
             try:
                 ticket = self.service.admit(self.client_key)
             except RateLimitedError as exc:
-                # refused before it started: the client may retry the same id after the advice
+                # Refused before it started. The id is closed like a failed one, so the rest of an
+                # utterance already on its way is answered context_closed, never admitted later as a
+                # context that starts mid-sentence; a retry uses a new context id.
                 await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
+                self._remember(cid, ContextState.FAILED)
                 return
             ctx = WsContext(self, msg, ticket)
             self.contexts[cid] = ctx

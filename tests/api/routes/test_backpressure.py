@@ -103,8 +103,10 @@ async def test_stream_limits_per_key_and_per_process(limited_gateway, default_vo
         assert r.headers["retry-after"] == "1" and r.headers["retry-after-ms"] == "1000"
         await send(a, {"context_id": "a1", "cancel": True})  # a place comes back
         await wait_until(lambda: limited_gateway.runtime.service.admission.open_streams == 2, 10, "a1's place")
-        await send(b, gen("b2", "Hello there.", v, cont=False))  # the refused id may be retried
-        msgs = await read_until_terminal(b, ["b2"])
+        await send(b, gen("b2", " More of it.", v, cont=False))  # the rest of the refused utterance
+        assert_error(await recv(b), "b2", 400, "context_closed")  # never admitted mid-sentence
+        await send(b, gen("b2-retry", "Hello there.", v, cont=False))  # a retry is a new context
+        msgs = await read_until_terminal(b, ["b2-retry"])
         assert msgs[-1]["type"] == "done"
         for ws, cid in ((a, "a2"), (b, "b1")):
             await send(ws, gen(cid, "", v, cont=False))
