@@ -6,7 +6,8 @@ concurrency the same way, protocol 8.2). A new stream is admitted only when all 
 1. fewer than ``max_streams`` streams are open in this process (``GEPARD_MAX_STREAMS``);
 2. its API key has fewer than ``max_streams_per_key`` open (``GEPARD_MAX_STREAMS_PER_KEY``, 0: no limit);
 3. the load-aware check passes (``GEPARD_ADMIT_MAX_SATURATION``, 0: off): the streams that are
-   generating now are faster than real time with headroom, and would still be with one more.
+   generating now are faster than real time with headroom, and every open stream would still be
+   with one more.
 
 Otherwise the caller gets ``StreamRefusedError`` (429 ``concurrency_limited`` with retry advice, in
 band on the WebSocket). Streams already admitted are never refused later: their next segments
@@ -23,10 +24,14 @@ not read as overload before any of them produced anything); what that burst does
 is seen as soon as audio flows.
 
 For the prediction the meter also keeps the *capacity*: the aggregate audio seconds per second
-measured while the gateway was saturated (>= ``capacity_saturation``). With ``n`` streams
-generating the next one is admitted when ``max(s * (n + 1) / n, (n + 1) / capacity)`` stays at
-or below ``max_saturation`` (the first term when the capacity is not known yet). At least
-``min_streams`` streams are always admitted, so a slow machine still serves someone.
+measured while the gateway was saturated (>= ``capacity_saturation``). With ``n`` streams open
+(admitted, whether generating yet or still waiting for text: an open context is an utterance about
+to be spoken) and ``b`` streams busy on average, the next one is admitted when
+``max(s * (n + 1) / b, (n + 1) / capacity)`` stays at or below ``max_saturation`` (the second
+term once the capacity is known). That assumes throughput is shared evenly, which errs on the
+side of refusing, and counts streams admitted a moment ago whose audio the meter has not seen
+yet (a burst of new contexts). At least ``min_streams`` streams are always admitted, so a slow
+machine still serves someone.
 """
 
 from __future__ import annotations
@@ -134,14 +139,15 @@ class LoadMeter:
                 return None
             return self._capacity
 
-    def predicted_saturation(self, generating: int) -> float:
-        """Saturation with one more stream than ``generating``."""
-        s = self.saturation()
-        n = max(generating, 1)
-        predicted = s * (n + 1) / n if generating else s
+    def predicted_saturation(self, streams: int) -> float:
+        """Saturation once ``streams`` open streams and one more all generate."""
+        with self._lock:
+            self._advance(self._clock())
+            s, busy = self._saturation_locked(), max(self._busy_avg, 1.0)
+        predicted = s * (streams + 1) / busy
         capacity = self.capacity()
         if capacity:
-            predicted = max(predicted, (generating + 1) / capacity)
+            predicted = max(predicted, (streams + 1) / capacity)
         return predicted
 
 
@@ -163,11 +169,9 @@ class Admission:
     """Counts open streams per process and per key and decides on new ones (event-loop thread)."""
 
     def __init__(self, limits: AdmissionLimits, meter: Optional[LoadMeter] = None,
-                 generating: Callable[[], int] = lambda: 0,
                  on_refused: Optional[Callable[[str], None]] = None) -> None:
         self.limits = limits
         self.meter = meter or LoadMeter()
-        self._generating = generating  # engine requests in flight (the service's count)
         self.on_refused = on_refused  # e.g. a metrics counter, called with the reason
         self._open = 0
         self._per_key: dict[str, int] = {}
@@ -196,13 +200,12 @@ class Admission:
             raise StreamRefusedError(
                 f"this API key has {self._per_key[key]} open streams, the most allowed per key "
                 f"(GEPARD_MAX_STREAMS_PER_KEY); retry in {retry:g} s", "key", retry)
-        generating = self._generating()
-        if lim.max_saturation > 0 and generating >= lim.min_streams:
-            predicted = self.meter.predicted_saturation(generating)
+        if lim.max_saturation > 0 and self._open >= lim.min_streams:
+            predicted = self.meter.predicted_saturation(self._open)
             if predicted > lim.max_saturation:
                 self._refuse("load")
                 raise StreamRefusedError(
-                    f"the server is at capacity: {generating} streams are generating and one more would run at "
+                    f"the server is at capacity: {self._open} streams are open and one more would run at "
                     f"{predicted:.2f}x real time (limit {lim.max_saturation:g}, GEPARD_ADMIT_MAX_SATURATION); "
                     f"retry in {retry:g} s", "load", retry)
         self._open += 1

@@ -75,7 +75,7 @@ class SynthesisService:
         self.defaults = settings.default_sampling
         self._in_flight = 0
         self.meter = LoadMeter()
-        self.admission = Admission(settings.admission_limits, self.meter, generating=lambda: self._in_flight)
+        self.admission = Admission(settings.admission_limits, self.meter)
 
     # -- admission ----------------------------------------------------------------------------
     def admit(self, key: str) -> StreamTicket:

@@ -3,6 +3,8 @@ key, the load-aware limit and its prediction, places given back exactly once."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from api.admission import Admission, AdmissionLimits, LoadMeter, StreamRefusedError
@@ -57,17 +59,23 @@ def test_capacity_is_learned_only_when_saturated_and_forgotten_later():
     assert meter2.capacity() is None
 
 
-def test_prediction_counts_the_new_stream():
-    meter, _ = steady_meter(4, 2.0)  # s = 0.5
+def test_prediction_counts_the_new_stream_and_open_streams_not_yet_generating():
+    meter, _ = steady_meter(4, 2.0)  # s = 0.5 over 4 busy streams
     assert meter.predicted_saturation(4) == pytest.approx(0.5 * 5 / 4, rel=0.03)
+    assert meter.predicted_saturation(8) == pytest.approx(0.5 * 9 / 4, rel=0.03)  # 4 more open, soon generating
     saturated, _ = steady_meter(20, 0.9)  # capacity ~18 audio s/s
     assert saturated.predicted_saturation(20) >= 21 / 18 - 0.05
 
 
-def admission(meter: LoadMeter | None = None, generating: int = 0, **limits) -> Admission:
+def admission(meter: LoadMeter | None = None, open_streams: int = 0, **limits) -> Admission:
+    """An Admission with ``open_streams`` streams already admitted (before the load limit applies)."""
     refused: list[str] = []
-    adm = Admission(AdmissionLimits(**limits), meter or LoadMeter(clock=Clock()), generating=lambda: generating,
+    wanted = AdmissionLimits(**limits)
+    adm = Admission(dataclasses.replace(wanted, max_saturation=0.0), meter or LoadMeter(clock=Clock()),
                     on_refused=refused.append)
+    for _ in range(open_streams):
+        adm.admit("earlier")
+    adm.limits = wanted
     adm.refused = refused  # type: ignore[attr-defined]
     return adm
 
@@ -105,27 +113,27 @@ def test_per_key_limit_counts_each_key_apart():
 
 def test_load_limit_refuses_when_one_more_stream_would_fall_behind():
     meter, _ = steady_meter(4, 1.25)  # s = 0.8; with a fifth stream 1.0
-    adm = admission(meter, generating=4, max_saturation=0.9)
+    adm = admission(meter, open_streams=4, max_saturation=0.9)
     with pytest.raises(StreamRefusedError) as info:
         adm.admit("k")
     assert info.value.reason == "load" and "GEPARD_ADMIT_MAX_SATURATION" in info.value.message
-    relaxed = admission(meter, generating=4, max_saturation=1.1)
+    relaxed = admission(meter, open_streams=4, max_saturation=1.1)
     relaxed.admit("k")
-    off = admission(meter, generating=4, max_saturation=0.0)  # 0 turns the load limit off
+    off = admission(meter, open_streams=4, max_saturation=0.0)  # 0 turns the load limit off
     off.admit("k")
 
 
 def test_min_streams_are_admitted_whatever_the_load():
     meter, _ = steady_meter(1, 0.5)  # one stream already slower than real time
-    adm = admission(meter, generating=1, max_saturation=0.9, min_streams=2)
+    adm = admission(meter, open_streams=1, max_saturation=0.9, min_streams=2)
     adm.admit("k")
-    strict = admission(meter, generating=1, max_saturation=0.9, min_streams=1)
+    strict = admission(meter, open_streams=1, max_saturation=0.9, min_streams=1)
     with pytest.raises(StreamRefusedError):
         strict.admit("k")
 
 
 def test_light_load_admits():
     meter, _ = steady_meter(8, 10.0)  # s = 0.1
-    adm = admission(meter, generating=8, max_saturation=0.9)
+    adm = admission(meter, open_streams=8, max_saturation=0.9)
     for _ in range(5):
         adm.admit("k")
