@@ -8,7 +8,9 @@
     error               type, done=true, status_code, error_code, title, message, error, request_id, doc_url?, context_id?
 
 ``context_id`` is omitted only when None, which only SSE requests without one produce: on the
-WebSocket every event must carry it (SDKs drop events without one, protocol 5.6). ``done`` never
+WebSocket every event must carry it (SDKs drop events without one, protocol 5.6). An error about a
+WebSocket message whose own id cannot be echoed (absent, over 512 characters, not a string) carries
+``""`` (``api.protocol.requests.UNROUTABLE_CONTEXT_ID``): the key is there, and it names no context. ``done`` never
 carries ``data`` (LiveKit reads any non-empty ``data`` as audio). The error event also carries the
 legacy ``"error": "<title>: <message>"`` string that Python 2.x requires.
 

@@ -195,3 +195,9 @@ def test_split_audio_round_trips_on_sample_boundaries():
     assert list(split_audio(b"", 2)) == []
     assert list(split_audio(b"\x00\x01", 2)) == [b"\x00\x01"]
     assert base64.b64decode(json.loads(ChunkEvent(pieces[0], 1.0).to_json())["data"]) == pieces[0]
+
+
+def test_unroutable_websocket_error_still_carries_the_context_id_key():
+    """pipecat indexes msg["context_id"]: an error about a message with no usable id carries ""."""
+    d = as_dict(ErrorEvent(400, "invalid_json", "Invalid JSON", "message is not valid JSON", "c:", context_id=""))
+    assert d["context_id"] == "" and d["done"] is True
