@@ -40,9 +40,9 @@ import dataclasses
 import json
 import logging
 import re
-from itertools import accumulate
 from typing import Annotated, Any, ClassVar, Literal, Mapping, Optional, Union
 
+import numpy as np
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -669,23 +669,32 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-# A JSON string, or an unterminated one running to the end of the text. It can never fail to
-# match from a '"', so removing strings stays linear (a pattern that could fail would be retried
-# from every later quote: quadratic on '"\\"\\"...').
-_JSON_STRING_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
-_NOT_BRACKET_RE = re.compile(r"[^\[\]{}]+")
-_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+# +1 for an opening bracket, -1 for a closing one, 0 for every other byte (UTF-8 continuation
+# bytes are >= 0x80, so never a bracket).
+_BRACKET_STEPS = np.zeros(256, dtype=np.int8)
+_BRACKET_STEPS[[ord("["), ord("{")]] = 1
+_BRACKET_STEPS[[ord("]"), ord("}")]] = -1
 _SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _outside_strings(text: str) -> str:
+    """``text`` without its JSON strings. Escaped backslashes, then escaped quotes, are dropped first,
+    so every '"' left opens or closes a string; an unterminated string runs to the end. Outside a
+    string a backslash is already a syntax error, and json.loads stops there, so what this makes of
+    the text after one cannot matter."""
+    unescaped = text.replace("\\\\", "").replace('\\"', "")
+    return "".join(unescaped.split('"')[0::2])
 
 
 def _nesting_exceeds(text: str, limit: int) -> bool:
     """True when arrays/objects in ``text`` nest deeper than ``limit`` (brackets inside strings do
-    not count). Linear and C-speed: a text with at most ``limit`` opening brackets returns at once;
-    otherwise strings are cut out and the running depth of the brackets left is scanned."""
+    not count). Linear and C-speed (str methods and numpy, about 10 ms for 1 MiB of brackets): a
+    text with at most ``limit`` opening brackets returns at once; otherwise the running depth of the
+    brackets outside strings is computed."""
     if text.count("[") + text.count("{") <= limit:
         return False
-    brackets = _NOT_BRACKET_RE.sub("", _JSON_STRING_RE.sub("", text))
-    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0) > limit
+    outside = np.frombuffer(_outside_strings(text).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    return int(np.cumsum(_BRACKET_STEPS[outside], dtype=np.int32).max(initial=0)) > limit
 
 
 def _has_lone_surrogate(value: Any) -> bool:

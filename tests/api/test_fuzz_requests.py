@@ -216,6 +216,33 @@ def test_access_token_body_parser_raises_only_protocol_errors(batch):
             assert_bounded_error(exc)
 
 
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_TRICKY_TEXT = st.text(st.sampled_from('[]{}"\\\\/ ,:aé\u2028'), max_size=12)
+_NESTED = st.recursive(
+    st.one_of(st.none(), st.integers(), _TRICKY_TEXT),
+    lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(_TRICKY_TEXT, c, max_size=3)),
+    max_leaves=40,
+)
+
+
+@fuzz(300)
+@given(value=_NESTED, limit=st.integers(0, 12), ensure_ascii=st.booleans())
+def test_nesting_scan_agrees_with_the_real_depth(value, limit, ensure_ascii):
+    """The linear pre-parse scan sees exactly the depth json.loads would (strings with brackets,
+    quotes and backslashes in them included)."""
+    from api.protocol.requests import _nesting_exceeds
+
+    text = json.dumps(value, ensure_ascii=ensure_ascii)
+    assert _nesting_exceeds(text, limit) == (_depth(value) > limit)
+
+
 @pytest.mark.xfail(strict=True, raises=TypeError,
                    reason="api/protocol/requests.py stop_threshold annotation: Field(lt=1.0) on an Optional "
                           "field raises TypeError for null (a 500); null must mean 'unset' like every other field")

@@ -529,6 +529,11 @@ def test_nesting_limit_counts_only_brackets_outside_strings():
     assert load_json('["' + "\\\"[" * 1000 + '"]', "body") == ["\"[" * 1000]
     err = error_of(load_json, '["' + "[" * 1000, "body")  # unterminated string: brackets in it do not count
     assert "not valid JSON" in str(err)
+    # an escaped backslash ends right before the closing quote: the brackets after it do count
+    deep_after = '["a\\\\", ' + "[" * 40 + "]" * 40 + "]"
+    assert json.loads(deep_after)[0] == "a\\"
+    assert f"more than {MAX_JSON_DEPTH} levels deep" in str(error_of(load_json, deep_after, "body"))
+    assert load_json('["\\\\\\"' + "[" * 40 + '"]', "body") == ['\\"' + "[" * 40]  # \\ then \" inside
 
 
 def test_ws_message_over_the_size_limit_is_refused_before_parsing():
