@@ -24,7 +24,10 @@ not read as overload before any of them produced anything); what that burst does
 is seen as soon as audio flows.
 
 For the prediction the meter also keeps the *capacity*: the aggregate audio seconds per second
-measured while the gateway was saturated (>= ``capacity_saturation``). With ``n`` streams open
+measured while the gateway was saturated (>= ``capacity_saturation``), with the number of busy
+streams it was measured at (batching engines deliver more in total with more streams, so a
+capacity measured with 2 streams says nothing about 20: it is used only for predictions up to
+the concurrency it was measured at, and the highest concurrency measured is kept). With ``n`` streams open
 (admitted, whether generating yet or still waiting for text: an open context is an utterance about
 to be spoken) and ``b`` streams busy on average, the next one is admitted when
 ``max(s * (n + 1) / b, (n + 1) / capacity)`` stays at or below ``max_saturation`` (the second
@@ -90,6 +93,7 @@ class LoadMeter:
         self._busy_avg = 0.0  # exponential average of _busy
         self._audio_rate = 0.0  # exponential average of audio seconds per second
         self._capacity = 0.0  # audio seconds per second when saturated (0: not measured yet)
+        self._capacity_streams = 0.0  # busy streams (average) it was measured with
         self._capacity_at = -math.inf
 
     def _advance(self, now: float) -> None:
@@ -112,10 +116,15 @@ class LoadMeter:
             self._audio_rate += seconds / self.tau_s
             saturation = self._saturation_locked()
             if saturation >= self.capacity_saturation and self._busy_avg >= 1.0:
-                # audio flows at the rate the machine can sustain: remember it (slowly forgotten)
-                if self._audio_rate > self._capacity or now - self._capacity_at > self.capacity_memory_s:
-                    self._capacity = self._audio_rate
-                self._capacity_at = now
+                # audio flows at the rate the machine sustains with this many streams: keep the
+                # measurement at the highest concurrency (the best rate there); forget it slowly
+                expired = now - self._capacity_at > self.capacity_memory_s
+                higher = self._busy_avg > self._capacity_streams + 0.5
+                same = abs(self._busy_avg - self._capacity_streams) <= 0.5
+                if expired or higher or (same and self._audio_rate > self._capacity):
+                    self._capacity, self._capacity_streams = self._audio_rate, self._busy_avg
+                if expired or higher or same:
+                    self._capacity_at = now
 
     def _saturation_locked(self) -> float:
         if self._busy_avg < 1e-3:
@@ -132,10 +141,13 @@ class LoadMeter:
             self._advance(self._clock())
             return self._saturation_locked()
 
-    def capacity(self) -> Optional[float]:
-        """Audio seconds per second the gateway sustained when saturated, None until measured."""
+    def capacity(self, streams: int = 0) -> Optional[float]:
+        """Audio seconds per second the gateway sustained when saturated, if it was measured with
+        at least ``streams`` busy streams; None until then."""
         with self._lock:
             if self._capacity <= 0 or self._clock() - self._capacity_at > self.capacity_memory_s:
+                return None
+            if self._capacity_streams < streams - 0.5:
                 return None
             return self._capacity
 
@@ -145,7 +157,7 @@ class LoadMeter:
             self._advance(self._clock())
             s, busy = self._saturation_locked(), max(self._busy_avg, 1.0)
         predicted = s * (streams + 1) / busy
-        capacity = self.capacity()
+        capacity = self.capacity(streams + 1)
         if capacity:
             predicted = max(predicted, (streams + 1) / capacity)
         return predicted

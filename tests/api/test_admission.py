@@ -63,8 +63,23 @@ def test_prediction_counts_the_new_stream_and_open_streams_not_yet_generating():
     meter, _ = steady_meter(4, 2.0)  # s = 0.5 over 4 busy streams
     assert meter.predicted_saturation(4) == pytest.approx(0.5 * 5 / 4, rel=0.03)
     assert meter.predicted_saturation(8) == pytest.approx(0.5 * 9 / 4, rel=0.03)  # 4 more open, soon generating
-    saturated, _ = steady_meter(20, 0.9)  # capacity ~18 audio s/s
-    assert saturated.predicted_saturation(20) >= 21 / 18 - 0.05
+    saturated, _ = steady_meter(20, 0.9)  # capacity ~18 audio s/s, measured with 20 streams
+    assert saturated.predicted_saturation(19) >= 20 / 18 - 0.05
+
+
+def test_a_capacity_measured_with_few_streams_is_not_used_for_more():
+    """Batching engines deliver more in total with more streams: 2 saturated streams say nothing
+    about what 10 would get, so the prediction for 10 does not use that capacity."""
+    meter, clock = steady_meter(2, 0.95)  # saturated with 2 streams: ~1.9 audio s/s
+    assert meter.capacity() == pytest.approx(1.9, rel=0.05)
+    assert meter.capacity(streams=2) is not None and meter.capacity(streams=10) is None
+    meter.stream_busy(-2)
+    meter.stream_busy(+1)
+    clock.run(meter, 20.0, 1, 10.0)  # later: one stream, 10x real time
+    assert meter.predicted_saturation(9) == pytest.approx(0.1 * 10, rel=0.05)  # not 10 / 1.9
+    meter.stream_busy(+19)
+    clock.run(meter, 20.0, 20, 0.9)  # saturated with 20 streams: the higher concurrency wins
+    assert meter.capacity(streams=20) == pytest.approx(18.0, rel=0.05)
 
 
 def admission(meter: LoadMeter | None = None, open_streams: int = 0, **limits) -> Admission:
