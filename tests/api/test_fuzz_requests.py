@@ -11,10 +11,11 @@ unknown fields, truncated JSON, and bytes that are not UTF-8. The contracts:
   and for tokens whose MAC is valid over garbage (minted here with the server's secret).
 
 The strategies are shared with tests/api/routes/test_fuzz_ws.py. Each example is a batch of 4-8
-inputs (hypothesis's cost is per example). Per run, about: 900 TTS bodies (parsed as bytes and
-SSE: 1,800 parses), 900 WebSocket messages (as bytes and text: 1,800), 480 access-token bodies,
-600 HTTP requests to the live routes plus 8 that synthesise, and 900 credentials (each through
-verify_token and principal_for).
+inputs (hypothesis's cost is per example). Measured per run: 830 TTS bodies (each parsed as /tts/bytes
+and /tts/sse: 1,660 parses), 880 WebSocket messages (as bytes and as text: 1,760 parses), 420
+access-token bodies, about 550 HTTP requests to the live routes plus 8 that synthesise, 830
+credentials (1,470 verify_token calls, directly and through principal_for), and 300 checks of the
+nesting pre-scan against the real depth.
 """
 
 from __future__ import annotations

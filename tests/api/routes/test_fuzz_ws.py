@@ -14,8 +14,8 @@ cancel variants. Contracts:
 - a few valid contexts with generated transcripts, run meanwhile, each end in done (or a 4xx).
 
 Valid generation messages are not sent in bulk (they would synthesise); the expectation of each
-frame is what ``parse_ws_message`` (the server's own parser) says about it. Per run: about 1,000
-bulk frames (150 batches of 4-8) and 6 valid contexts.
+frame is what ``parse_ws_message`` (the server's own parser) says about it. Per run: about 825
+bulk frames (150 batches of 4-8, valid generations left out) and 6 valid contexts.
 """
 
 from __future__ import annotations
