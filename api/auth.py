@@ -89,6 +89,7 @@ GRANT_NAMES = ("tts", "stt", "agent")
 DEFAULT_TOKEN_EXPIRES_IN_S = 60
 MAX_TOKEN_EXPIRES_IN_S = 3600
 TOKEN_PREFIX = "gat1."
+MAX_TOKEN_CHARS = 4096  # ours are ~300; longer is refused before any decoding
 TOKEN_VERSION = 2  # 2: "kid" names the minting key (1 had none and is no longer accepted)
 #: Keys kept outside the configuration (Redis) are at least this long (RedisKeyStore.add refuses
 #: shorter ones), so a shorter credential is answered 401 without asking the store.
@@ -490,7 +491,8 @@ class Authenticator:
             "invalid access token (malformed, tampered with, or signed by a server with another secret)",
             error_code="invalid_token",
         )
-        if not token.isascii() or not token.startswith(TOKEN_PREFIX) or token.count(".") != 2:
+        if (len(token) > MAX_TOKEN_CHARS or not token.isascii() or not token.startswith(TOKEN_PREFIX)
+                or token.count(".") != 2):
             raise invalid
         signed, _, signature = token.rpartition(".")
         try:
@@ -506,7 +508,9 @@ class Authenticator:
             issued_at, expires_at = int(claims["iat"]), int(claims["exp"])
             token_id = str(claims["jti"])
             kid = claims["kid"] if version == TOKEN_VERSION else None
-        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error, OverflowError, RecursionError):
+            # a valid MAC over claims we never mint (only a leaked secret makes one): 1e400 or
+            # Infinity in a time overflows int(), deep nesting exhausts json's recursion
             raise invalid from None
         if version != TOKEN_VERSION:
             raise AuthenticationError(

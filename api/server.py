@@ -30,6 +30,9 @@ from engine.errors import CheckpointError
 logger = logging.getLogger(__name__)
 
 WS_PING_INTERVAL_S = 20.0
+# The parser refuses messages over 1 MiB in band (413, the socket stays open); frames past this are
+# not even read into memory (uvicorn's default is 16 MiB per socket): the socket closes with 1009.
+WS_MAX_FRAME_BYTES = 4 << 20
 WS_PING_TIMEOUT_S = 20.0
 GRACEFUL_SHUTDOWN_S = 10
 
@@ -58,6 +61,7 @@ def uvicorn_config(settings: Settings, app: Any = None, *, host: Optional[str] =
         http=http_protocol(),
         h11_max_incomplete_event_size=settings.max_header_bytes,
         ws="websockets",
+        ws_max_size=WS_MAX_FRAME_BYTES,
         ws_ping_interval=WS_PING_INTERVAL_S,
         ws_ping_timeout=WS_PING_TIMEOUT_S,
         ssl_certfile=str(settings.tls_certfile) if settings.tls_certfile else None,

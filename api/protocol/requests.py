@@ -315,22 +315,25 @@ JsonBool = Annotated[bool, Strict()]
 JsonStr = Annotated[str, Strict()]
 
 
-def _range(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open: bool = False) -> Any:
-    """After-validator: ``lo <= v <= hi`` (``lo < v`` when lo_open) with one precise message."""
+def _range(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open: bool = False,
+           hi_open: bool = False) -> Any:
+    """After-validator: ``lo <= v <= hi`` (``<`` on an open end) with one precise message."""
 
     def check(value: Any) -> Any:
         if value is None:
             return value
         below = lo is not None and (value <= lo if lo_open else value < lo)
-        above = hi is not None and value > hi
+        above = hi is not None and (value >= hi if hi_open else value > hi)
         if below or above:
-            if lo is not None and hi is not None:
+            if lo is not None and hi is not None and (lo_open or hi_open):
+                rule = f"must be in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+            elif lo is not None and hi is not None:
                 rule = f"must be between {lo:g} and {hi:g}"
             elif lo is not None:
                 rule = f"must be {'>' if lo_open else '>='} {lo:g}"
             else:
-                rule = f"must be <= {hi:g}"
-            raise _invalid(f"{rule}, got {value!r}")
+                rule = f"must be {'<' if hi_open else '<='} {hi:g}"
+            raise _invalid(f"{rule}, got {_shown(value)}")
         return value
 
     return AfterValidator(check)
@@ -352,6 +355,9 @@ def _shown(value: Any, limit: int = MAX_ECHOED_VALUE_CHARS) -> str:
         return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
     if isinstance(value, (list, tuple, Mapping)):
         return _json_type(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**21:
+        digits = str(abs(value))  # 1e300 arrives as a 301-digit integer: show its magnitude
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
@@ -496,7 +502,7 @@ class _SynthesisFields(WireModel):
     max_frames: Annotated[Optional[JsonInt], _range(1), _range(None, 2000)] = None
     cfg_scale: Annotated[Optional[JsonFloat], _range(0.0, lo_open=True), _range(None, 20.0)] = None
     cfg_frames: Annotated[Optional[JsonInt], _range(0), _range(None, 2000)] = None
-    stop_threshold: Annotated[Optional[JsonFloat], _range(0.0, 1.0), _range(0.0, lo_open=True), Field(lt=1.0)] = None
+    stop_threshold: Annotated[Optional[JsonFloat], _range(0.0, 1.0, lo_open=True, hi_open=True)] = None
     repetition_penalty: Annotated[Optional[JsonFloat], _range(0.0, lo_open=True), _range(None, 10.0)] = None
 
     _SAMPLING_FIELDS: ClassVar[tuple[str, ...]] = (

@@ -21,8 +21,8 @@ POISON = [
     ({"top_k": 2**63}, "top_k", "must be <= 1024"),
     ({"top_k": 1e300}, "top_k", "must be <= 1024"),
     ({"temperature": 3.4e38}, "temperature", "must be <= 10"),
-    ({"stop_threshold": 0}, "stop_threshold", "must be > 0"),
-    ({"stop_threshold": 1}, "stop_threshold", "must be < 1"),
+    ({"stop_threshold": 0}, "stop_threshold", "must be in (0, 1)"),
+    ({"stop_threshold": 1}, "stop_threshold", "must be in (0, 1)"),
 ]
 
 

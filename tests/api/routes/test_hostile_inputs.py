@@ -104,6 +104,22 @@ async def test_websocket_message_over_the_size_limit_is_an_in_band_413(gateway, 
         await speak_one(ws, v, "after-big")
 
 
+async def test_websocket_frames_past_the_read_limit_close_the_socket_with_1009(gateway, default_voice_id):
+    """Frames over api.server.WS_MAX_FRAME_BYTES are not read into memory (uvicorn's default would
+    buffer 16 MiB per socket): the socket closes with 1009, message too big; the server serves on."""
+    from websockets.exceptions import ConnectionClosed
+
+    from api.server import WS_MAX_FRAME_BYTES
+
+    async with connect(gateway.ws_url + "/tts/websocket", max_size=None) as ws:
+        await send(ws, gen("huge", "a" * (WS_MAX_FRAME_BYTES + 1024), default_voice_id))
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), 30)
+        assert ws.close_code == 1009
+    async with connect(gateway.ws_url + "/tts/websocket") as ws:
+        await speak_one(ws, default_voice_id, "after-huge")
+
+
 # --- ids are never echoed past the limit (defect 11, context_id part) -----------------------------
 
 
