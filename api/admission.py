@@ -27,14 +27,16 @@ For the prediction the meter also keeps the *capacity*: the aggregate audio seco
 measured while the gateway was saturated (>= ``capacity_saturation``), with the number of busy
 streams it was measured at (batching engines deliver more in total with more streams, so a
 capacity measured with 2 streams says nothing about 20: it is used only for predictions up to
-the concurrency it was measured at, and the highest concurrency measured is kept). With ``n`` streams open
-(admitted, whether generating yet or still waiting for text: an open context is an utterance about
-to be spoken) and ``b`` streams busy on average, the next one is admitted when
+the concurrency it was measured at, and the highest concurrency measured is kept).
+
+The streams a prediction counts are those generating now plus those admitted that have not
+produced audio yet (a burst of new contexts, whose load the meter cannot have seen): ``n`` of
+them, with ``b`` streams busy on average, and the next one is admitted when
 ``max(s * (n + 1) / b, (n + 1) / capacity)`` stays at or below ``max_saturation`` (the second
-term once the capacity is known). That assumes throughput is shared evenly, which errs on the
-side of refusing, and counts streams admitted a moment ago whose audio the meter has not seen
-yet (a burst of new contexts). At least ``min_streams`` streams are always admitted, so a slow
-machine still serves someone.
+term once a capacity at that concurrency is known). An open context that already spoke and waits
+for more text is not counted until it generates again. The first term assumes throughput is
+shared evenly (no batching gain), which errs on the side of refusing. At least ``min_streams``
+open streams are always admitted, so a slow machine still serves someone.
 """
 
 from __future__ import annotations
@@ -170,9 +172,18 @@ class StreamTicket:
     admission: "Admission"
     key: str
     released: bool = False
+    spoke: bool = False  # its first audio came out (from then on the load meter sees it)
+
+    def mark_spoke(self) -> None:
+        """Call when the stream's first audio is out (idempotent)."""
+        if not self.spoke and not self.released:
+            self.spoke = True
+            self.admission._fresh -= 1
 
     def release(self) -> None:
         if not self.released:
+            if not self.spoke:
+                self.admission._fresh -= 1
             self.released = True
             self.admission._release(self)
 
@@ -186,6 +197,7 @@ class Admission:
         self.meter = meter or LoadMeter()
         self.on_refused = on_refused  # e.g. a metrics counter, called with the reason
         self._open = 0
+        self._fresh = 0  # admitted, no audio yet
         self._per_key: dict[str, int] = {}
 
     @property
@@ -213,14 +225,16 @@ class Admission:
                 f"this API key has {self._per_key[key]} open streams, the most allowed per key "
                 f"(GEPARD_MAX_STREAMS_PER_KEY); retry in {retry:g} s", "key", retry)
         if lim.max_saturation > 0 and self._open >= lim.min_streams:
-            predicted = self.meter.predicted_saturation(self._open)
+            streams = self.meter.busy_streams + self._fresh
+            predicted = self.meter.predicted_saturation(streams)
             if predicted > lim.max_saturation:
                 self._refuse("load")
                 raise StreamRefusedError(
-                    f"the server is at capacity: {self._open} streams are open and one more would run at "
+                    f"the server is at capacity: {streams} streams are generating or starting and one more would run at "
                     f"{predicted:.2f}x real time (limit {lim.max_saturation:g}, GEPARD_ADMIT_MAX_SATURATION); "
                     f"retry in {retry:g} s", "load", retry)
         self._open += 1
+        self._fresh += 1
         self._per_key[key] = self._per_key.get(key, 0) + 1
         return StreamTicket(self, key)
 

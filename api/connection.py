@@ -270,6 +270,8 @@ class WsContext:
         now = time.perf_counter()
         if not self._first_audio_sent:
             self._first_audio_sent = True
+            if self.ticket is not None:
+                self.ticket.mark_spoke()
             if self.conn.metrics is not None:
                 self.conn.metrics.first_audio.labels("ws").observe(now - self._opened_at)
         width = self.config.output_format.encoding.sample_width

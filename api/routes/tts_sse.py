@@ -39,7 +39,7 @@ async def endpoint(request: Request) -> Response:
 
     async def events() -> AsyncIterator[bytes]:
         # the stream's place is taken when the first event is awaited (a refusal is still a 429)
-        with svc.admission.stream(principal.subject):
+        with svc.admission.stream(principal.subject) as ticket:
             sink = AudioSink(req.output_format)
             since = time.perf_counter()
             for i, segment in enumerate(job.segments):
@@ -48,6 +48,7 @@ async def endpoint(request: Request) -> Response:
                 # aclosing: closing this generator mid-segment (client gone) aborts the engine request now
                 async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume)) as chunks:
                     async for pcm in chunks:
+                        ticket.mark_spoke()
                         pieces.append(pcm)
                         data = await asyncio.to_thread(sink.push, pcm)
                         now = time.perf_counter()

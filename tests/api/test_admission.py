@@ -83,13 +83,14 @@ def test_a_capacity_measured_with_few_streams_is_not_used_for_more():
 
 
 def admission(meter: LoadMeter | None = None, open_streams: int = 0, **limits) -> Admission:
-    """An Admission with ``open_streams`` streams already admitted (before the load limit applies)."""
+    """An Admission with ``open_streams`` streams already admitted and speaking (before the load
+    limit applies); the meter says how many of them generate now."""
     refused: list[str] = []
     wanted = AdmissionLimits(**limits)
     adm = Admission(dataclasses.replace(wanted, max_saturation=0.0), meter or LoadMeter(clock=Clock()),
                     on_refused=refused.append)
     for _ in range(open_streams):
-        adm.admit("earlier")
+        adm.admit("earlier").mark_spoke()
     adm.limits = wanted
     adm.refused = refused  # type: ignore[attr-defined]
     return adm
@@ -152,3 +153,24 @@ def test_light_load_admits():
     adm = admission(meter, open_streams=8, max_saturation=0.9)
     for _ in range(5):
         adm.admit("k")
+
+
+def test_a_burst_of_new_streams_counts_before_the_meter_sees_it():
+    """Streams admitted a moment ago have produced nothing the meter could measure; they count as
+    generating, so a burst at light load is cut where it would overload."""
+    meter, _ = steady_meter(2, 5.0)  # s = 0.2 with 2 streams generating
+    adm = admission(meter, open_streams=2, max_saturation=0.85)
+    burst = [adm.admit("k") for _ in range(6)]  # the 6th: 0.2 * (2 + 5 fresh + 1) / 2 = 0.8
+    with pytest.raises(StreamRefusedError):
+        adm.admit("k")  # 0.2 * (2 + 6 fresh + 1) / 2 = 0.9 > 0.85
+    burst[0].mark_spoke()  # its audio is out: from now on the meter accounts for it
+    burst[1].release()  # a fresh stream that ended without audio stops counting too
+    adm.admit("k")
+    burst[0].mark_spoke()  # idempotent
+    assert adm.open_streams == 2 + 6
+
+
+def test_open_streams_waiting_for_text_do_not_count_as_load():
+    meter, _ = steady_meter(1, 5.0)  # 1 stream generating, s = 0.2
+    adm = admission(meter, open_streams=6, max_saturation=0.9)  # 6 open, 5 of them idle between turns
+    adm.admit("k")  # predicted 0.2 * (1 + 0 + 1) / 1 = 0.4
