@@ -15,7 +15,7 @@ from websockets.asyncio.client import connect
 
 from tests.api.conftest import gateway_settings
 from tests.api.live import LiveServer
-from tests.api.routes.ws_helpers import by_context, gen, read_for, read_until_terminal, recv, send
+from tests.api.routes.ws_helpers import assert_ws_error, by_context, gen, read_for, read_until_terminal, recv, send
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -27,13 +27,6 @@ KEY_B = "sk_backpressure_key_b_0123456789"
 
 def ws_url(server, key: str | None = None) -> str:
     return server.ws_url + "/tts/websocket" + (f"?api_key={key}" if key else "")
-
-
-def assert_error(msg: dict, context_id: str, status: int, code: str, *needles: str) -> None:
-    assert msg["type"] == "error" and msg["done"] is True and msg["context_id"] == context_id, msg
-    assert msg["status_code"] == status and msg["error_code"] == code, msg
-    for needle in needles:
-        assert needle in msg["message"], (needle, msg["message"])
 
 
 async def wait_until(predicate, timeout: float, what: str) -> None:
@@ -64,7 +57,7 @@ async def test_text_past_the_context_limit_fails_that_context_only(limited_gatew
         await send(ws, gen("greedy", "word " * 50, v, max_buffer_delay_ms=5000))  # 250 chars, no sentence end
         await send(ws, gen("greedy", "word " * 20, v, max_buffer_delay_ms=5000))  # 350 > 300
         err = await recv(ws)
-        assert_error(err, "greedy", 413, "text_buffer_full", "300", "GEPARD_MAX_CONTEXT_TEXT_CHARS")
+        assert_ws_error(err, "greedy", 413, "text_buffer_full", "300", "GEPARD_MAX_CONTEXT_TEXT_CHARS")
         await send(ws, gen("calm", "Hello there.", v, cont=False))
         msgs = await read_until_terminal(ws, ["calm"])
         assert msgs[-1]["type"] == "done" and any(m["type"] == "chunk" for m in msgs)
@@ -76,7 +69,7 @@ async def test_text_past_the_socket_limit_fails_the_context_that_sent_it(limited
     async with connect(ws_url(limited_gateway, KEY_A)) as ws:
         await send(ws, gen("one", "word " * 55, v, max_buffer_delay_ms=5000))  # 275
         await send(ws, gen("two", "word " * 55, v, max_buffer_delay_ms=5000))  # 550 > 500 on the socket
-        assert_error(await recv(ws), "two", 413, "text_buffer_full", "500", "GEPARD_MAX_SOCKET_TEXT_CHARS")
+        assert_ws_error(await recv(ws), "two", 413, "text_buffer_full", "500", "GEPARD_MAX_SOCKET_TEXT_CHARS")
         await send(ws, {"context_id": "one", "cancel": True})
         assert await read_for(ws, 0.5) == []
 
@@ -92,19 +85,19 @@ async def test_stream_limits_per_key_and_per_process(limited_gateway, default_vo
         await send(a, gen("a1", "", v))
         await send(a, gen("a2", "", v))
         await send(a, gen("a3", "Hello.", v))  # a third stream for key A: over its limit of 2
-        assert_error(await recv(a), "a3", 429, "concurrency_limited", "GEPARD_MAX_STREAMS_PER_KEY", "retry")
+        assert_ws_error(await recv(a), "a3", 429, "concurrency_limited", "GEPARD_MAX_STREAMS_PER_KEY", "retry")
         await send(b, gen("b1", "", v))  # key B's first: the process's third stream
         await asyncio.sleep(0.3)
         assert limited_gateway.runtime.service.admission.open_streams == 3
         await send(b, gen("b2", "Hello.", v))  # the process is full
-        assert_error(await recv(b), "b2", 429, "concurrency_limited", "GEPARD_MAX_STREAMS")
+        assert_ws_error(await recv(b), "b2", 429, "concurrency_limited", "GEPARD_MAX_STREAMS")
         r = await http.post(limited_gateway.url + "/tts/bytes", json=body, headers={"X-API-Key": KEY_B})
         assert r.status_code == 429 and r.json()["error_code"] == "concurrency_limited"
         assert r.headers["retry-after"] == "1" and r.headers["retry-after-ms"] == "1000"
         await send(a, {"context_id": "a1", "cancel": True})  # a place comes back
         await wait_until(lambda: limited_gateway.runtime.service.admission.open_streams == 2, 10, "a1's place")
         await send(b, gen("b2", " More of it.", v, cont=False))  # the rest of the refused utterance
-        assert_error(await recv(b), "b2", 400, "context_closed")  # never admitted mid-sentence
+        assert_ws_error(await recv(b), "b2", 400, "context_closed")  # never admitted mid-sentence
         await send(b, gen("b2-retry", "Hello there.", v, cont=False))  # a retry is a new context
         msgs = await read_until_terminal(b, ["b2-retry"])
         assert msgs[-1]["type"] == "done"
@@ -192,7 +185,7 @@ async def test_load_limit_refuses_new_streams_and_running_ones_finish(load_limit
         await send(ws, gen("new", "Hello there.", v, cont=False))
         msgs = await read_until_terminal(ws, ["running", "new"], timeout=60)
     ctx = by_context(msgs)
-    assert_error(ctx["new"][-1], "new", 429, "concurrency_limited", "GEPARD_ADMIT_MAX_SATURATION", "retry")
+    assert_ws_error(ctx["new"][-1], "new", 429, "concurrency_limited", "GEPARD_ADMIT_MAX_SATURATION", "retry")
     assert len(ctx["new"]) == 1
     assert ctx["running"][-1]["type"] == "done"
     assert load_limited_gateway.runtime.service.meter.saturation() > 0

@@ -31,7 +31,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from api.protocol.requests import MAX_WS_MESSAGE_BYTES, ProtocolError, WsCancelRequest, parse_ws_message
 from tests.api.routes.audio_checks import expected_bytes
-from tests.api.routes.ws_helpers import ONE_MIB, REQUIRED_KEYS, TERMINAL, audio_of, gen, short
+from tests.api.routes.ws_helpers import TERMINAL, audio_of, check_message, gen, short
 from tests.api.test_fuzz_requests import JSON_VALUES, VALID_TEXT, batches, bodies, render, tts_body
 
 pytestmark = pytest.mark.timeout(300)
@@ -81,18 +81,6 @@ def expected_answer(frame: Frame) -> Optional[str]:
     raise LookupError("valid generation message")
 
 
-def checked(raw: Union[str, bytes]) -> dict:
-    """One server message, with the checks of ws_helpers.recv (sync version)."""
-    assert isinstance(raw, str), "server messages must be text frames"
-    assert len(raw.encode("utf-8")) < ONE_MIB
-    msg = json.loads(raw)
-    for key in REQUIRED_KEYS:
-        assert key in msg, f"{key!r} missing from {short(msg)}"
-    assert isinstance(msg["status_code"], int) and isinstance(msg["done"], bool)
-    assert msg["done"] is (msg["type"] in TERMINAL), short(msg)
-    return msg
-
-
 class Socket:
     """The shared socket: reads answers in order and sets the good context's messages aside."""
 
@@ -104,7 +92,7 @@ class Socket:
 
     def _recv(self, deadline: float) -> Optional[dict]:
         """One message: None when it was the good or a tracked context's (set aside)."""
-        msg = checked(self.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+        msg = check_message(self.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
         if msg["context_id"] == GOOD:
             self.good.append(msg)
         elif msg["context_id"] in self.others:

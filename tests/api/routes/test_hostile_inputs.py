@@ -22,7 +22,7 @@ from websockets.asyncio.client import connect
 from api.protocol.requests import MAX_JSON_DEPTH, MAX_WS_MESSAGE_BYTES, UNROUTABLE_CONTEXT_ID
 from tests.api.routes._voices_support import clone
 from tests.api.routes.audio_checks import expected_bytes
-from tests.api.routes.ws_helpers import audio_of, gen, read_until_terminal, recv, send
+from tests.api.routes.ws_helpers import assert_ws_error, audio_of, gen, read_until_terminal, recv, send
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,13 +51,6 @@ def assert_error_body(r: httpx.Response, status: int, code: str, *needles: str) 
     for needle in needles:
         assert needle in body["message"], (needle, body["message"])
     return body
-
-
-def assert_ws_error(msg: dict, context_id: str, status: int, code: str, *needles: str) -> None:
-    assert msg["type"] == "error" and msg["done"] is True and msg["context_id"] == context_id, msg
-    assert msg["status_code"] == status and msg["error_code"] == code, msg
-    for needle in needles:
-        assert needle in msg["message"], (needle, msg["message"])
 
 
 async def speak_one(ws, voice: str, context_id: str) -> None:

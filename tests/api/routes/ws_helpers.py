@@ -31,8 +31,13 @@ async def send(ws: ClientConnection, msg: dict) -> None:
 
 
 async def recv(ws: ClientConnection, timeout: float = 10.0) -> dict:
-    """The next server message, checked: a JSON text frame under 1 MiB with the four common keys."""
-    raw = await asyncio.wait_for(ws.recv(), timeout)
+    """The next server message, checked (``check_message``)."""
+    return check_message(await asyncio.wait_for(ws.recv(), timeout))
+
+
+def check_message(raw: str | bytes) -> dict:
+    """One server message: a JSON text frame under 1 MiB with the four common keys, done exactly on
+    terminal events, never audio on done."""
     assert isinstance(raw, str), "server messages must be text frames"
     assert len(raw.encode("utf-8")) < ONE_MIB
     msg = json.loads(raw)
@@ -100,3 +105,12 @@ def engine_idle(server, timeout_s: float = 3.0, hold_s: float = 0.5) -> bool:
             idle_since = None
         time.sleep(0.02)
     return False
+
+
+def assert_ws_error(msg: dict, context_id: str, status: int, code: str, *needles: str) -> None:
+    """``msg`` is the in-band error for ``context_id`` with this status and code, its message
+    containing every needle."""
+    assert msg["type"] == "error" and msg["done"] is True and msg["context_id"] == context_id, msg
+    assert msg["status_code"] == status and msg["error_code"] == code, msg
+    for needle in needles:
+        assert needle in msg["message"], (needle, msg["message"])
