@@ -141,9 +141,6 @@ class WsContext:
             return
         if self.state is not ContextState.OPEN:
             raise ContextClosedError(self.context_id)
-        if self.jobs.qsize() >= _MAX_QUEUED_JOBS:
-            raise TextBufferFullError(f"context {self.context_id} has {_MAX_QUEUED_JOBS} segments and flushes "
-                                      "waiting; wait for its audio before sending more")
         if msg.transcript:
             self.buffer.append(msg.transcript)
         if msg.flush:
@@ -419,7 +416,11 @@ class WsConnection:
             await self.send_error(exc, ctx.request_id, cid)
 
     def _check_text(self, ctx: Optional[WsContext], msg: WsGenerationRequest) -> None:
-        """TextBufferFullError when ``msg`` would take a context or the socket past its text limit."""
+        """TextBufferFullError when ``msg`` would take a context or the socket past its text limit
+        (flushes are queued work too: a context holds at most _MAX_QUEUED_JOBS segments and flushes)."""
+        if ctx is not None and ctx.jobs.qsize() >= _MAX_QUEUED_JOBS:
+            raise TextBufferFullError(f"context {msg.context_id} has {_MAX_QUEUED_JOBS} segments and flushes "
+                                      "waiting; read its audio before sending more")
         size = len(msg.transcript)
         if not size:
             return

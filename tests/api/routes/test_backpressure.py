@@ -74,6 +74,20 @@ async def test_text_past_the_socket_limit_fails_the_context_that_sent_it(limited
         assert await read_for(ws, 0.5) == []
 
 
+async def test_queued_segments_and_flushes_are_bounded_per_context(limited_gateway, default_voice_id, monkeypatch):
+    import api.connection
+
+    monkeypatch.setattr(api.connection, "_MAX_QUEUED_JOBS", 3)
+    v = default_voice_id
+    async with connect(ws_url(limited_gateway, KEY_A)) as ws:
+        # five sentences at once: five segment jobs wait behind the first while it is generated
+        await send(ws, gen("busy", "One. Two. Three. Four. Five.", v, max_buffer_delay_ms=0))
+        await send(ws, gen("busy", "", v, flush=True))
+        msgs = await read_until_terminal(ws, ["busy"], timeout=60)
+        assert_ws_error(msgs[-1], "busy", 413, "text_buffer_full", "3 segments and flushes")
+        assert await read_for(ws, 0.5) == []
+
+
 # --- stream limits -------------------------------------------------------------------------------
 
 
