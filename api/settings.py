@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from api.errors import UnknownModelError
-from engine.requests import SamplingParams
+from engine.requests import SAMPLING_BOUNDS, SamplingParams
 from voices.audio_input import DEFAULT_MAX_BYTES, DEFAULT_MAX_REF_SECONDS, DEFAULT_MIN_SECONDS
 
 if TYPE_CHECKING:
@@ -242,22 +242,12 @@ class Settings:
         in_range("max_concurrent_generations", 1)
         if not self.model_ids or any(not pattern for pattern in self.model_ids):
             bad("model_ids", "must list at least one model id (use * to accept every id)")
-        in_range("temperature", 0)
-        in_range("top_k", 0)
-        in_range("repetition_penalty", 0, lo_open=True)
-        in_range("stop_threshold", 0, 1)
-        in_range("max_frames", 1, optional=True)
-        in_range("cfg_scale", 0, lo_open=True)
-        in_range("cfg_frames", 0, optional=True)
-        # the upper bounds and open ends of the same knobs: the ranges the wire and the engine accept
-        from engine.requests import SAMPLING_BOUNDS
-
-        reported = {problem.split(":")[0] for problem in problems}
+        # the sampling defaults: exactly the ranges the wire and the engines accept
         for name in ("temperature", "top_k", "repetition_penalty", "stop_threshold", "max_frames", "cfg_scale",
                      "cfg_frames"):
             value = getattr(self, name)
             problem = None if value is None else SAMPLING_BOUNDS[name].problem(value)
-            if problem is not None and self.env_name(name) not in reported:
+            if problem is not None:
                 bad(name, problem)
         in_range("first_chunk_frames", 1)
         in_range("chunk_frames", 1)

@@ -58,7 +58,7 @@ from pydantic_core import PydanticCustomError
 
 from api.audio.errors import AudioFormatError
 from api.audio.formats import Container, OutputFormat
-from engine.requests import SamplingParams
+from engine.requests import SAMPLING_BOUNDS, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -315,25 +315,26 @@ JsonBool = Annotated[bool, Strict()]
 JsonStr = Annotated[str, Strict()]
 
 
-def _range(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open: bool = False,
-           hi_open: bool = False) -> Any:
-    """After-validator: ``lo <= v <= hi`` (``<`` on an open end) with one precise message."""
+def _range(lo: float, hi: float) -> Any:
+    """After-validator: ``lo <= v <= hi`` with one precise message."""
 
     def check(value: Any) -> Any:
-        if value is None:
-            return value
-        below = lo is not None and (value <= lo if lo_open else value < lo)
-        above = hi is not None and (value >= hi if hi_open else value > hi)
-        if below or above:
-            if lo is not None and hi is not None and (lo_open or hi_open):
-                rule = f"must be in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-            elif lo is not None and hi is not None:
-                rule = f"must be between {lo:g} and {hi:g}"
-            elif lo is not None:
-                rule = f"must be {'>' if lo_open else '>='} {lo:g}"
-            else:
-                rule = f"must be {'<' if hi_open else '<='} {hi:g}"
-            raise _invalid(f"{rule}, got {_shown(value)}")
+        if value is not None and not lo <= value <= hi:
+            raise _invalid(f"must be between {lo:g} and {hi:g}, got {_shown(value)}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _bounded(name: str) -> Any:
+    """After-validator: the engine's own range for sampling knob ``name`` (SAMPLING_BOUNDS), so the
+    wire, the settings defaults and both engines accept exactly the same values."""
+    bound = SAMPLING_BOUNDS[name]
+
+    def check(value: Any) -> Any:
+        problem = None if value is None else bound.problem(value)
+        if problem is not None:
+            raise _invalid(problem)
         return value
 
     return AfterValidator(check)
@@ -496,14 +497,14 @@ class _SynthesisFields(WireModel):
     # Gepard sampling extras (override the server's defaults; see to_sampling_params)
     # Every one is bounded on both sides (the ranges of engine.requests.SAMPLING_BOUNDS): an unbounded
     # value (top_k 2**63, temperature 1e300) used to reach a tensor in the engine's batch step.
-    temperature: Annotated[Optional[JsonFloat], _range(0.0), _range(None, 10.0)] = None
-    top_k: Annotated[Optional[JsonInt], _range(0), _range(None, 1024)] = None
-    seed: Annotated[Optional[JsonInt], _range(0, 2**63 - 1)] = None
-    max_frames: Annotated[Optional[JsonInt], _range(1), _range(None, 2000)] = None
-    cfg_scale: Annotated[Optional[JsonFloat], _range(0.0, lo_open=True), _range(None, 20.0)] = None
-    cfg_frames: Annotated[Optional[JsonInt], _range(0), _range(None, 2000)] = None
-    stop_threshold: Annotated[Optional[JsonFloat], _range(0.0, 1.0, lo_open=True, hi_open=True)] = None
-    repetition_penalty: Annotated[Optional[JsonFloat], _range(0.0, lo_open=True), _range(None, 10.0)] = None
+    temperature: Annotated[Optional[JsonFloat], _bounded("temperature")] = None
+    top_k: Annotated[Optional[JsonInt], _bounded("top_k")] = None
+    seed: Annotated[Optional[JsonInt], _bounded("seed")] = None
+    max_frames: Annotated[Optional[JsonInt], _bounded("max_frames")] = None
+    cfg_scale: Annotated[Optional[JsonFloat], _bounded("cfg_scale")] = None
+    cfg_frames: Annotated[Optional[JsonInt], _bounded("cfg_frames")] = None
+    stop_threshold: Annotated[Optional[JsonFloat], _bounded("stop_threshold")] = None
+    repetition_penalty: Annotated[Optional[JsonFloat], _bounded("repetition_penalty")] = None
 
     _SAMPLING_FIELDS: ClassVar[tuple[str, ...]] = (
         "temperature", "top_k", "seed", "max_frames", "cfg_scale", "cfg_frames", "stop_threshold",

@@ -193,18 +193,18 @@ def test_bad_voices(voice, cls, message):
         ({"add_timestamps": "yes"}, "add_timestamps", "add_timestamps: expected true or false, got a string"),
         ({"save": 1}, "save", "save: expected true or false, got a number"),
         ({"pronunciation_dict_id": 5}, "pronunciation_dict_id", "pronunciation_dict_id: expected a string"),
-        ({"temperature": -0.1}, "temperature", "temperature: must be >= 0, got -0.1"),
+        ({"temperature": -0.1}, "temperature", "temperature: must be in [0, 10], got -0.1"),
         ({"temperature": "hot"}, "temperature", "temperature: expected a number, got a string"),
-        ({"top_k": -1}, "top_k", "top_k: must be >= 0, got -1"),
+        ({"top_k": -1}, "top_k", "top_k: must be in [0, 1024], got -1"),
         ({"top_k": 2.5}, "top_k", "top_k: expected an integer, got 2.5"),
         ({"top_k": True}, "top_k", "top_k: expected an integer, got a boolean"),
-        ({"seed": -5}, "seed", "seed: must be between 0 and 9.22337e+18, got -5"),
+        ({"seed": -5}, "seed", "seed: must be in [0, 2**63 - 1], got -5"),
         ({"seed": "42"}, "seed", "seed: expected an integer, got a string"),
-        ({"max_frames": 0}, "max_frames", "max_frames: must be >= 1, got 0"),
-        ({"cfg_scale": 0}, "cfg_scale", "cfg_scale: must be > 0, got 0.0"),
-        ({"cfg_frames": -1}, "cfg_frames", "cfg_frames: must be >= 0, got -1"),
+        ({"max_frames": 0}, "max_frames", "max_frames: must be in [1, 2000], got 0"),
+        ({"cfg_scale": 0}, "cfg_scale", "cfg_scale: must be in (0, 20], got 0.0"),
+        ({"cfg_frames": -1}, "cfg_frames", "cfg_frames: must be in [0, 2000], got -1"),
         ({"stop_threshold": 1.5}, "stop_threshold", "stop_threshold: must be in (0, 1), got 1.5"),
-        ({"repetition_penalty": 0.0}, "repetition_penalty", "repetition_penalty: must be > 0, got 0.0"),
+        ({"repetition_penalty": 0.0}, "repetition_penalty", "repetition_penalty: must be in (0, 10], got 0.0"),
     ],
 )
 def test_field_rules(changes, field, message):
@@ -222,7 +222,7 @@ def test_output_format_errors_carry_their_own_code():
 
 def test_several_problems_make_one_message():
     err = error_of(tts, model_id=DROP, transcript=DROP, temperature=-1)
-    assert str(err) == "model_id: field required; transcript: field required; temperature: must be >= 0, got -1.0"
+    assert str(err) == "model_id: field required; transcript: field required; temperature: must be in [0, 10], got -1.0"
     assert err.field == "model_id" and isinstance(err, MissingFieldError)
 
 
@@ -604,20 +604,20 @@ def test_sampling_knobs_accept_their_closed_bounds():
 
 
 @pytest.mark.parametrize("changes, field, message", [
-    ({"top_k": 2**63}, "top_k", "top_k: must be <= 1024, got 9223372036854775808"),
-    ({"top_k": 1e300}, "top_k", "top_k: must be <= 1024, got 1.00e+300"),
-    ({"top_k": 1025}, "top_k", "top_k: must be <= 1024, got 1025"),
-    ({"temperature": 3.4e38}, "temperature", "temperature: must be <= 10, got 3.4e+38"),
-    ({"temperature": 1e300}, "temperature", "temperature: must be <= 10, got 1e+300"),
-    ({"temperature": 10.5}, "temperature", "temperature: must be <= 10, got 10.5"),
+    ({"top_k": 2**63}, "top_k", "top_k: must be in [0, 1024], got 2**63"),
+    ({"top_k": 1e300}, "top_k", "top_k: must be in [0, 1024], got 1e+300"),
+    ({"top_k": 1025}, "top_k", "top_k: must be in [0, 1024], got 1025"),
+    ({"temperature": 3.4e38}, "temperature", "temperature: must be in [0, 10], got 3.4e+38"),
+    ({"temperature": 1e300}, "temperature", "temperature: must be in [0, 10], got 1e+300"),
+    ({"temperature": 10.5}, "temperature", "temperature: must be in [0, 10], got 10.5"),
     ({"stop_threshold": 0}, "stop_threshold", "stop_threshold: must be in (0, 1), got 0.0"),
     ({"stop_threshold": 1}, "stop_threshold", "stop_threshold: must be in (0, 1), got 1"),
     ({"stop_threshold": 1.0}, "stop_threshold", "stop_threshold: must be in (0, 1), got 1.0"),
-    ({"repetition_penalty": 10.5}, "repetition_penalty", "repetition_penalty: must be <= 10, got 10.5"),
-    ({"cfg_scale": 20.5}, "cfg_scale", "cfg_scale: must be <= 20, got 20.5"),
-    ({"cfg_frames": 2001}, "cfg_frames", "cfg_frames: must be <= 2000, got 2001"),
-    ({"max_frames": 2001}, "max_frames", "max_frames: must be <= 2000, got 2001"),
-    ({"seed": 2**63}, "seed", "seed: must be between 0 and 9.22337e+18, got 9223372036854775808"),
+    ({"repetition_penalty": 10.5}, "repetition_penalty", "repetition_penalty: must be in (0, 10], got 10.5"),
+    ({"cfg_scale": 20.5}, "cfg_scale", "cfg_scale: must be in (0, 20], got 20.5"),
+    ({"cfg_frames": 2001}, "cfg_frames", "cfg_frames: must be in [0, 2000], got 2001"),
+    ({"max_frames": 2001}, "max_frames", "max_frames: must be in [1, 2000], got 2001"),
+    ({"seed": 2**63}, "seed", "seed: must be in [0, 2**63 - 1], got 2**63"),
 ])
 @pytest.mark.parametrize("parse", [tts, ws])
 def test_sampling_knobs_past_their_range_are_rejected_naming_the_field(parse, changes, field, message):
