@@ -77,8 +77,13 @@ async def _synth(args: argparse.Namespace) -> int:
 
 
 def _tiny(args: argparse.Namespace) -> int:
-    from engine.tiny import write_tiny_checkpoint
+    from engine.tiny import TinyArgumentError, check_stop_after, write_tiny_checkpoint
 
+    try:
+        check_stop_after(args.size, args.stop_after)  # before anything is written
+    except TinyArgumentError as exc:
+        print(f"gepard tiny: error: {exc}", file=sys.stderr)
+        return 2
     path = write_tiny_checkpoint(Path(args.out), size=args.size, seed=args.seed, stop_after=args.stop_after)
     print(f"wrote {args.size} random Gepard checkpoint and codec to {path}")
     return 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,6 +201,28 @@ class _CounterPlan:
             out.append(index % level)
             index //= level
         return out
+
+
+class TinyArgumentError(ValueError):
+    """An argument that no random checkpoint of this size can honour; nothing has been written."""
+
+
+def check_stop_after(size: str, stop_after: int | None) -> int:
+    """The frame count a ``size`` checkpoint will stop after (its default for None), or
+    TinyArgumentError naming the size's limit. Pure: runs before anything is written."""
+    if size not in SIZES:
+        raise TinyArgumentError(f"--size {size!r} is not one of {sorted(SIZES)}")
+    shapes = SIZES[size]
+    stop = shapes.default_stop_after if stop_after is None else stop_after
+    limit = max_counter(shapes.hidden)
+    if isinstance(stop, bool) or not isinstance(stop, int) or not 0 <= stop <= limit:
+        raise TinyArgumentError(f"--stop-after {stop}: the {size} size stops after at most {limit} frames "
+                                f"(0 means never stop)")
+    try:
+        _CounterPlan(stop, shapes.hidden, shapes.audio_embed_dim)  # the same test the writer makes
+    except ValueError as exc:
+        raise TinyArgumentError(str(exc)) from None
+    return stop
 
 
 def max_counter(hidden: int) -> int:
@@ -406,13 +429,26 @@ def _probe_hidden(model, plan: _CounterPlan) -> torch.Tensor:
 def write_tiny_checkpoint(
     out: Path, size: str = "tiny", seed: int = 0, stop_after: int | None = None, with_codec: bool = True
 ) -> Path:
-    """Write a random checkpoint (and codec) into ``out``; returns ``out``."""
+    """Write a random checkpoint (and codec) into ``out``; returns ``out``.
+
+    Arguments are checked before anything is written (TinyArgumentError), and a directory this
+    call created is removed again if writing fails, so no half checkpoint is ever left behind.
+    """
+    stop = check_stop_after(size, stop_after)
+    out = Path(out)
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write(out, SIZES[size], size, seed, stop, with_codec)
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _write(out: Path, shapes: Shapes, size: str, seed: int, stop: int, with_codec: bool) -> Path:
     from safetensors.torch import save_file
 
-    shapes = SIZES[size]
-    stop = shapes.default_stop_after if stop_after is None else stop_after
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer()
     tokeniser_length = tok.get_vocab_size(with_added_tokens=True)
     vocab = shapes.vocab or int(math.ceil((tokeniser_length + 8) / 64) * 64)
@@ -442,6 +478,10 @@ def main(argv: list[str] | None = None) -> None:
                              "default 24 (tiny) / 200 (full)")
     parser.add_argument("--no-codec", action="store_true", help="do not write the random NanoCodec")
     args = parser.parse_args(argv)
+    try:
+        check_stop_after(args.size, args.stop_after)
+    except TinyArgumentError as exc:
+        parser.error(str(exc))  # one line, exit 2
     path = write_tiny_checkpoint(args.out, args.size, args.seed, args.stop_after, with_codec=not args.no_codec)
     print(f"wrote {args.size} random Gepard checkpoint to {path}")
 
