@@ -8,6 +8,12 @@ Every writer has the same two calls::
 - ``RawWriter``: the encoded samples, nothing else (``raw`` container; SSE/WebSocket chunks).
 - ``WavWriter``: a RIFF/WAVE header before the first samples, then the encoded samples.
 - ``Mp3Writer``: a LAME encoder (``lameenc``), MP3 frames as they complete, the rest on finish.
+- ``OpusPacketWriter``: raw Opus packets (one per 20 ms) for SSE/WebSocket chunks (extension).
+- ``api.audio.av_writer.AvWriter``: Ogg Opus, AAC and FLAC through FFmpeg (PyAV).
+
+``write_units`` / ``finish_units`` give the same bytes as the pieces that may each go out as
+one chunk event (cut further only at ``OutputFormat.unit_bytes``): one piece for PCM, one per
+packet for raw Opus, whose packets must reach the client whole and apart.
 
 WAV header (``wav_header``). Format tags: 1 = PCM (``pcm_s16le``, 16 bit), 3 = IEEE float
 (``pcm_f32le``, 32 bit), 7 = mu-law and 6 = A-law (8 bit). Non-PCM tags get the 18-byte ``fmt ``
@@ -43,6 +49,7 @@ __all__ = [
     "UNKNOWN_SIZE",
     "ContainerWriter",
     "Mp3Writer",
+    "OpusPacketWriter",
     "RawWriter",
     "WavWriter",
     "make_writer",
@@ -115,6 +122,16 @@ class ContainerWriter(abc.ABC):
             raise RuntimeError(f"{type(self).__name__} is already finished")
         self._finished = True
         return self._finish()
+
+    def write_units(self, pcm: np.ndarray) -> list[bytes]:
+        """``write`` as chunk-sized pieces (see the module docstring); never an empty piece."""
+        data = self.write(pcm)
+        return [data] if data else []
+
+    def finish_units(self) -> list[bytes]:
+        """``finish`` as chunk-sized pieces."""
+        data = self.finish()
+        return [data] if data else []
 
     @abc.abstractmethod
     def _write(self, pcm: np.ndarray) -> bytes: ...
@@ -201,8 +218,46 @@ class Mp3Writer(ContainerWriter):
         return start + bytes(self._encoder.flush())
 
 
+class OpusPacketWriter(ContainerWriter):
+    """Raw Opus packets (``api.audio.opus.OpusPacketEncoder``); ``write_units`` gives one piece per
+    packet, ``write`` their concatenation (which no client could split again: chunked routes only)."""
+
+    def __init__(self, sample_rate_hz: int, bit_rate_bps: int) -> None:
+        super().__init__()
+        from api.audio.opus import OpusPacketEncoder
+
+        self.encoder = OpusPacketEncoder(sample_rate_hz, bit_rate_bps)
+        self._pending: list[bytes] = []
+
+    def write_units(self, pcm: np.ndarray) -> list[bytes]:
+        self.write(pcm)
+        out, self._pending = self._pending, []
+        return out
+
+    def finish_units(self) -> list[bytes]:
+        self.finish()
+        out, self._pending = self._pending, []
+        return out
+
+    def _write(self, pcm: np.ndarray) -> bytes:
+        packets = self.encoder.encode(pcm)
+        self._pending += packets
+        return b"".join(packets)
+
+    def _finish(self) -> bytes:
+        packets = self.encoder.finish()
+        self._pending += packets
+        return b"".join(packets)
+
+
 def make_writer(fmt: OutputFormat, num_samples: Optional[int] = None) -> ContainerWriter:
     """The writer for ``fmt``; ``num_samples`` (output-rate samples) only matters for WAV."""
+    if fmt.is_opus_packets:
+        return OpusPacketWriter(fmt.sample_rate_hz, fmt.bit_rate_bps or 0)
+    if fmt.container is Container.OGG:
+        from api.audio.av_writer import AvFormat, AvWriter  # imports this module: imported here
+
+        return AvWriter(AvFormat.OGG_OPUS, fmt.sample_rate_hz, fmt.bit_rate_bps)
     if fmt.container is Container.RAW:
         return RawWriter(fmt.encoding)
     if fmt.container is Container.WAV:

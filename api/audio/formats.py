@@ -2,11 +2,16 @@
 
 Accepted values (protocol section 3.3):
 
-- container: ``raw`` | ``wav`` | ``mp3``
-- encoding (raw/wav only; ignored for mp3): ``pcm_f32le`` | ``pcm_s16le`` | ``pcm_mulaw`` | ``pcm_alaw``
-- sample_rate: 8000, 16000, 22050, 24000, 44100, 48000 (Hz)
+- container: ``raw`` | ``wav`` | ``mp3`` | ``ogg`` (``ogg``: a Gepard extension, Opus only)
+- encoding (raw/wav only; ignored for mp3): ``pcm_f32le`` | ``pcm_s16le`` | ``pcm_mulaw`` | ``pcm_alaw``,
+  and the extension ``opus`` (raw: one Opus packet per chunk; ogg: an Ogg Opus file)
+- sample_rate: 8000, 16000, 22050, 24000, 44100, 48000 (Hz); Opus: 8000, 16000, 24000, 48000
 - bit_rate (mp3 only; ignored otherwise): 32000, 64000, 96000, 128000, 192000 (bit/s). The SDK
-  types require it for mp3; a missing one is tolerated and defaults to 128000.
+  types require it for mp3; a missing one is tolerated and defaults to 128000. Opus takes any
+  bit_rate in [6000, 510000] and defaults to 64000.
+
+Opus is not in Cartesia's API (the SDK's ``output_format`` types have no such container or
+encoding): it is an extension here, and every format the SDK types allow parses exactly as before.
 
 Invalid values raise an ``AudioFormatError`` subclass whose message names the field and the bad
 value, e.g. ``unsupported output_format.sample_rate 11025; expected one of: 8000, 16000, ...``.
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from api.audio.encoding import AudioEncoding, parse_wire_enum
+from api.audio.opus import DEFAULT_OPUS_BIT_RATE_BPS, OPUS_BIT_RATE_RANGE_BPS, OPUS_SAMPLE_RATES_HZ
 from api.audio.errors import (
     UnsupportedBitRateError,
     UnsupportedContainerError,
@@ -28,6 +34,7 @@ from api.audio.errors import (
 
 __all__ = [
     "DEFAULT_MP3_BIT_RATE_BPS",
+    "OPUS_ENCODING",
     "SUPPORTED_BIT_RATES_BPS",
     "SUPPORTED_SAMPLE_RATES_HZ",
     "Container",
@@ -37,6 +44,8 @@ __all__ = [
 SUPPORTED_SAMPLE_RATES_HZ: tuple[int, ...] = (8000, 16000, 22050, 24000, 44100, 48000)
 SUPPORTED_BIT_RATES_BPS: tuple[int, ...] = (32000, 64000, 96000, 128000, 192000)
 DEFAULT_MP3_BIT_RATE_BPS = 128000
+#: The wire ``encoding`` of Opus output (container ``raw``: packets; ``ogg``: a file).
+OPUS_ENCODING = "opus"
 
 
 class Container(str, enum.Enum):
@@ -45,6 +54,7 @@ class Container(str, enum.Enum):
     RAW = "raw"
     WAV = "wav"
     MP3 = "mp3"
+    OGG = "ogg"  # Ogg Opus (extension)
 
     @classmethod
     def parse(cls, value: object) -> "Container":
@@ -55,6 +65,7 @@ _MEDIA_TYPES = {
     Container.RAW: "application/octet-stream",
     Container.WAV: "audio/wav",
     Container.MP3: "audio/mpeg",
+    Container.OGG: "audio/ogg",
 }
 
 
@@ -81,8 +92,9 @@ def _check_choice(value: object, accepted: tuple[int, ...], field: str, error: t
 class OutputFormat:
     """A validated output format.
 
-    encoding is None exactly when container is MP3; bit_rate_bps is set exactly when container
-    is MP3. Build it from wire values with ``OutputFormat.parse(...)``; the constructor validates
+    PCM (raw, wav): ``encoding`` set, ``opus`` false, no bit rate. MP3: no encoding, a bit rate.
+    Opus (``opus`` true; container raw = packets, ogg = file): no encoding, a bit rate, an Opus
+    rate. Build it from wire values with ``OutputFormat.parse(...)``; the constructor validates
     too (so an invalid instance cannot exist).
     """
 
@@ -90,6 +102,7 @@ class OutputFormat:
     encoding: Optional[AudioEncoding]
     sample_rate_hz: int
     bit_rate_bps: Optional[int] = None
+    opus: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.container, Container):
@@ -97,6 +110,9 @@ class OutputFormat:
                 "output_format.container",
                 f"container must be a Container, got {self.container!r}",
             )
+        if self.opus or self.container is Container.OGG:
+            self._check_opus()
+            return
         _check_choice(
             self.sample_rate_hz,
             SUPPORTED_SAMPLE_RATES_HZ,
@@ -126,6 +142,33 @@ class OutputFormat:
                     f"bit_rate applies to mp3 only, not to container {self.container.value!r}",
                 )
 
+    def _check_opus(self) -> None:
+        if not self.opus:
+            raise UnsupportedEncodingError(
+                "output_format.encoding", "container 'ogg' carries Opus only; set encoding 'opus'"
+            )
+        if self.container not in (Container.RAW, Container.OGG):
+            raise UnsupportedContainerError(
+                "output_format.container",
+                f"opus goes in container 'ogg' (a file) or 'raw' (packets), not {self.container.value!r}",
+            )
+        if self.encoding is not None:
+            raise UnsupportedEncodingError("output_format.encoding", "opus output has no PCM encoding")
+        rate = _as_int(self.sample_rate_hz)
+        if rate is None or rate not in OPUS_SAMPLE_RATES_HZ:
+            rates = ", ".join(str(r) for r in OPUS_SAMPLE_RATES_HZ)
+            raise UnsupportedSampleRateError(
+                "output_format.sample_rate",
+                f"unsupported output_format.sample_rate {self.sample_rate_hz!r} for opus; expected one of: {rates}",
+            )
+        lo, hi = OPUS_BIT_RATE_RANGE_BPS
+        bits = _as_int(self.bit_rate_bps)
+        if bits is None or not lo <= bits <= hi:
+            raise UnsupportedBitRateError(
+                "output_format.bit_rate",
+                f"unsupported output_format.bit_rate {self.bit_rate_bps!r} for opus; expected an integer in [{lo}, {hi}]",
+            )
+
     @classmethod
     def parse(
         cls,
@@ -137,9 +180,29 @@ class OutputFormat:
         """Wire values -> OutputFormat, leniently: mp3 ignores ``encoding``, raw/wav ignore
         ``bit_rate``, and a missing mp3 ``bit_rate`` means 128000. Raises AudioFormatError."""
         kind = Container.parse(container)
+        opus = kind is Container.OGG or (kind is Container.RAW and encoding == OPUS_ENCODING)
         if sample_rate is None:
             raise UnsupportedSampleRateError(
                 "output_format.sample_rate", "output_format.sample_rate is required"
+            )
+        if opus:
+            if encoding is None:
+                raise UnsupportedEncodingError(
+                    "output_format.encoding", "output_format.encoding is required for container 'ogg' (it is 'opus')"
+                )
+            if encoding != OPUS_ENCODING:
+                raise UnsupportedEncodingError(
+                    "output_format.encoding",
+                    f"unsupported output_format.encoding {encoding!r} for container 'ogg'; expected one of: opus",
+                )
+            bits = DEFAULT_OPUS_BIT_RATE_BPS if bit_rate is None else bit_rate
+            rate_ = _as_int(sample_rate)
+            return cls(kind, None, sample_rate if rate_ is None else rate_, _as_int(bits) or bits, opus=True)  # type: ignore[arg-type]
+        if encoding == OPUS_ENCODING and kind is Container.WAV:
+            raise UnsupportedEncodingError(
+                "output_format.encoding",
+                "unsupported output_format.encoding 'opus' for container 'wav'; Opus goes in container 'ogg' "
+                "(a file) or 'raw' (packets, on /tts/sse and /tts/websocket)",
             )
         rate = _check_choice(
             sample_rate, SUPPORTED_SAMPLE_RATES_HZ, "output_format.sample_rate",
@@ -165,5 +228,16 @@ class OutputFormat:
 
     @property
     def bytes_per_sample(self) -> Optional[int]:
-        """Bytes per sample for raw/wav; None for mp3 (compressed)."""
+        """Bytes per sample for raw/wav; None for mp3 and opus (compressed)."""
         return None if self.encoding is None else self.encoding.sample_width
+
+    @property
+    def unit_bytes(self) -> int:
+        """The step a chunk of this audio may be cut at: a sample for PCM; 1 for compressed
+        output (raw Opus is never cut: each packet is one chunk, far under any message limit)."""
+        return self.bytes_per_sample or 1
+
+    @property
+    def is_opus_packets(self) -> bool:
+        """Raw Opus: the audio is a sequence of packets, one per chunk event."""
+        return self.opus and self.container is Container.RAW

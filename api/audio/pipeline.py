@@ -10,7 +10,12 @@ One sink per request (HTTP) or per WebSocket context; it owns a ``StreamingResam
     send(sink.finish())                 # resampler tail + container tail (mp3 flush, wav pad)
 
 For raw and wav every returned piece holds whole samples, so each can be sent as its own
-base64 ``chunk`` event. Pieces are CPU work (soxr, LAME): run them in a thread from async code.
+base64 ``chunk`` event. ``push_units`` / ``finish_units`` return the same audio as a list of
+pieces that must each stay whole in one chunk event (raw Opus: one packet each). Pieces are CPU
+work (soxr, LAME, libopus): run them in a thread from async code.
+
+``AudioSink.with_writer(writer, out_rate_hz)`` runs the same path into any ``ContainerWriter``
+(the OpenAI route's formats, which are not Cartesia ``output_format`` values).
 """
 
 from __future__ import annotations
@@ -35,19 +40,30 @@ class AudioSink:
 
     def __init__(
         self,
-        fmt: OutputFormat,
+        fmt: OutputFormat | None,
         in_rate_hz: int = CODEC_SAMPLE_RATE_HZ,
         num_input_samples: int | None = None,
+        *,
+        writer: ContainerWriter | None = None,
+        out_rate_hz: int | None = None,
     ) -> None:
         self.format = fmt
-        self._resampler = StreamingResampler(fmt.sample_rate_hz, in_rate_hz=in_rate_hz)
+        out_rate = fmt.sample_rate_hz if fmt is not None else out_rate_hz
+        if out_rate is None or (fmt is None) == (writer is None):
+            raise ValueError("pass an output format, or a writer with its out_rate_hz")
+        self._resampler = StreamingResampler(out_rate, in_rate_hz=in_rate_hz)
         num_out = None
-        if num_input_samples is not None:
-            num_out = round(num_input_samples * fmt.sample_rate_hz / in_rate_hz)
-        self._writer: ContainerWriter = make_writer(fmt, num_out)
+        if num_input_samples is not None and fmt is not None:
+            num_out = round(num_input_samples * out_rate / in_rate_hz)
+        self._writer: ContainerWriter = writer if writer is not None else make_writer(fmt, num_out)
         self._declared_out = num_out  # output samples promised by a WAV header, if any
         self._written_out = 0
         self._finished = False
+
+    @classmethod
+    def with_writer(cls, writer: ContainerWriter, out_rate_hz: int, in_rate_hz: int = CODEC_SAMPLE_RATE_HZ) -> "AudioSink":
+        """A sink that resamples to ``out_rate_hz`` and hands the audio to ``writer``."""
+        return cls(None, in_rate_hz, writer=writer, out_rate_hz=out_rate_hz)
 
     @property
     def samples_in(self) -> int:
@@ -61,24 +77,32 @@ class AudioSink:
 
     def push(self, pcm: np.ndarray) -> bytes:
         """``pcm  # [T] float32 @ in_rate_hz`` -> encoded bytes ready now (possibly b"")."""
+        return b"".join(self.push_units(pcm))
+
+    def finish(self) -> bytes:
+        """Everything still held back; the sink is closed afterwards."""
+        return b"".join(self.finish_units())
+
+    def push_units(self, pcm: np.ndarray) -> list[bytes]:
+        """Like ``push``, as pieces that must each stay whole in one chunk event."""
         if self._finished:
             raise RuntimeError("audio sink is finished; create a new one per context")
         return self._write(self._resampler.process(pcm))
 
-    def finish(self) -> bytes:
-        """Everything still held back; the sink is closed afterwards."""
+    def finish_units(self) -> list[bytes]:
+        """Like ``finish``, as pieces that must each stay whole in one chunk event."""
         if self._finished:
             raise RuntimeError("audio sink is already finished")
         self._finished = True
-        body = self._write(self._resampler.flush())
+        units = self._write(self._resampler.flush())
         if self._declared_out is not None and self._written_out < self._declared_out:
             # Fewer samples than announced (the caller's count was off): pad with silence so the
             # header stays true.
-            body += self._write(np.zeros(self._declared_out - self._written_out, np.float32))
-        return body + self._writer.finish()
+            units += self._write(np.zeros(self._declared_out - self._written_out, np.float32))
+        return units + self._writer.finish_units()
 
-    def _write(self, out: np.ndarray) -> bytes:
+    def _write(self, out: np.ndarray) -> list[bytes]:
         if self._declared_out is not None:
             out = out[: max(self._declared_out - self._written_out, 0)]  # never past the header
         self._written_out += len(out)
-        return self._writer.write(out)
+        return self._writer.write_units(out)

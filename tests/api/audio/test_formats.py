@@ -46,7 +46,14 @@ def test_integral_float_rate_is_accepted():
 @pytest.mark.parametrize(
     "args, error, pattern",
     [
-        (("ogg", "pcm_s16le", 16000), UnsupportedContainerError, "container 'ogg'; expected one of: raw, wav, mp3"),
+        (("flac", "pcm_s16le", 16000), UnsupportedContainerError, "container 'flac'; expected one of: raw, wav, mp3, ogg"),
+        # Opus (extension): ogg carries Opus only, Opus takes its own rates and bit rates
+        (("ogg", "pcm_s16le", 16000), UnsupportedEncodingError, "encoding 'pcm_s16le' for container 'ogg'; expected one of: opus"),
+        (("ogg", None, 16000), UnsupportedEncodingError, "encoding is required for container 'ogg'"),
+        (("wav", "opus", 16000), UnsupportedEncodingError, "'opus' for container 'wav'; Opus goes in container 'ogg'"),
+        (("raw", "opus", 22050), UnsupportedSampleRateError, "sample_rate 22050 for opus; expected one of: 8000, 16000, 24000, 48000"),
+        (("ogg", "opus", 44100), UnsupportedSampleRateError, "sample_rate 44100 for opus"),
+        (("raw", "opus", 48000, 5000), UnsupportedBitRateError, r"bit_rate 5000 for opus; expected an integer in \[6000, 510000\]"),
         (("raw", "pcm_s24le", 16000), UnsupportedEncodingError, "encoding 'pcm_s24le'"),
         (("raw", None, 16000), UnsupportedEncodingError, "encoding is required for container 'raw'"),
         (("wav", "pcm_s16le", 11025), UnsupportedSampleRateError, "sample_rate 11025; expected one of: 8000"),
@@ -70,3 +77,19 @@ def test_constructor_validates_too():
         OutputFormat(Container.MP3, AudioEncoding.PCM_S16LE, 16000, 64000)
     with pytest.raises(UnsupportedBitRateError, match="mp3 only"):
         OutputFormat(Container.WAV, AudioEncoding.PCM_S16LE, 16000, 64000)
+
+
+@pytest.mark.parametrize("container", ["raw", "ogg"])
+@pytest.mark.parametrize("rate", [8000, 16000, 24000, 48000])
+def test_opus_formats(container, rate):
+    fmt = OutputFormat.parse(container, "opus", rate)
+    assert (fmt.opus, fmt.encoding, fmt.sample_rate_hz, fmt.bit_rate_bps) == (True, None, rate, 64000)
+    assert fmt.is_opus_packets is (container == "raw")
+    assert fmt.unit_bytes == 1 and fmt.bytes_per_sample is None
+    assert OutputFormat.parse(container, "opus", rate, 24000).bit_rate_bps == 24000
+
+
+def test_sdk_formats_are_not_opus():
+    for args in [("raw", "pcm_s16le", 16000), ("wav", "pcm_f32le", 44100), ("mp3", None, 44100, 128000)]:
+        fmt = OutputFormat.parse(*args)
+        assert not fmt.opus and not fmt.is_opus_packets
