@@ -1,0 +1,85 @@
+"""The WebSocket implementation ``uvicorn_config`` picks (``websockets-sansio``): no deprecation
+warning, keepalive pings still end a peer that stopped answering, and a peer that answers stays.
+
+The production intervals (20 s) are shortened on the same config object for the test; everything
+else is the configuration ``gepard serve`` runs. The 1009 close for frames past
+``WS_MAX_FRAME_BYTES`` is checked on the live gateway in tests/api/routes/test_hostile_inputs.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import threading
+import time
+import warnings
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+from websockets.sync.client import connect
+
+from api.server import uvicorn_config
+from api.settings import Settings
+from tests.api.live import free_port
+
+
+async def echo(ws: WebSocket) -> None:
+    await ws.accept()
+    try:
+        while True:
+            await ws.send_text(await ws.receive_text())
+    except WebSocketDisconnect:
+        pass
+
+
+@pytest.fixture
+def echo_server():
+    port = free_port()
+    config = uvicorn_config(Settings(port=port), app=Starlette(routes=[WebSocketRoute("/ws", echo)]), host="127.0.0.1")
+    config.ws_ping_interval, config.ws_ping_timeout = 0.2, 0.3
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "echo server did not start"
+        time.sleep(0.02)
+    yield port
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_the_configured_implementation_loads_without_a_deprecation_warning():
+    config = uvicorn_config(Settings(), app=Starlette())
+    assert config.ws == "websockets-sansio"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config.load()
+    assert not [w for w in caught if "deprecated" in str(w.message).lower()], [str(w.message) for w in caught]
+    assert config.ws_protocol_class.__name__ == "WebSocketsSansIOProtocol"
+
+
+def test_a_peer_that_never_answers_pings_is_closed(echo_server):
+    key = base64.b64encode(os.urandom(16)).decode()
+    with socket.create_connection(("127.0.0.1", echo_server), timeout=10) as sock:
+        sock.sendall((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        received = b""
+        while True:  # read (and never answer) until the server gives up on us
+            piece = sock.recv(4096)
+            if not piece:
+                break
+            received += piece
+    assert received.startswith(b"HTTP/1.1 101")
+    assert b"\x89" in received  # at least one ping frame (opcode 0x9) reached us before the close
+
+
+def test_a_peer_that_answers_pings_stays_connected(echo_server):
+    with connect(f"ws://127.0.0.1:{echo_server}/ws", open_timeout=10) as ws:  # answers pings itself
+        time.sleep(1.0)  # several ping intervals and timeouts
+        ws.send("still here")
+        assert ws.recv(timeout=10) == "still here"
