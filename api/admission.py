@@ -10,7 +10,8 @@ concurrency the same way, protocol 8.2). A new stream is admitted only when all 
    with one more.
 
 Otherwise the caller gets ``StreamRefusedError`` (429 ``concurrency_limited`` with retry advice, in
-band on the WebSocket). Streams already admitted are never refused later: their next segments
+band on the WebSocket). Once the gateway drains (api/lifecycle.py) admission is ``close``d: every
+new stream gets the drain's 503 ``service_unavailable``. Streams already admitted are never refused later: their next segments
 always run.
 
 Saturation is measured end to end, where audio leaves the codec (``LoadMeter``): over a sliding
@@ -199,6 +200,11 @@ class Admission:
         self._open = 0
         self._fresh = 0  # admitted, no audio yet
         self._per_key: dict[str, int] = {}
+        self._closed: Optional[Callable[[], Exception]] = None
+
+    def close(self, refusal: Callable[[], Exception]) -> None:
+        """Admit nothing more: every new stream gets ``refusal()`` (the drain's 503); open ones run on."""
+        self._closed = refusal
 
     @property
     def open_streams(self) -> int:
@@ -211,9 +217,13 @@ class Admission:
         return self.meter.saturation()
 
     def admit(self, key: str) -> StreamTicket:
-        """Take a place for a new stream of ``key`` or raise StreamRefusedError saying which limit."""
+        """Take a place for a new stream of ``key`` or raise StreamRefusedError saying which limit
+        (or, once ``close``d, the refusal it was given)."""
         lim = self.limits
         retry = lim.retry_after_s
+        if self._closed is not None:
+            self._refuse("draining")
+            raise self._closed()
         if self._open >= lim.max_streams:
             self._refuse("process")
             raise StreamRefusedError(
@@ -255,6 +265,7 @@ class Admission:
             self._per_key.pop(ticket.key, None)
 
     def _refuse(self, reason: str) -> None:
-        logger.info("stream refused: %s limit (open %d, saturation %.2f)", reason, self._open, self.meter.saturation())
+        logger.info("stream refused: %s (open %d, saturation %.2f)", "server draining" if reason == "draining"
+                    else f"{reason} limit", self._open, self.meter.saturation())
         if self.on_refused is not None:
             self.on_refused(reason)

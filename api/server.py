@@ -11,14 +11,20 @@
     TLS        ``GEPARD_TLS_CERTFILE`` / ``GEPARD_TLS_KEYFILE`` (https and wss on the same port)
     logging    ``log_config=None``: uvicorn's loggers propagate to the root handler that
                api.logging_setup installs (with its credential redaction)
-    shutdown   10 s for open requests and sockets to finish
+    shutdown   SIGTERM or SIGINT drains (``GracefulServer``, api/lifecycle.py): /ready turns 503,
+               new work gets 503, open streams get ``GEPARD_DRAIN_TIMEOUT_S`` to finish, the rest
+               is cut with in-band errors, then uvicorn shuts down (10 s more for any other open
+               request) and the process exits 0. A second signal stops at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import logging
+import signal
+from types import FrameType
 from typing import Any, Optional, Union
 
 import uvicorn
@@ -73,6 +79,56 @@ def uvicorn_config(settings: Settings, app: Any = None, *, host: Optional[str] =
     )
 
 
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server, draining the gateway on the first SIGTERM/SIGINT before it shuts down.
+
+    uvicorn alone stops at the first signal: it closes every WebSocket with 1012 at once, gives
+    HTTP responses 10 s, and then re-raises the signal, so the process dies by it. Here the first
+    signal starts ``Runtime.drain()`` and the server keeps listening (new requests get a 503
+    rather than a refused connection); when the drain is over, uvicorn's own shutdown runs and
+    ``serve`` returns normally (exit 0). A second signal skips the rest of the drain.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._drain: Optional["asyncio.Task[bool]"] = None
+        self.drained_clean: Optional[bool] = None  # the drain's result, once it ran
+
+    async def serve(self, sockets: Any = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: Optional[FrameType]) -> None:
+        # not recorded in _captured_signals: uvicorn would re-raise it after a clean shutdown
+        if self._drain is not None or self._loop is None or not self.started:
+            self.should_exit = True  # second signal, or not serving yet: stop now
+            if self._drain is not None:
+                self.force_exit = sig == signal.SIGINT
+            return
+        self._loop.call_soon_threadsafe(self._start_drain, signal.Signals(sig).name)
+
+    def begin_drain(self) -> None:
+        """Start the drain as a signal would (thread-safe; tests call it)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._start_drain, "request")
+
+    def _start_drain(self, cause: str) -> None:
+        if self._drain is not None:
+            return
+        runtime = getattr(self.config.app.state, "runtime", None) if hasattr(self.config.app, "state") else None
+        if runtime is None:
+            self.should_exit = True
+            return
+        logger.info("%s: draining before shutdown", cause)
+        self._drain = runtime.drain()
+        self._drain.add_done_callback(self._drained)
+
+    def _drained(self, task: "asyncio.Task[bool]") -> None:
+        self.drained_clean = None if task.cancelled() or task.exception() else task.result()
+        self.should_exit = True
+
+
 def serve(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env(
@@ -93,6 +149,6 @@ def serve(args: argparse.Namespace) -> int:
     settings = dataclasses.replace(settings, model=str(model_dir))
     scheme = "https" if settings.tls_certfile else "http"
     logger.info("serving on %s://%s:%d (model %s, backend %s)", scheme, settings.host, settings.port, settings.model, settings.backend)
-    server = uvicorn.Server(uvicorn_config(settings))
+    server = GracefulServer(uvicorn_config(settings))
     server.run()
     return 0 if server.started else 3  # 3: start-up failed (what uvicorn.run exits with)

@@ -54,6 +54,8 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     working within it; 0 asks every time)
     GEPARD_MAX_HEADER_BYTES            max_header_bytes             65536 (request line + headers of one HTTP
                                                                     request or WebSocket upgrade; more: 431)
+    GEPARD_DRAIN_TIMEOUT_S             drain_timeout_s              30 (on SIGTERM, open streams get this long to
+                                                                    finish before they are cut; api/lifecycle.py)
 
 Model ids: SDKs default to Cartesia names ("sonic-3", "sonic-latest"), so by default every ``sonic``
 id is accepted and served by Gepard, as are "gepard-1.0" and "gepard-latest"; anything else gets
@@ -156,6 +158,7 @@ class Settings:
     log_format: str = field(default="text", metadata=_env("GEPARD_LOG_FORMAT"))
     key_cache_ttl_s: float = field(default=2.0, metadata=_env("GEPARD_KEY_CACHE_TTL_S"))
     max_header_bytes: int = field(default=64 * 1024, metadata=_env("GEPARD_MAX_HEADER_BYTES"))
+    drain_timeout_s: float = field(default=30.0, metadata=_env("GEPARD_DRAIN_TIMEOUT_S"))
 
     def __post_init__(self) -> None:
         # normalise types first (replace() and direct construction may pass str / lists)
@@ -262,6 +265,7 @@ class Settings:
         choice("log_format", LOG_FORMATS)
         in_range("key_cache_ttl_s", 0, 60)
         in_range("max_header_bytes", 4096, 16 * 1024 * 1024)  # below 4 KiB ordinary clients break
+        in_range("drain_timeout_s", 0, 3600)
         return problems
 
     # -- derived values ----------------------------------------------------------------------
@@ -411,4 +415,5 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "max_socket_text_chars": _parse_int,
     "key_cache_ttl_s": _parse_float,
     "max_header_bytes": _parse_int,
+    "drain_timeout_s": _parse_float,
 }

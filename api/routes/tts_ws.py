@@ -25,7 +25,7 @@ async def endpoint(websocket: WebSocket) -> None:
     rt.metrics.ws_connections.inc()
     try:
         conn = WsConnection(websocket, rt.service, WsLimits.from_settings(rt.settings), rt.metrics,
-                            client_key=principal.subject)
+                            client_key=principal.subject, lifecycle=rt.lifecycle)
         await conn.run()
     finally:
         rt.metrics.ws_connections.dec()

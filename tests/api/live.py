@@ -24,7 +24,8 @@ import httpx
 import uvicorn
 
 from api.app import build_app
-from api.server import uvicorn_config
+from api.lifecycle import Phase
+from api.server import GracefulServer, uvicorn_config
 from api.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ class LiveServer:
             settings = dataclasses.replace(settings, tls_certfile=ssl[0], tls_keyfile=ssl[1])
         self.settings = settings
         config = uvicorn_config(settings, build_app(settings), host="127.0.0.1", port=self.port)
-        self.server = uvicorn.Server(config)
+        self.server = GracefulServer(config)
         self.scheme = "https" if settings.tls_certfile else "http"
         self.thread = threading.Thread(target=self.server.run, name=f"uvicorn-{self.port}", daemon=True)
 
@@ -58,16 +59,21 @@ class LiveServer:
     def ws_url(self) -> str:
         return f"{'wss' if self.scheme == 'https' else 'ws'}://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 120.0) -> "LiveServer":
+    def start(self, timeout_s: float = 120.0, ready: bool = True) -> "LiveServer":
+        """Start serving; with ``ready`` also wait until warm-up is done (what /ready reports)."""
         self.thread.start()
         deadline = time.monotonic() + timeout_s
-        while not self.server.started:
+        while not self.server.started or (ready and self.runtime.lifecycle.phase is Phase.STARTING):
             if not self.thread.is_alive():
                 raise RuntimeError("server thread exited during start-up (see the log above)")
             if time.monotonic() > deadline:
                 raise TimeoutError("server did not start in time")
             time.sleep(0.05)
         return self
+
+    def drain(self) -> None:
+        """Begin the drain a SIGTERM begins (api/lifecycle.py); the server stops once it is over."""
+        self.server.begin_drain()
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -97,7 +103,9 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     @classmethod
-    def start(cls, env: dict[str, str], log_path: Path, timeout_s: float = 120.0) -> "ServerProcess":
+    def start(cls, env: dict[str, str], log_path: Path, timeout_s: float = 120.0,
+              ready: bool = True) -> "ServerProcess":
+        """Start ``gepard serve``; wait until ``/ready`` is 200 (``ready``) or it answers at all."""
         port = free_port()
         full_env = {**os.environ, **env, "GEPARD_PORT": str(port), "GEPARD_HOST": "127.0.0.1"}
         log = open(log_path, "wb")
@@ -108,7 +116,7 @@ class ServerProcess:
             if proc.poll() is not None:
                 raise RuntimeError(f"server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
             try:
-                if httpx.get(server.url + "/", timeout=1.0).status_code == 200:
+                if httpx.get(server.url + ("/ready" if ready else "/"), timeout=1.0).status_code == 200:
                     return server
             except httpx.HTTPError:
                 pass

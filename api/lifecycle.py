@@ -1,0 +1,194 @@
+"""Readiness and drain: the gateway's phases and what each one lets in.
+
+    starting  -> ready      warm-up done: the voice store answered and one short synthesis went
+                            through the engine and the codec (``warm_up``)
+    ready     -> draining   SIGTERM (``api.server.GracefulServer``) or ``Lifecycle.drain()``
+    draining  -> stopped    every admitted stream ended, or the drain timeout cut the rest
+
+``GET /ready`` is 200 only in ``ready`` (and while the engine and the voice store answer); load
+balancers and Kubernetes send traffic by it. ``GET /health`` is liveness: it fails only when the
+engine is dead, so a voice store outage does not get every replica restarted.
+
+While draining:
+
+- ``/ready`` answers 503 at once, so the load balancer stops sending new work here;
+- new HTTP requests (all but ``/``, ``/health``, ``/ready`` and ``/metrics``) and new WebSocket
+  upgrades get 503 ``service_unavailable`` with ``Retry-After`` (``api.drain_gate.DrainGate``), and
+  new contexts on sockets already open get the same error in band (admission is closed);
+- streams already admitted run to their end: WebSocket contexts may still receive text;
+- a socket closes with 1012 (service restart) as soon as it has no working context, so clients
+  reconnect, through the load balancer, to a replica that is ready.
+
+At ``drain_timeout_s`` what is left is cut, never silently: a WebSocket context gets one in-band
+``service_unavailable`` error naming the timeout (then its socket closes with 1012), an SSE stream an
+``event: error`` frame, and a ``/tts/bytes`` body is aborted (an incomplete chunked body, which every
+HTTP client reports as an error rather than a short file that looks complete).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
+
+from api.errors import ServiceUnavailableError
+
+if TYPE_CHECKING:
+    from api.app import Runtime
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DrainListener", "Lifecycle", "Phase", "warm_up"]
+
+#: After the drain timeout has cut the streams left, how long their endings get to go out.
+CUT_GRACE_S = 5.0
+#: Between warm-up attempts (the voice store may come up after the gateway).
+WARM_UP_RETRY_S = 1.0
+#: Frames the warm-up synthesis makes (~0.4 s of audio): enough to run every step of the path.
+WARM_UP_FRAMES = 8
+WARM_UP_TEXT = "Warming up."
+
+
+class Phase(str, enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    DRAINING = "draining"
+    STOPPED = "stopped"
+
+
+class DrainListener(Protocol):
+    """Something holding streams open that must hear of the drain (a WebSocket connection)."""
+
+    def on_drain(self) -> None:
+        """Take no new work; close once idle."""
+
+    async def on_cut(self, error: ServiceUnavailableError) -> None:
+        """End what is left now, telling the client ``error``."""
+
+
+class Lifecycle:
+    """The phase of one gateway and its drain (event-loop thread; ``phase`` may be read anywhere)."""
+
+    def __init__(self, drain_timeout_s: float = 30.0) -> None:
+        self.drain_timeout_s = drain_timeout_s
+        self.phase = Phase.STARTING
+        self.warm_up_problem: Optional[str] = None  # why the last warm-up attempt failed
+        self._listeners: set[DrainListener] = set()
+        self._on_drain: list[Callable[[], None]] = []
+        self._on_cut: list[Callable[[ServiceUnavailableError], None]] = []
+        self._drain_task: Optional[asyncio.Task[bool]] = None
+
+    # -- phases ------------------------------------------------------------------------------------
+    @property
+    def draining(self) -> bool:
+        return self.phase in (Phase.DRAINING, Phase.STOPPED)
+
+    def mark_ready(self) -> None:
+        if self.phase is Phase.STARTING:
+            self.phase = Phase.READY
+            self.warm_up_problem = None
+            logger.info("ready: warm-up done")
+
+    def refusal(self) -> ServiceUnavailableError:
+        """The error new work gets while draining (503, retry advice)."""
+        return ServiceUnavailableError(
+            "the server is shutting down (draining) and takes no new work; retry in 1 s, the load balancer "
+            "sends it to a replica that is ready", retry_after_s=1.0)
+
+    # -- listeners ---------------------------------------------------------------------------------
+    def subscribe(self, listener: DrainListener) -> None:
+        self._listeners.add(listener)
+        if self.draining:
+            listener.on_drain()
+
+    def unsubscribe(self, listener: DrainListener) -> None:
+        self._listeners.discard(listener)
+
+    def on_drain(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` when the drain begins (e.g. to close admission with ``refusal``)."""
+        self._on_drain.append(callback)
+
+    # -- drain -------------------------------------------------------------------------------------
+    def begin_drain(self) -> bool:
+        """Enter ``draining`` (False when already there): refuse new work, close idle sockets."""
+        if self.draining:
+            return False
+        self.phase = Phase.DRAINING
+        for callback in self._on_drain:
+            callback()
+        for listener in list(self._listeners):
+            listener.on_drain()
+        return True
+
+    def drain(self, open_streams: Callable[[], int]) -> "asyncio.Task[bool]":
+        """Start (once) and return the drain task; its result is True when nothing had to be cut."""
+        if self._drain_task is None:
+            self._drain_task = asyncio.create_task(self._drain(open_streams), name="gateway-drain")
+        return self._drain_task
+
+    async def _drain(self, open_streams: Callable[[], int]) -> bool:
+        self.begin_drain()
+        started = time.monotonic()
+        logger.info("draining: %d open stream(s), %d socket(s); up to %g s for them to finish (GEPARD_DRAIN_TIMEOUT_S)",
+                    open_streams(), len(self._listeners), self.drain_timeout_s)
+        clean = await _wait_for(lambda: open_streams() == 0, self.drain_timeout_s)
+        if not clean:
+            left = open_streams()
+            error = ServiceUnavailableError(
+                f"the server shut down before this stream finished: it was still open {self.drain_timeout_s:g} s "
+                "after the shutdown began (GEPARD_DRAIN_TIMEOUT_S); send the unfinished text again on a new "
+                "connection", retry_after_s=1.0)
+            logger.warning("drain timeout after %g s: cutting %d stream(s)", self.drain_timeout_s, left)
+            for callback in self._on_cut:
+                callback(error)
+            await asyncio.gather(*(listener.on_cut(error) for listener in list(self._listeners)),
+                                 return_exceptions=True)
+            await _wait_for(lambda: open_streams() == 0, CUT_GRACE_S)
+        self.phase = Phase.STOPPED
+        logger.info("drained in %.1f s (%s)", time.monotonic() - started, "clean" if clean else "streams cut")
+        return clean
+
+    def on_cut(self, callback: Callable[[ServiceUnavailableError], None]) -> None:
+        """Call ``callback(error)`` when the drain timeout cuts the streams left (e.g. HTTP streams)."""
+        self._on_cut.append(callback)
+
+
+async def _wait_for(condition: Callable[[], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(poll_s)
+    return True
+
+
+async def warm_up(rt: "Runtime", lifecycle: Lifecycle) -> None:
+    """Make the gateway ready: wait for the voice store, then synthesise once through the whole
+    path (engine prefill and steps, codec decode, resampling-free PCM), retrying every second until it
+    works; a drain that begins meanwhile ends it."""
+    from engine.requests import SamplingParams
+
+    attempt = 0
+    while lifecycle.phase is Phase.STARTING:
+        attempt += 1
+        t0 = time.perf_counter()
+        try:
+            await rt.voices.check_health()
+            segment = rt.service.segment(WARM_UP_TEXT, "en")
+            sampling = SamplingParams(max_frames=WARM_UP_FRAMES, seed=0)
+            samples = 0
+            async for pcm in rt.service.speak(segment, rt.engine.default_prefix(), sampling, f"warm-up-{attempt}"):
+                samples += pcm.size
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+            if problem != lifecycle.warm_up_problem:
+                logger.warning("warm-up attempt %d failed (retrying every %g s): %s", attempt, WARM_UP_RETRY_S, problem)
+            lifecycle.warm_up_problem = problem
+            await asyncio.sleep(WARM_UP_RETRY_S)
+            continue
+        logger.info("warm-up: %d samples in %.2f s", samples, time.perf_counter() - t0)
+        lifecycle.mark_ready()

@@ -1,0 +1,187 @@
+"""Readiness and drain on a real `gepard serve` process (api/lifecycle.py, api/server.py).
+
+SIGTERM with work in flight: /ready turns 503 at once, new requests, upgrades and contexts get
+503 service_unavailable with retry advice, a running context and an SSE stream finish, idle
+sockets close with 1012, and the process exits 0. At the drain timeout a context still open gets
+one in-band error, never silence. Start-up: /ready is 503 until warm-up has gone through, which
+waits for the voice store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from api.app import DEFAULT_VOICE_ID
+from tests.api.live import ServerProcess
+from tests.api.routes.ws_helpers import gen, recv, send
+from tests.voices.redis_server import RedisServer, free_port
+
+pytestmark = pytest.mark.slow
+
+RAW = {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000}
+
+
+def serve_env(model_dir: Path, data_dir: Path, **extra: str) -> dict[str, str]:
+    return {"GEPARD_MODEL": str(model_dir), "GEPARD_BACKEND": "torch", "GEPARD_DEVICE": "cpu",
+            "GEPARD_DTYPE": "float32", "GEPARD_DATA_DIR": str(data_dir), "GEPARD_REDIS_URL": "", "REDIS_URL": "",
+            "GEPARD_ADMIT_MAX_SATURATION": "0", **extra}
+
+
+def wait_ready_state(url: str, status: int, timeout_s: float = 10.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = httpx.get(url + "/ready", timeout=5)
+        if r.status_code == status:
+            return r.json()
+        assert time.monotonic() < deadline, f"/ready stayed {r.status_code}: {r.text}"
+        time.sleep(0.05)
+
+
+async def until_closed(ws) -> int:
+    """Read (and drop) messages until the server closes the socket; its close code."""
+    with pytest.raises(ConnectionClosed) as info:
+        while True:
+            await asyncio.wait_for(ws.recv(), 15)
+    return info.value.rcvd.code if info.value.rcvd else -1
+
+
+async def read_context(ws, context_id: str, timeout_s: float = 30.0) -> list[dict]:
+    out: list[dict] = []
+    deadline = time.monotonic() + timeout_s
+    while not out or out[-1]["type"] not in ("done", "error"):
+        msg = await recv(ws, max(deadline - time.monotonic(), 0.01))
+        if msg["context_id"] == context_id:
+            out.append(msg)
+    return out
+
+
+def test_sigterm_lets_running_work_finish_and_refuses_new_work(tiny_ckpt_dir, tmp_path):
+    server = ServerProcess.start(serve_env(tiny_ckpt_dir, tmp_path / "data", GEPARD_DRAIN_TIMEOUT_S="30"),
+                                 tmp_path / "server.log")
+    ws_url = f"ws://127.0.0.1:{server.port}/tts/websocket"
+    assert httpx.get(server.url + "/ready", timeout=5).json() == {
+        "ready": True, "phase": "ready", "checks": {"engine": "ok", "voices": "ok"}}
+    long_text = " ".join(f"Sentence number {i} is here." for i in range(40))
+    sse_events: list[str] = []
+    sse_done_at: list[float] = []
+
+    def sse_request() -> None:  # a long /tts/sse stream, read to its end
+        body = {"model_id": "sonic-3", "transcript": long_text, "voice": {"mode": "id", "id": DEFAULT_VOICE_ID},
+                "output_format": RAW}
+        with httpx.stream("POST", server.url + "/tts/sse", json=body, timeout=120) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    sse_events.append(json.loads(line[6:])["type"])
+        sse_done_at.append(time.monotonic())
+
+    async def scenario() -> float:
+        async with connect(ws_url) as busy, connect(ws_url) as idle:
+            await send(busy, gen("long", "Hello there.", DEFAULT_VOICE_ID, output_format=RAW))
+            first = await recv(busy)
+            assert first["type"] == "chunk"
+            sse = threading.Thread(target=sse_request)
+            sse.start()
+            while not sse_events:
+                await asyncio.sleep(0.02)
+            sigterm_at = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            body = await asyncio.to_thread(wait_ready_state, server.url, 503)
+            assert body["phase"] == "draining" and body["ready"] is False
+            assert httpx.get(server.url + "/health", timeout=5).status_code == 200  # still alive
+
+            # an idle socket is closed with 1012 (service restart) so its client reconnects elsewhere
+            assert await until_closed(idle) == 1012
+            # new work is refused with 503 and retry advice: HTTP, upgrades, contexts on open sockets
+            r = httpx.post(server.url + "/tts/bytes", timeout=10, json={
+                "model_id": "sonic-3", "transcript": "Hi.", "voice": {"mode": "id", "id": DEFAULT_VOICE_ID},
+                "output_format": RAW})
+            assert (r.status_code, r.json()["error_code"], r.headers["retry-after"]) == (503, "service_unavailable", "1")
+            with pytest.raises(InvalidStatus) as refused:
+                async with connect(ws_url):
+                    pass
+            assert refused.value.response.status_code == 503
+            await send(busy, gen("new", "Are you there?", DEFAULT_VOICE_ID, output_format=RAW))
+            (error,) = await read_context(busy, "new")
+            assert (error["type"], error["status_code"], error["error_code"]) == ("error", 503, "service_unavailable")
+
+            # the running context still takes text and finishes with all its audio and done
+            await send(busy, gen("long", "And here is more text to speak.", DEFAULT_VOICE_ID, output_format=RAW))
+            await send(busy, gen("long", "", DEFAULT_VOICE_ID, output_format=RAW, cont=False))
+            rest = await read_context(busy, "long")
+            assert [m["type"] for m in rest][-1] == "done"
+            assert sum(m["type"] == "chunk" for m in rest) >= 1
+            # with nothing left working, the socket is closed with 1012
+            assert await until_closed(busy) == 1012
+            await asyncio.to_thread(sse.join, 60)
+            return sigterm_at
+
+    try:
+        sigterm_at = asyncio.run(scenario())
+        # the SSE stream was cut by nothing: it was still running at SIGTERM and ended with done
+        assert sse_done_at and sse_done_at[0] > sigterm_at
+        assert sse_events[-1] == "done" and "error" not in sse_events and sse_events.count("chunk") > 1
+        assert server.process.wait(timeout=30) == 0
+        log = server.log_path.read_text()
+        assert "SIGTERM: draining before shutdown" in log and "(clean)" in log
+    finally:
+        server.stop()
+
+
+def test_drain_timeout_cuts_an_open_context_with_an_in_band_error(tiny_ckpt_dir, tmp_path):
+    server = ServerProcess.start(serve_env(tiny_ckpt_dir, tmp_path / "data", GEPARD_DRAIN_TIMEOUT_S="1.5"),
+                                 tmp_path / "server.log")
+
+    async def scenario() -> None:
+        async with connect(f"ws://127.0.0.1:{server.port}/tts/websocket") as ws:
+            # a context that never closes (an agent that keeps it open for its next sentence)
+            await send(ws, gen("open", "Hello there.", DEFAULT_VOICE_ID, output_format=RAW))
+            assert (await recv(ws))["type"] == "chunk"
+            t0 = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            messages = await read_context(ws, "open", timeout_s=20)
+            error = messages[-1]
+            assert (error["type"], error["status_code"], error["error_code"]) == ("error", 503, "service_unavailable")
+            assert "GEPARD_DRAIN_TIMEOUT_S" in error["message"]
+            assert time.monotonic() - t0 >= 1.4  # it had the whole drain timeout
+            assert await until_closed(ws) == 1012
+
+    try:
+        asyncio.run(scenario())
+        assert server.process.wait(timeout=30) == 0
+        assert "drain timeout after 1.5 s: cutting 1 stream(s)" in server.log_path.read_text()
+    finally:
+        server.stop()
+
+
+def test_ready_waits_for_warm_up_and_the_voice_store(tiny_ckpt_dir, tmp_path):
+    """/ready is 503 ("starting") while warm-up cannot go through (here: Redis is not up yet), and
+    200 once it has; /health (liveness) is 200 all along."""
+    port = free_port()
+    env = serve_env(tiny_ckpt_dir, tmp_path / "data", GEPARD_REDIS_URL=f"redis://127.0.0.1:{port}/0")
+    server = ServerProcess.start(env, tmp_path / "server.log", ready=False)
+    redis = None
+    try:
+        r = httpx.get(server.url + "/ready", timeout=5)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        body = r.json()
+        assert (body["ready"], body["phase"]) == (False, "starting")
+        assert body["checks"]["voices"].startswith("VoiceStoreUnavailableError")
+        assert "VoiceStoreUnavailableError" in body["warm_up"]
+        assert httpx.get(server.url + "/health", timeout=5).status_code == 200
+        redis = RedisServer.start(port=port)
+        body = wait_ready_state(server.url, 200, timeout_s=20)
+        assert body == {"ready": True, "phase": "ready", "checks": {"engine": "ok", "voices": "ok"}}
+    finally:
+        server.stop()
+        if redis is not None:
+            redis.stop()
