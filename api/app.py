@@ -123,6 +123,7 @@ async def open_runtime(settings: Settings) -> Runtime:
                          key_cache_ttl_s=settings.key_cache_ttl_s)
     logger.info("runtime ready: model %s, codec %s, voices %s", info.name, source, type(voices).__name__)
     metrics = Metrics()
+    metrics.observe(engine, decoder, voices, service)  # engine steps, codec batches, store calls, streams
     service.admission.on_refused = lambda reason: metrics.streams_refused.labels(reason).inc()
     return Runtime(settings, engine, codec, decoder, encoder, voices, cloner, service, auth, metrics, key_store)
 

@@ -101,6 +101,7 @@ class WsContext:
     def __init__(self, conn: "WsConnection", first: WsGenerationRequest, ticket: Optional[StreamTicket] = None) -> None:
         self.conn = conn
         self.ticket = ticket
+        self.timing = conn.service.stream_timing("ws")  # real-time factor and underrun (api/stream_timing.py)
         self.context_id = first.context_id
         self.request_id = f"{conn.connection_id}:{first.context_id}"
         self.config = first  # model, voice, format, language and flags are fixed by the first message
@@ -246,7 +247,8 @@ class WsContext:
         sink = AudioSink(cfg.output_format)
         # aclosing: a cancel landing outside the engine await (sending, encoding) still closes the
         # generator at once, which aborts the engine request and frees the codec stream.
-        async with contextlib.aclosing(service.speak(segment, prefix, self.sampling, rid, self.volume)) as audio:
+        async with contextlib.aclosing(service.speak(segment, prefix, self.sampling, rid, self.volume,
+                                                   timing=self.timing)) as audio:
             async for pcm in audio:
                 if cfg.add_timestamps:
                     pieces.append(pcm)
@@ -444,6 +446,7 @@ class WsConnection:
         ctx._finished = True
         if ctx.ticket is not None:
             ctx.ticket.release()
+        ctx.timing.close(time.perf_counter())
         if self.contexts.get(ctx.context_id) is ctx:
             del self.contexts[ctx.context_id]
         if self.metrics is not None:

@@ -1,13 +1,43 @@
-"""Prometheus metrics of one gateway (a registry per app, so several apps can live in one process)."""
+"""Prometheus metrics of one gateway (a registry per app, so several apps can live in one process).
+
+The engine, the codec and the voice store know nothing of Prometheus: each has a small observer
+hook (engine.stats, codec_worker.batching.DecodeObserver, voices.store.StoreObserver), and so has
+each stream (api.stream_timing.StreamObserver). ``Metrics.observe`` plugs this registry into all of
+them; ``Metrics.refresh_engine`` copies the engine's scheduler snapshot into gauges at scrape time.
+Metric names and labels are a contract (dashboards, alerts and the autoscaler use them).
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-__all__ = ["Metrics", "CONTENT_TYPE_LATEST"]
+from api.stream_timing import StreamReport
+from codec_worker.batching import DecodeBatchEvent
+from engine.stats import EngineStats, StepEvent
+from voices.store import STORE_OPS
+
+if TYPE_CHECKING:
+    from api.synthesis import SynthesisService
+    from codec_worker.batching import BatchingCodecDecoder
+    from engine.interface import TtsEngine
+    from voices.store import VoiceStore
+
+__all__ = ["Metrics", "CONTENT_TYPE_LATEST", "ROUTES"]
 
 _LATENCY_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+# one engine step / one codec batch: real time is ~46 ms per frame (21.5 frames/s)
+_STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.046, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+_RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0)
+_UNDERRUN_BUCKETS = (0.0, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # le=0: streams with no gap
+_QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_STORE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+#: ``route`` label values of the TTS routes (the same everywhere: requests, errors, first audio, streams)
+ROUTES = ("bytes", "sse", "ws")
 
 
 class Metrics:
@@ -39,6 +69,95 @@ class Metrics:
                                   registry=r)
         self.streams_refused = Counter("gepard_streams_refused_total", "New streams refused, by the limit that refused "
                                        "them (process, key, load)", ["reason"], registry=r)
+
+        # Engine (engine.stats): per step, pushed by the engine as steps happen
+        self.engine_step = Histogram("gepard_engine_step_seconds", "Wall time of one engine step (one batched "
+                                     "decode step of the model, with any prefills scheduled in it)",
+                                     buckets=_STEP_BUCKETS, registry=r)
+        self.engine_batch = Histogram("gepard_engine_batch_size", "Requests advanced by one engine step",
+                                      buckets=_BATCH_BUCKETS, registry=r)
+        self.queue_wait = Histogram("gepard_queue_wait_seconds", "Engine request submission to its first "
+                                    "scheduling by the engine", buckets=_QUEUE_BUCKETS, registry=r)
+        self.preemptions = Counter("gepard_engine_preemptions_total", "Engine requests preempted (vLLM; a "
+                                   "preempted Gepard request fails, so this should stay 0)", registry=r)
+        # Engine scheduler snapshot, refreshed at scrape time
+        self.engine_running = Gauge("gepard_engine_requests_running", "Engine requests being decoded now", registry=r)
+        self.engine_waiting = Gauge("gepard_engine_requests_waiting", "Engine requests submitted and not "
+                                    "scheduled yet", registry=r)
+        self.kv_cache_usage = Gauge("gepard_engine_kv_cache_usage", "Fraction of the KV cache in use, 0-1 (vLLM: "
+                                    "blocks in use; torch: cache rows in use / rows allocated)", registry=r)
+        # Codec (codec_worker.batching)
+        self.codec_decode = Histogram("gepard_codec_decode_seconds", "Wall time of one codec batch decode",
+                                      buckets=_STEP_BUCKETS, registry=r)
+        self.codec_batch = Histogram("gepard_codec_batch_size", "Decode windows in one codec batch",
+                                     buckets=_BATCH_BUCKETS, registry=r)
+        # Streams (api.stream_timing): what a listener feels
+        self.stream_rtf = Histogram("gepard_stream_rtf", "Per stream: generation wall time (first engine "
+                                    "submission to last audio, time owing no audio left out) / audio seconds",
+                                    ["route"], buckets=_RTF_BUCKETS, registry=r)
+        self.stream_underrun = Histogram("gepard_stream_underrun_seconds", "Per stream: seconds a listener "
+                                         "playing from the first chunk in real time waited for audio",
+                                         ["route"], buckets=_UNDERRUN_BUCKETS, registry=r)
+        self.underrun_total = Counter("gepard_underrun_seconds_total", "Seconds listeners waited for audio "
+                                      "(the per-stream underrun, counted as it happens)", ["route"], registry=r)
+        # Voice store (voices.store)
+        self.voice_store = Histogram("gepard_voice_store_seconds", "Voice store call latency by operation",
+                                     ["op"], buckets=_STORE_BUCKETS, registry=r)
+        self.voice_cache = Counter("gepard_voice_cache_requests_total", "Speaker-prompt cache lookups of stored "
+                                   "voices, by result (hit|miss)", ["result"], registry=r)
+        # every label value exists from the start (0), so dashboards and rate() see the series before traffic
+        for route in ROUTES:
+            for metric in (self.stream_rtf, self.stream_underrun, self.underrun_total):
+                metric.labels(route)
+        for op in STORE_OPS:
+            self.voice_store.labels(op)
+        for result in ("hit", "miss"):
+            self.voice_cache.labels(result)
+
+    # -- observers (called from engine, codec and store threads/loops: prometheus_client is thread-safe)
+    def on_engine_step(self, event: StepEvent) -> None:
+        if event.batch_size > 0:  # a report with only late queue waits or preemptions is not a step
+            self.engine_step.observe(event.duration_s)
+            self.engine_batch.observe(event.batch_size)
+        for wait in event.queue_waits_s:
+            self.queue_wait.observe(wait)
+        if event.preempted:
+            self.preemptions.inc(event.preempted)
+
+    def on_codec_batch(self, event: DecodeBatchEvent) -> None:
+        self.codec_decode.observe(event.duration_s)
+        self.codec_batch.observe(event.windows)
+
+    def store_op(self, op: str, seconds: float) -> None:
+        self.voice_store.labels(op).observe(seconds)
+
+    def prompt_cache(self, hit: bool) -> None:
+        self.voice_cache.labels("hit" if hit else "miss").inc()
+
+    def underrun(self, route: str, seconds: float) -> None:
+        self.underrun_total.labels(route).inc(seconds)
+
+    def stream_finished(self, report: StreamReport) -> None:
+        if report.audio_s <= 0:  # refused, failed or cancelled before any audio: nothing was heard
+            return
+        self.stream_underrun.labels(report.route).observe(report.underrun_s)
+        rtf = report.rtf
+        if rtf is not None and report.busy_s > 0:
+            self.stream_rtf.labels(report.route).observe(rtf)
+
+    def observe(self, engine: "TtsEngine", decoder: "BatchingCodecDecoder", voices: "VoiceStore",
+                service: "SynthesisService") -> None:
+        """Plug this registry into the runtime's observer hooks."""
+        engine.set_step_observer(self.on_engine_step)
+        decoder.observer = self.on_codec_batch
+        voices.observer = self
+        service.stream_observer = self
+
+    def refresh_engine(self, stats: EngineStats) -> None:
+        """Copy the engine's scheduler snapshot into the gauges (at scrape time)."""
+        self.engine_running.set(stats.running)
+        self.engine_waiting.set(stats.waiting)
+        self.kv_cache_usage.set(stats.kv_cache_usage)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import AsyncIterator, Optional
 
@@ -27,6 +28,7 @@ from api.admission import Admission, LoadMeter, StreamTicket
 from api.errors import BadRequestError, RateLimitedError, TranscriptTooLongError
 from api.protocol.requests import EmptyTranscriptError
 from api.settings import Settings
+from api.stream_timing import StreamObserver, StreamTiming
 from api.text import NormalizedText, TextBuffer, normalize
 from codec_worker.interface import CodecDecoder
 from engine.interface import TtsEngine
@@ -76,12 +78,19 @@ class SynthesisService:
         self._in_flight = 0
         self.meter = LoadMeter()
         self.admission = Admission(settings.admission_limits, self.meter)
+        #: told about each stream's underruns and real-time factor (api.metrics wires Prometheus in)
+        self.stream_observer: Optional[StreamObserver] = None
 
     # -- admission ----------------------------------------------------------------------------
     def admit(self, key: str) -> StreamTicket:
         """A place for one new stream (context or HTTP request) of API key ``key``; raises
         StreamRefusedError (429 concurrency_limited) past a stream limit or the load limit."""
         return self.admission.admit(key)
+
+    def stream_timing(self, route: str, continuous: bool = False) -> StreamTiming:
+        """A playback model for one new stream (api.stream_timing), to pass to every ``speak`` of it
+        and ``close`` when it ends. ``continuous``: an HTTP request (owes audio until it ends)."""
+        return StreamTiming(route, self.stream_observer, continuous=continuous)
 
     # -- validation ---------------------------------------------------------------------------
     def check_model(self, model_id: str) -> None:
@@ -137,10 +146,11 @@ class SynthesisService:
     # -- audio ----------------------------------------------------------------------------------
     async def speak(
         self, segment: Segment, prefix: Optional[torch.Tensor], sampling: SamplingParams, request_id: str,
-        volume: float = 1.0,
+        volume: float = 1.0, timing: Optional[StreamTiming] = None,
     ) -> AsyncIterator[np.ndarray]:
         """Generate one segment: yields PCM chunks [N] float32 @ 22050 Hz as the codec produces them,
-        scaled by ``volume`` (generation_config.volume) and clipped to [-1, 1]."""
+        scaled by ``volume`` (generation_config.volume) and clipped to [-1, 1]. ``timing`` (the
+        stream's playback model) owes audio from the engine submission to the segment's end."""
         if self._in_flight >= self.settings.max_concurrent_generations:
             raise RateLimitedError(
                 f"too many concurrent generations ({self.settings.max_concurrent_generations}); retry shortly",
@@ -149,6 +159,8 @@ class SynthesisService:
         self._in_flight += 1
         stream = self.decoder.open_stream()
         request = SynthesisRequest(request_id, segment.speech_text, prefix, sampling)
+        if timing is not None:
+            timing.owe(time.perf_counter())
         # The load meter sees this stream as busy from its first audio to its last; the first
         # chunk's audio is not counted, so the busy time covers exactly the audio counted.
         busy = False
@@ -158,21 +170,26 @@ class SynthesisService:
                     if chunk.num_frames:
                         pcm = await stream.push(chunk.codes)
                         if pcm.size:
-                            busy = self._measure(pcm, busy)
+                            busy = self._measure(pcm, busy, timing)
                             yield _gain(pcm, volume)
                     if chunk.finished:
                         pcm = await stream.finish()
                         if pcm.size:
-                            busy = self._measure(pcm, busy)
+                            busy = self._measure(pcm, busy, timing)
                             yield _gain(pcm, volume)
         finally:
+            if timing is not None:
+                timing.settle(time.perf_counter())
             self._in_flight -= 1
             if busy:
                 self.meter.stream_busy(-1)
             await stream.aclose()
 
-    def _measure(self, pcm: np.ndarray, busy: bool) -> bool:
-        """Feed the load meter with one piece of a stream's audio; returns the stream's busy flag."""
+    def _measure(self, pcm: np.ndarray, busy: bool, timing: Optional[StreamTiming] = None) -> bool:
+        """Feed the load meter (and the stream's playback model) with one piece of a stream's
+        audio; returns the stream's busy flag."""
+        if timing is not None:
+            timing.audio(time.perf_counter(), pcm.size / self.sample_rate_hz)
         if busy:
             self.meter.audio(pcm.size / self.sample_rate_hz)
         else:

@@ -21,9 +21,10 @@ import enum
 import itertools
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -38,6 +39,19 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _EMPTY = np.zeros(0, dtype=np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeBatchEvent:
+    """One decoder call of the worker (for monitoring): its wall time and how many windows it decoded."""
+
+    duration_s: float
+    windows: int
+
+
+#: Called on the decoder's worker thread after every successful decoder call; must be cheap and
+#: thread-safe. An exception it raises is logged and ignored.
+DecodeObserver = Callable[[DecodeBatchEvent], None]
 
 
 @dataclass(eq=False, slots=True)
@@ -116,6 +130,7 @@ class BatchingCodecDecoder(CodecDecoder):
         self._ids = itertools.count(1)
         self.batches_decoded = 0  # decoder calls made (for metrics and tests)
         self.windows_decoded = 0
+        self.observer: Optional[DecodeObserver] = None  # see DecodeObserver
         logger.debug(
             "batching codec decoder: max_batch=%d first_chunk_frames=%d chunk_frames=%d context=%d",
             max_batch,
@@ -221,6 +236,7 @@ class BatchingCodecDecoder(CodecDecoder):
         if not jobs:
             return
         # 2) decode in one call
+        started = time.perf_counter()
         try:
             pieces = decode_windows(self._codec, [job.window for job in jobs])
         except Exception as exc:  # one bad batch fails its windows, not the worker
@@ -231,6 +247,11 @@ class BatchingCodecDecoder(CodecDecoder):
             return
         self.batches_decoded += 1
         self.windows_decoded += len(jobs)
+        if self.observer is not None:
+            try:
+                self.observer(DecodeBatchEvent(time.perf_counter() - started, len(jobs)))
+            except Exception:  # monitoring never fails a decode
+                logger.exception("codec decode observer failed (ignored)")
         # 3) hand each window's audio back to its loop
         for job, pcm in zip(jobs, pieces):
             _deliver(job, result=pcm)
@@ -315,4 +336,4 @@ class NanoCodecEncoder(CodecEncoder):
         return codes[0].cpu()
 
 
-__all__ = ["BatchedDecodeStream", "BatchingCodecDecoder", "NanoCodecEncoder", "group_by_width"]
+__all__ = ["BatchedDecodeStream", "BatchingCodecDecoder", "DecodeBatchEvent", "DecodeObserver", "NanoCodecEncoder", "group_by_width"]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import abc
-from typing import AsyncIterator
+from typing import AsyncIterator, Optional
 
 import torch
 
 from engine.requests import FrameChunk, ModelInfo, SynthesisRequest
+from engine.stats import EngineStats, StepObserver
 
 
 class TtsEngine(abc.ABC):
@@ -32,6 +33,14 @@ class TtsEngine(abc.ABC):
     def num_requests(self) -> int:
         """Requests the engine holds now, running or queued (0 when idle; a leak check)."""
         return 0
+
+    def stats(self) -> EngineStats:
+        """The scheduler now (running, waiting, KV-cache use, preemptions): see engine.stats."""
+        return EngineStats()
+
+    def set_step_observer(self, observer: Optional[StepObserver]) -> None:
+        """Call ``observer`` with a StepEvent after every engine step (None: stop). A backend
+        without per-step events ignores it."""
 
     @abc.abstractmethod
     async def check_health(self) -> None:

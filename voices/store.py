@@ -32,10 +32,11 @@ from __future__ import annotations
 import abc
 import asyncio
 import enum
+import functools
 import logging
 import time
 import uuid
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Optional, Protocol, TypeVar
 
 import torch
 
@@ -59,6 +60,44 @@ DEFAULT_PROMPT_CACHE_SIZE = 256
 class StoreState(enum.Enum):
     OPEN = "open"  # serving calls
     CLOSED = "closed"  # aclose() was called; every call raises RuntimeError
+
+
+#: The operations timed for monitoring (a small fixed set, so it can be a metric label).
+STORE_OPS = ("get_prompt", "get", "list", "create", "update", "delete")
+
+
+class StoreObserver(Protocol):
+    """Told about store calls (for monitoring; no metrics library here). Must be cheap and not raise."""
+
+    def store_op(self, op: str, seconds: float) -> None:
+        """One call of ``op`` (one of STORE_OPS) took ``seconds``, whether it succeeded or raised."""
+
+    def prompt_cache(self, hit: bool) -> None:
+        """A ``get_prompt`` of a stored voice found its prompt in the LRU (``hit``) or not. Builtin
+        voices are always in memory and are not counted."""
+
+
+_T = TypeVar("_T")
+
+
+def _timed(op: str) -> Callable[[Callable[..., Awaitable[_T]]], Callable[..., Awaitable[_T]]]:
+    """Report the wall time of a public store call to the store's observer (see STORE_OPS)."""
+
+    def wrap(method: Callable[..., Awaitable[_T]]) -> Callable[..., Awaitable[_T]]:
+        @functools.wraps(method)
+        async def timed(self: "VoiceStore", *args: Any, **kwargs: Any) -> _T:
+            started = time.perf_counter()
+            try:
+                return await method(self, *args, **kwargs)
+            finally:
+                observer = self.observer
+                if observer is not None:
+                    try:
+                        observer.store_op(op, time.perf_counter() - started)
+                    except Exception:  # monitoring never fails a store call
+                        logger.exception("voice store observer failed (ignored)")
+        return timed
+    return wrap
 
 
 def new_generation() -> str:
@@ -85,6 +124,7 @@ class VoiceStore(abc.ABC):
         self._delete_epoch = 0  # bumped by every local delete; guards cache fills racing it
         self._serving_stale = False  # the last generation check failed: backend unavailable
         self._state = StoreState.OPEN
+        self.observer: Optional[StoreObserver] = None  # timings and prompt-cache hits, for monitoring
 
     # ------------------------------------------------------------------ backend primitives
 
@@ -186,6 +226,7 @@ class VoiceStore(abc.ABC):
 
     # ------------------------------------------------------------------ reads
 
+    @_timed("get")
     async def get(self, voice_id: str) -> Voice:
         """The voice with this id; VoiceNotFoundError if there is none."""
         self._check_open()
@@ -208,6 +249,7 @@ class VoiceStore(abc.ABC):
             raise VoiceNotFoundError(voice_id)
         return found[0]
 
+    @_timed("get_prompt")
     async def get_prompt(self, voice_id: str) -> VoicePrompt:
         """The voice's speaker prompt for synthesis (shared: treat the prefix as read-only).
 
@@ -219,6 +261,11 @@ class VoiceStore(abc.ABC):
         if builtin is not None:
             return builtin
         entry = self._cache.get(voice_id)
+        if self.observer is not None:
+            try:
+                self.observer.prompt_cache(entry is not None)
+            except Exception:
+                logger.exception("voice store observer failed (ignored)")
         if entry is not None:
             return await self._revalidate(voice_id, entry)
         return await self._load_prompt(voice_id)
@@ -278,6 +325,7 @@ class VoiceStore(abc.ABC):
 
     # ------------------------------------------------------------------ writes
 
+    @_timed("create")
     async def put(self, record: VoiceRecord) -> Voice:
         """Store a new voice. VoiceExistsError if its id is taken (builtins included)."""
         self._check_open()
@@ -293,6 +341,7 @@ class VoiceStore(abc.ABC):
                     record.voice.model_fingerprint or "-")
         return record.voice
 
+    @_timed("update")
     async def update(self, voice_id: str, **fields: Any) -> Voice:
         """Change metadata fields (``PATCHABLE_FIELDS``) of a stored voice and return it.
 
@@ -317,6 +366,7 @@ class VoiceStore(abc.ABC):
         logger.info("voice %s updated: %s", voice_id, sorted(fields))
         return voice
 
+    @_timed("delete")
     async def delete(self, voice_id: str, *, allow_builtin: bool = False) -> None:
         """Delete a stored voice; VoiceNotFoundError if absent. Stored voices flagged builtin (e.g.
         preloaded ones) need ``allow_builtin=True``; voices from ``register_builtin`` never go."""
@@ -349,6 +399,7 @@ class VoiceStore(abc.ABC):
 
     # ------------------------------------------------------------------ listing
 
+    @_timed("list")
     async def list(
         self,
         limit: int = 10,

@@ -39,6 +39,7 @@ async def metrics(request: Request) -> Response:
     rt = runtime_of(request)
     rt.metrics.generations.set(rt.service.in_flight)
     rt.metrics.engine_requests.set(rt.engine.num_requests)
+    rt.metrics.refresh_engine(rt.engine.stats())  # running / waiting / KV-cache gauges: the engine's scheduler now
     # this handler runs on the server's event loop, so all_tasks() sees its tasks (itself included)
     rt.metrics.event_loop_tasks.set(len(asyncio.all_tasks()))
     admission = rt.service.admission

@@ -33,12 +33,13 @@ async def endpoint(request: Request) -> Response:
     async def audio() -> AsyncIterator[bytes]:
         # the stream's place is taken when the first audio is awaited (a refusal is still a 429)
         # and given back when the body ends or is abandoned
-        with svc.admission.stream(principal.subject) as ticket:
+        with svc.admission.stream(principal.subject) as ticket, svc.stream_timing("bytes", continuous=True) as timing:
             sink = AudioSink(req.output_format)
             for i, segment in enumerate(job.segments):
                 # aclosing: when this generator is closed mid-segment (client gone), the engine
                 # request is aborted now rather than when the suspended generator is collected
-                async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume)) as chunks:
+                async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume,
+                                                           timing=timing)) as chunks:
                     async for pcm in chunks:
                         ticket.mark_spoke()
                         data = await asyncio.to_thread(sink.push, pcm)

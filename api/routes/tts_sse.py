@@ -39,14 +39,15 @@ async def endpoint(request: Request) -> Response:
 
     async def events() -> AsyncIterator[bytes]:
         # the stream's place is taken when the first event is awaited (a refusal is still a 429)
-        with svc.admission.stream(principal.subject) as ticket:
+        with svc.admission.stream(principal.subject) as ticket, svc.stream_timing("sse", continuous=True) as timing:
             sink = AudioSink(req.output_format)
             since = time.perf_counter()
             for i, segment in enumerate(job.segments):
                 offset_s = sink.samples_in / svc.sample_rate_hz
                 pieces: list[np.ndarray] = []
                 # aclosing: closing this generator mid-segment (client gone) aborts the engine request now
-                async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume)) as chunks:
+                async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume,
+                                                           timing=timing)) as chunks:
                     async for pcm in chunks:
                         ticket.mark_spoke()
                         pieces.append(pcm)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator, Optional
@@ -31,6 +32,7 @@ from engine.model.gepard import GepardModel
 from engine.prompt import adaptive_max_frames, build_text_ids, uncond_text_ids
 from engine.requests import FinishReason, FrameChunk, ModelInfo, SynthesisRequest, validated_text
 from engine.sampling import new_seed
+from engine.stats import EngineStats, StepEvent, StepObserver, notify
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +82,8 @@ class TorchEngine(TtsEngine):
         self._generated: dict[str, int] = {}  # frames produced per running request (worker thread writes)
         self._dead: Optional[BaseException] = None
         self._closed = False
+        self._observer: Optional[StepObserver] = None
+        self._steps = 0
         self._thread = threading.Thread(target=self._run, name="gepard-torch-engine", daemon=True)
         self._thread.start()
         self._info = model.config.model_info(str(model.model_dir or "gepard"), model.fingerprint)
@@ -110,7 +114,8 @@ class TorchEngine(TtsEngine):
                 uncond = model.prompt_embeds(uncond_text_ids(cfg.special_tokens, sp.cfg_uncond_mode), request.speaker_prefix)
         max_frames = sp.max_frames or adaptive_max_frames(text, cfg.codec.exact_frame_rate_hz, self.config.max_frames_ceiling)
         seed = sp.seed if sp.seed is not None else new_seed()
-        return PreparedRequest(request.request_id, embeds, uncond, sp, seed & ((1 << 63) - 1), max_frames)
+        return PreparedRequest(request.request_id, embeds, uncond, sp, seed & ((1 << 63) - 1), max_frames,
+                               submitted_at=time.monotonic())
 
     # -- TtsEngine --------------------------------------------------------------------------------
     async def generate(self, request: SynthesisRequest) -> AsyncIterator[FrameChunk]:
@@ -194,8 +199,13 @@ class TorchEngine(TtsEngine):
                     for rid in self._aborts:
                         gen.abort(rid)
                     self._aborts.clear()
+                started = time.perf_counter()
                 outputs = gen.step()  # per-request failures come back as outputs with an error
+                duration = time.perf_counter() - started
                 self._dispatch(outputs)
+                if gen.last_batch_size:  # a step that only dropped aborted requests computed nothing
+                    self._steps += 1
+                    notify(self._observer, StepEvent(duration, gen.last_batch_size, tuple(gen.last_queue_waits)))
         except BaseException as exc:  # device lost, or the batched step keeps failing: the loop must never die silently
             logger.exception("torch engine worker died")
             self._dead = exc
@@ -210,6 +220,14 @@ class TorchEngine(TtsEngine):
     @property
     def num_running(self) -> int:
         return self._generator.num_active
+
+    def stats(self) -> EngineStats:
+        gen = self._generator  # read from another thread: each figure is one atomic read, good enough for monitoring
+        return EngineStats(running=gen.num_active, waiting=len(gen.pending) + len(self._incoming),
+                           kv_cache_usage=gen.kv_cache_usage, preemptions=0, steps=self._steps)
+
+    def set_step_observer(self, observer: Optional[StepObserver]) -> None:
+        self._observer = observer
 
     @property
     def num_requests(self) -> int:

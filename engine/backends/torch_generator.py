@@ -24,6 +24,7 @@ backend is tested against.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -75,6 +76,7 @@ class PreparedRequest:
     sampling: SamplingParams
     seed: int
     max_frames: int
+    submitted_at: float = 0.0  # time.monotonic() when the engine accepted it (0: unknown); for queue-wait stats
 
 
 @dataclass
@@ -124,6 +126,10 @@ class BatchGenerator:
         self.pending: list[PreparedRequest] = []
         self.aborted: set[str] = set()
         self.failed_steps = 0  # batched decode steps failed in a row
+        # what the last step() did, for engine stats: requests it advanced (decoded or prefilled)
+        # and the queue waits of the requests it scheduled for the first time
+        self.last_batch_size = 0
+        self.last_queue_waits: list[float] = []
 
     def _fresh_cache(self) -> KVCache:
         return KVCache.allocate(self.model.config.backbone, rows=min(8, 2 * self.max_batch),
@@ -133,6 +139,12 @@ class BatchGenerator:
     @property
     def num_active(self) -> int:
         return len(self.active)
+
+    @property
+    def kv_cache_usage(self) -> float:
+        """Cache rows in use / rows allocated (0..1); the cache grows on demand, see engine.stats."""
+        cache = self.cache
+        return min(1.0, len(self.rows) / cache.rows) if cache.rows else 0.0
 
     def has_work(self) -> bool:
         return bool(self.active or self.pending)
@@ -198,6 +210,7 @@ class BatchGenerator:
     @torch.no_grad()
     def step(self) -> list[StepOutput]:
         outputs: list[StepOutput] = []
+        self.last_batch_size, self.last_queue_waits = len(self.active), []
         # 1) aborts
         for rid in list(self.aborted):
             self.pending = [p for p in self.pending if p.request_id != rid]
@@ -208,6 +221,7 @@ class BatchGenerator:
         self.aborted.clear()
 
         # 2) decode step for running requests
+        self.last_batch_size = len(self.active)
         if self.active:
             try:
                 outputs.extend(self._decode())
@@ -221,6 +235,9 @@ class BatchGenerator:
         while self.pending and len(self.active) < self.max_batch:
             req = self.pending.pop(0)
             st = _Active(req, cond_row=-1)
+            self.last_batch_size += 1
+            if req.submitted_at:
+                self.last_queue_waits.append(max(0.0, time.monotonic() - req.submitted_at))
             try:
                 outputs.extend(self._prefill(st))
             except Exception as exc:  # this request's own prompt, knobs or memory: it alone fails

@@ -57,6 +57,7 @@ from engine.errors import (
 )
 from engine.interface import TtsEngine
 from engine.requests import FinishReason, FrameChunk, ModelInfo, SamplingParams, SynthesisRequest
+from engine.stats import EngineStats, StepEvent, StepObserver, notify
 
 logger = logging.getLogger(__name__)
 
@@ -114,13 +115,22 @@ class EngineLoad:
 
 
 class _SchedulerProbe:
-    """Receives vLLM's per-step scheduler stats (stat-logger hook, on this process's event loop)."""
+    """Receives vLLM's per-step scheduler stats (stat-logger hook, on this process's event loop).
+
+    Engine stats (engine.stats) come from vLLM's own figures: running/waiting requests and KV-cache
+    usage from SchedulerStats; step wall time and batch size from its iteration details (the engine
+    core times the model execution of each step; turned on by ``enable_logging_iteration_details``,
+    whose log lines stay off because vLLM's default loggers are off); queue waits from each finished
+    request's ``queued_time`` (vLLM's QUEUED -> first SCHEDULED interval, known when it finishes);
+    preemptions from IterationStats.
+    """
 
     def __init__(self) -> None:
         self.steps = 0
         self.running = self.waiting = self.preempted = 0
         self.kv_cache_usage = 0.0
         self.running_history: list[int] = []  # running requests per step (tests measure abort latency)
+        self.observer: Optional[StepObserver] = None
 
     def factory(self, vllm_config: Any, engine_index: int = 0) -> Any:
         from vllm.v1.metrics.loggers import StatLoggerBase
@@ -141,6 +151,7 @@ class _SchedulerProbe:
         return _ProbeLogger()
 
     def record(self, scheduler_stats: Any, iteration_stats: Any) -> None:
+        duration, batch = 0.0, 0
         if scheduler_stats is not None:
             self.steps += 1
             self.running = scheduler_stats.num_running_reqs
@@ -148,10 +159,23 @@ class _SchedulerProbe:
             self.kv_cache_usage = scheduler_stats.kv_cache_usage
             self.running_history.append(self.running)
             del self.running_history[:-4096]
+            details = getattr(scheduler_stats, "iteration_details", None)
+            if details is not None and not details.is_dummy:
+                duration = details.elapsed_ms / 1000.0
+                batch = details.num_ctx_requests + details.num_generation_requests
         preempted = getattr(iteration_stats, "num_preempted_reqs", 0) if iteration_stats is not None else 0
         if preempted:
             self.preempted += preempted
             logger.error("vLLM preempted %d Gepard request(s): they fail; raise the KV cache or lower max_batch", preempted)
+        finished = getattr(iteration_stats, "finished_requests", None) or ()
+        # a request aborted before it was ever scheduled has no queue wait (scheduled_ts stays 0)
+        waits = tuple(f.queued_time for f in finished if f.queued_time >= 0.0)
+        if batch or waits or preempted:
+            notify(self.observer, StepEvent(duration, batch, waits, preempted))
+
+    def stats(self) -> EngineStats:
+        return EngineStats(running=self.running, waiting=self.waiting, kv_cache_usage=self.kv_cache_usage,
+                           preemptions=self.preempted, steps=self.steps)
 
 
 # -- start-up -------------------------------------------------------------------------------------
@@ -229,6 +253,7 @@ def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _Sched
         enforce_eager=on_cpu if config.enforce_eager is None else config.enforce_eager,
         hf_overrides=hf_overrides(layout, backbone.rope_theta, backbone.partial_rotary_factor),
         logprobs_mode="processed_logits",
+        enable_logging_iteration_details=True,  # per-step wall time and batch size for engine stats
         max_logprobs=NUM_LOGPROBS,
         seed=0,
     )
@@ -336,6 +361,17 @@ class VllmEngine(TtsEngine):
     @property
     def num_requests(self) -> int:
         return self._llm.get_num_unfinished_requests()
+
+    def stats(self) -> EngineStats:
+        stats = self._probe.stats()
+        if self.num_requests == 0:
+            # vLLM reports its scheduler only when it steps: after an abort of the last request
+            # no step follows, so the last report may still count it. Nothing unfinished: idle.
+            stats = dataclasses.replace(stats, running=0, waiting=0, kv_cache_usage=0.0)
+        return stats
+
+    def set_step_observer(self, observer: Optional[StepObserver]) -> None:
+        self._probe.observer = observer
 
     def running_per_step(self) -> list[int]:
         """Running requests at each recent engine step, oldest first (diagnostics and tests)."""
