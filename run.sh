@@ -13,13 +13,16 @@ VENV=${GEPARD_VENV:-.venv}
 PY=${PYTHON:-python3}
 
 TARGET=${GEPARD_TARGET:-auto}
+case "$TARGET" in
+  auto|cuda|cpu) ;;
+  *) echo "run.sh: GEPARD_TARGET must be auto, cuda or cpu, got '$TARGET'" >&2; exit 2 ;;
+esac
 
 have_gpu() {
   case "$TARGET" in
     cuda) return 0 ;;
     cpu) return 1 ;;
-    auto) command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 ;;
-    *) echo "[setup] GEPARD_TARGET must be auto, cuda or cpu, got '$TARGET'" >&2; exit 2 ;;
+    *) command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 ;;
   esac
 }
 

@@ -1,0 +1,183 @@
+"""deploy/k8s (Kustomize): renders, every object validates against the Kubernetes schemas, and the
+manifests agree with the code: probe paths are routes, the HPA's metric is exported, the grace
+period outlasts the drain, settings exist, selectors and ports line up."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.deploy._support import (
+    K8S_DIR, RUN_SH_ENV, app_route_paths, exported_metric_names, settings_default, unknown_env_names, walk, yaml_docs,
+)
+
+K8S_VERSION = "1.30.0"  # the oldest Kubernetes these manifests are meant for (autoscaling/v2, policy/v1)
+
+
+def kustomization() -> dict:
+    return yaml.safe_load((K8S_DIR / "kustomization.yaml").read_text())
+
+
+def resource_files() -> list[Path]:
+    return [K8S_DIR / name for name in kustomization()["resources"]]
+
+
+@pytest.fixture(scope="module")
+def objects() -> dict[tuple[str, str], dict]:
+    """The objects of every resource file, by (kind, name)."""
+    found: dict[tuple[str, str], dict] = {}
+    for path in resource_files():
+        for doc in yaml_docs(path):
+            found[(doc["kind"], doc["metadata"]["name"])] = doc
+    return found
+
+
+def validation_errors(doc: dict) -> list[str]:
+    try:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        return [f"{doc['kind']}/{doc['metadata']['name']}: {'.'.join(map(str, exc.path))}: {exc.message}"]
+    return []
+
+
+@pytest.mark.parametrize("path", resource_files(), ids=lambda p: p.name)
+def test_each_resource_file_validates(path):
+    docs = yaml_docs(path)
+    assert docs
+    assert [e for doc in docs for e in validation_errors(doc)] == []
+
+
+def test_validation_can_fail(objects):
+    broken = yaml.safe_load(yaml.safe_dump(objects[("Deployment", "gepard")]))
+    broken["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"] = ["http"]
+    broken["spec"]["replicas"] = "two"
+    assert validation_errors(broken)
+
+
+def test_kustomize_renders_and_every_rendered_object_validates():
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: `kubectl kustomize deploy/k8s` cannot be tried here "
+                    "(each resource file is still validated by test_each_resource_file_validates)")
+    run = subprocess.run([kubectl, "kustomize", str(K8S_DIR)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    rendered = [doc for doc in yaml.safe_load_all(run.stdout) if doc]
+    assert {doc["kind"] for doc in rendered} >= {
+        "Deployment", "Service", "StatefulSet", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Ingress", "ConfigMap"}
+    assert [e for doc in rendered for e in validation_errors(doc)] == []
+    namespace = kustomization()["namespace"]
+    assert all(doc["metadata"]["namespace"] == namespace for doc in rendered)
+    images = {c["image"] for doc in rendered for key, value in walk(doc) if key == "containers" for c in value}
+    new = kustomization()["images"][0]
+    assert f"{new['newName']}:{new['newTag']}" in images  # the image override reaches the Deployment
+
+
+def gateway(objects) -> dict:
+    return objects[("Deployment", "gepard")]["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_probes_point_at_routes_that_exist(objects):
+    container = gateway(objects)
+    routes = app_route_paths()
+    assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health"
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        path = container[probe]["httpGet"]["path"]
+        assert path in routes, f"{probe} asks {path}, which api/app.py does not serve"
+        port = container[probe]["httpGet"]["port"]
+        assert port in {p["name"] for p in container["ports"]} | {p["containerPort"] for p in container["ports"]}
+
+
+def test_grace_period_outlasts_prestop_plus_drain(objects):
+    pod = objects[("Deployment", "gepard")]["spec"]["template"]["spec"]
+    config = objects[("ConfigMap", "gepard-config")]["data"]
+    drain_s = float(config.get("GEPARD_DRAIN_TIMEOUT_S", settings_default("GEPARD_DRAIN_TIMEOUT_S")))
+    command = gateway(objects)["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[0] == "sleep"
+    prestop_s = float(command[1])
+    assert pod["terminationGracePeriodSeconds"] > prestop_s + drain_s
+
+
+def test_gpu_requested_and_runs_as_the_image_user(objects):
+    container = gateway(objects)
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == 1
+    pod = objects[("Deployment", "gepard")]["spec"]["template"]["spec"]
+    dockerfile = (K8S_DIR.parents[1] / "Dockerfile").read_text()
+    assert f"USER {pod['securityContext']['runAsUser']}:" in dockerfile and pod["securityContext"]["runAsNonRoot"]
+
+
+def test_settings_exist_and_secrets_come_from_a_secret(objects):
+    container = gateway(objects)
+    config = objects[("ConfigMap", "gepard-config")]["data"]
+    names = set(config) | {e["name"] for e in container.get("env", [])}
+    assert unknown_env_names(names - RUN_SH_ENV) == []
+    env = {e["name"]: e for e in container["env"]}
+    # every replica must read the same token secret, so a token minted by one verifies on all
+    assert env["GEPARD_TOKEN_SECRET"]["valueFrom"]["secretKeyRef"]["name"] == "gepard-secrets"
+    assert "optional" not in env["GEPARD_TOKEN_SECRET"]["valueFrom"]["secretKeyRef"]
+    assert env["GEPARD_API_KEYS"]["valueFrom"]["secretKeyRef"]["name"] == "gepard-secrets"
+    assert not any(kind == "Secret" for kind, _ in objects), "a Secret with real data must not be committed"
+    assert {ref["configMapRef"]["name"] for ref in container["envFrom"]} == {"gepard-config"}
+    for secret in ("GEPARD_TOKEN_SECRET", "GEPARD_API_KEYS"):
+        assert secret not in config
+
+
+def test_replicas_share_the_redis_of_the_kustomization(objects):
+    url = objects[("ConfigMap", "gepard-config")]["data"]["REDIS_URL"]
+    redis_service = objects[("Service", "gepard-redis")]
+    redis_set = objects[("StatefulSet", "gepard-redis")]
+    assert url == f"redis://{redis_service['metadata']['name']}:{redis_service['spec']['ports'][0]['port']}/0"
+    assert redis_set["spec"]["serviceName"] == redis_service["metadata"]["name"]
+    assert redis_set["spec"]["volumeClaimTemplates"], "Redis needs a volume to keep voices"
+    args = redis_set["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--appendonly") + 1] == "yes"
+
+
+def test_selectors_and_ports_line_up(objects):
+    pod_labels = objects[("Deployment", "gepard")]["spec"]["template"]["metadata"]["labels"]
+    service = objects[("Service", "gepard")]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert objects[("PodDisruptionBudget", "gepard")]["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    ports = {p["name"]: p["containerPort"] for p in gateway(objects)["ports"]}
+    assert ports["http"] == settings_default("GEPARD_PORT")
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= set(ports)
+    hpa = objects[("HorizontalPodAutoscaler", "gepard")]
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "gepard"}
+    backend = objects[("Ingress", "gepard")]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend["name"] == "gepard" and backend["port"]["name"] in {p["name"] for p in service["spec"]["ports"]}
+
+
+def test_hpa_scales_on_an_exported_metric_served_by_the_adapter_rule(objects):
+    hpa = objects[("HorizontalPodAutoscaler", "gepard")]
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["type"] == "Pods"
+    name = metric["pods"]["metric"]["name"]
+    assert name == "gepard_saturation" and name in exported_metric_names()
+    values = yaml.safe_load((K8S_DIR / "prometheus-adapter-values.yaml").read_text())
+    rules = [r for r in values["rules"]["custom"] if r["name"]["as"] == name]
+    assert len(rules) == 1, "the Prometheus adapter has no rule serving the HPA's metric"
+    rule = rules[0]
+    assert rule["seriesQuery"].startswith(name + "{")
+    assert set(rule["resources"]["overrides"]) == {"namespace", "pod"}  # a pods metric
+    assert "<<.Series>>" in rule["metricsQuery"] and "<<.LabelMatchers>>" in rule["metricsQuery"]
+    # the target is below the admission limit, so replicas are added before streams are refused
+    target = metric["pods"]["target"]["averageValue"]
+    target_value = float(target[:-1]) / 1000 if target.endswith("m") else float(target)
+    assert 0 < target_value < settings_default("GEPARD_ADMIT_MAX_SATURATION")
+
+
+def test_ingress_keeps_long_websockets_and_ends_tls_with_a_secret(objects):
+    ingress = objects[("Ingress", "gepard")]
+    notes = ingress["metadata"]["annotations"]
+    idle_s = settings_default("GEPARD_WS_IDLE_TIMEOUT_S")
+    for key in ("nginx.ingress.kubernetes.io/proxy-read-timeout", "nginx.ingress.kubernetes.io/proxy-send-timeout"):
+        assert int(notes[key]) > idle_s, f"{key} would cut sockets the gateway keeps open"
+    assert notes["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"  # SSE and streamed bytes
+    (tls,) = ingress["spec"]["tls"]
+    assert tls["secretName"] and tls["hosts"] == [ingress["spec"]["rules"][0]["host"]]
