@@ -233,7 +233,9 @@ class WsContext:
     async def _speak(self, job: _Job) -> None:
         service = self.conn.service
         cfg = self.config
-        segment: Segment = service.segment(job.text, cfg.effective_language)
+        # the dictionary is read per segment, so an update or delete applies to the next one
+        prons = await service.pronunciations(cfg.pronunciation_dict_id)
+        segment: Segment = service.segment(job.text, cfg.effective_language, pronunciations=prons)
         if not segment.speech_text.strip():
             return
         prefix = await self.conn.prefix_for(cfg.voice_id)
@@ -386,6 +388,7 @@ class WsConnection:
                     # an unknown voice is reported now, not when the first segment is cut (which may
                     # be max_buffer_delay_ms later); an empty close needs no voice at all
                     await self.service.voice_prefix(msg.voice_id)
+                    await self.service.pronunciations(msg.pronunciation_dict_id)  # 404 names an unknown id
             except Exception as exc:
                 await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
                 self._remember(cid, ContextState.FAILED)

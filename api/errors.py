@@ -278,6 +278,9 @@ _TABLE: dict[type[BaseException], _Rule] = {
     _V.ClipSilentError: _Rule(400, "clip_silent", "Invalid clip"),
     _V.CorruptClipError: _Rule(400, "corrupt_clip", "Invalid clip"),
     _V.InvalidClipError: _Rule(400, "invalid_clip", "Invalid clip"),
+    _V.PronunciationDictNotFoundError: _Rule(404, "pronunciation_dict_not_found", "Pronunciation dictionary not found"),
+    _V.IpaNotSupportedError: _Rule(400, "ipa_not_supported", "IPA pronunciations not supported"),
+    _V.InvalidPronunciationDictError: _Rule(400, "invalid_pronunciation_dict", "Invalid pronunciation dictionary"),
     _V.VoiceStoreError: _Rule(500, "voice_store_error", "Voice store error"),
     # codec worker
     _C.CodecLoadError: _Rule(503, "codec_unavailable", "Codec unavailable", retry_after_s=5.0),

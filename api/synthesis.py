@@ -29,7 +29,8 @@ from api.errors import BadRequestError, RateLimitedError, TranscriptTooLongError
 from api.protocol.requests import EmptyTranscriptError
 from api.settings import Settings
 from api.stream_timing import StreamObserver, StreamTiming
-from api.text import NormalizedText, TextBuffer, normalize
+from api.text import NormalizedText, TextBuffer
+from api.text.pronunciation import Pronunciations, compile_pronunciations, normalize_pronounced
 from codec_worker.interface import CodecDecoder
 from engine.interface import TtsEngine
 from engine.requests import SamplingParams, SynthesisRequest
@@ -120,7 +121,8 @@ class SynthesisService:
         """Check a /tts/bytes or /tts/sse request and resolve its voice and segments (errors are 4xx)."""
         self.check_request(req)
         prefix = await self.voice_prefix(req.voice_id)
-        segments = self.plan(req.transcript, req.effective_language, req.normalization)
+        prons = await self.pronunciations(req.pronunciation_dict_id)
+        segments = self.plan(req.transcript, req.effective_language, req.normalization, prons)
         if not segments:
             raise EmptyTranscriptError("transcript: nothing to speak after normalisation")
         return PreparedRequest(prefix, segments, self.sampling(req), self.volume(req))
@@ -131,17 +133,31 @@ class SynthesisService:
         return prompt.prefix
 
     # -- text -----------------------------------------------------------------------------------
-    def segment(self, text: str, language: Optional[str], normalization: Optional[str] = None) -> Segment:
+    async def pronunciations(self, dict_id: Optional[str]) -> Optional[Pronunciations]:
+        """The compiled pronunciation dictionary ``dict_id`` (None: none); read from the store on
+        every call, so an update or delete through any replica applies to the next segment.
+        PronunciationDictNotFoundError (404) names an unknown id."""
+        if dict_id is None:
+            return None
+        dictionary = await self.voices.dictionaries.get(dict_id)
+        return compile_pronunciations(dictionary.items)
+
+    def segment(self, text: str, language: Optional[str], normalization: Optional[str] = None,
+                pronunciations: Optional[Pronunciations] = None) -> Segment:
+        """One segment: the dictionary's sounds-like entries, then normalisation; the alignment
+        maps the spoken words back to the client's own tokens (api/text/pronunciation.py)."""
         mode = normalization or "auto"
         lang = language or DEFAULT_LANGUAGE
-        return Segment(text, normalize(text, lang, mode))
+        return Segment(text, normalize_pronounced(text, lang, mode, pronunciations))
 
-    def plan(self, transcript: str, language: Optional[str], normalization: Optional[str] = None) -> list[Segment]:
+    def plan(self, transcript: str, language: Optional[str], normalization: Optional[str] = None,
+             pronunciations: Optional[Pronunciations] = None) -> list[Segment]:
         """Cut a whole transcript into sentence segments (each with speech in it)."""
         buf = TextBuffer(clause_min_chars=None, max_chars=400)
         buf.append(transcript)
         parts = buf.take_ready(force=True)
-        return [s for s in (self.segment(p, language, normalization) for p in parts) if s.speech_text.strip()]
+        segments = (self.segment(p, language, normalization, pronunciations) for p in parts)
+        return [s for s in segments if s.speech_text.strip()]
 
     # -- audio ----------------------------------------------------------------------------------
     async def speak(

@@ -8,6 +8,9 @@
     │   └── InvalidCursorError       starting_after / ending_before names no voice        -> 400
     ├── VoiceStoreUnavailableError   the backend (Redis, SQLite) cannot be reached; retry -> 503
     ├── VoiceCloningError            encoding or compressing a valid clip failed          -> 500
+    ├── PronunciationDictNotFoundError  no pronunciation dictionary has this id         -> 404
+    ├── InvalidPronunciationDictError   a dictionary field, entry or list parameter       -> 400
+    │   └── IpaNotSupportedError     an IPA alias (Gepard has no phoneme input)          -> 400
     └── InvalidClipError             the uploaded reference clip cannot be used           -> 400
         ├── ClipTooShortError        shorter than the minimum (3 s)
         ├── ClipSilentError          RMS level below the silence threshold (dBFS)
@@ -121,3 +124,33 @@ class UnsupportedAudioFormatError(InvalidClipError):
 
 class CorruptClipError(InvalidClipError):
     """The clip looks like a supported format but cannot be decoded."""
+
+
+class PronunciationDictNotFoundError(VoiceStoreError, KeyError):
+    """No pronunciation dictionary has this id (on a TTS request: its ``pronunciation_dict_id``)."""
+
+    def __init__(self, dict_id: str) -> None:
+        super().__init__(f"pronunciation dictionary {dict_id!r} not found")
+        self.dict_id = dict_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class InvalidPronunciationDictError(VoiceStoreError, ValueError):
+    """A dictionary's name, one of its entries or a list parameter is invalid; ``field`` names it."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class IpaNotSupportedError(InvalidPronunciationDictError):
+    """An entry's alias is IPA (``<<k|ɑ|ɹ>>``): Gepard reads text only, so it cannot follow it."""
+
+    def __init__(self, index: int, text: str, alias: str) -> None:
+        super().__init__(
+            f"items[{index}].alias: {alias!r} (for {text!r}) is IPA, which Gepard cannot speak: it has no "
+            "phoneme input. Write a sounds-like spelling instead, e.g. {'text': 'Cartesia', 'alias': 'car-TEE-zhuh'}",
+            field=f"items[{index}].alias")
+        self.index = index

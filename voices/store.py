@@ -41,6 +41,7 @@ from typing import Any, Awaitable, Callable, Optional, Protocol, TypeVar
 import torch
 
 from voices._prompt_cache import CacheEntry, CacheInfo, PromptCache
+from voices.dictionaries import DictionaryStore, MemoryDictionaryStore
 from voices.errors import (
     InvalidCursorError,
     InvalidVoiceError,
@@ -125,6 +126,8 @@ class VoiceStore(abc.ABC):
         self._serving_stale = False  # the last generation check failed: backend unavailable
         self._state = StoreState.OPEN
         self.observer: Optional[StoreObserver] = None  # timings and prompt-cache hits, for monitoring
+        #: pronunciation dictionaries kept in the same backend (backends replace this in-memory one)
+        self.dictionaries: DictionaryStore = MemoryDictionaryStore()
 
     # ------------------------------------------------------------------ backend primitives
 

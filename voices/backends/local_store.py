@@ -34,6 +34,7 @@ from voices.models import Voice, VoiceRecord
 from voices.listing import OrderKey
 from voices.serialization import decode_record, decode_voice, encode_tensors, encode_voice
 from voices.store import DEFAULT_PROMPT_CACHE_SIZE, VoiceStore
+from voices.backends.local_dicts import LocalDictionaryStore
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ class LocalVoiceStore(VoiceStore):
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="voices-sqlite")
         self._conn: Optional[sqlite3.Connection] = None  # only touched in the worker thread
+        self.dictionaries = LocalDictionaryStore(self._run)  # same file, thread and error mapping
         logger.debug("local voice store at %s", self.path)
 
     # ------------------------------------------------------------------ worker thread

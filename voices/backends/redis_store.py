@@ -166,6 +166,9 @@ class RedisVoiceStore(VoiceStore):
         self._k_tensors = f"{tag}:tensors"
         self._k_readonly = f"{tag}:readonly"
         self._channel = f"{tag}:invalidate"  # pub/sub: ids of voices deleted or re-prefixed
+        from voices.backends.redis_dicts import RedisDictionaryStore  # it imports map_redis_errors from here
+
+        self.dictionaries = RedisDictionaryStore(client, tag)  # same client and hash tag
         self._listener: Optional[asyncio.Task] = None
         self._listening = False
         self._stop_listening = False

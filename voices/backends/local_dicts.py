@@ -1,0 +1,94 @@
+"""``LocalDictionaryStore``: pronunciation dictionaries in the embedded store's SQLite file.
+
+One table beside ``voices`` in ``<data_dir>/voices.sqlite3``, reached through the voice store's
+worker thread and connection (so the same durability settings and the same error mapping apply):
+
+    pronunciation_dicts (id TEXT PRIMARY KEY, sort_key TEXT, body TEXT)   -- body: the API JSON
+
+The table is created on first use; the voices schema version is untouched (an older build simply
+never reads it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Awaitable, Callable, Optional, TypeVar
+
+from voices.dictionaries import DictionaryStore, OrderKey, PronunciationDict
+
+T = TypeVar("T")
+#: LocalVoiceStore._run: (action, fn(conn, *args), *args) -> fn's result, in the store's thread
+Runner = Callable[..., Awaitable[Any]]
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS pronunciation_dicts (
+    id        TEXT PRIMARY KEY,
+    sort_key  TEXT NOT NULL,     -- created_at as fixed-width UTC; (sort_key, id) is the list order
+    body      TEXT NOT NULL      -- the dictionary as its API JSON
+) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS pronunciation_dicts_order ON pronunciation_dicts (sort_key, id)",
+)
+
+
+class LocalDictionaryStore(DictionaryStore):
+    """Dictionaries in the SQLite file of a ``LocalVoiceStore``; ``run`` is that store's runner."""
+
+    def __init__(self, run: Runner) -> None:
+        self._run_in_store = run
+        self._ready = False
+
+    async def _run(self, action: str, fn: Callable[..., T], *args: Any) -> T:
+        def call(conn: sqlite3.Connection, *inner: Any) -> T:
+            if not self._ready:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                self._ready = True
+            return fn(conn, *inner)
+
+        return await self._run_in_store(action, call, *args)
+
+    async def _fetch(self, dict_id: str) -> Optional[PronunciationDict]:
+        def fetch(conn: sqlite3.Connection) -> Optional[str]:
+            row = conn.execute("SELECT body FROM pronunciation_dicts WHERE id = ?", (dict_id,)).fetchone()
+            return None if row is None else row[0]
+
+        body = await self._run(f"get of pronunciation dictionary {dict_id!r}", fetch)
+        return None if body is None else PronunciationDict.from_json(body)
+
+    async def _insert(self, d: PronunciationDict) -> None:
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO pronunciation_dicts (id, sort_key, body) VALUES (?, ?, ?)",
+                         (d.id, d.order_key[0], d.to_json()))
+
+        await self._run(f"create of pronunciation dictionary {d.id!r}", insert)
+
+    async def _replace(self, old: PronunciationDict, new: PronunciationDict) -> bool:
+        def replace(conn: sqlite3.Connection) -> bool:
+            # compare-and-set in one statement: only if the stored body is still the one we read
+            cur = conn.execute("UPDATE pronunciation_dicts SET body = ? WHERE id = ? AND body = ?",
+                               (new.to_json(), old.id, old.to_json()))
+            return cur.rowcount == 1
+
+        return await self._run(f"update of pronunciation dictionary {old.id!r}", replace)
+
+    async def _remove(self, dict_id: str) -> bool:
+        def remove(conn: sqlite3.Connection) -> bool:
+            return conn.execute("DELETE FROM pronunciation_dicts WHERE id = ?", (dict_id,)).rowcount == 1
+
+        return await self._run(f"delete of pronunciation dictionary {dict_id!r}", remove)
+
+    async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[PronunciationDict]:
+        order = "DESC" if reverse else "ASC"
+        if after is None:
+            sql = f"SELECT body FROM pronunciation_dicts ORDER BY sort_key {order}, id {order} LIMIT ?"
+            params: tuple[Any, ...] = (count,)
+        else:
+            op = "<" if reverse else ">"
+            sql = (f"SELECT body FROM pronunciation_dicts WHERE (sort_key, id) {op} (?, ?) "
+                   f"ORDER BY sort_key {order}, id {order} LIMIT ?")
+            params = (after[0], after[1], count)
+
+        def scan(conn: sqlite3.Connection) -> list[str]:
+            return [r[0] for r in conn.execute(sql, params).fetchall()]
+
+        return [PronunciationDict.from_json(b) for b in await self._run("list of pronunciation dictionaries", scan)]

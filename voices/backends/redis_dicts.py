@@ -1,0 +1,108 @@
+"""``RedisDictionaryStore``: pronunciation dictionaries in the voice store's Redis, shared by replicas.
+
+Keys share the voice store's hash tag (one Redis Cluster slot):
+
+    {ns}:pdicts:order   ZSET, every score 0, member "<created_at UTC, 27 chars> <id>" (lex order)
+    {ns}:pdicts:body    HASH id -> the dictionary as its API JSON
+
+Create, update (compare-and-set on the body) and delete are single Lua scripts, so replicas never
+see half a dictionary and concurrent writers cannot interleave.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import redis.asyncio as aioredis
+
+from voices.backends.redis_store import map_redis_errors
+from voices.dictionaries import DictionaryStore, OrderKey, PronunciationDict
+
+_MAX_SCAN = 500
+
+# KEYS: order, body; ARGV: id, order member, body
+_INSERT = """
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+redis.call('ZADD', KEYS[1], 0, ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return 1
+"""
+# KEYS: body; ARGV: id, expected body, new body. 1 done, 0 absent or changed meanwhile.
+_REPLACE = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if current ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+# KEYS: order, body; ARGV: id, order member. 1 deleted, 0 absent.
+_DELETE = """
+if redis.call('HDEL', KEYS[2], ARGV[1]) == 0 then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[2])
+return 1
+"""
+# KEYS: order, body; ARGV: lex bound, reverse ("1"/"0"), count -> the bodies in scan order
+_SCAN = """
+local members
+if ARGV[2] == '1' then
+  members = redis.call('ZREVRANGEBYLEX', KEYS[1], ARGV[1], '-', 'LIMIT', 0, tonumber(ARGV[3]))
+else
+  members = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, tonumber(ARGV[3]))
+end
+if #members == 0 then return {{}, {}} end
+local ids = {}
+for i, m in ipairs(members) do ids[i] = string.sub(m, 29) end
+return {members, redis.call('HMGET', KEYS[2], unpack(ids))}
+"""
+
+
+def _member(key: OrderKey) -> str:
+    return f"{key[0]} {key[1]}"  # created is fixed-width (27 chars), so the id starts at 29
+
+
+class RedisDictionaryStore(DictionaryStore):
+    """Dictionaries under ``tag`` (the voice store's ``{namespace}``); borrows ``client``."""
+
+    def __init__(self, client: aioredis.Redis, tag: str) -> None:
+        self._client = client
+        self._k_order = f"{tag}:pdicts:order"
+        self._k_body = f"{tag}:pdicts:body"
+        self._insert_script = client.register_script(_INSERT)
+        self._replace_script = client.register_script(_REPLACE)
+        self._delete_script = client.register_script(_DELETE)
+        self._scan_script = client.register_script(_SCAN)
+
+    async def _fetch(self, dict_id: str) -> Optional[PronunciationDict]:
+        with map_redis_errors(f"get of pronunciation dictionary {dict_id!r}"):
+            body = await self._client.hget(self._k_body, dict_id)
+        return None if body is None else PronunciationDict.from_json(body)
+
+    async def _insert(self, d: PronunciationDict) -> None:
+        with map_redis_errors(f"create of pronunciation dictionary {d.id!r}"):
+            await self._insert_script(keys=[self._k_order, self._k_body], args=[d.id, _member(d.order_key), d.to_json()])
+
+    async def _replace(self, old: PronunciationDict, new: PronunciationDict) -> bool:
+        with map_redis_errors(f"update of pronunciation dictionary {old.id!r}"):
+            done = await self._replace_script(keys=[self._k_body], args=[old.id, old.to_json(), new.to_json()])
+        return done == 1
+
+    async def _remove(self, dict_id: str) -> bool:
+        found = await self._fetch(dict_id)
+        if found is None:
+            return False
+        with map_redis_errors(f"delete of pronunciation dictionary {dict_id!r}"):
+            done = await self._delete_script(keys=[self._k_order, self._k_body],
+                                             args=[dict_id, _member(found.order_key)])
+        return done == 1
+
+    async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[PronunciationDict]:
+        out: list[PronunciationDict] = []
+        bound: str | bytes = ("+" if reverse else "-") if after is None else "(" + _member(after)
+        while True:
+            step = min(count - len(out), _MAX_SCAN)
+            with map_redis_errors("list of pronunciation dictionaries"):
+                members, bodies = await self._scan_script(keys=[self._k_order, self._k_body],
+                                                          args=[bound, "1" if reverse else "0", step])
+            out.extend(PronunciationDict.from_json(b) for b in bodies if b is not None)
+            if len(members) < step or len(out) >= count:
+                return out
+            bound = b"(" + members[-1]
