@@ -96,7 +96,8 @@ def test_probes_point_at_routes_that_exist(objects):
 def test_grace_period_outlasts_prestop_plus_drain(objects):
     pod = objects[("Deployment", "gepard")]["spec"]["template"]["spec"]
     config = objects[("ConfigMap", "gepard-config")]["data"]
-    drain_s = float(config.get("GEPARD_DRAIN_TIMEOUT_S", settings_default("GEPARD_DRAIN_TIMEOUT_S")))
+    drain_s = float(config["GEPARD_DRAIN_TIMEOUT_S"] if "GEPARD_DRAIN_TIMEOUT_S" in config
+                    else settings_default("GEPARD_DRAIN_TIMEOUT_S"))
     command = gateway(objects)["lifecycle"]["preStop"]["exec"]["command"]
     assert command[0] == "sleep"
     prestop_s = float(command[1])
