@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DrainListener", "Lifecycle", "Phase", "warm_up"]
+__all__ = ["DrainCutError", "DrainListener", "Lifecycle", "Phase", "warm_up"]
 
 #: After the drain timeout has cut the streams left, how long their endings get to go out.
 CUT_GRACE_S = 5.0
@@ -49,6 +49,10 @@ WARM_UP_RETRY_S = 1.0
 #: Frames the warm-up synthesis makes (~0.4 s of audio): enough to run every step of the path.
 WARM_UP_FRAMES = 8
 WARM_UP_TEXT = "Warming up."
+
+
+class DrainCutError(ServiceUnavailableError):
+    """503 ``service_unavailable``: the drain timeout ended this stream before it finished."""
 
 
 class Phase(str, enum.Enum):
@@ -64,7 +68,7 @@ class DrainListener(Protocol):
     def on_drain(self) -> None:
         """Take no new work; close once idle."""
 
-    async def on_cut(self, error: ServiceUnavailableError) -> None:
+    async def on_cut(self, error: DrainCutError) -> None:
         """End what is left now, telling the client ``error``."""
 
 
@@ -77,7 +81,7 @@ class Lifecycle:
         self.warm_up_problem: Optional[str] = None  # why the last warm-up attempt failed
         self._listeners: set[DrainListener] = set()
         self._on_drain: list[Callable[[], None]] = []
-        self._on_cut: list[Callable[[ServiceUnavailableError], None]] = []
+        self._on_cut: list[Callable[[DrainCutError], None]] = []
         self._drain_task: Optional[asyncio.Task[bool]] = None
 
     # -- phases ------------------------------------------------------------------------------------
@@ -136,7 +140,7 @@ class Lifecycle:
         clean = await _wait_for(lambda: open_streams() == 0, self.drain_timeout_s)
         if not clean:
             left = open_streams()
-            error = ServiceUnavailableError(
+            error = DrainCutError(
                 f"the server shut down before this stream finished: it was still open {self.drain_timeout_s:g} s "
                 "after the shutdown began (GEPARD_DRAIN_TIMEOUT_S); send the unfinished text again on a new "
                 "connection", retry_after_s=1.0)
@@ -150,7 +154,7 @@ class Lifecycle:
         logger.info("drained in %.1f s (%s)", time.monotonic() - started, "clean" if clean else "streams cut")
         return clean
 
-    def on_cut(self, callback: Callable[[ServiceUnavailableError], None]) -> None:
+    def on_cut(self, callback: Callable[[DrainCutError], None]) -> None:
         """Call ``callback(error)`` when the drain timeout cuts the streams left (e.g. HTTP streams)."""
         self._on_cut.append(callback)
 

@@ -185,3 +185,32 @@ def test_ready_waits_for_warm_up_and_the_voice_store(tiny_ckpt_dir, tmp_path):
         server.stop()
         if redis is not None:
             redis.stop()
+
+
+def test_drain_timeout_cuts_http_streams_visibly(tiny_ckpt_dir, tmp_path):
+    """At the drain timeout an SSE stream ends with an error event and a /tts/bytes body is aborted
+    (an incomplete chunked body: the client gets an error, never a short file that looks whole)."""
+    from tests.api.conftest import gateway_settings
+    from tests.api.live import LiveServer
+
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path / "data", drain_timeout_s=0.5)
+    long_text = " ".join(f"Sentence number {i} is here." for i in range(120))
+    body = {"model_id": "sonic-3", "transcript": long_text, "voice": {"mode": "id", "id": DEFAULT_VOICE_ID},
+            "output_format": RAW}
+    with LiveServer(settings) as server:
+        with httpx.Client(timeout=60) as client, \
+                client.stream("POST", server.url + "/tts/sse", json=body) as sse, \
+                client.stream("POST", server.url + "/tts/bytes", json=body) as raw:
+            lines = sse.iter_lines()
+            assert next(line for line in lines if line.startswith("data: "))
+            pieces = raw.iter_bytes()
+            assert next(pieces)
+            server.drain()
+            events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+            assert events[-1]["type"] == "error" and events[-1]["error_code"] == "service_unavailable"
+            assert "GEPARD_DRAIN_TIMEOUT_S" in events[-1]["message"]
+            with pytest.raises(httpx.RemoteProtocolError):
+                for _ in pieces:
+                    pass
+        server.thread.join(timeout=30)
+        assert not server.thread.is_alive() and server.server.drained_clean is False
