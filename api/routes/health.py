@@ -1,15 +1,20 @@
-"""GET / (the SDKs' get_status), GET /health (readiness), GET /metrics (Prometheus)."""
+"""GET / (the SDKs' get_status), GET /health (liveness), GET /ready (readiness), GET /metrics (Prometheus)."""
 
 from __future__ import annotations
 
 import asyncio
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from api.lifecycle import Phase
 from api.metrics import CONTENT_TYPE_LATEST
 from api.routes._common import runtime_of
+
+if TYPE_CHECKING:
+    from api.app import Runtime
 
 try:
     VERSION = version("gepard-server")
@@ -22,7 +27,30 @@ async def status(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
+    """Liveness: 503 only when the engine is dead (a restart is what helps). The voice store is
+    reported but does not fail it: a Redis outage must not get every replica restarted (it fails
+    ``/ready`` instead, and the routes that need the store answer 503 voice_store_unavailable)."""
     rt = runtime_of(request)
+    checks = await _checks(rt)
+    ok = checks["engine"] == "ok"
+    body = {"ok": ok, "checks": checks, "generations_in_flight": rt.service.in_flight}
+    return JSONResponse(body, status_code=200 if ok else 503)
+
+
+async def ready(request: Request) -> Response:
+    """Readiness: 200 only when warmed up, not draining, and the engine and voice store answer."""
+    rt = runtime_of(request)
+    lifecycle = rt.lifecycle
+    checks = await _checks(rt)
+    ok = lifecycle.phase is Phase.READY and all(v == "ok" for v in checks.values())
+    body: dict[str, object] = {"ready": ok, "phase": lifecycle.phase.value, "checks": checks}
+    if lifecycle.phase is Phase.STARTING and lifecycle.warm_up_problem:
+        body["warm_up"] = lifecycle.warm_up_problem
+    headers = {} if ok else {"retry-after": "1"}
+    return JSONResponse(body, status_code=200 if ok else 503, headers=headers)
+
+
+async def _checks(rt: "Runtime") -> dict[str, str]:
     checks: dict[str, str] = {}
     for name, check in (("engine", rt.engine.check_health), ("voices", rt.voices.check_health)):
         try:
@@ -30,9 +58,7 @@ async def health(request: Request) -> Response:
             checks[name] = "ok"
         except Exception as exc:  # reported, not raised: this is the health endpoint
             checks[name] = f"{type(exc).__name__}: {exc}"
-    ok = all(v == "ok" for v in checks.values())
-    body = {"ok": ok, "checks": checks, "generations_in_flight": rt.service.in_flight}
-    return JSONResponse(body, status_code=200 if ok else 503)
+    return checks
 
 
 async def metrics(request: Request) -> Response:
