@@ -42,7 +42,10 @@ class StepEvent:
     """One engine step: a batched decode (and any prefills scheduled with it)."""
 
     duration_s: float  # wall time of the step (vLLM: between consecutive step reports, see vllm_backend)
-    batch_size: int  # requests the step advanced
+    # requests in the step's batched decode (vLLM: requests scheduled in the step, prefills
+    # included; torch: a step with no decode counts the requests it prefilled); 0: no step ran,
+    # the event only carries queue waits or preemptions reported late
+    batch_size: int
     queue_waits_s: tuple[float, ...] = ()  # requests first scheduled in this step: submission -> scheduling
     preempted: int = 0  # requests preempted in this step
 

@@ -126,8 +126,9 @@ class BatchGenerator:
         self.pending: list[PreparedRequest] = []
         self.aborted: set[str] = set()
         self.failed_steps = 0  # batched decode steps failed in a row
-        # what the last step() did, for engine stats: requests it advanced (decoded or prefilled)
-        # and the queue waits of the requests it scheduled for the first time
+        # what the last step() did, for engine stats: requests in its batched decode (or, in a step
+        # with no decode, the requests it prefilled; never more than max_batch) and the queue waits
+        # of the requests it scheduled for the first time
         self.last_batch_size = 0
         self.last_queue_waits: list[float] = []
 
@@ -232,10 +233,11 @@ class BatchGenerator:
                 outputs.extend(self._fail_batch(exc))
 
         # 3) admit new requests
+        admitted = 0
         while self.pending and len(self.active) < self.max_batch:
             req = self.pending.pop(0)
             st = _Active(req, cond_row=-1)
-            self.last_batch_size += 1
+            admitted += 1
             if req.submitted_at:
                 self.last_queue_waits.append(max(0.0, time.monotonic() - req.submitted_at))
             try:
@@ -245,6 +247,7 @@ class BatchGenerator:
                     raise
                 logger.exception("prefill of request %s failed", req.request_id)
                 outputs.append(self._fail(st, f"generation failed at prefill: {type(exc).__name__}: {exc}"))
+        self.last_batch_size = self.last_batch_size or admitted
         return outputs
 
     def _fail_batch(self, exc: Exception) -> list[StepOutput]:
