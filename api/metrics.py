@@ -85,7 +85,7 @@ class Metrics:
         self.engine_waiting = Gauge("gepard_engine_requests_waiting", "Engine requests submitted and not "
                                     "scheduled yet", registry=r)
         self.kv_cache_usage = Gauge("gepard_engine_kv_cache_usage", "Fraction of the KV cache in use, 0-1 (vLLM: "
-                                    "blocks in use; torch: cache rows in use / rows allocated)", registry=r)
+                                    "blocks in use; torch: cache rows in use / 2 x max batch)", registry=r)
         # Codec (codec_worker.batching)
         self.codec_decode = Histogram("gepard_codec_decode_seconds", "Wall time of one codec batch decode",
                                       buckets=_STEP_BUCKETS, registry=r)

@@ -29,9 +29,10 @@ class EngineStats:
 
     running: int = 0  # requests being decoded
     waiting: int = 0  # requests submitted but not scheduled yet
-    # Fraction of the KV cache in use, 0..1. vLLM: KV blocks in use / blocks (its own figure).
-    # torch: cache rows in use / rows allocated (one row per request, two with CFG; the cache
-    # grows on demand, so this says how full the current allocation is, not a hard limit).
+    # Fraction of the KV cache in use, 0..1. vLLM: KV blocks in use / blocks (its own figure; the
+    # cache is sized so max_batch full-length requests fit, see vllm_backend). torch: cache rows in
+    # use / the most it may need, 2 x max_batch (a request holds one row, two while it uses CFG).
+    # Not "rows allocated": that cache grows on demand and would read ~1 whenever it is right-sized.
     kv_cache_usage: float = 0.0
     preemptions: int = 0  # requests preempted since start (vLLM; always 0 for torch, which never preempts)
     steps: int = 0  # engine steps since start

@@ -143,9 +143,8 @@ class BatchGenerator:
 
     @property
     def kv_cache_usage(self) -> float:
-        """Cache rows in use / rows allocated (0..1); the cache grows on demand, see engine.stats."""
-        cache = self.cache
-        return min(1.0, len(self.rows) / cache.rows) if cache.rows else 0.0
+        """Cache rows in use / the most rows the cache may need (0..1, see engine.stats)."""
+        return min(1.0, len(self.rows) / (2 * self.max_batch))
 
     def has_work(self) -> bool:
         return bool(self.active or self.pending)

@@ -73,6 +73,7 @@ async def test_torch_engine_reports_steps_queue_waits_and_an_idle_snapshot(tiny_
         engine.set_step_observer(rec)
         await run_four(engine, "t")
         check_after_four(rec, engine)
+        assert max(s.kv_cache_usage for s in rec.snapshots) == 0.5  # 2 rows (no CFG) of 2 x max_batch
         assert engine.stats().steps == len(rec.steps)
         engine.set_step_observer(None)
         seen = len(rec.events)
