@@ -3,6 +3,9 @@
 Start-up order (closed in reverse): engine -> codec (decoder + encoder) -> voice store (with the
 built-in default voice) -> voice preload (``GEPARD_PRELOAD_DIR``; idempotent, a store outage fails
 start-up) -> synthesis service. Concrete backends are picked here and nowhere else.
+
+Once the server listens, a warm-up task makes it ready (api/lifecycle.py: ``GET /ready`` is 503
+until then); ``Runtime.drain()`` (SIGTERM, api/server.py) drains it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from starlette.routing import Route, WebSocketRoute
 from api.auth import Authenticator
 from api.disconnects import DisconnectMiddleware
 from api.key_store import RedisKeyStore
+from api.drain_gate import DrainGate
+from api.lifecycle import Lifecycle, warm_up
 from api.audio.errors import AudioFormatError
 from api.errors import ApiError, ProtocolError, error_response, new_request_id
 from api.metrics import Metrics
@@ -58,6 +63,9 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (
 DEFAULT_VOICE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/gepard-server/voices/default"))
 #: Fixed, so every replica and restart lists the default voice at the same place (lists sort by it).
 DEFAULT_VOICE_CREATED_AT = "2025-01-01T00:00:00.000000Z"
+#: No speaker prefix at all (an empty [0, H] prefix): the prompt is the text alone, as the upstream
+#: reference runner speaks without a reference; the speaker follows the text and the seed.
+UNCONDITIONED_VOICE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/gepard-server/voices/unconditioned"))
 
 
 @dataclass
@@ -72,7 +80,13 @@ class Runtime:
     service: SynthesisService
     auth: Authenticator
     metrics: Metrics
+    lifecycle: Lifecycle
     key_store: Optional[RedisKeyStore] = None
+
+    def drain(self) -> "asyncio.Task[bool]":
+        """Start (once) the drain of this gateway (api/lifecycle.py); the task's result is True
+        when every open stream finished before the drain timeout."""
+        return self.lifecycle.drain(lambda: self.service.admission.open_streams)
 
     async def aclose(self) -> None:
         closers = [("voices", self.voices.aclose), ("codec", self.decoder.aclose), ("engine", self.engine.aclose)]
@@ -104,6 +118,14 @@ async def open_runtime(settings: Settings) -> Runtime:
                         access="public", visibility="all", is_owner=False, model_fingerprint=info.fingerprint),
             prefix=engine.default_prefix(),
         ))
+        voices.register_builtin(VoiceRecord(
+            voice=Voice(id=UNCONDITIONED_VOICE_ID, name="Gepard (unconditioned)", language="en",
+                        description="No speaker prefix: the model's own output without a voice prompt; the "
+                                    "speaker varies with the text and seed (pin seed for a stable one)",
+                        created_at=DEFAULT_VOICE_CREATED_AT,
+                        access="public", visibility="all", is_owner=False, model_fingerprint=info.fingerprint),
+            prefix=engine.default_prefix()[:0],  # [0, H]: no rows before the text
+        ))
         cloner = VoiceCloner(encoder, engine.compress_reference, info.fingerprint, voices,
                              limits=ClipLimits(max_bytes=settings.max_clip_bytes, max_ref_seconds=settings.max_ref_seconds))
     except BaseException:
@@ -126,7 +148,11 @@ async def open_runtime(settings: Settings) -> Runtime:
     metrics = Metrics()
     metrics.observe(engine, decoder, voices, service)  # engine steps, codec batches, store calls, streams
     service.admission.on_refused = lambda reason: metrics.streams_refused.labels(reason).inc()
-    return Runtime(settings, engine, codec, decoder, encoder, voices, cloner, service, auth, metrics, key_store)
+    lifecycle = Lifecycle(settings.drain_timeout_s)
+    lifecycle.on_drain(lambda: service.admission.close(lifecycle.refusal))
+    lifecycle.on_cut(service.interrupt)
+    return Runtime(settings, engine, codec, decoder, encoder, voices, cloner, service, auth, metrics, lifecycle,
+                   key_store)
 
 
 def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlette:
@@ -137,9 +163,13 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
         owned = runtime is None
         rt = await open_runtime(settings) if owned else runtime
         app.state.runtime = rt
+        # runs once the server listens, so /ready can say "starting" meanwhile
+        warming = asyncio.create_task(warm_up(rt, rt.lifecycle), name="gateway-warm-up")
         try:
             yield
         finally:
+            warming.cancel()
+            await asyncio.gather(warming, return_exceptions=True)
             if owned:
                 await rt.aclose()
 
@@ -149,6 +179,7 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
     routes = [
         Route("/", health.status, methods=["GET"]),
         Route("/health", health.health, methods=["GET"]),
+        Route("/ready", health.ready, methods=["GET"]),
         Route("/metrics", health.metrics, methods=["GET"]),
         Route("/tts/bytes", tts_bytes.endpoint, methods=["POST"]),
         Route("/tts/sse", tts_sse.endpoint, methods=["POST"]),
@@ -163,6 +194,7 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
     # close keep-alive connections the SDKs reuse from their pools.
     handlers = {cls: on_error for cls in EXPECTED_ERRORS}
     # a client that hangs up is one INFO line, not an unexpected error (api/disconnects.py); it
-    # sits inside the catch-all, so a disconnect never reaches it
+    # sits inside the catch-all, so a disconnect never reaches it. While draining, DrainGate
+    # answers new requests and upgrades 503 before any route runs.
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={**handlers, Exception: on_error},
-                     middleware=[Middleware(DisconnectMiddleware)])
+                     middleware=[Middleware(DrainGate), Middleware(DisconnectMiddleware)])
