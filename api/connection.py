@@ -32,6 +32,11 @@ Limits that keep one client from holding the server (each answered in band, nami
 - one terminal event per context, and it is the last: input that arrives while a context is
   closing (after its ``continue: false``) is not spoken, and the context then ends with one
   ``context_closed`` error instead of ``done``, after all its audio.
+
+Drain (api/lifecycle.py): once the server drains, a new context gets 503 ``service_unavailable``
+in band, contexts already open run to their end, and the socket closes with 1012 (service restart)
+as soon as none is working. At the drain timeout each working context gets one in-band
+``service_unavailable`` error and the socket closes with 1012.
 """
 
 from __future__ import annotations
@@ -51,7 +56,10 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from api.audio import AudioSink
 from api.admission import StreamTicket
-from api.errors import ContextClosedError, RateLimitedError, RequestTooLargeError, TooManyContextsError, error_event
+from api.errors import (
+    ContextClosedError, RateLimitedError, RequestTooLargeError, ServiceUnavailableError, TooManyContextsError, error_event,
+)
+from api.lifecycle import Lifecycle
 from api.metrics import Metrics
 from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEvent, TimestampsEvent, split_audio
 from api.protocol.requests import ProtocolError, WsCancelRequest, WsGenerationRequest, parse_ws_message
@@ -299,8 +307,13 @@ class WsLimits:
 
 class WsConnection:
     def __init__(self, websocket: WebSocket, service: SynthesisService, limits: WsLimits,
-                 metrics: Optional[Metrics] = None, client_key: str = "anonymous") -> None:
+                 metrics: Optional[Metrics] = None, client_key: str = "anonymous",
+                 lifecycle: Optional[Lifecycle] = None) -> None:
         self.ws = websocket
+        self.lifecycle = lifecycle
+        self._draining = False  # the server drains: close (1012) once no context works
+        self._cutting = False  # the drain timeout is failing this socket's contexts
+        self._closed_for_restart = False
         self.service = service
         self.metrics = metrics
         self.limits = limits
@@ -320,10 +333,14 @@ class WsConnection:
         await self.ws.accept()
         logger.info("ws %s opened", self.connection_id)
         try:
+            if self.lifecycle is not None:
+                self.lifecycle.subscribe(self)
             await self._read_loop()
         except WebSocketDisconnect as exc:
             logger.info("ws %s closed by client (code %s)", self.connection_id, exc.code)
         finally:
+            if self.lifecycle is not None:
+                self.lifecycle.unsubscribe(self)
             await self._cleanup()
 
     async def _read_loop(self) -> None:
@@ -395,7 +412,7 @@ class WsConnection:
                 return
             try:
                 ticket = self.service.admit(self.client_key)
-            except RateLimitedError as exc:
+            except (RateLimitedError, ServiceUnavailableError) as exc:  # over a limit, or draining
                 # Refused before it started. The id is closed like a failed one, so the rest of an
                 # utterance already on its way is answered context_closed, never admitted later as a
                 # context that starts mid-sentence; a retry uses a new context id.
@@ -457,6 +474,37 @@ class WsConnection:
             self.metrics.audio_seconds.labels("ws").inc(ctx.samples_in / self.service.sample_rate_hz)
         self._remember(ctx.context_id, ctx.state)
         self._last_activity = time.monotonic()
+        if self._draining:
+            self._close_if_idle()
+
+    # -- drain (api.lifecycle.DrainListener) -------------------------------------------------------
+    def on_drain(self) -> None:
+        self._draining = True
+        self._close_if_idle()
+
+    async def on_cut(self, error: ServiceUnavailableError) -> None:
+        self._cutting = True  # the contexts' endings go out before the close
+        for ctx in [c for c in self.contexts.values() if c.working]:
+            with contextlib.suppress(Exception):
+                await ctx.fail(error)
+        await self._close_for_restart()
+
+    def _close_if_idle(self) -> None:
+        if self._cutting or self._closed_for_restart or any(c.working for c in self.contexts.values()):
+            return
+        asyncio.get_running_loop().create_task(self._close_for_restart(), name=f"ws-drain-{self.connection_id}")
+
+    async def _close_for_restart(self) -> None:
+        """Close with 1012 (service restart): clients reconnect, to a replica that is ready."""
+        if self._closed_for_restart:
+            return
+        self._closed_for_restart = True
+        logger.info("ws %s: server draining, closing with 1012", self.connection_id)
+        try:
+            async with self._send_lock:  # after any event being sent
+                await self.ws.close(code=1012, reason="server restarting")
+        except Exception:  # already closing or gone
+            pass
 
     def _remember(self, context_id: str, state: ContextState) -> None:
         self._closed_ids[context_id] = state
@@ -493,6 +541,8 @@ class WsConnection:
         async with self._send_lock:
             if self.ws.client_state is not WebSocketState.CONNECTED or self._stalled:
                 raise WebSocketDisconnect(1006)
+            if self.ws.application_state is not WebSocketState.CONNECTED:  # we closed it (drain)
+                raise WebSocketDisconnect(1012)
             await self.ws.send_text(text)
 
     def _stall(self) -> None:
