@@ -44,7 +44,8 @@ class Recorder:
 
 async def run_four(engine, prefix: str) -> None:
     async def one(i: int, text: str) -> FinishReason:
-        chunks = [c async for c in engine.generate(SynthesisRequest(f"{prefix}{i}", text, None, SamplingParams(temperature=0.0)))]
+        request = SynthesisRequest(f"{prefix}{i}", text, None, SamplingParams(temperature=0.0))
+        chunks = [c async for c in engine.generate(request)]
         return chunks[-1].finish_reason
 
     reasons = await asyncio.gather(*[one(i, t) for i, t in enumerate(TEXTS)])
