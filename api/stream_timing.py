@@ -9,7 +9,9 @@ Underrun. A listener starts playing at the first chunk, in real time, and never 
 playhead runs out at ``play_end`` (the end of the audio received so far); a chunk that arrives at
 ``t > play_end`` leaves the listener waiting ``t - play_end``. The stream's underrun is the sum of
 those waits: 0 when every chunk came before the previous audio ran out, the figure a voice agent
-actually feels (gaps in the speech) rather than an average.
+actually feels (gaps in the speech) rather than an average. A chunk "arrives" when it leaves the
+codec (api.synthesis, where the load meter measures too): encoding and the network come after and
+are not in the figure, so a client that reads slowly does not show up as underrun.
 
 Owed audio (the WebSocket rule). A WebSocket context is driven by its client: between segments it
 may have no text to speak because the client has not sent the next words yet. Time when the server
