@@ -1,6 +1,6 @@
 """The ``gepard`` command: synthesise to a file, serve, or write random checkpoints.
 
-    gepard synth "Hello there." -o out.wav [--voice ref.wav] [--model DIR] [--temperature 0.4] [--cfg-scale 2]
+    gepard synth "Hello there." -o out.wav [--voice ref.wav | --voice none] [--model DIR] [--temperature 0.4] [--cfg-scale 2]
     gepard serve [--host 127.0.0.1] [--port 8000] [--model DIR] ...
     gepard tiny OUT_DIR [--size tiny|full] [--seed N] [--stop-after N]
     gepard keys add|remove KEY | gepard keys count     (API keys shared through REDIS_URL; remove also
@@ -46,8 +46,11 @@ async def _synth(args: argparse.Namespace) -> int:
         device = pick_device(args.device)
         model_dir = Path(engine.model_info.name) if Path(engine.model_info.name).is_dir() else None
         codec = NanoCodec.load(codec_source(model_dir, args.codec), device=device, dtype=pick_dtype(device, args.dtype))
-        prefix = None
-        if args.voice:
+        prefix = None  # the default voice: the model's learned null_prefix
+        if args.unconditioned:
+            prefix = engine.default_prefix()[:0]  # [0, H]: no speaker prefix, the text alone
+            logger.info("voice: unconditioned (no speaker prefix)")
+        elif args.voice:
             from voices.audio_input import load_reference_clip
 
             clip = Path(args.voice)
@@ -129,7 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("synth", help="synthesise text to a WAV file")
     s.add_argument("text")
     s.add_argument("-o", "--output", required=True, help="output .wav path")
-    s.add_argument("--voice", help="reference clip to clone (wav/flac/ogg/mp3, any rate; first 15 s used)")
+    s.add_argument("--voice", help="reference clip to clone (wav/flac/ogg/mp3, any rate; first 15 s used), or 'none' "
+                                   "for the unconditioned voice (no speaker prefix; a file named none: ./none); "
+                                   "default: the model's default voice (null_prefix)")
+    s.add_argument("--unconditioned", action="store_true",
+                   help="no speaker prefix at all, as the upstream reference runner without a reference "
+                        "(same as --voice none); the speaker then follows the text and --seed")
     _add_model_args(s)
     s.add_argument("--temperature", type=float, default=0.4)
     s.add_argument("--top-k", type=int, default=0)
@@ -160,7 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "synth":
+        if args.voice == "none":
+            args.voice, args.unconditioned = None, True
+        elif args.voice and args.unconditioned:
+            parser.error("--unconditioned and a --voice clip exclude each other")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from engine.errors import EngineError
 

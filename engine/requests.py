@@ -66,7 +66,9 @@ class SynthesisRequest:
     """One utterance to synthesise.
 
     speaker_prefix: [K, hidden] float tensor placed before the text embeddings; None selects the
-    model's learned ``null_prefix`` (the default voice).
+    model's learned ``null_prefix`` (the default voice); an empty [0, hidden] tensor means no
+    prefix at all, the prompt is the text alone (the unconditioned voice: what the upstream
+    reference runner does without a reference, spec 5.4).
     """
 
     request_id: str

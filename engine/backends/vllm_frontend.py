@@ -132,12 +132,14 @@ class GepardFrontend:
         return self.compressor(ref_codes.long().unsqueeze(0))[0].float()
 
     def check_prefix(self, prefix: torch.Tensor) -> torch.Tensor:
-        """A speaker prefix as float32 [K, H], or InvalidRequestError (bad prompt embeds kill vLLM's engine)."""
+        """A speaker prefix as float32 [K, H] or [0, H] (no prefix: the unconditioned voice), or
+        InvalidRequestError (bad prompt embeds kill vLLM's engine)."""
         want = (self.config.prefix_length, self.config.hidden_size)
         if not isinstance(prefix, torch.Tensor):
             raise InvalidRequestError(f"speaker prefix must be a tensor of shape {list(want)}, got {type(prefix).__name__}")
-        if prefix.dim() != 2 or tuple(prefix.shape) != want:
-            raise InvalidRequestError(f"speaker prefix must have shape {list(want)}, got {list(prefix.shape)}")
+        if prefix.dim() != 2 or tuple(prefix.shape) not in (want, (0, want[1])):
+            raise InvalidRequestError(f"speaker prefix must have shape {list(want)}, got {list(prefix.shape)} "
+                                      f"([0, {want[1]}] means no prefix)")
         if prefix.dtype == torch.bool or prefix.is_complex():
             raise InvalidRequestError(f"speaker prefix must hold real numbers, got dtype {prefix.dtype}")
         prefix = prefix.detach().to(device="cpu", dtype=torch.float32)

@@ -117,14 +117,17 @@ class GepardModel(nn.Module):
 
     # -- prompt ---------------------------------------------------------------------------------
     def check_prefix(self, prefix: torch.Tensor) -> None:
-        want = (self.config.prefix_length, self.config.hidden_size)
-        if prefix.dim() != 2 or tuple(prefix.shape) != want:
-            raise InvalidRequestError(f"speaker prefix must have shape {list(want)}, got {list(prefix.shape)}")
+        """A speaker prefix is [K, H], or [0, H]: no prefix at all (the unconditioned voice)."""
+        k, h = self.config.prefix_length, self.config.hidden_size
+        if prefix.dim() != 2 or tuple(prefix.shape) not in ((k, h), (0, h)):
+            raise InvalidRequestError(f"speaker prefix must have shape [{k}, {h}], got {list(prefix.shape)} "
+                                      f"([0, {h}] means no prefix)")
         if not torch.isfinite(prefix).all():
             raise InvalidRequestError("speaker prefix contains NaN or infinite values")
 
     def prompt_embeds(self, text_ids: list[int], prefix: torch.Tensor | None) -> torch.Tensor:
-        """[prefix | embed(text_ids)] -> [K + len(text_ids), H]; prefix None means null_prefix."""
+        """[prefix | embed(text_ids)] -> [K + len(text_ids), H]; prefix None means null_prefix, a
+        [0, H] prefix means none: the prompt is the text alone (spec 5.4, the reference runner)."""
         rows = self.null_prefix if prefix is None else prefix.to(device=self.device, dtype=self.dtype)
         ids = torch.tensor(text_ids, dtype=torch.long, device=self.device)
         return torch.cat([rows, self.backbone.embed_tokens(ids)], dim=0)

@@ -224,6 +224,19 @@ async def test_a_request_the_frame_sampler_failed_is_a_generation_error_not_a_pr
         SynthesisRequest("x", TEXTS[0], None, GREEDY), engine.layout, 512, 2000))[1].stop_token_ids
 
 
+@pytest.mark.parametrize("sampling", [GREEDY, SamplingParams(temperature=0.9, seed=4321)])
+async def test_the_unconditioned_voice_equals_the_torch_backend(engine, reference, tiny_model, sampling):
+    """An empty [0, H] prefix: no prefix rows at all (the text alone), the same frames on both
+    backends, and not the default voice's frames."""
+    none = torch.zeros(0, tiny_model.config.hidden_size)
+    prepared = engine._frontend.prepare(SynthesisRequest("p", TEXTS[1], none, sampling), engine.layout, 512, 2000)
+    assert all(prepared.is_token_ids) and prepared.prompt_embeds.shape[0] == len(prepared.token_ids)
+    want, _ = await collect(reference, "tu", TEXTS[1], sampling, prefix=none)
+    got, reason = await collect(engine, "vu", TEXTS[1], sampling, prefix=none)
+    assert reason is FinishReason.STOP and torch.equal(got, want)
+    assert not torch.equal(got, (await collect(engine, "vd", TEXTS[1], sampling))[0])
+
+
 async def test_engine_is_empty_after_the_requests(engine):
     for _ in range(50):
         load = engine.load()
