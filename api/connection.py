@@ -54,7 +54,7 @@ from typing import Optional
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from api.audio import AudioSink
+from api.audio import AudioSink, ContainerWriter, make_writer
 from api.admission import StreamTicket
 from api.errors import (
     ContextClosedError, RateLimitedError, RequestTooLargeError, ServiceUnavailableError, TooManyContextsError, error_event,
@@ -127,6 +127,7 @@ class WsContext:
         self._queued_chars = 0  # text in segment jobs not yet spoken
         self._late_input: Optional[ContextClosedError] = None  # input after continue:false, told at the end
         self._finished = False
+        self._section: Optional[ContainerWriter] = None  # raw Opus: the open flush section's encoder (see _speak)
         self.task = asyncio.create_task(self._worker(), name=f"ws-context-{self.context_id}")
 
     @property
@@ -218,11 +219,14 @@ class WsContext:
                     finally:
                         self._queued_chars -= len(job.text)
                 elif job.kind == "flush_done":
+                    await self._end_section(job.flush_id)
                     await self.conn.send(FlushDoneEvent(flush_id=job.flush_id, context_id=self.context_id))
                 elif self._late_input is not None:  # done, but input came after continue=false
+                    await self._end_section(job.flush_id)
                     await self.fail(self._late_input)
                     return
                 else:  # done
+                    await self._end_section(job.flush_id)
                     self.state = ContextState.DONE
                     await self.conn.send(DoneEvent(context_id=self.context_id))
                     logger.info("context %s done (%d segments)", self.request_id, self._segments)
@@ -253,8 +257,12 @@ class WsContext:
         t_ready = time.perf_counter()
         rid = f"{self.request_id}:{self._segments}"
         # One sink per segment: its resampler's look-ahead is released when the segment ends, so
-        # the whole segment goes out under its own flush_id before any later flush_done.
-        sink = AudioSink(cfg.output_format)
+        # the whole segment goes out under its own flush_id before any later flush_done. Raw Opus
+        # (extension) keeps one encoder per flush section under the segments' sinks: the packets of
+        # a section are one continuous Opus stream, its last partial frame sent when the section ends.
+        section = self._section_writer() if cfg.output_format.is_opus_packets else None
+        sink = AudioSink(cfg.output_format) if section is None else AudioSink.with_writer(
+            section, cfg.output_format.sample_rate_hz, service.sample_rate_hz)
         # aclosing: a cancel landing outside the engine await (sending, encoding) still closes the
         # generator at once, which aborts the engine request and frees the codec stream.
         async with contextlib.aclosing(service.speak(segment, prefix, self.sampling, rid, self.volume,
@@ -262,9 +270,9 @@ class WsContext:
             async for pcm in audio:
                 if cfg.add_timestamps:
                     pieces.append(pcm)
-                data = await asyncio.to_thread(sink.push, pcm)
-                t_ready = await self._send_audio(data, t_ready, job.flush_id)
-        t_ready = await self._send_audio(await asyncio.to_thread(sink.finish), t_ready, job.flush_id)
+                units = await asyncio.to_thread(sink.push_units, pcm)
+                t_ready = await self._send_audio(units, t_ready, job.flush_id)
+        t_ready = await self._send_audio(await asyncio.to_thread(sink.finish_units, section is None), t_ready, job.flush_id)
         self.samples_in += sink.samples_in
         if cfg.add_timestamps and pieces:
             pcm = np.concatenate(pieces)
@@ -273,8 +281,21 @@ class WsContext:
                 await self.conn.send(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end),
                                                      context_id=self.context_id, flush_id=job.flush_id))
 
-    async def _send_audio(self, data: bytes, since: float, flush_id: int) -> float:
-        if not data:
+    def _section_writer(self) -> ContainerWriter:
+        if self._section is None:
+            self._section = make_writer(self.config.output_format)
+        return self._section
+
+    async def _end_section(self, flush_id: int) -> None:
+        """Raw Opus: the flush section's last packets, before its flush_done or the context's end."""
+        writer, self._section = self._section, None
+        if writer is not None:
+            await self._send_audio(await asyncio.to_thread(writer.finish_units), time.perf_counter(), flush_id)
+
+    async def _send_audio(self, units: list[bytes], since: float, flush_id: int) -> float:
+        """Send audio pieces as chunk events; each piece is cut only at the format's unit (a sample;
+        a raw Opus packet is never cut)."""
+        if not units:
             return since
         now = time.perf_counter()
         if not self._first_audio_sent:
@@ -283,8 +304,8 @@ class WsContext:
                 self.ticket.mark_spoke()
             if self.conn.metrics is not None:
                 self.conn.metrics.first_audio.labels("ws").observe(now - self._opened_at)
-        width = self.config.output_format.encoding.sample_width
-        for piece in split_audio(data, width, self.context_id):
+        width = self.config.output_format.unit_bytes
+        for piece in (p for unit in units for p in split_audio(unit, width, self.context_id)):
             await self.conn.send(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=self.context_id, flush_id=flush_id))
         return time.perf_counter()
 

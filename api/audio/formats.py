@@ -8,7 +8,7 @@ Accepted values (protocol section 3.3):
 - sample_rate: 8000, 16000, 22050, 24000, 44100, 48000 (Hz); Opus: 8000, 16000, 24000, 48000
 - bit_rate (mp3 only; ignored otherwise): 32000, 64000, 96000, 128000, 192000 (bit/s). The SDK
   types require it for mp3; a missing one is tolerated and defaults to 128000. Opus takes any
-  bit_rate in [6000, 510000] and defaults to 64000.
+  bit_rate in [6000, 256000] and defaults to 64000.
 
 Opus is not in Cartesia's API (the SDK's ``output_format`` types have no such container or
 encoding): it is an extension here, and every format the SDK types allow parses exactly as before.

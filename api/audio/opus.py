@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 OPUS_SAMPLE_RATES_HZ: tuple[int, ...] = (8000, 16000, 24000, 48000)
-OPUS_BIT_RATE_RANGE_BPS: tuple[int, int] = (6000, 510000)  # libopus's own bounds
+OPUS_BIT_RATE_RANGE_BPS: tuple[int, int] = (6000, 256000)  # FFmpeg's libopus: at most 256 kbit/s per channel
 DEFAULT_OPUS_BIT_RATE_BPS = 64000  # transparent for speech at 48 kHz, ~8 kB/s
 OPUS_FRAME_MS = 20
 

@@ -89,8 +89,12 @@ class AudioSink:
             raise RuntimeError("audio sink is finished; create a new one per context")
         return self._write(self._resampler.process(pcm))
 
-    def finish_units(self) -> list[bytes]:
-        """Like ``finish``, as pieces that must each stay whole in one chunk event."""
+    def finish_units(self, end_writer: bool = True) -> list[bytes]:
+        """Like ``finish``, as pieces that must each stay whole in one chunk event.
+
+        end_writer=False releases the resampler's tail into the writer but leaves the writer open,
+        for a writer that outlives this sink (raw Opus on a WebSocket: one encoder per flush
+        section, fed by one sink per segment); its owner finishes it."""
         if self._finished:
             raise RuntimeError("audio sink is already finished")
         self._finished = True
@@ -99,7 +103,7 @@ class AudioSink:
             # Fewer samples than announced (the caller's count was off): pad with silence so the
             # header stays true.
             units += self._write(np.zeros(self._declared_out - self._written_out, np.float32))
-        return units + self._writer.finish_units()
+        return units + self._writer.finish_units() if end_writer else units
 
     def _write(self, out: np.ndarray) -> list[bytes]:
         if self._declared_out is not None:

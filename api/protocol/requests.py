@@ -535,6 +535,14 @@ class _SynthesisFields(WireModel):
                 suffix="container",
                 error_code="invalid_output_format",
             )
+        if not cls.raw_only and value.is_opus_packets:
+            # one body of bare packets could not be split again: packets need chunk events
+            raise _invalid(
+                "'raw' opus packets are sent on /tts/sse and /tts/websocket only; on /tts/bytes ask for "
+                "container 'ogg' (an Ogg Opus file)",
+                suffix="container",
+                error_code="invalid_output_format",
+            )
         return value
 
     @model_validator(mode="after")

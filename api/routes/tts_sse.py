@@ -33,7 +33,7 @@ async def endpoint(request: Request) -> Response:
     req = parse_tts_request(await read_body(request), sse=True, request_id=rid)
     svc = rt.service
     job = await svc.prepare(req)
-    cid, width = req.context_id, req.output_format.encoding.sample_width
+    cid, width = req.context_id, req.output_format.unit_bytes
     rt.metrics.requests.labels("sse").inc()
     t0 = time.perf_counter()
 
@@ -51,9 +51,9 @@ async def endpoint(request: Request) -> Response:
                     async for pcm in chunks:
                         ticket.mark_spoke()
                         pieces.append(pcm)
-                        data = await asyncio.to_thread(sink.push, pcm)
+                        units = await asyncio.to_thread(sink.push_units, pcm)
                         now = time.perf_counter()
-                        for piece in split_audio(data, width, cid):
+                        for piece in (p for unit in units for p in split_audio(unit, width, cid)):
                             yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
                         since = now
                 if req.add_timestamps and pieces:
@@ -61,8 +61,8 @@ async def endpoint(request: Request) -> Response:
                                             use_normalized=bool(req.use_normalized_timestamps))
                     if ts.words:
                         yield sse_frame(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end), context_id=cid))
-            tail = await asyncio.to_thread(sink.finish)
-            for piece in split_audio(tail, width, cid):
+            tail = await asyncio.to_thread(sink.finish_units)
+            for piece in (p for unit in tail for p in split_audio(unit, width, cid)):
                 yield sse_frame(ChunkEvent(piece, step_time_ms=0.0, context_id=cid))
             rt.metrics.audio_seconds.labels("sse").inc(sink.samples_in / svc.sample_rate_hz)
             yield sse_frame(DoneEvent(context_id=cid))

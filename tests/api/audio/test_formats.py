@@ -53,7 +53,7 @@ def test_integral_float_rate_is_accepted():
         (("wav", "opus", 16000), UnsupportedEncodingError, "'opus' for container 'wav'; Opus goes in container 'ogg'"),
         (("raw", "opus", 22050), UnsupportedSampleRateError, "sample_rate 22050 for opus; expected one of: 8000, 16000, 24000, 48000"),
         (("ogg", "opus", 44100), UnsupportedSampleRateError, "sample_rate 44100 for opus"),
-        (("raw", "opus", 48000, 5000), UnsupportedBitRateError, r"bit_rate 5000 for opus; expected an integer in \[6000, 510000\]"),
+        (("raw", "opus", 48000, 5000), UnsupportedBitRateError, r"bit_rate 5000 for opus; expected an integer in \[6000, 256000\]"),
         (("raw", "pcm_s24le", 16000), UnsupportedEncodingError, "encoding 'pcm_s24le'"),
         (("raw", None, 16000), UnsupportedEncodingError, "encoding is required for container 'raw'"),
         (("wav", "pcm_s16le", 11025), UnsupportedSampleRateError, "sample_rate 11025; expected one of: 8000"),

@@ -169,8 +169,13 @@ def test_bad_voices(voice, cls, message):
          "output_format.encoding: 'pcm_u8' is not supported; expected one of: pcm_f32le, pcm_s16le, pcm_mulaw, pcm_alaw"),
         ({"output_format": {"container": "raw", "sample_rate": 8000}}, "output_format.encoding",
          "output_format.encoding: field required for container 'raw'"),
-        ({"output_format": {**RAW, "container": "ogg"}}, "output_format.container",
-         "output_format.container: 'ogg' is not supported; expected one of: raw, wav, mp3"),
+        ({"output_format": {**RAW, "container": "flac"}}, "output_format.container",
+         "output_format.container: 'flac' is not supported; expected one of: raw, wav, mp3, ogg"),
+        ({"output_format": {**RAW, "container": "ogg"}}, "output_format.encoding",
+         "output_format.encoding: 'pcm_s16le' for container 'ogg' is not supported; expected one of: opus"),
+        ({"output_format": {"container": "raw", "encoding": "opus", "sample_rate": 48000}}, "output_format.container",
+         "output_format.container: 'raw' opus packets are sent on /tts/sse and /tts/websocket only; on /tts/bytes ask "
+         "for container 'ogg'"),
         ({"output_format": {"container": "mp3", "sample_rate": 8000, "bit_rate": 1000}}, "output_format.bit_rate",
          "output_format.bit_rate: 1000 is not supported"),
         ({"language": "english"}, "language", "language: 'english' is not a language code"),
@@ -261,6 +266,16 @@ def test_sse_is_raw_only(container):
     err = error_of(parse_tts_request, body, sse=True)
     assert err.field == "output_format.container" and err.error_code == "invalid_output_format"
     assert f"'{container}' is not supported on /tts/sse; expected 'raw'" in str(err)
+
+
+def test_opus_is_an_extension_on_its_routes():
+    ogg = {"container": "ogg", "encoding": "opus", "sample_rate": 48000}
+    raw = {"container": "raw", "encoding": "opus", "sample_rate": 24000, "bit_rate": 32000}
+    assert parse_tts_request({**BODY, "output_format": ogg}).output_format.container is Container.OGG
+    assert parse_tts_request({**BODY, "output_format": raw}, sse=True).output_format.is_opus_packets
+    assert ws(output_format=raw).output_format.bit_rate_bps == 32000
+    err = error_of(parse_tts_request, {**BODY, "output_format": ogg}, sse=True)  # a file cannot be chunked
+    assert "'ogg' is not supported on /tts/sse; expected 'raw'" in str(err)
 
 
 def test_sse_echoes_context_id_and_takes_timestamp_flags():
