@@ -34,6 +34,7 @@ from api.errors import ApiError, ProtocolError, error_response, new_request_id
 from api.metrics import Metrics
 from api.routes import access_token, health, tts_bytes, tts_sse, tts_ws, voices as voice_routes
 from api.routes import pronunciation_dicts
+from api.routes import openai_speech
 from api.runtime import codec_source
 from api.settings import Settings
 from api.synthesis import SynthesisService
@@ -187,6 +188,7 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
         Route("/access-token", access_token.endpoint, methods=["POST"]),
         *voice_routes.routes(),
         *pronunciation_dicts.routes(),
+        *openai_speech.routes(),
     ]
     # Expected errors go through Starlette's ExceptionMiddleware, which answers and is done. Only
     # unexpected ones reach the catch-all (ServerErrorMiddleware), which re-raises after answering,

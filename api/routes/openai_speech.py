@@ -1,0 +1,277 @@
+"""The OpenAI-compatible routes: ``POST /v1/audio/speech``, ``GET /v1/models``, ``GET /v1/models/{id}``.
+
+Same credentials (``Authorization: Bearer <key or token>``), same synthesis service and same
+admission as the Cartesia routes: a speech request is one stream, as a ``/tts/bytes`` request is.
+The request is checked, its voice resolved and its text planned before the response starts, and
+the first audio is awaited too, so every error until then is an HTTP error in OpenAI's shape
+``{"error": {"message", "type", "param", "code"}}`` with the Cartesia routes' status and retry
+headers (429 and 503 carry ``retry-after``). After the first audio: ``stream_format: "audio"``
+aborts the connection (no in-band channel, as ``/tts/bytes``), ``"sse"`` ends with one
+``{"type": "error", "error": {...}}`` event.
+
+Voice resolution (``resolve_voice``): a stored voice id; else the one stored voice with that name
+(case-insensitive; several with the name is a 400 naming how many); else one of OpenAI's
+built-in names (``alloy``, ``nova``...) speaks with Gepard's default voice, so OpenAI clients work
+unchanged (clone a voice with that name to give it another); else 404 ``voice_not_found``.
+
+``speech.audio.done`` usage: ``input_tokens`` = characters of ``input`` (Gepard's text tokens are a
+model detail), ``output_tokens`` = audio frames generated (one model step each, ~46 ms of audio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+from typing import AsyncIterator, Optional
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from api.audio import AudioEncoding, AudioSink, ContainerWriter, Mp3Writer, RawWriter, WavWriter
+from api.audio.av_writer import AvFormat, AvWriter
+from api.audio.errors import AudioFormatError
+from api.errors import BadRequestError, TranscriptTooLongError, UnknownModelError, error_response
+from api.protocol.openai import (
+    OPENAI_MODEL_IDS,
+    OPENAI_VOICE_NAMES,
+    SPEECH_SAMPLE_RATE_HZ,
+    SpeechFormat,
+    SpeechRequest,
+    delta_event,
+    done_event,
+    error_payload,
+    is_openai_model,
+    parse_speech_request,
+    sse_event,
+)
+from api.protocol.requests import ProtocolError, parse_tts_request
+from api.routes._common import primed, read_body, runtime_of, start_request
+from api.settings import Settings
+from voices.errors import VoiceNotFoundError
+from voices.store import VoiceStore
+
+logger = logging.getLogger(__name__)
+
+MP3_BIT_RATE_BPS = 128000
+#: ``created`` of every listed model (fixed, so the list is the same on every replica and restart)
+MODELS_CREATED = 1735689600  # 2025-01-01
+_NAME_SCAN_PAGES = 20  # at most 2,000 voices are searched for a name
+_WILDCARDS = set("*?[")
+_ROUTE = "openai"
+
+
+class AmbiguousVoiceError(BadRequestError):
+    default_error_code = "ambiguous_voice"
+    title = "Ambiguous voice"
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/v1/audio/speech", speech, methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", get_model, methods=["GET"]),
+    ]
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+def _param(exc: BaseException) -> Optional[str]:
+    if isinstance(exc, VoiceNotFoundError | AmbiguousVoiceError):
+        return "voice"
+    if isinstance(exc, UnknownModelError):
+        return "model"
+    if isinstance(exc, TranscriptTooLongError):
+        return "input"
+    if isinstance(exc, AudioFormatError):
+        return "response_format"
+    if isinstance(exc, ProtocolError):
+        return getattr(exc, "param", None) or exc.field
+    return None
+
+
+def openai_error_response(exc: BaseException, request_id: str) -> JSONResponse:
+    """Any error -> OpenAI's error body, with the status and retry headers the Cartesia routes give
+    it (``api.errors``), except an unknown model: 404 ``model_not_found``, as OpenAI answers."""
+    cartesia = error_response(exc, request_id)
+    body = json.loads(cartesia.body)
+    status = 404 if isinstance(exc, UnknownModelError) else cartesia.status_code
+    headers = {k: v for k, v in cartesia.headers.items()
+               if k in ("retry-after", "retry-after-ms", "x-should-retry", "x-request-id")}
+    return JSONResponse(error_payload(body["message"], status, _param(exc), body["error_code"]),
+                        status_code=status, headers=headers)
+
+
+# --- models -------------------------------------------------------------------------------------
+
+
+def served_models(settings: Settings) -> list[str]:
+    """The ids ``GET /v1/models`` lists: the concrete ids of GEPARD_MODEL_IDS (patterns are not
+    listed), then OpenAI's."""
+    own = [m for m in settings.model_ids if not _WILDCARDS & set(m)]
+    return own + [m for m in OPENAI_MODEL_IDS if m not in own]
+
+
+def _engine_model_id(model: str, settings: Settings) -> str:
+    """The id the synthesis service checks: the client's when the server accepts it, else (an
+    OpenAI id) the server's first concrete id. UnknownModelError for anything else."""
+    if settings.accepts_model(model):
+        return model
+    if is_openai_model(model):
+        own = [m for m in settings.model_ids if not _WILDCARDS & set(m)]
+        if own:
+            return own[0]
+    raise UnknownModelError(model, served_models(settings))
+
+
+def _model_object(model_id: str) -> dict:
+    return {"id": model_id, "object": "model", "created": MODELS_CREATED, "owned_by": "gepard"}
+
+
+async def list_models(request: Request) -> Response:
+    rid = start_request(request)
+    try:
+        rt = runtime_of(request)
+        await rt.auth.authenticate(request)
+        data = [_model_object(m) for m in served_models(rt.settings)]
+        return JSONResponse({"object": "list", "data": data}, headers={"x-request-id": rid})
+    except Exception as exc:
+        return openai_error_response(exc, rid)
+
+
+async def get_model(request: Request) -> Response:
+    rid = start_request(request)
+    try:
+        rt = runtime_of(request)
+        await rt.auth.authenticate(request)
+        model_id = request.path_params["model_id"]
+        if not (rt.settings.accepts_model(model_id) or is_openai_model(model_id)):
+            raise UnknownModelError(model_id, served_models(rt.settings))
+        return JSONResponse(_model_object(model_id), headers={"x-request-id": rid})
+    except Exception as exc:
+        return openai_error_response(exc, rid)
+
+
+# --- voices -------------------------------------------------------------------------------------
+
+
+async def resolve_voice(voices: VoiceStore, voice: str, default_voice_id: str) -> str:
+    """A voice id or name -> a stored voice id (see the module docstring for the order)."""
+    try:
+        await voices.get(voice)
+        return voice
+    except VoiceNotFoundError:
+        pass
+    wanted = voice.strip().casefold()
+    matches: list[str] = []
+    after: Optional[str] = None
+    for _ in range(_NAME_SCAN_PAGES):
+        page = await voices.list(limit=100, starting_after=after, q=voice.strip())
+        matches += [v.id for v in page.data if v.name.strip().casefold() == wanted]
+        if not page.data or not page.has_more:
+            break
+        after = page.data[-1].id
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise AmbiguousVoiceError(f"{len(matches)} voices are named {voice!r}; pass the id of the one you mean")
+    if wanted in OPENAI_VOICE_NAMES:
+        return default_voice_id
+    raise VoiceNotFoundError(voice)
+
+
+# --- speech -------------------------------------------------------------------------------------
+
+
+def speech_writer(fmt: SpeechFormat) -> ContainerWriter:
+    """The encoder of each ``response_format``, all at 24 kHz mono."""
+    rate = SPEECH_SAMPLE_RATE_HZ
+    if fmt is SpeechFormat.MP3:
+        return Mp3Writer(rate, MP3_BIT_RATE_BPS)
+    if fmt is SpeechFormat.OPUS:
+        return AvWriter(AvFormat.OGG_OPUS, rate)
+    if fmt is SpeechFormat.AAC:
+        return AvWriter(AvFormat.AAC, rate)
+    if fmt is SpeechFormat.FLAC:
+        return AvWriter(AvFormat.FLAC, rate)
+    if fmt is SpeechFormat.WAV:
+        return WavWriter(AudioEncoding.PCM_S16LE, rate)  # streamed: sizes 0xFFFFFFFF (api/audio/containers.py)
+    return RawWriter(AudioEncoding.PCM_S16LE)
+
+
+def _as_tts_request(req: SpeechRequest, model_id: str, voice_id: str, request_id: str):
+    """The Cartesia request this one amounts to, so the synthesis service checks and plans it like
+    any other (its text limits, language, Gepard extras)."""
+    body = {
+        "model_id": model_id,
+        "transcript": req.input,
+        "voice": {"mode": "id", "id": voice_id},
+        # not used: the speech route encodes with speech_writer; any valid value will do
+        "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": SPEECH_SAMPLE_RATE_HZ},
+        "language": req.language,
+        **req.sampling,
+    }
+    return parse_tts_request(body, request_id=request_id)
+
+
+async def speech(request: Request) -> Response:
+    rid = start_request(request)
+    try:
+        return await _speech(request, rid)
+    except Exception as exc:
+        return openai_error_response(exc, rid)
+
+
+async def _speech(request: Request, rid: str) -> Response:
+    from api.app import DEFAULT_VOICE_ID  # api.app imports the routes: imported at call time
+
+    rt = runtime_of(request)
+    principal = await rt.auth.authenticate(request)
+    svc = rt.service
+    req = parse_speech_request(await read_body(request), max_input_chars=rt.settings.max_transcript_chars)
+    model_id = _engine_model_id(req.model, rt.settings)
+    voice_id = await resolve_voice(svc.voices, req.voice, DEFAULT_VOICE_ID)
+    job = await svc.prepare(_as_tts_request(req, model_id, voice_id, rid))
+    rt.metrics.requests.labels(_ROUTE).inc()
+    logger.info("openai speech %s: model %s, voice %s, %s, stream %s, %d chars%s", rid, req.model, voice_id,
+                req.response_format.value, req.stream_format, len(req.input),
+                ", instructions ignored" if req.instructions else "")
+    t0 = time.perf_counter()
+    frame = getattr(svc.decoder, "samples_per_frame", 0) or 1
+
+    async def audio() -> AsyncIterator[bytes]:
+        # the stream's place is taken when the first audio is awaited (a refusal is still a 429)
+        with svc.admission.stream(principal.subject) as ticket:
+            sink = AudioSink.with_writer(speech_writer(req.response_format), SPEECH_SAMPLE_RATE_HZ,
+                                         in_rate_hz=svc.sample_rate_hz)
+            for i, segment in enumerate(job.segments):
+                # aclosing: a client gone mid-segment aborts the engine request now
+                async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume)) as chunks:
+                    async for pcm in chunks:
+                        ticket.mark_spoke()
+                        data = await asyncio.to_thread(sink.push, pcm)
+                        if data:
+                            yield delta_event(data) if req.sse else data
+            tail = await asyncio.to_thread(sink.finish)
+            if tail:
+                yield delta_event(tail) if req.sse else tail
+            rt.metrics.audio_seconds.labels(_ROUTE).inc(sink.samples_in / svc.sample_rate_hz)
+            if req.sse:
+                yield done_event(len(req.input), math.ceil(sink.samples_in / frame))
+
+    def in_band(exc: Exception) -> bytes:  # SSE after 200: one error event, then the body ends
+        logger.warning("openai speech %s failed mid-stream: %s: %s", rid, type(exc).__name__, exc)
+        error = json.loads(openai_error_response(exc, rid).body)
+        return sse_event({"type": "error", **error})
+
+    stream = await primed(audio(), on_error=in_band if req.sse else None)
+    rt.metrics.first_audio.labels(_ROUTE).observe(time.perf_counter() - t0)
+    if req.sse:
+        return StreamingResponse(stream, media_type="text/event-stream",
+                                 headers={"cache-control": "no-cache", "x-request-id": rid})
+    return StreamingResponse(stream, media_type=req.response_format.media_type, headers={"x-request-id": rid})

@@ -1,0 +1,179 @@
+"""The OpenAI-compatible speech API on a live server, through the official ``openai`` SDK: every
+response_format decoded and measured, streaming (chunked audio and SSE), model listing, voice ids
+and names, and every error in OpenAI's shape with the status the SDK maps to its exceptions."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import av
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile
+
+from api.errors import RateLimitedError, ServiceUnavailableError
+from api.routes.openai_speech import openai_error_response
+from tests.api.routes.audio_checks import expected_samples
+from tests.api.routes.conftest import API_KEY
+
+RATE = 24000
+ONE = expected_samples(1, RATE)  # 24 kHz samples of one segment (tiny checkpoint)
+TEXT = "Hello there."  # one segment
+
+
+@pytest.fixture(scope="module")
+def client(gateway) -> openai.OpenAI:
+    with openai.OpenAI(api_key="unused-auth-is-off", base_url=gateway.url + "/v1", max_retries=0) as c:
+        yield c
+
+
+def speech(client: openai.OpenAI, fmt: str = "pcm", voice: str = "alloy", **extra) -> bytes:
+    return client.audio.speech.create(model="tts-1", voice=voice, input=TEXT, response_format=fmt,
+                                      extra_body={"seed": 5, **extra}).content
+
+
+def decode_av(data: bytes) -> tuple[np.ndarray, int]:
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.audio[0]
+        assert stream.codec_context.channels == 1
+        frames = [f.to_ndarray() for f in container.decode(stream)]
+        return np.concatenate([f.reshape(-1) for f in frames]), stream.codec_context.sample_rate
+
+
+def test_models_list_and_retrieve(client):
+    ids = [m.id for m in client.models.list()]
+    assert {"tts-1", "tts-1-hd", "gpt-4o-mini-tts", "gepard-1.0"} <= set(ids)
+    assert not any("*" in i for i in ids)  # patterns of GEPARD_MODEL_IDS are not models
+    model = client.models.retrieve("tts-1-hd")
+    assert (model.id, model.object, model.owned_by) == ("tts-1-hd", "model", "gepard")
+    with pytest.raises(openai.NotFoundError) as info:
+        client.models.retrieve("whisper-1")
+    assert info.value.code == "model_not_found" and info.value.type == "invalid_request_error"
+
+
+def test_every_format_decodes_to_the_same_audio(client):
+    """pcm is the reference: wav and flac carry exactly its samples, the lossy formats decode to
+    24 kHz (Opus: 48 kHz, as every Opus decoder outputs) with their codec's delay and padding."""
+    pcm = np.frombuffer(speech(client, "pcm"), "<i2")
+    assert len(pcm) == ONE
+
+    wav, rate = soundfile.read(io.BytesIO(speech(client, "wav")), dtype="int16")
+    assert rate == RATE and np.array_equal(wav, pcm)  # streamed header (0xFFFFFFFF sizes)
+    flac, rate = soundfile.read(io.BytesIO(speech(client, "flac")), dtype="int16")
+    assert rate == RATE and np.array_equal(flac, pcm)
+
+    mp3, rate = decode_av(speech(client, "mp3"))
+    assert rate == RATE and ONE <= len(mp3) <= ONE + 3 * 576 + 1152  # LAME delay + frame padding
+    aac, rate = decode_av(speech(client, "aac"))
+    assert rate == RATE and ONE <= len(aac) <= ONE + 1024 + 2 * 1024  # AAC priming + frame padding
+    opus, rate = decode_av(speech(client, "opus"))
+    assert rate == 48000 and len(opus) == 2 * ONE  # Ogg trims pre-skip and padding exactly
+
+
+def test_voice_names_ids_and_openai_voices(client, default_voice_id):
+    """A stored id, its voice's name in any case, and OpenAI's built-in names (no stored voice has
+    them) all speak with that voice: the same seed gives the same samples."""
+    by_id = speech(client, voice=default_voice_id)
+    assert speech(client, voice="alloy") == by_id
+    assert speech(client, voice="GEPARD") == by_id  # the default voice is named "Gepard"
+    custom = client.audio.speech.create(model="gpt-4o-mini-tts", voice={"id": default_voice_id}, input=TEXT,
+                                        response_format="pcm", instructions="Speak cheerfully.",
+                                        extra_body={"seed": 5})
+    assert custom.content == by_id  # instructions are accepted and change nothing
+
+
+def test_streaming_response_is_chunked(client):
+    with client.audio.speech.with_streaming_response.create(model="tts-1", voice="nova", input="Hello there. Bye now.",
+                                                            response_format="pcm") as response:
+        assert response.headers["content-type"] == "audio/pcm"
+        assert response.headers.get("transfer-encoding") == "chunked" and "content-length" not in response.headers
+        body = b"".join(response.iter_bytes())
+    assert len(body) == 2 * expected_samples(2, RATE)  # one resampler over both segments
+
+
+def test_sse_stream(client):
+    with client.audio.speech.with_streaming_response.create(model="gpt-4o-mini-tts", voice="alloy", input=TEXT,
+                                                            response_format="pcm", stream_format="sse",
+                                                            extra_body={"seed": 5}) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        text = response.read().decode()
+    frames = [f for f in text.split("\n\n") if f]
+    events = []
+    for frame in frames:
+        kind, data = frame.split("\n")
+        event = json.loads(data.removeprefix("data: "))
+        assert kind == f"event: {event['type']}"
+        events.append(event)
+    assert [e["type"] for e in events[:-1]] == ["speech.audio.delta"] * (len(events) - 1) and len(events) > 1
+    done = events[-1]
+    assert done["type"] == "speech.audio.done"
+    usage = done["usage"]
+    assert usage["input_tokens"] == len(TEXT) and usage["output_tokens"] == 24  # frames of the tiny checkpoint
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    audio = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
+    assert audio == speech(client, "pcm")
+
+
+ERRORS = [
+    # (request changes, SDK exception, status, param, code)
+    ({"voice": "nobody-has-this-voice"}, openai.NotFoundError, 404, "voice", "voice_not_found"),
+    ({"response_format": "ogg"}, openai.BadRequestError, 400, "response_format", "invalid_value"),
+    ({"speed": 4.5}, openai.BadRequestError, 400, "speed", "invalid_value"),
+    ({"speed": 0.1}, openai.BadRequestError, 400, "speed", "invalid_value"),
+    ({"speed": 1.5}, openai.BadRequestError, 400, "speed", "speed_not_supported"),
+    ({"input": ""}, openai.BadRequestError, 400, "input", "empty_input"),
+    ({"input": "   "}, openai.BadRequestError, 400, "input", "empty_input"),
+    ({"input": "a" * 4097}, openai.BadRequestError, 400, "input", "string_above_max_length"),
+    ({"model": "gpt-4o"}, openai.NotFoundError, 404, "model", "model_not_found"),
+    ({"stream_format": "ws"}, openai.BadRequestError, 400, "stream_format", "invalid_value"),
+    ({"extra_body": {"seed": -1}}, openai.BadRequestError, 400, "seed", "invalid_value"),
+    ({"extra_body": {"temperature": "hot"}}, openai.BadRequestError, 400, "temperature", "invalid_type"),
+]
+
+
+@pytest.mark.parametrize("changes, exc_type, status, param, code", ERRORS, ids=[e[4] + ":" + e[3] for e in ERRORS])
+def test_errors_have_openai_shape(client, changes, exc_type, status, param, code):
+    args = {"model": "tts-1", "voice": "alloy", "input": TEXT, **changes}
+    with pytest.raises(exc_type) as info:
+        client.audio.speech.create(**args)
+    err = info.value
+    assert err.status_code == status
+    assert set(err.body) == {"message", "type", "param", "code"}, err.body  # the SDK unwraps {"error": ...}
+    assert (err.type, err.param, err.code) == ("invalid_request_error", param, code)
+    assert err.body["message"]
+
+
+def test_error_body_is_wrapped_and_not_retried(gateway):
+    r = httpx.post(gateway.url + "/v1/audio/speech", content=b"{not json", timeout=10)
+    assert r.status_code == 400 and r.headers["x-should-retry"] == "false"
+    assert set(r.json()) == {"error"} and r.json()["error"]["type"] == "invalid_request_error"
+    assert r.json()["error"]["code"] == "invalid_json"
+
+
+def test_rate_limit_and_server_errors_map_to_openai_types():
+    limited = openai_error_response(RateLimitedError("too many streams", retry_after_s=1.0), "rid")
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "1"
+    assert json.loads(limited.body)["error"]["type"] == "rate_limit_error"
+    busy = openai_error_response(ServiceUnavailableError("starting up"), "rid")
+    assert busy.status_code == 503 and json.loads(busy.body)["error"]["type"] == "server_error"
+    assert busy.headers["retry-after"] == "1"
+    crash = openai_error_response(RuntimeError("secret internals"), "rid")
+    body = json.loads(crash.body)["error"]
+    assert crash.status_code == 500 and body["type"] == "server_error" and "secret" not in body["message"]
+
+
+def test_auth_uses_the_same_keys(secure_gateway, tls_files):
+    def make(key: str) -> openai.OpenAI:
+        return openai.OpenAI(api_key=key, base_url=secure_gateway.url + "/v1", max_retries=0,
+                             http_client=openai.DefaultHttpxClient(verify=tls_files.client_context()))
+
+    with make("sk_wrong_key_0123456789") as bad, pytest.raises(openai.AuthenticationError) as info:
+        bad.audio.speech.create(model="tts-1", voice="alloy", input=TEXT)
+    assert info.value.type == "authentication_error" and set(info.value.body) == {"message", "type", "param", "code"}
+    with make(API_KEY) as good:
+        assert len(good.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, response_format="pcm").content) == 2 * ONE
+        assert "tts-1" in [m.id for m in good.models.list()]
