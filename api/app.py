@@ -35,6 +35,7 @@ from api.metrics import Metrics
 from api.routes import access_token, health, tts_bytes, tts_sse, tts_ws, voices as voice_routes
 from api.routes import pronunciation_dicts
 from api.routes import openai_speech
+from api.routes import playground
 from api.runtime import codec_source
 from api.settings import Settings
 from api.synthesis import SynthesisService
@@ -189,6 +190,7 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
         *voice_routes.routes(),
         *pronunciation_dicts.routes(),
         *openai_speech.routes(),
+        *playground.routes(),
     ]
     # Expected errors go through Starlette's ExceptionMiddleware, which answers and is done. Only
     # unexpected ones reach the catch-all (ServerErrorMiddleware), which re-raises after answering,
