@@ -81,6 +81,12 @@ class SynthesisService:
         self.admission = Admission(settings.admission_limits, self.meter)
         #: told about each stream's underruns and real-time factor (api.metrics wires Prometheus in)
         self.stream_observer: Optional[StreamObserver] = None
+        self._interrupted: Optional[Exception] = None
+
+    def interrupt(self, error: Exception) -> None:
+        """End every ``speak`` running now (and any later) with ``error`` at its next frames: the
+        drain timeout's cut (api/lifecycle.py)."""
+        self._interrupted = error
 
     # -- admission ----------------------------------------------------------------------------
     def admit(self, key: str) -> StreamTicket:
@@ -183,6 +189,8 @@ class SynthesisService:
         try:
             async with contextlib.aclosing(self.engine.generate(request)) as frames:
                 async for chunk in frames:
+                    if self._interrupted is not None:  # the drain timeout cut the streams left
+                        raise self._interrupted
                     if chunk.num_frames:
                         pcm = await stream.push(chunk.codes)
                         if pcm.size:
