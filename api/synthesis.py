@@ -142,8 +142,8 @@ class SynthesisService:
     async def pronunciations(self, dict_id: Optional[str]) -> Optional[Pronunciations]:
         """The compiled pronunciation dictionary ``dict_id`` (None: none); read from the store on
         every call, so an update or delete through any replica applies to the next segment.
-        PronunciationDictNotFoundError (404) names an unknown id."""
-        if dict_id is None:
+        PronunciationDictNotFoundError (404) names an unknown id; "" counts as none."""
+        if not dict_id:
             return None
         dictionary = await self.voices.dictionaries.get(dict_id)
         return compile_pronunciations(dictionary.items)

@@ -110,6 +110,8 @@ def test_an_unknown_dictionary_is_a_404_naming_it_on_every_tts_route(gateway, de
     assert [(e["type"], e["status_code"], e["error_code"]) for e in events] == [
         ("error", 404, "pronunciation_dict_not_found")]
     assert missing in events[0]["message"]
+    # an empty id is no dictionary, as an empty cursor is no cursor
+    assert tts_bytes(gateway, default_voice_id, "Hello there.", pronunciation_dict_id="").status_code == 200
 
 
 def test_an_entry_changes_what_is_spoken(gateway, default_voice_id):
