@@ -135,6 +135,7 @@ async def clone_voice(request: Request) -> Response:
         form.clip, form.filename, form.content_type, form.name, form.language, description=form.description,
         gender=form.gender, accent=form.accent, base_voice_id=form.base_voice_id,
     )
+    runtime_of(request).metrics.voices_cloned.inc()
     return JSONResponse(voice.to_metadata_dict())
 
 

@@ -122,6 +122,7 @@ def test_every_operator_metric_moves_after_real_traffic(gateway, default_voice_i
         assert moved("gepard_voice_store_seconds_count", op=op) >= 1, op
     assert moved("gepard_voice_cache_requests_total", result="hit") >= 2  # bytes and sse with the cloned voice
     assert moved("gepard_voice_cache_requests_total", result="miss") >= 1  # the unknown voice
+    assert moved("gepard_voices_cloned_total") == 1
     # the streams ended: the scheduler gauges are back at 0; torch never preempts
     for gauge in ("gepard_engine_requests_running", "gepard_engine_requests_waiting", "gepard_engine_kv_cache_usage"):
         assert value(after, gauge) == 0, gauge
