@@ -37,7 +37,7 @@ _QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0
 _STORE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 #: ``route`` label values of the TTS routes (the same everywhere: requests, errors, first audio, streams)
-ROUTES = ("bytes", "sse", "ws")
+ROUTES = ("bytes", "sse", "ws", "openai")  # openai: POST /v1/audio/speech
 
 
 class Metrics:

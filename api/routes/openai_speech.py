@@ -246,12 +246,13 @@ async def _speech(request: Request, rid: str) -> Response:
 
     async def audio() -> AsyncIterator[bytes]:
         # the stream's place is taken when the first audio is awaited (a refusal is still a 429)
-        with svc.admission.stream(principal.subject) as ticket:
+        with svc.admission.stream(principal.subject) as ticket, svc.stream_timing(_ROUTE, continuous=True) as timing:
             sink = AudioSink.with_writer(speech_writer(req.response_format), SPEECH_SAMPLE_RATE_HZ,
                                          in_rate_hz=svc.sample_rate_hz)
             for i, segment in enumerate(job.segments):
                 # aclosing: a client gone mid-segment aborts the engine request now
-                async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume)) as chunks:
+                async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume,
+                                                           timing=timing)) as chunks:
                     async for pcm in chunks:
                         ticket.mark_spoke()
                         data = await asyncio.to_thread(sink.push, pcm)
