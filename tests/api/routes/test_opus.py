@@ -163,3 +163,19 @@ async def test_websocket_flush_sections_are_separate_streams(gateway, default_vo
         assert len(packets) == math.ceil(len(pcm) / 480) + 1, (k, len(packets), len(pcm))
         decoded = soxr.resample(np.concatenate(decode_packets(packets))[PRE_SKIP_48K:], 48000, 24000)[: len(pcm)]
         assert_close(decoded, pcm, 24000)
+
+
+def test_official_cartesia_sdk_passes_the_extension_through(gateway, default_voice_id):
+    """The SDK types do not list Opus, but they are TypedDicts: the values reach the server as sent."""
+    from cartesia import Cartesia
+
+    with Cartesia(api_key="sk-any", base_url=gateway.url, max_retries=0) as client:
+        ogg = client.tts.generate(model_id="sonic-3", transcript="Hello there.", voice={"mode": "id", "id": default_voice_id},
+                                  output_format={"container": "ogg", "encoding": "opus", "sample_rate": 24000}).read()
+        decoded, rate = decode_file(ogg)
+        assert rate == 48000 and len(decoded) == 2 * expected_samples(1, 24000)
+        packets = [e.audio for e in client.tts.generate_sse(
+            model_id="sonic-3", transcript="Hello there.", voice={"mode": "id", "id": default_voice_id},
+            output_format={"container": "raw", "encoding": "opus", "sample_rate": 48000}) if e.type == "chunk"]
+        assert len(packets) == math.ceil(expected_samples(1, 48000) / 960) + 1
+        assert all(len(p) == 960 for p in decode_packets(packets))
