@@ -7,6 +7,7 @@
                64 KiB; over it: 431 ``headers_too_large``, connection closed; api/header_limit.py).
                Without httptools: h11, whose own head bound gets the same number.
     ws         uvicorn's ``websockets-sansio`` implementation (its legacy ``websockets`` one is deprecated),
+               refusals answered without a false error line (api/ws_protocol.py),
                pinging every 20 s, closing after 20 s without pong, frames over 4 MiB closed with 1009
     TLS        ``GEPARD_TLS_CERTFILE`` / ``GEPARD_TLS_KEYFILE`` (https and wss on the same port)
     logging    ``log_config=None``: uvicorn's loggers propagate to the root handler that
@@ -31,6 +32,7 @@ import uvicorn
 
 from api.logging_setup import configure_logging
 from api.settings import Settings, SettingsError
+from api.ws_protocol import GatewayWebSocketProtocol
 from engine.checkpoint import resolve_model_dir
 from engine.errors import CheckpointError
 
@@ -67,7 +69,7 @@ def uvicorn_config(settings: Settings, app: Any = None, *, host: Optional[str] =
         port=settings.port if port is None else port,
         http=http_protocol(),
         h11_max_incomplete_event_size=settings.max_header_bytes,
-        ws="websockets-sansio",
+        ws=GatewayWebSocketProtocol,
         ws_max_size=WS_MAX_FRAME_BYTES,
         ws_ping_interval=WS_PING_INTERVAL_S,
         ws_ping_timeout=WS_PING_TIMEOUT_S,

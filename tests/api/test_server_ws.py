@@ -18,6 +18,7 @@ import warnings
 import pytest
 import uvicorn
 from starlette.applications import Starlette
+from starlette.responses import JSONResponse
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.sync.client import connect
@@ -25,6 +26,10 @@ from websockets.sync.client import connect
 from api.server import uvicorn_config
 from api.settings import Settings
 from tests.api.live import free_port
+
+
+async def deny(ws: WebSocket) -> None:  # as the routes refuse a bad key (401) or a draining server (503)
+    await ws.send_denial_response(JSONResponse({"error_code": "invalid_credentials"}, status_code=401))
 
 
 async def echo(ws: WebSocket) -> None:
@@ -39,7 +44,8 @@ async def echo(ws: WebSocket) -> None:
 @pytest.fixture
 def echo_server():
     port = free_port()
-    config = uvicorn_config(Settings(port=port), app=Starlette(routes=[WebSocketRoute("/ws", echo)]), host="127.0.0.1")
+    config = uvicorn_config(Settings(port=port), app=Starlette(routes=[WebSocketRoute("/ws", echo),
+                                                                                   WebSocketRoute("/deny", deny)]), host="127.0.0.1")
     config.ws_ping_interval, config.ws_ping_timeout = 0.2, 0.3
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -54,13 +60,15 @@ def echo_server():
 
 
 def test_the_configured_implementation_loads_without_a_deprecation_warning():
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
     config = uvicorn_config(Settings(), app=Starlette())
-    assert config.ws == "websockets-sansio"
+    assert issubclass(config.ws, WebSocketsSansIOProtocol)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         config.load()
     assert not [w for w in caught if "deprecated" in str(w.message).lower()], [str(w.message) for w in caught]
-    assert config.ws_protocol_class.__name__ == "WebSocketsSansIOProtocol"
+    assert issubclass(config.ws_protocol_class, WebSocketsSansIOProtocol)
 
 
 def test_a_peer_that_never_answers_pings_is_closed(echo_server):
@@ -83,3 +91,15 @@ def test_a_peer_that_answers_pings_stays_connected(echo_server):
         time.sleep(1.0)  # several ping intervals and timeouts
         ws.send("still here")
         assert ws.recv(timeout=10) == "still here"
+
+
+def test_a_refused_upgrade_gets_its_status_and_logs_no_error(echo_server, caplog):
+    from websockets.exceptions import InvalidStatus
+
+    with caplog.at_level("INFO", logger="uvicorn.error"):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(f"ws://127.0.0.1:{echo_server}/deny", open_timeout=10)
+        time.sleep(0.2)  # the server logs after the app returns
+    assert refused.value.response.status_code == 401
+    assert b"invalid_credentials" in refused.value.response.body
+    assert not [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
