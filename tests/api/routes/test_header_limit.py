@@ -13,6 +13,7 @@ import pytest
 from api.header_limit import BoundedHttpToolsProtocol
 from api.server import uvicorn_config
 from api.settings import Settings, SettingsError
+from api.ws_protocol import GatewayWebSocketProtocol
 
 LIMIT = Settings().max_header_bytes
 
@@ -88,7 +89,7 @@ def test_heads_under_the_limit_and_big_bodies_are_served(gateway):
 def test_the_server_configuration_comes_from_settings():
     config = uvicorn_config(Settings(max_header_bytes=8192, port=9001), app=object())
     assert config.http is BoundedHttpToolsProtocol and config.h11_max_incomplete_event_size == 8192
-    assert (config.ws, config.ws_ping_interval, config.log_config, config.port) == ("websockets-sansio", 20.0, None, 9001)
+    assert (config.ws, config.ws_ping_interval, config.log_config, config.port) == (GatewayWebSocketProtocol, 20.0, None, 9001)
     with pytest.raises(SettingsError, match="GEPARD_MAX_HEADER_BYTES"):
         Settings.from_env({"GEPARD_MAX_HEADER_BYTES": "100"})
     assert Settings.from_env({"GEPARD_MAX_HEADER_BYTES": "131072"}).max_header_bytes == 131072
