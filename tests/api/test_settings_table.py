@@ -1,4 +1,5 @@
-"""The README's configuration table lists every setting api/settings.py reads, with its real default."""
+"""The README's configuration and metrics tables list every setting api/settings.py reads (with its
+real default) and every gepard_* metric api/metrics.py exports."""
 
 from __future__ import annotations
 
@@ -79,3 +80,16 @@ def test_the_documented_defaults_parse_back_to_the_defaults():
         if field.name in ("token_secret", "token_secret_ephemeral"):
             continue
         assert getattr(settings, field.name) == getattr(base, field.name), field.name
+
+
+def test_every_gepard_metric_is_in_the_readme_metrics_table():
+    from api.metrics import Metrics
+
+    text = README.read_text(encoding="utf-8")
+    block = text.split("<!-- metrics-table -->", 1)[1].split("<!-- /metrics-table -->", 1)[0]
+    listed = set(re.findall(r"^\| `(gepard_[a-z_]+)` \|", block, flags=re.M))
+    exported = set()
+    for family in Metrics().registry.collect():
+        if family.name.startswith("gepard_"):
+            exported.add(family.name + ("_total" if family.type == "counter" else ""))
+    assert listed == exported
