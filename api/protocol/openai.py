@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 MAX_INPUT_CHARS = 4096
+MAX_VOICE_CHARS = 256
 SPEECH_SAMPLE_RATE_HZ = 24000  # every OpenAI speech format is 24 kHz mono
 SPEED_RANGE = (0.25, 4.0)
 OPENAI_MODEL_IDS: tuple[str, ...] = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -156,6 +157,9 @@ def _voice(data: Mapping[str, Any]) -> str:
                                  f"{_shown(value)}.", "voice", "invalid_type")
     if not value.strip():
         raise OpenAiRequestError("Invalid 'voice': empty string.", "voice", "invalid_value")
+    if len(value) > MAX_VOICE_CHARS:  # no id or name is longer (voices.models.MAX_NAME_CHARS)
+        raise OpenAiRequestError(f"Invalid 'voice': {len(value)} characters; a voice id or name has at most "
+                                 f"{MAX_VOICE_CHARS}.", "voice", "string_above_max_length")
     return value
 
 

@@ -182,7 +182,10 @@ async def resolve_voice(voices: VoiceStore, voice: str, default_voice_id: str) -
         raise AmbiguousVoiceError(f"{len(matches)} voices are named {voice!r}; pass the id of the one you mean")
     if wanted in OPENAI_VOICE_NAMES:
         return default_voice_id
-    raise VoiceNotFoundError(voice)
+    error = VoiceNotFoundError(voice)
+    error.args = (f"voice {voice!r} not found: pass a voice id or the name of a stored voice (GET /voices), "
+                  "or one of OpenAI's voice names",)
+    raise error
 
 
 # --- speech -------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ def test_openai_model_ids():
     ({"voice": None}, "voice", "missing_required_parameter", "'voice'"),
     ({"voice": {"name": "x"}}, "voice", "invalid_type", "voice.id"),
     ({"voice": ""}, "voice", "invalid_value", "empty string"),
+    ({"voice": "v" * 257}, "voice", "string_above_max_length", "257 characters"),
     ({"response_format": "PCM"}, "response_format", "invalid_value", "'mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'"),
     ({"speed": True}, "speed", "invalid_type", "expected a number"),
     ({"speed": "1.0"}, "speed", "invalid_type", "expected a number"),
