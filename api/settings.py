@@ -13,6 +13,8 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_BACKEND                     backend                      auto (auto | vllm | torch)
     GEPARD_DEVICE                      device                       auto (cpu, cuda, cuda:1, ...)
     GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
+    GEPARD_VLLM_RUNNER                 vllm_runner                  v1 (v1 | v2: vLLM's model runner; v1 runs
+                                                                    the adapter the CPU tests cover, on GPU too)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
     GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
@@ -89,6 +91,7 @@ DEFAULT_MODEL = "nineninesix/gepard-1.0"  # same default as engine.checkpoint.DE
 DEFAULT_MODEL_IDS = ("gepard-1.0", "gepard-latest", "sonic", "sonic-*")
 BACKENDS = ("auto", "vllm", "torch")
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
+VLLM_RUNNERS = ("v1", "v2")  # engine.backends.vllm_runner.RUNNERS (api/ does not import a backend)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 MIN_TOKEN_SECRET_BYTES = 16
@@ -120,6 +123,7 @@ class Settings:
     backend: str = field(default="auto", metadata=_env("GEPARD_BACKEND"))
     device: str = field(default="auto", metadata=_env("GEPARD_DEVICE"))
     dtype: str = field(default="auto", metadata=_env("GEPARD_DTYPE"))
+    vllm_runner: str = field(default="v1", metadata=_env("GEPARD_VLLM_RUNNER"))
     api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
     require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
     token_secret: bytes = field(
@@ -216,6 +220,7 @@ class Settings:
         if not _DEVICE_RE.fullmatch(self.device):
             bad("device", f"{self.device!r} is not a device; expected auto, cpu, cuda, cuda:N or mps")
         choice("dtype", DTYPES)
+        choice("vllm_runner", VLLM_RUNNERS)
         for key in self.api_keys:
             if not key or key != key.strip() or "," in key:
                 bad("api_keys", "keys must be non-empty, without spaces around them or commas")

@@ -25,6 +25,7 @@ class EngineOptions:
     dtype: str = "auto"
     max_batch: int = 64
     extra: dict = field(default_factory=dict)  # backend-specific knobs
+    vllm_runner: str | None = None  # vLLM's model runner, "v1" | "v2"; None: v1 (engine.backends.vllm_runner)
 
 
 async def create_engine(opts: EngineOptions) -> TtsEngine:

@@ -27,6 +27,8 @@ Configuration choices, and why:
   ``prompt_embeds`` kills vLLM's engine core. The checkpoint is validated here too, so a bad path
   or a missing tensor is a CheckpointError in milliseconds, not a crash in a worker log.
 - One warm-up request at start-up pays vLLM's one-off compilation of its logprobs kernel.
+- The model runner is V1 unless ``model_runner="v2"`` (``GEPARD_VLLM_RUNNER``) opts in, on GPU too:
+  V1 runs the processor adapter the CPU tests cover (``vllm_runner`` says why, in one log line).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import vllm  # noqa: F401  (the factory imports this module to probe for vLLM)
 
 from engine.backends.vllm_frontend import GepardFrontend, PreparedPrompt
 from engine.backends.vllm_layout import ARCHITECTURE, NUM_CHANNELS, TokenLayout, hf_overrides
+from engine.backends.vllm_runner import RunnerChoice, check_runner, select_runner
 from engine.checkpoint import resolve_model_dir
 from engine.device import pick_dtype
 from engine.errors import (
@@ -76,6 +79,7 @@ class VllmEngineConfig:
     kv_cache_gib: CPU KV cache size; None sizes it to exactly max_batch full-length sequences.
     gpu_memory_utilization: GPU share vLLM may use (weights + KV cache).
     enforce_eager: None = eager on CPU, CUDA graphs on GPU.
+    model_runner: vLLM's model runner, "v1" or "v2"; None = "v1" (see ``vllm_runner``).
     """
 
     model: str | Path | None = None
@@ -90,6 +94,7 @@ class VllmEngineConfig:
     enforce_eager: Optional[bool] = None
     max_num_batched_tokens: Optional[int] = None
     warmup: bool = True
+    model_runner: Optional[str] = None
 
     @classmethod
     def from_options(cls, opts: Any) -> "VllmEngineConfig":
@@ -99,7 +104,10 @@ class VllmEngineConfig:
         unknown = sorted(set(extra) - names)
         if unknown:
             raise EngineError(f"unknown vLLM backend option(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
-        return cls(**{"model": opts.model, "device": opts.device, "dtype": opts.dtype, "max_batch": opts.max_batch, **extra})
+        base = {"model": opts.model, "device": opts.device, "dtype": opts.dtype, "max_batch": opts.max_batch}
+        if getattr(opts, "vllm_runner", None) is not None:
+            base["model_runner"] = opts.vllm_runner
+        return cls(**{**base, **extra})
 
 
 @dataclass(frozen=True)
@@ -223,7 +231,7 @@ def _ensure_plugin_enabled() -> None:
         raise EngineError(f"VLLM_PLUGINS={allowed!r} does not enable the {PLUGIN_NAME!r} plugin the vLLM backend needs")
 
 
-def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _SchedulerProbe) -> Any:
+def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _SchedulerProbe, runner: RunnerChoice) -> Any:
     """Create vLLM's AsyncLLM (blocking: spawns the engine processes and loads the weights)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.platforms import current_platform
@@ -265,6 +273,7 @@ def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _Sched
     vllm_config = args.create_engine_config(UsageContext.ENGINE_CONTEXT)
     if vllm_config.model_config.architectures != [ARCHITECTURE]:
         raise EngineError(f"vLLM resolved architectures {vllm_config.model_config.architectures}, expected [{ARCHITECTURE!r}]")
+    check_runner(runner, vllm_config)
     # The processor interface differs between vLLM's two model runners; pick the one this config uses.
     vllm_config.model_config.logits_processors = [processor_for(vllm_config)]
     logger.info("starting vLLM engine: %s, %s, max_batch=%d, max_model_len=%d, %s",
@@ -278,8 +287,10 @@ class VllmEngine(TtsEngine):
     """TtsEngine on vLLM. Create with ``await VllmEngine.start(opts)``; it owns the vLLM engine
     processes and ``aclose()`` shuts them down."""
 
-    def __init__(self, llm: Any, frontend: GepardFrontend, config: VllmEngineConfig, probe: _SchedulerProbe) -> None:
+    def __init__(self, llm: Any, frontend: GepardFrontend, config: VllmEngineConfig, probe: _SchedulerProbe,
+                 runner: RunnerChoice) -> None:
         self._llm = llm
+        self._runner = runner
         self._frontend = frontend
         self.config = config
         self._probe = probe
@@ -298,20 +309,21 @@ class VllmEngine(TtsEngine):
         config = opts if isinstance(opts, VllmEngineConfig) else VllmEngineConfig.from_options(opts)
         if config.max_batch < 1:
             raise EngineError(f"max_batch must be >= 1, got {config.max_batch}")
+        runner = select_runner(config.model_runner)  # refuses an unusable runner before anything starts
         loop = asyncio.get_running_loop()
         frontend = await loop.run_in_executor(None, lambda: GepardFrontend.load(resolve_model_dir(config.model)))
         _ensure_plugin_enabled()
         probe = _SchedulerProbe()
         started: list[Any] = []  # not the executor future's result: that would outlive aclose()
         try:
-            await loop.run_in_executor(None, lambda: started.append(_start_llm(config, frontend, probe)))
+            await loop.run_in_executor(None, lambda: started.append(_start_llm(config, frontend, probe, runner)))
             llm = started.pop()
         except (EngineError, CheckpointError):
             raise
         except Exception as exc:
             raise EngineError(f"vLLM engine failed to start for {frontend.model_dir}: {type(exc).__name__}: {exc} "
                               "(the engine core's own log above has the root cause)") from exc
-        engine = cls(llm, frontend, config, probe)
+        engine = cls(llm, frontend, config, probe, runner)
         try:
             engine._check_kv_capacity()
             if config.warmup:
@@ -343,6 +355,11 @@ class VllmEngine(TtsEngine):
     @property
     def model_info(self) -> ModelInfo:
         return self._frontend.model_info
+
+    @property
+    def model_runner(self) -> str:
+        """vLLM's model runner this engine runs on: "v1" or "v2" (benchmarks report it)."""
+        return self._runner.runner
 
     @property
     def layout(self) -> TokenLayout:

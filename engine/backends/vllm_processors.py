@@ -3,11 +3,12 @@
 vLLM 0.32 has two model runners with different processor interfaces, so there are two thin
 adapters around the same tensor function; ``processor_for(vllm_config)`` names the right one.
 
-- ``GepardFrameSamplerV1``: the V1 runner (used on CPU: Model Runner V2 needs Triton). It tracks
+- ``GepardFrameSamplerV1``: the V1 runner (on CPU, where Model Runner V2 needs Triton, and by
+  default on GPU too until the V2 adapter has run there: see ``vllm_runner``). It tracks
   the persistent batch through ``BatchUpdate`` and gives every request a *stable slot* for its
   lifetime (batch rows move when the batch is condensed; slots do not). The frame index is the
   length of the request's live output-token list.
-- ``GepardFrameSamplerV2``: Model Runner V2 (vLLM's default on GPU). The runner already keys
+- ``GepardFrameSamplerV2``: Model Runner V2 (vLLM's own default on GPU; opt-in here). The runner already keys
   requests by a persistent slot (``ctx.expanded_idx_mapping``); the frame index comes from the
   row's position. Per-slot knobs are staged on the host and flushed in ``apply_staged_writes``.
   This adapter cannot run on the CPU-only development machine; ``tests`` drive it directly with
@@ -19,6 +20,10 @@ preemption cannot happen (see ``vllm_backend``); if it happens anyway the proces
 STOP_ERR and the request fails loudly instead of producing garbage. V1 detects it as a request
 added with outputs already present, V2 as ``prefill_len > prompt_len``.
 
+What the adapters share (``_FrameSampler``): the layout and the worker's ``SlotState``, the
+admission check, how a request's knobs become slot values (``vllm_sampling.slot_knobs``) and the
+frame step itself; they differ only in how they learn slots, frame indices and resumed requests.
+
 Both adapters run inside vLLM's engine core, where an exception kills every request. Per-request
 problems therefore never raise here: knobs are checked in the API process (``validate_params``),
 and if the worker still cannot parse them the slot is marked failed and the request ends with
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import torch
@@ -39,7 +44,7 @@ from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
 from engine.backends.vllm_layout import FrameParams, TokenLayout
-from engine.backends.vllm_sampling import frame_step, slot_state, split_logits
+from engine.backends.vllm_sampling import frame_step, slot_knobs, slot_state, split_logits
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -59,11 +64,6 @@ def processor_for(vllm_config: "VllmConfig") -> str:
     return f"{__name__}:{name}"
 
 
-def _validate(sampling_params: "SamplingParams") -> None:
-    """Admission-time check (API process): the request carries valid FrameParams."""
-    FrameParams.from_extra_args(sampling_params.extra_args)
-
-
 def _frame_params(sampling_params: "SamplingParams") -> FrameParams | None:
     """The request's FrameParams in the worker; None (logged) when they cannot be used.
 
@@ -77,6 +77,27 @@ def _frame_params(sampling_params: "SamplingParams") -> FrameParams | None:
         return None
 
 
+class _FrameSampler:
+    """What both adapters share: layout, slot state, admission check and the frame step call."""
+
+    layout: TokenLayout
+
+    def _setup(self, vllm_config: "VllmConfig", device: torch.device) -> None:
+        self.layout = layout_for(vllm_config)
+        self.state = slot_state(self.layout, device)
+
+    @classmethod
+    def validate_params(cls, sampling_params: "SamplingParams") -> None:
+        """Admission-time check (API process): the request carries valid FrameParams."""
+        FrameParams.from_extra_args(sampling_params.extra_args)
+
+    def _step(self, logits: torch.Tensor, slots: torch.Tensor, frames: torch.Tensor, penalise: bool,
+              blocked: Optional[torch.Tensor]) -> torch.Tensor:
+        """logits [N, V] of rows in ``slots`` at frame indices ``frames`` -> the logits vLLM samples."""
+        heads, stop = split_logits(logits, self.layout)
+        return frame_step(self.state, heads, stop, slots, frames, penalise, blocked)
+
+
 @dataclass
 class _Row:
     slot: int
@@ -85,18 +106,13 @@ class _Row:
     resumed: bool  # re-added with outputs: preempted (or skipped) and cannot resume
 
 
-class GepardFrameSamplerV1(V1LogitsProcessor):
-    """Adapter for the V1 model runner (CPU)."""
+class GepardFrameSamplerV1(_FrameSampler, V1LogitsProcessor):
+    """Adapter for the V1 model runner (CPU, and GPU by default)."""
 
     def __init__(self, vllm_config: "VllmConfig", device: torch.device, is_pin_memory: bool) -> None:
-        self.layout = layout_for(vllm_config)
-        self.state = slot_state(self.layout, device)
+        self._setup(vllm_config, device)
         self.rows: dict[int, _Row] = {}
         self.free = list(range(self.layout.num_slots - 1, -1, -1))  # pop() hands out slot 0 first
-
-    @classmethod
-    def validate_params(cls, sampling_params: "SamplingParams") -> None:
-        _validate(sampling_params)
 
     def is_argmax_invariant(self) -> bool:
         return False  # it decides the token: it must run on vLLM's greedy path too
@@ -116,10 +132,7 @@ class GepardFrameSamplerV1(V1LogitsProcessor):
             self._release(row)  # a removal whose index was reused is not listed in `removed`
             fp = _frame_params(params)
             slot = self.free.pop()
-            if fp is None:
-                self.state.assign_failed(slot)
-            else:
-                self.state.assign(slot, fp)
+            self.state.assign(slot, fp)
             self.rows[row] = _Row(slot, outputs, fp is not None and fp.penalised, resumed=len(outputs) > 0)
             if outputs:
                 logger.error("Gepard request in slot %d re-entered the batch after %d frames (preempted); "
@@ -151,49 +164,33 @@ class GepardFrameSamplerV1(V1LogitsProcessor):
         blocked = None
         if any(r.resumed for r in rows):
             blocked = torch.tensor([r.resumed for r in rows], dtype=torch.bool, device=device)
-        heads, stop = split_logits(logits, self.layout)
-        return frame_step(self.state, heads, stop, slots, frames, any(r.penalised for r in rows), blocked)
+        return self._step(logits, slots, frames, any(r.penalised for r in rows), blocked)
 
 
-class GepardFrameSamplerV2(V2LogitsProcessor):
-    """Adapter for Model Runner V2 (vLLM's default on GPU). Not exercisable on CPU-only vLLM."""
+class GepardFrameSamplerV2(_FrameSampler, V2LogitsProcessor):
+    """Adapter for Model Runner V2 (opt-in: ``GEPARD_VLLM_RUNNER=v2``). Not exercisable on CPU-only vLLM."""
 
     def __init__(self, vllm_config: "VllmConfig", req_states: "LogitsProcRequestState") -> None:
-        self.layout = layout_for(vllm_config)
+        self._setup(vllm_config, req_states.device)
         if req_states.max_num_reqs > self.layout.num_slots:
             raise RuntimeError(f"runner has {req_states.max_num_reqs} request slots but the Gepard layout only "
                                f"{self.layout.num_slots} handles")
         self.req_states = req_states
-        self.state = slot_state(self.layout, req_states.device)
         s = self.layout.num_slots
-        # Host copies of the per-slot knobs: add_request writes here, apply_staged_writes flushes.
+        # Host copies of the per-slot knobs (the fields slot_knobs fills, with the device tensors'
+        # dtypes): add_request writes here, apply_staged_writes flushes them in one copy each.
         self._host: dict[str, torch.Tensor] = {
-            "temperature": torch.zeros(s, dtype=torch.float32),
-            "top_k": torch.zeros(s, dtype=torch.int64),
-            "seed": torch.zeros(s, dtype=torch.int64),
-            "stop_threshold": torch.full((s,), 0.5, dtype=torch.float32),
-            "penalty": torch.ones(s, dtype=torch.float32),
-            "window": torch.zeros(s, dtype=torch.int64),
-            "failed": torch.zeros(s, dtype=torch.bool),
+            name: torch.empty(s, dtype=getattr(self.state, name).dtype).copy_(getattr(self.state, name).cpu())
+            for name in slot_knobs(None)
         }
         self._penalised = np.zeros(s, dtype=bool)
         self._reset: list[int] = []
 
-    @classmethod
-    def validate_params(cls, sampling_params: "SamplingParams") -> None:
-        _validate(sampling_params)
-
     def add_request(self, req_idx: int, sampling_params: "SamplingParams") -> bool:
         fp = _frame_params(sampling_params)
-        failed = fp is None
-        if fp is None:
-            fp = FrameParams(0.0, 0, 0, 0.5)  # harmless knobs; the request ends with FAILED at once
-        values: dict[str, Any] = {"temperature": fp.temperature, "top_k": fp.top_k, "seed": fp.seed,
-                                  "stop_threshold": fp.stop_threshold, "penalty": fp.repetition_penalty,
-                                  "window": fp.repetition_window, "failed": failed}
-        for name, value in values.items():
+        for name, value in slot_knobs(fp).items():
             self._host[name][req_idx] = value
-        self._penalised[req_idx] = fp.penalised
+        self._penalised[req_idx] = fp is not None and fp.penalised
         self._reset.append(req_idx)
         return True
 
@@ -212,5 +209,4 @@ class GepardFrameSamplerV2(V2LogitsProcessor):
         frames = ctx.pos.long() + 1 - prompt_len  # 0 at the SOS position
         blocked = self.req_states.prefill_len.gpu[slots].long() > prompt_len
         penalise = bool(self._penalised[ctx.idx_mapping_np].any())
-        heads, stop = split_logits(logits, self.layout)
-        return frame_step(self.state, heads, stop, slots, frames, penalise, blocked)
+        return self._step(logits, slots, frames, penalise, blocked)

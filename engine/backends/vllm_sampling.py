@@ -84,22 +84,30 @@ class SlotState:
     def device(self) -> torch.device:
         return self.last_codes.device
 
-    def assign(self, slot: int, params: FrameParams) -> None:
-        """Give ``slot`` to a new request (direct writes; the V2 adapter stages them instead)."""
-        self.temperature[slot] = params.temperature
-        self.top_k[slot] = params.top_k
-        self.seed[slot] = params.seed
-        self.stop_threshold[slot] = params.stop_threshold
-        self.penalty[slot] = params.repetition_penalty
-        self.window[slot] = params.repetition_window
+    def assign(self, slot: int, params: Optional[FrameParams]) -> None:
+        """Give ``slot`` to a new request (direct writes; the V2 adapter stages ``slot_knobs`` instead).
+
+        ``params`` None: the request's knobs cannot be used; it gets harmless ones and ends with
+        FAILED at its first frame (instead of an exception in the engine core).
+        """
+        for name, value in slot_knobs(params).items():
+            getattr(self, name)[slot] = value
         self.history_frame[slot] = -1
-        self.failed[slot] = False
 
     def assign_failed(self, slot: int) -> None:
-        """Give ``slot`` to a request whose knobs cannot be used: harmless knobs, and it ends with
-        FAILED at its first frame (instead of an exception in the engine core)."""
-        self.assign(slot, FrameParams(0.0, 0, 0, 0.5))
-        self.failed[slot] = True
+        """Give ``slot`` to a request whose knobs cannot be used (``assign(slot, None)``)."""
+        self.assign(slot, None)
+
+
+#: Knobs given to a request whose own cannot be used (it ends with FAILED at its first frame).
+HARMLESS_KNOBS = FrameParams(0.0, 0, 0, 0.5)
+
+
+def slot_knobs(params: Optional[FrameParams]) -> dict[str, float | int | bool]:
+    """The per-slot tensor values (SlotState field -> value) for a request; None: unusable knobs."""
+    fp = HARMLESS_KNOBS if params is None else params
+    return {"temperature": fp.temperature, "top_k": fp.top_k, "seed": fp.seed, "stop_threshold": fp.stop_threshold,
+            "penalty": fp.repetition_penalty, "window": fp.repetition_window, "failed": params is None}
 
 
 _STATE: Optional[SlotState] = None

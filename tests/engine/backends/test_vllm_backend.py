@@ -82,6 +82,12 @@ async def collect(engine, rid, text, sampling=GREEDY, prefix=None):
     return codes, chunks[-1].finish_reason
 
 
+async def test_the_default_engine_runs_the_v1_model_runner(engine):
+    # GEPARD_VLLM_RUNNER's default: the adapter these tests cover (engine.backends.vllm_runner)
+    assert engine.model_runner == "v1" and engine.vllm_config.use_v2_model_runner is False
+    assert engine.vllm_config.model_config.logits_processors[0].endswith(":GepardFrameSamplerV1")
+
+
 async def test_greedy_frames_equal_the_torch_backend_one_at_a_time(engine, reference, voice):
     for i, text in enumerate(TEXTS):
         for prefix in (None, voice):
