@@ -1,4 +1,8 @@
-"""TorchEngine: the reference backend, running BatchGenerator in one worker thread.
+"""TorchEngine: the torch backend, running a generation loop in one worker thread.
+
+The loop is BatchGenerator (the reference, engine.backends.torch_generator) or FastGenerator (the
+fast path, engine.backends.torch_fast: static KV cache, CUDA graphs), chosen by
+``TorchEngineConfig.path``: ``auto`` takes the fast path on CUDA and the reference elsewhere.
 
 The asyncio side never blocks: requests are handed to the worker through a locked queue, and frames
 come back through per-request mailboxes filled with ``loop.call_soon_threadsafe``. A mailbox merges
@@ -24,6 +28,7 @@ from typing import AsyncIterator, Optional
 
 import torch
 
+from engine.backends.torch_fast import FastGenerator, choose_path
 from engine.backends.torch_generator import BatchGenerator, PreparedRequest, StepOutput
 from engine.device import pick_device, pick_dtype
 from engine.errors import EngineDeadError, GenerationError, InvalidRequestError, OverloadedError
@@ -45,6 +50,12 @@ class TorchEngineConfig:
     max_batch: int = 32  # requests decoded together
     max_queue: int = 256  # requests waiting beyond max_batch before OverloadedError
     max_frames_ceiling: int = 2000  # no request may ask for more (~93 s)
+    # which generation loop: "reference" (BatchGenerator, the source of truth), "fast" (FastGenerator:
+    # static KV cache, bucketed fixed-shape decode, CUDA graphs on CUDA), "auto": fast on CUDA only
+    path: str = "auto"
+    max_positions: int = 4096  # fast path: KV cache positions per slot (prompt + max_frames must fit)
+    kv_slots: Optional[int] = None  # fast path: KV cache slots (None: max_batch; a CFG request takes two)
+    cuda_graphs: bool = True  # fast path on CUDA: replay captured decode steps (False: run them eagerly)
 
 
 @dataclass
@@ -74,7 +85,9 @@ class TorchEngine(TtsEngine):
     def __init__(self, model: GepardModel, config: TorchEngineConfig | None = None) -> None:
         self.config = config or TorchEngineConfig()
         self.model = model
-        self._generator = BatchGenerator(model, max_batch=self.config.max_batch)
+        self.path = choose_path(self.config.path, model.device)
+        self._generator = self._make_generator(model)
+        logger.info("torch backend: %s path on %s (%s)", self.path, model.device, model.dtype)
         self._lock = threading.Condition()
         self._incoming: list[PreparedRequest] = []
         self._aborts: list[str] = []
@@ -87,6 +100,13 @@ class TorchEngine(TtsEngine):
         self._thread = threading.Thread(target=self._run, name="gepard-torch-engine", daemon=True)
         self._thread.start()
         self._info = model.config.model_info(str(model.model_dir or "gepard"), model.fingerprint)
+
+    def _make_generator(self, model: GepardModel) -> BatchGenerator | FastGenerator:
+        cfg = self.config
+        if self.path == "fast":
+            return FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
+                                 cuda_graphs=cfg.cuda_graphs)
+        return BatchGenerator(model, max_batch=cfg.max_batch)
 
     @classmethod
     def from_config(cls, config: TorchEngineConfig) -> "TorchEngine":
@@ -114,8 +134,11 @@ class TorchEngine(TtsEngine):
                 uncond = model.prompt_embeds(uncond_text_ids(cfg.special_tokens, sp.cfg_uncond_mode), request.speaker_prefix)
         max_frames = sp.max_frames or adaptive_max_frames(text, cfg.codec.exact_frame_rate_hz, self.config.max_frames_ceiling)
         seed = sp.seed if sp.seed is not None else new_seed()
-        return PreparedRequest(request.request_id, embeds, uncond, sp, seed & ((1 << 63) - 1), max_frames,
-                               submitted_at=time.monotonic())
+        prepared = PreparedRequest(request.request_id, embeds, uncond, sp, seed & ((1 << 63) - 1), max_frames,
+                                   submitted_at=time.monotonic())
+        if isinstance(self._generator, FastGenerator):
+            self._generator.check_fits(prepared)  # too long for the static cache: refused before it starts
+        return prepared
 
     # -- TtsEngine --------------------------------------------------------------------------------
     async def generate(self, request: SynthesisRequest) -> AsyncIterator[FrameChunk]:

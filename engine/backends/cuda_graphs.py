@@ -1,0 +1,131 @@
+"""The CUDA-only parts of the fast path, kept apart so the rest runs (and is tested) on CPU.
+
+- ``StepGraphs``: one CUDA graph per (batch bucket, span bucket) of the decode step, captured on
+  first use (or by ``capture``) and replayed after; all graphs share one memory pool (they run
+  one at a time on the engine's stream, and keep nothing alive between replays).
+- ``HostCopy``: device -> host copy of a step's results; on CUDA into pinned memory with
+  ``non_blocking`` and an event, so the step's only host synchronisation is waiting for that copy.
+- ``TableUpload``: host -> device copy of a bucket's row tables through pinned staging.
+- ``engine_stream``: the engine's own CUDA stream, so the codec decoding on the default stream
+  overlaps generation instead of queueing behind it.
+
+Every class takes the device and does the plain (synchronous) thing when it is not CUDA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Callable, Iterator, Optional
+
+import torch
+
+from engine.backends.fast_step import HostRows, RowTables
+
+logger = logging.getLogger(__name__)
+
+
+def is_cuda(device: torch.device) -> bool:
+    return device.type == "cuda"
+
+
+def new_engine_stream(device: torch.device) -> Optional["torch.cuda.Stream"]:
+    return torch.cuda.Stream(device=device) if is_cuda(device) else None
+
+
+@contextlib.contextmanager
+def on_stream(stream: Optional["torch.cuda.Stream"]) -> Iterator[None]:
+    """Run the block on ``stream`` (CUDA), after what the default stream queued so far (the
+    prompts' embeddings are computed there, on the caller's thread); a no-op on CPU."""
+    if stream is None:
+        yield
+        return
+    stream.wait_stream(torch.cuda.default_stream(stream.device))
+    with torch.cuda.stream(stream):
+        yield
+
+
+class HostCopy:
+    """Results of a step ([rows, cols] int64) to the host, with one wait."""
+
+    def __init__(self, rows: int, cols: int, device: torch.device) -> None:
+        self.cuda = is_cuda(device)
+        self.buffer = torch.zeros(rows, cols, dtype=torch.int64, pin_memory=self.cuda)
+        self.event = torch.cuda.Event() if self.cuda else None
+        self.rows = 0
+
+    def start(self, src: torch.Tensor) -> None:
+        self.rows = src.shape[0]
+        self.buffer[: self.rows].copy_(src, non_blocking=self.cuda)
+        if self.event is not None:
+            self.event.record()
+
+    def wait(self) -> torch.Tensor:
+        if self.event is not None:
+            self.event.synchronize()
+        return self.buffer[: self.rows]
+
+
+class TableUpload:
+    """Writes a HostRows image into a bucket's RowTables (pinned staging + non_blocking on CUDA).
+
+    The staging buffer is reused: safe because every step waits for its results, which the
+    stream orders after this copy, before the next upload can start."""
+
+    def __init__(self, rows: int, device: torch.device) -> None:
+        self.cuda = is_cuda(device)
+        self.ints = torch.zeros(5, rows, dtype=torch.int64, pin_memory=self.cuda)
+        self.floats = torch.zeros(rows, dtype=torch.float32, pin_memory=self.cuda)
+
+    def __call__(self, tables: RowTables, rows: HostRows) -> None:
+        ints, floats = rows.packed()
+        b = tables.rows
+        self.ints[:, :b].copy_(ints)
+        self.floats[:b].copy_(floats)
+        nb = self.cuda
+        tables.slot.copy_(self.ints[0, :b], non_blocking=nb)
+        tables.feed.copy_(self.ints[1, :b], non_blocking=nb)
+        tables.real.copy_(self.ints[2, :b].bool(), non_blocking=nb)
+        tables.commit.copy_(self.ints[3, :b].bool(), non_blocking=nb)
+        tables.uncond.copy_(self.ints[4, :b], non_blocking=nb)
+        tables.cfg_scale.copy_(self.floats[:b], non_blocking=nb)
+
+
+class StepGraphs:
+    """Captured decode steps keyed by (bucket, span); CUDA only."""
+
+    def __init__(self, device: torch.device) -> None:
+        if not is_cuda(device):
+            raise ValueError(f"CUDA graphs need a CUDA device, not {device}")
+        self.device = device
+        self.pool = torch.cuda.graph_pool_handle()
+        self.graphs: dict[tuple[int, int], "torch.cuda.CUDAGraph"] = {}
+
+    def __contains__(self, key: tuple[int, int]) -> bool:
+        return key in self.graphs
+
+    def replay(self, key: tuple[int, int], step: Callable[[], None], tables: RowTables) -> None:
+        graph = self.graphs.get(key)
+        if graph is None:
+            graph = self.capture(key, step, tables)
+        graph.replay()
+
+    def capture(self, key: tuple[int, int], step: Callable[[], None], tables: RowTables) -> "torch.cuda.CUDAGraph":
+        """Capture ``step`` over ``tables``. The warm-up run before capture really executes, so
+        it runs with every row turned into padding (it then touches only the scratch slot); the
+        tables' real contents are put back afterwards."""
+        stream = torch.cuda.current_stream(self.device)
+        saved = [t.clone() for t in (tables.slot, tables.feed, tables.real, tables.commit, tables.uncond, tables.cfg_scale)]
+        tables.fill_padding()
+        step()  # warm-up: lazy cuBLAS/attention initialisation happens outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool, stream=stream):
+            step()
+        for dst, src in zip((tables.slot, tables.feed, tables.real, tables.commit, tables.uncond, tables.cfg_scale), saved):
+            dst.copy_(src)
+        self.graphs[key] = graph
+        logger.info("captured the decode step for batch bucket %d, span %d (%d graphs)", key[0], key[1], len(self.graphs))
+        return graph
+
+
+__all__ = ["HostCopy", "StepGraphs", "TableUpload", "is_cuda", "new_engine_stream", "on_stream"]

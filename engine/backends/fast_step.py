@@ -1,0 +1,304 @@
+"""The fast path's device-side step: backbone over a static KV cache, then sampling, with all
+per-request state kept on the device.
+
+Everything in ``DeviceStep.decode`` has a fixed shape for a given (batch bucket, span bucket): it
+reads its inputs from ``RowTables`` (rows -> cache slots, written by the host only when the batch
+changes) and from per-slot state tensors, and writes its results into ``RowTables.out``. It calls
+nothing that synchronises with the host, so on CUDA it can be captured once as a graph and
+replayed (engine.backends.cuda_graphs); on CPU it runs eagerly. The math is the reference loop's
+(engine.backends.torch_generator), op for op where it matters for frame identity:
+
+- frame embedding, decoder layers and heads reuse the model's own modules and the same fused
+  head / flat embedding tables the reference builds on every call (built once here);
+- sampling calls engine.sampling's functions (CFG combine -> repetition penalty -> top-k ->
+  Gumbel-max with the counter-based splitmix64 noise of (seed, frame index)), in float32;
+- a request without CFG gets ``uncond = cond`` and scale 1, which ``cfg_combine`` returns exactly.
+
+Row layout of a decode step (B = bucket): rows [0, n) are the requests' cond branches, rows
+[n, n + u) their live CFG branches, the rest padding. A padding row reads and writes only the
+scratch slot; a CFG row is fed its owner's last frame; only cond rows of real requests commit
+(last frame, frame count, repetition window) and only their outputs are read by the host.
+
+``out`` columns: 0..31 the sampled codes, 32 the stop decision (cond branch; ignored after a
+prefill: stop is never evaluated at SOS), 33 whether a code is outside its channel's levels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+import torch
+import torch.nn.functional as F
+
+from engine.backends.static_cache import StaticKVCache
+from engine.model.gepard import GepardModel
+from engine.requests import MAX_FRAMES
+from engine.sampling import cfg_combine, invalid_codes, repetition_penalty, sample_codes, stop_decision
+
+OUT_STOP = 32
+OUT_BAD = 33
+
+
+@dataclass
+class RowTables:
+    """Static inputs/outputs of one batch bucket (shared by all its span buckets)."""
+
+    slot: torch.Tensor  # [B] cache slot of each row (scratch for padding)
+    feed: torch.Tensor  # [B] slot whose last frame this row is fed (the owner's cond slot)
+    real: torch.Tensor  # [B] bool: the row belongs to a request (cond or CFG branch)
+    commit: torch.Tensor  # [B] bool: the row is a request's cond branch (its sample counts)
+    uncond: torch.Tensor  # [B] row holding this row's CFG branch (itself when none)
+    cfg_scale: torch.Tensor  # [B] float32: the CFG scale of this row (1.0 when no live CFG branch)
+    out: torch.Tensor  # [B, 34] int64
+    scratch: int
+
+    @classmethod
+    def allocate(cls, rows: int, scratch: int, device: torch.device) -> "RowTables":
+        return cls(torch.full((rows,), scratch, dtype=torch.int64, device=device),
+                torch.full((rows,), scratch, dtype=torch.int64, device=device),
+                torch.zeros(rows, dtype=torch.bool, device=device),
+                torch.zeros(rows, dtype=torch.bool, device=device),
+                torch.arange(rows, dtype=torch.int64, device=device),
+                torch.ones(rows, dtype=torch.float32, device=device),
+                torch.zeros(rows, 34, dtype=torch.int64, device=device), scratch)
+
+    @property
+    def rows(self) -> int:
+        return self.slot.shape[0]
+
+    def fill_padding(self) -> None:
+        """Turn every row into a padding row (it reads and writes the scratch slot only)."""
+        self.slot.fill_(self.scratch)
+        self.feed.fill_(self.scratch)
+        self.real.zero_()
+        self.commit.zero_()
+        self.uncond.copy_(torch.arange(self.rows, device=self.uncond.device))
+        self.cfg_scale.fill_(1.0)
+
+
+@dataclass
+class HostRows:
+    """The host's copy of a RowTables' inputs, built when the batch changes, uploaded in one go."""
+
+    slot: list[int]
+    feed: list[int]
+    real: list[bool]
+    commit: list[bool]
+    uncond: list[int]
+    cfg_scale: list[float]
+
+    @classmethod
+    def padding(cls, rows: int, scratch: int) -> "HostRows":
+        return cls([scratch] * rows, [scratch] * rows, [False] * rows, [False] * rows, list(range(rows)), [1.0] * rows)
+
+    def packed(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(int64 [5, B], float32 [B]) on CPU: one tensor per dtype, so an upload is two copies."""
+        ints = torch.tensor([self.slot, self.feed, [int(r) for r in self.real], [int(c) for c in self.commit], self.uncond],
+                            dtype=torch.int64)
+        return ints, torch.tensor(self.cfg_scale, dtype=torch.float32)
+
+
+class SlotState:
+    """Per-slot sampling knobs and running state, on the device (index ``slots`` = scratch).
+
+    The repetition window is kept as counts of each code per channel over the request's last
+    ``repetition_window`` frames (a ring of recent frames says which frame leaves the window), so
+    the penalty needs no history gather per step.
+    """
+
+    def __init__(self, slots: int, channels: int, max_level: int, ring: int, device: torch.device) -> None:
+        n = slots + 1
+        self.ring = ring
+        self.temperature = torch.zeros(n, dtype=torch.float32, device=device)
+        self.top_k = torch.zeros(n, dtype=torch.int64, device=device)
+        self.seed = torch.zeros(n, dtype=torch.int64, device=device)
+        self.stop_threshold = torch.full((n,), 0.5, dtype=torch.float32, device=device)
+        self.penalty = torch.ones(n, dtype=torch.float32, device=device)
+        self.window = torch.zeros(n, dtype=torch.int64, device=device)
+        self.frames = torch.zeros(n, dtype=torch.int64, device=device)  # frames committed (= next frame's index)
+        self.last_codes = torch.zeros(n, channels, dtype=torch.int64, device=device)
+        self.counts = torch.zeros(n, channels, max_level, dtype=torch.int64, device=device)
+        # codes fit a byte (levels <= 8): the ring is the largest state, slots x (MAX_FRAMES + 1) x 32
+        self.history = torch.zeros(n, ring, channels, dtype=torch.uint8 if max_level <= 256 else torch.int64, device=device)
+
+    def admit(self, slots: list[int], knobs: list[tuple[float, int, int, float, float, int]]) -> None:
+        """Reset ``slots`` for new requests: knobs = (temperature, top_k, seed, stop_threshold,
+        repetition_penalty, repetition_window) each. A few small copies per admission batch."""
+        device = self.frames.device
+        idx = torch.tensor(slots, dtype=torch.int64, device=device)
+        floats = torch.tensor([[k[0], k[3], k[4]] for k in knobs], dtype=torch.float32).to(device)
+        ints = torch.tensor([[k[1], k[2], k[5]] for k in knobs], dtype=torch.int64).to(device)
+        self.temperature[idx] = floats[:, 0]
+        self.stop_threshold[idx] = floats[:, 1]
+        self.penalty[idx] = floats[:, 2]
+        self.top_k[idx] = ints[:, 0]
+        self.seed[idx] = ints[:, 1]
+        self.window[idx] = ints[:, 2]
+        for t in (self.frames, self.last_codes, self.counts, self.history):
+            t[idx] = 0
+
+    def clear(self) -> None:
+        for t in (self.frames, self.last_codes, self.counts, self.history, self.top_k, self.seed, self.window):
+            t.zero_()
+        self.temperature.zero_()
+        self.penalty.fill_(1.0)
+        self.stop_threshold.fill_(0.5)
+
+
+class DeviceStep:
+    """The model's forward over a StaticKVCache plus sampling, for the fast path."""
+
+    def __init__(self, model: GepardModel, cache: StaticKVCache, max_frames: int = MAX_FRAMES) -> None:
+        self.model = model
+        self.cache = cache
+        cfg = model.config
+        device = model.device
+        self.levels = torch.tensor(cfg.audio_heads, dtype=torch.int64, device=device)
+        self.max_level = max(cfg.audio_heads)
+        self.channels = cfg.num_channels
+        self.state = SlotState(cache.slots, self.channels, self.max_level, ring=max_frames + 1, device=device)
+        with torch.no_grad():  # the tables the reference concatenates on every call, built once
+            self.head_weight, self.head_bias = model.heads.fused_weight()
+            self.embed_table = model.frame_embedder.flat_table()
+        bb = model.config.backbone
+        self.num_heads, self.num_kv_heads, self.head_dim = bb.num_attention_heads, bb.num_key_value_heads, bb.head_dim
+        self.group = self.num_heads // self.num_kv_heads
+        self.scale = 1.0 / math.sqrt(self.head_dim)
+        self._channel_idx = torch.arange(self.channels, device=device)
+
+    # -- model pieces ------------------------------------------------------------------------------
+    def embed_frames(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [B, 32] -> [B, H] (FrameEmbedder.forward with the flat table built once)."""
+        fe = self.model.frame_embedder
+        flat = F.embedding(codes + fe._offsets, self.embed_table)
+        return fe.audio_embed_proj(flat.flatten(-2)) * fe.audio_embed_scale
+
+    def code_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """AudioHeads.code_logits with the fused head built once: [B, H] -> [B, 32, L] float32."""
+        heads = self.model.heads
+        fused = F.linear(hidden, self.head_weight, self.head_bias).float()
+        return fused[:, heads._grid_index].masked_fill(~heads._grid_valid, float("-inf"))
+
+    def _qkv(self, layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """Projections, per-head norms and rotary of GatedAttention: x [B, T, H] ->
+        q [B, nh, T, hd], gate [B, T, nh*hd], k/v [B, nkv, T, hd]."""
+        attn, rope = layer.self_attn, self.model.backbone.rotary
+        b, t, _ = x.shape
+        qg = attn.q_proj(x).view(b, t, self.num_heads, 2 * self.head_dim)
+        q, gate = qg[..., : self.head_dim], qg[..., self.head_dim :]
+        k = attn.k_proj(x).view(b, t, self.num_kv_heads, self.head_dim)
+        v = attn.v_proj(x).view(b, t, self.num_kv_heads, self.head_dim)
+        q = rope.apply(attn.q_norm(q).transpose(1, 2), cos, sin)
+        k = rope.apply(attn.k_norm(k).transpose(1, 2), cos, sin)
+        return q, gate.reshape(b, t, -1), k, v.transpose(1, 2)
+
+    def _layers(self, x: torch.Tensor, attend) -> torch.Tensor:
+        for i, layer in enumerate(self.model.backbone.layers):
+            x = x + attend(i, layer, layer.input_layernorm(x))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return self.model.backbone.norm(x)
+
+    def forward_decode(self, x: torch.Tensor, slots: torch.Tensor, span: int) -> torch.Tensor:
+        """One new token per row: x [B, H] at position lengths[slot] of each row's slot; attends to
+        the slot's positions [0, position] through a [B, 1, 1, span] mask. Returns hidden [B, H]."""
+        cache = self.cache
+        b = x.shape[0]
+        pos = cache.lengths[slots]  # [B]
+        cos, sin = self.model.backbone.rotary.cos_sin(pos.view(b, 1))
+        mask = (torch.arange(span, device=x.device).view(1, span) <= pos.view(b, 1)).view(b, 1, 1, span)
+
+        def attend(i: int, layer, h: torch.Tensor) -> torch.Tensor:
+            q, gate, k, v = self._qkv(layer, h, cos, sin)
+            kc, vc = cache.keys[i], cache.values[i]
+            kc[slots, :, pos] = k[:, :, 0]
+            vc[slots, :, pos] = v[:, :, 0]
+            # grouped-query decode: the heads sharing a kv head act as that head's "tokens", so
+            # plain SDPA (any kernel) serves GQA without repeating keys/values
+            qg = q.reshape(b, self.num_kv_heads, self.group, self.head_dim)
+            out = F.scaled_dot_product_attention(qg, kc[slots, :, :span], vc[slots, :, :span], attn_mask=mask,
+                                                 scale=self.scale)
+            out = out.reshape(b, 1, self.num_heads * self.head_dim) * torch.sigmoid(gate)
+            return layer.self_attn.o_proj(out)
+
+        return self._layers(x.unsqueeze(1), attend)[:, 0]
+
+    def forward_prefill(self, embeds: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """Prompts of several requests at once: embeds [R, T, H] right-padded to T, lengths [R] (on
+        CPU), into fresh slots at positions [0, T). Padding positions are written too (zeros in,
+        finite out) and lie past each slot's length, where the mask hides them and later decode
+        steps overwrite them. Returns the hidden state at each prompt's last token [R, H]."""
+        cache = self.cache
+        r, t, _ = embeds.shape
+        device = embeds.device
+        positions = torch.arange(t, device=device).view(1, t).expand(r, t)
+        cos, sin = self.model.backbone.rotary.cos_sin(positions)
+        mask = (torch.arange(t, device=device).view(1, 1, 1, t) <= positions.reshape(r, 1, t, 1))
+        slot_idx = slots.view(r, 1).expand(r, t)
+
+        def attend(i: int, layer, h: torch.Tensor) -> torch.Tensor:
+            q, gate, k, v = self._qkv(layer, h, cos, sin)
+            cache.keys[i][slot_idx, :, positions] = k.transpose(1, 2)
+            cache.values[i][slot_idx, :, positions] = v.transpose(1, 2)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
+                                                 enable_gqa=self.num_heads != self.num_kv_heads)
+            out = out.transpose(1, 2).reshape(r, t, self.num_heads * self.head_dim) * torch.sigmoid(gate)
+            return layer.self_attn.o_proj(out)
+
+        hidden = self._layers(embeds, attend)
+        cache.lengths[slots] = lengths.to(device)
+        last = (lengths - 1).to(device)
+        return hidden[torch.arange(r, device=device), last]
+
+    # -- sampling ----------------------------------------------------------------------------------
+    def sample_and_commit(self, hidden: torch.Tensor, tables: RowTables) -> None:
+        """Sample every row, commit the cond rows' frames into the slot state, write ``tables.out``."""
+        st = self.state
+        slots = tables.slot
+        logits = self.code_logits(hidden)  # [B, 32, L] float32
+        logits = cfg_combine(logits, logits[tables.uncond], tables.cfg_scale)
+        logits = repetition_penalty(logits, st.counts[slots] > 0, st.penalty[slots])
+        frame = st.frames[slots]
+        codes = sample_codes(logits, st.temperature[slots], st.top_k[slots], st.seed[slots], frame)
+        stop = stop_decision(self.model.heads.stop_logit(hidden), st.stop_threshold[slots])
+        bad = invalid_codes(codes, self.levels)
+
+        # commit (rows that do not commit write the scratch slot, which nothing real reads); codes
+        # are clamped into range for the state: a bad code ends its request, but must not index
+        # out of bounds meanwhile
+        target = torch.where(tables.commit, slots, self.cache.scratch)
+        safe = torch.minimum(codes.clamp(min=0), self.levels - 1)
+        st.last_codes[target] = safe
+        ring = st.ring
+        st.history[target, frame % ring] = safe.to(st.history.dtype)
+        rows = target.view(-1, 1).expand_as(safe)
+        chans = self._channel_idx.view(1, -1).expand_as(safe)
+        one = tables.commit.long().view(-1, 1).expand_as(safe)
+        st.counts.index_put_((rows, chans, safe), one, accumulate=True)
+        leaving = frame - st.window[slots]  # the frame that leaves the window (< 0: none yet)
+        old = st.history[target, leaving.clamp(min=0) % ring].long()
+        st.counts.index_put_((rows, chans, old), -(one * (leaving >= 0).long().view(-1, 1)), accumulate=True)
+        st.frames.index_put_((target,), tables.commit.long(), accumulate=True)
+
+        tables.out[:, :32] = codes
+        tables.out[:, OUT_STOP] = stop.long()
+        tables.out[:, OUT_BAD] = bad.long()
+
+    def decode(self, tables: RowTables, span: int) -> None:
+        """The whole fixed-shape decode step for one (bucket, span); capturable."""
+        st = self.state
+        x = self.embed_frames(st.last_codes[tables.feed])
+        hidden = self.forward_decode(x, tables.slot, span)
+        self.cache.lengths.index_put_((tables.slot,), tables.real.long(), accumulate=True)
+        self.sample_and_commit(hidden, tables)
+
+    def clear(self) -> None:
+        self.cache.clear()
+        self.state.clear()
+
+
+def prefill_rows(hidden_rows: int, device: torch.device, scratch: int) -> RowTables:
+    """Eager tables for sampling a prefill batch (built per batch; prefill is not graphed)."""
+    return RowTables.allocate(hidden_rows, scratch, device)
+
+
+__all__ = ["DeviceStep", "HostRows", "RowTables", "SlotState", "OUT_BAD", "OUT_STOP", "prefill_rows"]

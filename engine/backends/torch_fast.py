@@ -1,0 +1,390 @@
+"""The torch backend's fast decode path: ``FastGenerator``, a drop-in for ``BatchGenerator``.
+
+Same contract as the reference loop (engine.backends.torch_generator, the source of truth): ``add``,
+``abort``, ``step() -> [StepOutput]``, and the same frames for the same request, seed and knobs.
+What differs is how a step runs:
+
+- a ``StaticKVCache`` of ``slots`` x ``max_positions`` allocated once; a request takes the lowest
+  free slot (two with CFG) and gives it back when it leaves, so nothing is ever moved or grown;
+- the decode step has a fixed shape per (batch bucket, span bucket): rows are padded to the next
+  bucket (1, 2, 4, ... up to the slots) and attention reads the next power-of-two span of
+  positions; padding rows use a scratch slot and never touch a real row. On CUDA each shape is a
+  captured graph, replayed; on CPU the same step runs eagerly (engine.backends.cuda_graphs);
+- sampling (all 32 heads, the stop head, CFG, repetition penalty, the per-request noise streams)
+  and each request's state (last frame, frame index, repetition window) live on the device, so the
+  host only uploads row tables when the batch changes and waits once per step, for one copy of
+  the new codes and stop flags (pinned and non-blocking on CUDA);
+- new requests are prefilled as one padded batch (at most ``prefill_batch`` requests and
+  ``prefill_tokens`` padded tokens) after the running requests' decode in the same step, so at
+  most one prefill batch sits between two decode steps of a running stream;
+- more requests than slots wait in ``pending`` (FIFO) until slots free up; a request whose prompt
+  plus frame cap does not fit ``max_positions`` is refused by the engine before it starts
+  (``check_fits``).
+
+Failures are contained as in the reference loop: a request whose knobs no tensor can hold or
+whose frame holds an invalid code fails alone (its slot scrubbed); a failed prefill batch fails
+its requests; a failed decode step fails the running batch and clears the cache in place (the
+captured graphs stay valid); ``MAX_FAILED_STEPS`` in a row, or a lost device, propagate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from engine.backends.cuda_graphs import HostCopy, StepGraphs, TableUpload, is_cuda, new_engine_stream, on_stream
+from engine.backends.fast_step import OUT_BAD, OUT_STOP, DeviceStep, HostRows, RowTables
+from engine.backends.static_cache import SlotAllocator, StaticKVCache, pick_bucket, power_buckets
+from engine.backends.torch_generator import MAX_FAILED_STEPS, PreparedRequest, StepOutput, _check_knobs, device_lost
+from engine.errors import EngineDeadError, GenerationError, InvalidRequestError
+from engine.model.gepard import GepardModel
+from engine.requests import MAX_FRAMES, FinishReason
+from engine.sampling import describe_invalid_code
+
+logger = logging.getLogger(__name__)
+
+PATHS = ("auto", "reference", "fast")
+SMALLEST_SPAN = 128  # attention spans are 128, 256, ... positions, then max_positions
+
+
+def choose_path(path: str, device: torch.device) -> str:
+    """``auto`` is the fast path on CUDA and the reference loop elsewhere."""
+    if path not in PATHS:
+        raise ValueError(f"unknown torch path {path!r}; choose one of {', '.join(PATHS)}")
+    if path == "auto":
+        return "fast" if is_cuda(device) else "reference"
+    return path
+
+
+def positions_needed(req: PreparedRequest) -> int:
+    """Cache positions a request may use: its prompt plus its frame cap (CFG branch likewise)."""
+    need = req.prompt_embeds.shape[0] + req.max_frames
+    if req.uncond_embeds is not None:
+        need = max(need, req.uncond_embeds.shape[0] + req.max_frames)
+    return need
+
+
+@dataclass(eq=False)  # compared by identity: the row tables hold exactly these objects
+class _Running:
+    req: PreparedRequest
+    slot: int
+    uncond_slot: int = -1  # -1: no CFG branch (any more)
+    frames: int = 0
+    length: int = 0  # host mirror of the cond slot's cached tokens
+    uncond_length: int = 0
+
+
+class FastGenerator:
+    def __init__(self, model: GepardModel, max_batch: int = 32, slots: Optional[int] = None, max_positions: int = 4096,
+                 prefill_batch: int = 8, prefill_tokens: int = 8192, cuda_graphs: bool = True) -> None:
+        self.model = model
+        self.max_batch = max_batch
+        self.slots = slots or max_batch
+        self.max_positions = max_positions
+        self.prefill_batch = max(1, prefill_batch)
+        self.prefill_tokens = prefill_tokens
+        device = model.device
+        self.cache = StaticKVCache.allocate(model.config.backbone, self.slots, max_positions, device, model.dtype)
+        self.allocator = SlotAllocator(self.slots)
+        self.device_step = DeviceStep(model, self.cache, max_frames=min(MAX_FRAMES, max_positions))
+        self.batch_buckets = power_buckets(self.slots)
+        self.span_buckets = power_buckets(max_positions, smallest=min(SMALLEST_SPAN, max_positions))
+        self.level_counts = list(model.config.audio_heads)
+        self._tables: dict[int, RowTables] = {}
+        self._upload = TableUpload(self.slots, device)
+        self._decode_out = HostCopy(self.slots, 34, device)
+        self._prefill_out = HostCopy(self.slots, 34, device)
+        self.stream = new_engine_stream(device)
+        self.graphs = StepGraphs(device) if cuda_graphs and is_cuda(device) else None
+        self.active: dict[str, _Running] = {}
+        self.pending: list[PreparedRequest] = []
+        self.aborted: set[str] = set()
+        self.failed_steps = 0
+        self._rows: list[_Running] = []  # the order of the requests in the uploaded row tables
+        self._bucket = 0  # the bucket whose tables hold ``_rows`` (0: none uploaded / stale)
+        # what the last step() did, for engine stats (as BatchGenerator)
+        self.last_batch_size = 0
+        self.last_queue_waits: list[float] = []
+        self.last_shape: tuple[int, int] = (0, 0)  # (batch bucket, span) of the last decode step
+        logger.info("torch fast path: %d KV slots x %d positions (%.2f GiB, %s), batch buckets %s, CUDA graphs %s",
+                    self.slots, max_positions, self.cache.nbytes / 2**30, model.dtype, list(self.batch_buckets),
+                    "on" if self.graphs is not None else "off")
+
+    # -- bookkeeping (the BatchGenerator surface TorchEngine uses) ---------------------------------
+    @property
+    def num_active(self) -> int:
+        return len(self.active)
+
+    @property
+    def kv_cache_usage(self) -> float:
+        """Slots in use / slots (0..1; see engine.stats)."""
+        return self.allocator.used / self.slots
+
+    def has_work(self) -> bool:
+        return bool(self.active or self.pending)
+
+    def add(self, req: PreparedRequest) -> None:
+        self.pending.append(req)
+
+    def abort(self, request_id: str) -> None:
+        self.aborted.add(request_id)
+
+    def check_fits(self, req: PreparedRequest) -> None:
+        """InvalidRequestError when the request could never fit the cache (before it starts)."""
+        need = positions_needed(req)
+        if need > self.max_positions:
+            raise InvalidRequestError(
+                f"request needs {need} KV cache positions (prompt {req.prompt_embeds.shape[0]} + max_frames "
+                f"{req.max_frames}) but the torch fast path's cache holds {self.max_positions} per request; "
+                "lower max_frames or shorten the text")
+
+    def _release(self, st: _Running, scrub: bool = False) -> None:
+        for slot in (st.slot, st.uncond_slot):
+            if slot >= 0:
+                if scrub:
+                    self.cache.scrub(slot)
+                self.allocator.give_back(slot)
+        st.slot = st.uncond_slot = -1
+        if self.active.get(st.req.request_id) is st:
+            del self.active[st.req.request_id]
+        self._bucket = 0
+
+    def _fail(self, st: _Running, message: str) -> StepOutput:
+        self._release(st, scrub=True)
+        logger.error("request %s failed: %s", st.req.request_id, message)
+        return StepOutput(st.req.request_id, None, error=GenerationError(f"request {st.req.request_id}: {message}"))
+
+    # -- the step ------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def step(self) -> list[StepOutput]:
+        outputs: list[StepOutput] = []
+        self.last_queue_waits = []
+        with on_stream(self.stream):
+            # 1) aborts free their slots before anything else runs
+            for rid in list(self.aborted):
+                self.pending = [p for p in self.pending if p.request_id != rid]
+                st = self.active.get(rid)
+                if st is not None:
+                    self._release(st)
+                outputs.append(StepOutput(rid, None, FinishReason.ABORT))
+            self.aborted.clear()
+
+            # 2) launch the running requests' decode step; 3) then one prefill batch behind it
+            self.last_batch_size = len(self.active)
+            decoded = self._guarded(outputs, self._launch_decode) if self.active else None
+            admitted = self._admit(outputs)
+            prefilled = self._launch_prefill(admitted, outputs) if admitted else None
+
+            # 4) the one wait of the step, then the host's bookkeeping
+            if decoded is not None:
+                results = self._guarded(outputs, self._decode_out.wait)
+                if results is not None:
+                    outputs.extend(self._finish(decoded, results, stop_checked=True))
+                    self.failed_steps = 0
+            if prefilled is not None:
+                outputs.extend(self._finish(prefilled, self._prefill_out.wait(), stop_checked=False))
+        self.last_batch_size = self.last_batch_size or len(admitted)
+        return outputs
+
+    def _guarded(self, outputs: list[StepOutput], fn):
+        """Run a part of the batched decode; a failure no request can be blamed for fails the batch."""
+        try:
+            return fn()
+        except Exception as exc:
+            if device_lost(exc):
+                raise
+            outputs.extend(self._fail_batch(exc))
+            return None
+
+    def _fail_batch(self, exc: Exception) -> list[StepOutput]:
+        self.failed_steps += 1
+        failed = list(self.active.values())
+        logger.error("batched decode step failed (%d in a row); failing its %d request(s) and clearing the cache",
+                     self.failed_steps, len(failed), exc_info=exc)
+        self.active, self._rows, self._bucket = {}, [], 0
+        self.allocator.reset()
+        self.device_step.clear()  # in place: captured graphs keep pointing at the same tensors
+        if self.failed_steps >= MAX_FAILED_STEPS:
+            raise EngineDeadError(f"{self.failed_steps} batched decode steps failed in a row, each with a cleared "
+                                  f"cache; last: {type(exc).__name__}: {exc}") from exc
+        message = (f"the batched decode step failed ({type(exc).__name__}: {exc}); the {len(failed)} request(s) "
+                   "in it were ended and the engine reset")
+        return [StepOutput(st.req.request_id, None, error=GenerationError(f"request {st.req.request_id}: {message}"))
+                for st in failed]
+
+    # -- decode --------------------------------------------------------------------------------------
+    def tables(self, bucket: int) -> RowTables:
+        t = self._tables.get(bucket)
+        if t is None:
+            t = self._tables[bucket] = RowTables.allocate(bucket, self.cache.scratch, self.model.device)
+        return t
+
+    def _host_rows(self, rows: list[_Running], bucket: int) -> HostRows:
+        image = HostRows.padding(bucket, self.cache.scratch)
+        n = len(rows)
+        j = n
+        for i, st in enumerate(rows):
+            image.slot[i] = image.feed[i] = st.slot
+            image.real[i] = image.commit[i] = True
+            if st.uncond_slot >= 0:
+                image.slot[j], image.feed[j], image.real[j] = st.uncond_slot, st.slot, True
+                image.uncond[i] = j
+                image.cfg_scale[i] = float(st.req.sampling.cfg_scale)
+                j += 1
+        return image
+
+    def _launch_decode(self) -> list[_Running]:
+        rows = list(self.active.values())
+        n_rows = len(rows) + sum(1 for st in rows if st.uncond_slot >= 0)
+        bucket = pick_bucket(self.batch_buckets, n_rows)
+        tables = self.tables(bucket)
+        if self._bucket != bucket or self._rows != rows:  # the batch changed: new row tables
+            self._upload(tables, self._host_rows(rows, bucket))
+            self._rows, self._bucket = rows, bucket
+        longest = max(max(st.length, st.uncond_length) for st in rows)
+        span = pick_bucket(self.span_buckets, longest + 1)
+        if self.graphs is not None:
+            self.graphs.replay((bucket, span), lambda: self.device_step.decode(tables, span), tables)
+        else:
+            self.device_step.decode(tables, span)
+        self.last_shape = (bucket, span)
+        for st in rows:
+            st.length += 1
+            if st.uncond_slot >= 0:
+                st.uncond_length += 1
+        self._decode_out.start(tables.out[: len(rows)])
+        return rows
+
+    # -- admission and prefill -----------------------------------------------------------------------
+    def _admit(self, outputs: list[StepOutput]) -> list[_Running]:
+        """Take pending requests (FIFO) that fit: free slots, max_batch, one prefill batch."""
+        batch: list[_Running] = []
+        longest = 0
+        while self.pending and len(self.active) + len(batch) < self.max_batch and len(batch) < self.prefill_batch:
+            req = self.pending[0]
+            need = 1 + (req.uncond_embeds is not None)
+            if self.allocator.free < need:
+                break  # wait for slots; the queue keeps its order
+            length = max(req.prompt_embeds.shape[0], req.uncond_embeds.shape[0] if req.uncond_embeds is not None else 0)
+            rows = sum(1 + (b.uncond_slot >= 0) for b in batch) + need
+            if batch and rows * max(longest, length) > self.prefill_tokens:
+                break
+            self.pending.pop(0)
+            if req.submitted_at:
+                self.last_queue_waits.append(max(0.0, time.monotonic() - req.submitted_at))
+            st = _Running(req, slot=-1)
+            try:
+                _check_knobs(req)
+                if positions_needed(req) > self.max_positions:  # the engine refuses these; a direct caller may not
+                    raise InvalidRequestError(f"needs {positions_needed(req)} KV cache positions, the cache holds "
+                                              f"{self.max_positions}")
+            except Exception as exc:
+                outputs.append(self._fail(st, f"generation failed at prefill: {type(exc).__name__}: {exc}"))
+                continue
+            st.slot = self.allocator.take()
+            if req.uncond_embeds is not None:
+                st.uncond_slot = self.allocator.take()
+            batch.append(st)
+            longest = max(longest, length)
+        return batch
+
+    def _launch_prefill(self, batch: list[_Running], outputs: list[StepOutput]) -> Optional[list[_Running]]:
+        try:
+            self._prefill(batch)
+        except Exception as exc:  # their prompts, knobs or memory: the prefill batch fails, the others go on
+            if device_lost(exc):
+                raise
+            logger.exception("prefill of %d request(s) failed", len(batch))
+            for st in batch:
+                outputs.append(self._fail(st, f"generation failed at prefill: {type(exc).__name__}: {exc}"))
+            return None
+        for st in batch:
+            self.active[st.req.request_id] = st
+        self._bucket = 0
+        return batch
+
+    def _prefill(self, batch: list[_Running]) -> None:
+        model, step = self.model, self.device_step
+        sp_knobs = [(float(st.req.sampling.temperature), int(st.req.sampling.top_k), int(st.req.seed),
+                     float(st.req.sampling.stop_threshold), float(st.req.sampling.repetition_penalty),
+                     int(st.req.sampling.repetition_window)) for st in batch]
+        step.state.admit([st.slot for st in batch], sp_knobs)
+        prompts = [(st.slot, st.req.prompt_embeds) for st in batch]
+        prompts += [(st.uncond_slot, st.req.uncond_embeds) for st in batch if st.uncond_slot >= 0]
+        r, t = len(prompts), max(e.shape[0] for _, e in prompts)
+        embeds = torch.zeros(r, t, model.config.hidden_size, device=model.device, dtype=model.dtype)
+        for i, (_, e) in enumerate(prompts):
+            embeds[i, : e.shape[0]] = e
+        lengths = torch.tensor([e.shape[0] for _, e in prompts], dtype=torch.int64)
+        slots = torch.tensor([s for s, _ in prompts], dtype=torch.int64, device=model.device)
+        hidden = step.forward_prefill(embeds, lengths, slots)
+
+        # sample frame 0 of each request: rows as in a decode step (cond rows, then CFG rows)
+        tables = RowTables.allocate(r, self.cache.scratch, model.device)
+        image = HostRows.padding(r, self.cache.scratch)
+        j = len(batch)
+        for i, st in enumerate(batch):
+            image.slot[i] = image.feed[i] = st.slot
+            image.real[i] = image.commit[i] = True
+            st.length = st.req.prompt_embeds.shape[0]
+            if st.uncond_slot >= 0:
+                image.slot[j], image.feed[j], image.real[j] = st.uncond_slot, st.slot, True
+                image.uncond[i], image.cfg_scale[i] = j, float(st.req.sampling.cfg_scale)
+                st.uncond_length = st.req.uncond_embeds.shape[0]
+                j += 1
+        TableUpload(r, model.device)(tables, image)
+        step.sample_and_commit(hidden, tables)
+        self._prefill_out.start(tables.out[: len(batch)])
+
+    # -- results -------------------------------------------------------------------------------------
+    def _finish(self, rows: list[_Running], results: torch.Tensor, stop_checked: bool) -> list[StepOutput]:
+        outputs: list[StepOutput] = []
+        for i, st in enumerate(rows):
+            if self.active.get(st.req.request_id) is not st:
+                continue  # ended meanwhile (a failed batch)
+            row = results[i]
+            if stop_checked and bool(row[OUT_STOP]):  # stop head (cond branch): no frame at this position
+                outputs.append(StepOutput(st.req.request_id, None, FinishReason.STOP))
+                self._release(st)
+                continue
+            codes = row[:32].clone()
+            if bool(row[OUT_BAD]):
+                reason = describe_invalid_code(codes, self.level_counts)
+                outputs.append(self._fail(st, f"{reason} at frame {st.frames}; the request was ended"))
+                continue
+            st.frames += 1
+            cfg_frames = st.req.sampling.cfg_frames
+            if st.uncond_slot >= 0 and cfg_frames is not None and st.frames >= cfg_frames:
+                self.allocator.give_back(st.uncond_slot)  # guidance is over: the CFG branch leaves the batch
+                st.uncond_slot, self._bucket = -1, 0
+            if st.frames >= st.req.max_frames:
+                outputs.append(StepOutput(st.req.request_id, codes, FinishReason.LENGTH))
+                self._release(st)
+            else:
+                outputs.append(StepOutput(st.req.request_id, codes))
+        return outputs
+
+    # -- warm-up ---------------------------------------------------------------------------------------
+    def capture_all(self, max_span: Optional[int] = None) -> int:
+        """Capture every (bucket, span) graph up to ``max_span`` now rather than at first use
+        (CUDA; a no-op on CPU). Returns the number of graphs held."""
+        if self.graphs is None:
+            return 0
+        with on_stream(self.stream), torch.no_grad():
+            for bucket in self.batch_buckets:
+                tables = self.tables(bucket)
+                self._bucket = 0
+                for span in self.span_buckets:
+                    if max_span is not None and span > max_span:
+                        break
+                    if (bucket, span) not in self.graphs:
+                        self.graphs.capture((bucket, span), lambda: self.device_step.decode(tables, span), tables)
+            torch.cuda.synchronize(self.model.device)
+        return len(self.graphs.graphs)
+
+
+__all__ = ["FastGenerator", "PATHS", "choose_path", "positions_needed"]
