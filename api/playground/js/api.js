@@ -93,7 +93,8 @@ export class Api {
     const url = this.url("tts/websocket");
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     url.searchParams.set("cartesia_version", CARTESIA_VERSION);
-    if (this.authRequired) url.searchParams.set("access_token", await this.mintToken());
+    // with a key (a stored one, too, before any 401 was seen) the socket gets a token minted with it
+    if (this.authRequired || this.key) url.searchParams.set("access_token", await this.mintToken());
     return url.toString();
   }
 }

@@ -42,6 +42,8 @@ export class SpeechContext {
     this.errors = [];
     this.cancelledAt = null;
     this.lateChunks = 0;  // chunks received after this page sent cancel
+    this.lateEvents = []; // types of every event received after cancel
+    this.bytes = 0;       // audio bytes received
     this.highlighted = new Set();
     socket.listen(id, this);
   }
@@ -91,11 +93,14 @@ export class SpeechContext {
   onMessage(msg) {
     if (this.state === "cancelled") {
       if (msg.type === "chunk") this.lateChunks += 1;
+      this.lateEvents.push(msg.type);
       return;
     }
     switch (msg.type) {
       case "chunk": {
-        const samples = this.decoder.decode(base64ToBytes(msg.data || ""));
+        const bytes = base64ToBytes(msg.data || "");
+        this.bytes += bytes.length;
+        const samples = this.decoder.decode(bytes);
         this.player.push(samples, this.turnOpen && this.turnHeard);
         if (this.turnOpen && !this.turnHeard) {
           this.turnHeard = true;
@@ -161,6 +166,7 @@ export class SpeechContext {
       encoding: this.encoding,
       sampleRate: this.sampleRate,
       chunks: this.chunkCount,
+      bytes: this.bytes,
       samples: p.frames,
       audioSeconds: p.frames / this.sampleRate,
       schedule: p.chunks.map((c) => ({ ...c })),
@@ -176,6 +182,7 @@ export class SpeechContext {
       flushes: this.flushes,
       errors: this.errors.slice(),
       lateChunks: this.lateChunks,
+      lateEvents: this.lateEvents.slice(),
       highlighted: this.highlighted.size,
     };
   }

@@ -194,6 +194,8 @@ export class Lane {
   tick(now) {
     const ctx = this.context;
     if (!ctx) return;
+    const stoppable = !ctx.finished || ctx.player.playing;
+    if (this.el.stop.disabled === stoppable) this.el.stop.disabled = !stoppable;
     const spans = this.el.words.children;
     while (spans.length < ctx.words.length) {
       const span = document.createElement("span");
@@ -210,7 +212,7 @@ export class Lane {
     const ctx = this.context;
     const { el } = this;
     el.speak.hidden = this.mode !== "speak";
-    el.stop.disabled = !ctx || ctx.finished && !ctx.player.playing;
+    el.stop.disabled = !ctx || (ctx.finished && !ctx.player.playing);
     if (!ctx) return;
     const last = ctx.ttfas.length ? ctx.ttfas[ctx.ttfas.length - 1] : null;
     el.ttfa.textContent = formatMs(last);

@@ -272,13 +272,24 @@ class App {
       authRequired: this.api.authRequired,
       hasKey: Boolean(this.api.key),
       socket: { open: this.socket.isOpen, opens: this.socket.opens, received: this.socket.received,
-        sent: this.socket.sent.length, orphans: this.socket.orphans.slice() },
+        sent: this.socket.sent.map(summary), orphans: this.socket.orphans.slice() },
       audio: this.audioContext ? { state: this.audioContext.state, sampleRate: this.audioContext.sampleRate,
         currentTime: this.audioContext.currentTime } : null,
       lanes: this.lanes.map((lane) => lane.snapshot()),
       notices: this.notices.slice(),
     };
   }
+}
+
+/** What the debug view shows of a sent message (the request fields that vary, no audio). */
+function summary(m) {
+  const out = { context_id: m.context_id };
+  for (const key of ["transcript", "continue", "flush", "cancel", "language", "temperature", "seed",
+    "max_buffer_delay_ms", "model_id", "output_format", "add_timestamps"]) {
+    if (key in m) out[key] = m[key];
+  }
+  if (m.voice) out.voice = m.voice.id;
+  return out;
 }
 
 const app = new App();
