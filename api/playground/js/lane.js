@@ -21,7 +21,8 @@ export class Lane {
     this.n = ++laneCount;
     this.contexts = [];   // every context this lane made, newest last
     this.context = null;  // the one text goes to now
-    this.sent = "";       // stream mode: what of the text box was sent to `context`
+    this.sent = "";       // stream mode: what of the text box was sent (or given up: stop, settings)
+    this.wordsFrom = 0;   // the context's first word shown (Clear hides the ones before)
     const root = template.content.firstElementChild.cloneNode(true);
     this.root = root;
     root.id = `lane-${this.n}`;
@@ -122,7 +123,7 @@ export class Lane {
     this.contexts.push(ctx);
     if (this.contexts.length > 20) this.contexts.shift().dispose();
     this.context = ctx;
-    this.sent = "";
+    this.wordsFrom = 0;
     this.el.words.replaceChildren();
     return ctx;
   }
@@ -130,15 +131,14 @@ export class Lane {
   /** Stream mode: send the words finished since the last send; a line break sends the rest + flush. */
   async streamTyped(lineBreak) {
     if (!this.el.voice.value) return this.showError("no voice to speak with");
-    const text = this.el.text.value;
+    const { piece, sent } = nextPiece(this.el.text.value, this.sent, lineBreak);
+    this.sent = sent;
+    if (!piece && !lineBreak) return;
     if (!this.context || !this.context.live) {
-      if (!text.trim()) return;
+      if (!piece.trim()) return;  // a flush with nothing new to say needs no context
       this.newContext();
     }
     const ctx = this.context;
-    const { piece, sent } = nextPiece(text, this.sent, lineBreak);
-    this.sent = sent;
-    if (!piece && !lineBreak) return;
     try {
       await ctx.send(piece, { flush: lineBreak });
     } catch (err) {
@@ -163,10 +163,10 @@ export class Lane {
     this.render();
   }
 
-  /** Stop: cancel on the wire and silence now. */
+  /** Stop: cancel on the wire and silence now. Typing on speaks only what comes next. */
   stop() {
     if (this.context) this.context.cancel();
-    this.sent = "";
+    this.sent = this.el.text.value;
     this.render();
   }
 
@@ -174,13 +174,15 @@ export class Lane {
   endStream() {
     const ctx = this.context;
     if (ctx && ctx.live) ctx.send("", { last: true }).catch(() => {});
-    this.sent = "";
+    this.sent = this.el.text.value;
     this.render();
   }
 
   clear() {
     this.endStream();
     this.el.text.value = "";
+    this.sent = "";
+    if (this.context) this.wordsFrom = this.context.words.length;
     this.el.words.replaceChildren();
     this.el.text.focus();
   }
@@ -196,16 +198,15 @@ export class Lane {
     if (!ctx) return;
     const stoppable = !ctx.finished || ctx.player.playing;
     if (this.el.stop.disabled === stoppable) this.el.stop.disabled = !stoppable;
-    const spans = this.el.words.children;
-    while (spans.length < ctx.words.length) {
+    const spans = this.el.words.getElementsByTagName("span");
+    while (this.wordsFrom + spans.length < ctx.words.length) {
       const span = document.createElement("span");
-      span.textContent = ctx.words[spans.length].word;
+      span.textContent = ctx.words[this.wordsFrom + spans.length].word;
       this.el.words.append(span, " ");
     }
     const current = ctx.state === "cancelled" ? -1 : ctx.currentWord(now);
     if (current >= 0) ctx.highlighted.add(current);
-    const words = this.el.words.querySelectorAll("span");
-    words.forEach((span, i) => span.classList.toggle("current", i === current));
+    for (let i = 0; i < spans.length; i++) spans[i].classList.toggle("current", i + this.wordsFrom === current);
   }
 
   render() {
