@@ -1,7 +1,8 @@
 """DrainGate: while the gateway drains, new HTTP requests and WebSocket upgrades get 503.
 
 The listening socket stays open during a drain (api/lifecycle.py), so a request that arrives then
-gets a precise answer (503 ``service_unavailable`` with ``Retry-After``, ``Connection: close``) instead
+gets a precise answer (503 ``service_unavailable`` with ``Retry-After``, ``Connection: close``; in
+OpenAI's error shape on ``/v1/``) instead
 of a refused or dropped connection, and the client's retry goes through the load balancer to a
 replica that is ready. Probes and scrapes keep working: ``/``, ``/health``, ``/ready`` (which says
 "draining") and ``/metrics`` pass.
@@ -40,7 +41,13 @@ class DrainGate:
             await self._serve(scope, receive, send)
             return
         request_id = new_request_id()
-        response = error_response(runtime.lifecycle.refusal(), request_id)
+        refusal = runtime.lifecycle.refusal()
+        if str(scope.get("path", "")).startswith("/v1/"):  # OpenAI clients read OpenAI's error shape
+            from api.routes.openai_speech import openai_error_response
+
+            response = openai_error_response(refusal, request_id)
+        else:
+            response = error_response(refusal, request_id)
         response.headers["connection"] = "close"
         runtime.metrics.errors.labels("drain", "service_unavailable").inc()
         logger.info("refused %s %s while draining (request %s)", scope["type"], scope.get("path"), request_id)

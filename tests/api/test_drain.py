@@ -106,6 +106,10 @@ def test_sigterm_lets_running_work_finish_and_refuses_new_work(tiny_ckpt_dir, tm
                 "model_id": "sonic-3", "transcript": "Hi.", "voice": {"mode": "id", "id": DEFAULT_VOICE_ID},
                 "output_format": RAW})
             assert (r.status_code, r.json()["error_code"], r.headers["retry-after"]) == (503, "service_unavailable", "1")
+            r = httpx.post(server.url + "/v1/audio/speech", timeout=10, json={"model": "tts-1", "input": "Hi.",
+                                                                              "voice": "alloy"})
+            assert (r.status_code, r.json()["error"]["type"], r.json()["error"]["code"]) == (
+                503, "server_error", "service_unavailable")
             with pytest.raises(InvalidStatus) as refused:
                 async with connect(ws_url):
                     pass
