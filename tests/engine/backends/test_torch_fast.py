@@ -1,0 +1,373 @@
+"""The torch fast path (engine.backends.torch_fast) against the reference loop, on CPU.
+
+The fast path must give every request exactly the reference loop's frames (the same codes, the
+same finish), whatever runs beside it: greedy and seeded, alone and batched, with CFG, the
+repetition penalty and top-k, and with requests joining and leaving a running batch. Most tests
+drive the two generators step by step (deterministic, no threads); a few go through TorchEngine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+import torch
+
+from engine.backends.static_cache import SlotAllocator, pick_bucket, power_buckets
+from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
+from engine.backends.torch_fast import FastGenerator, choose_path
+from engine.backends.torch_generator import BatchGenerator, PreparedRequest
+from engine.errors import EngineDeadError, GenerationError, InvalidRequestError
+from engine.model.gepard import GepardModel
+from engine.requests import CfgUncondMode, FinishReason, SamplingParams, SynthesisRequest
+
+TEXTS = ["Hello there.", "The quick brown fox jumps over the lazy dog.", "One.", "Hola, ¿cómo estás?"]
+GREEDY = SamplingParams(temperature=0.0)
+SEEDED = SamplingParams(temperature=1.0, seed=1234)
+KNOBS = {
+    "greedy": GREEDY,
+    "seeded": SEEDED,
+    "topk_penalty": SamplingParams(temperature=0.9, seed=77, top_k=3, repetition_penalty=2.5, repetition_window=5),
+    "cfg_onset": SamplingParams(temperature=1.0, seed=5, cfg_scale=2.5, cfg_frames=6),
+    "cfg_greedy": SamplingParams(temperature=0.0, cfg_scale=3.0),
+    "cfg_audio_only": SamplingParams(temperature=0.7, seed=9, cfg_scale=2.0, cfg_frames=3,
+                                     cfg_uncond_mode=CfgUncondMode.AUDIO_ONLY),
+}
+
+
+@pytest.fixture(scope="module")
+def never_stop_model(tmp_path_factory):
+    from engine.tiny import write_tiny_checkpoint
+
+    return GepardModel.from_pretrained(write_tiny_checkpoint(tmp_path_factory.mktemp("fast-never-stop"), stop_after=0,
+                                                             with_codec=False))
+
+
+@pytest.fixture(scope="module")
+def preparer():
+    """Reference engines (idle) whose ``prepare`` builds PreparedRequests as the engine does."""
+    engines: dict[int, TorchEngine] = {}
+    yield engines
+    for eng in engines.values():
+        asyncio.run(eng.aclose())
+
+
+def prepare(preparer: dict, model: GepardModel, rid: str, text: str, sp: SamplingParams) -> PreparedRequest:
+    if id(model) not in preparer:
+        preparer[id(model)] = TorchEngine(model, TorchEngineConfig(max_batch=8, path="reference"))
+    return preparer[id(model)].prepare(SynthesisRequest(rid, text, None, sp))
+
+
+@dataclasses.dataclass
+class Run:
+    frames: dict[str, list[torch.Tensor]]
+    finish: dict[str, object]
+    steps: int
+
+    def codes(self, rid: str) -> torch.Tensor:
+        return torch.stack(self.frames[rid], dim=1) if self.frames[rid] else torch.zeros(32, 0, dtype=torch.long)
+
+
+def drive(gen, joins: dict[int, list[PreparedRequest]], aborts: dict[int, list[str]] | None = None,
+          on_step=None) -> Run:
+    """Step ``gen`` until idle, adding ``joins[s]`` and aborting ``aborts[s]`` before step s."""
+    aborts = aborts or {}
+    run = Run({r.request_id: [] for rs in joins.values() for r in rs}, {}, 0)
+    last = max([*joins, *aborts])
+    while run.steps <= last or gen.has_work():
+        for req in joins.get(run.steps, []):
+            gen.add(req)
+        for rid in aborts.get(run.steps, []):
+            gen.abort(rid)
+        for out in gen.step():
+            if out.codes is not None:
+                run.frames[out.request_id].append(out.codes)
+            if out.finish_reason is not None or out.error is not None:
+                assert out.request_id not in run.finish, f"{out.request_id} finished twice"
+                run.finish[out.request_id] = out.error or out.finish_reason
+        if on_step is not None:
+            on_step(run.steps, gen)
+        run.steps += 1
+        assert run.steps < 500
+    return run
+
+
+def fast(model, **kw) -> FastGenerator:
+    kw.setdefault("max_batch", 8)
+    kw.setdefault("max_positions", 512)
+    return FastGenerator(model, **kw)
+
+
+def solo(model, req: PreparedRequest) -> Run:
+    return drive(BatchGenerator(model, max_batch=8), {0: [req]})
+
+
+def assert_same(ref: Run, got: Run, rid: str) -> None:
+    assert got.finish[rid] == ref.finish[rid], rid
+    assert torch.equal(got.codes(rid), ref.codes(rid)), f"{rid}: frames differ from the reference loop"
+
+
+# -- frame identity ---------------------------------------------------------------------------------
+
+def test_each_request_alone_equals_the_reference(tiny_model, preparer):
+    for i, (name, sp) in enumerate(KNOBS.items()):
+        req = prepare(preparer, tiny_model, name, TEXTS[i % 2], sp)
+        ref = solo(tiny_model, req)
+        got = drive(fast(tiny_model), {0: [req]})
+        assert_same(ref, got, req.request_id)
+        assert ref.finish[req.request_id] is FinishReason.STOP and ref.codes(req.request_id).shape == (32, 24)
+    # the knobs matter, so equality above is not vacuous
+    plain = solo(tiny_model, prepare(preparer, tiny_model, "p", TEXTS[1], GREEDY)).codes("p")
+    for name in ("seeded", "topk_penalty", "cfg_greedy"):
+        other = drive(fast(tiny_model), {0: [prepare(preparer, tiny_model, "o", TEXTS[1], KNOBS[name])]}).codes("o")
+        assert not torch.equal(plain[2:], other[2:]), name
+
+
+def test_a_batch_equals_the_reference_batch_and_each_alone(tiny_model, preparer):
+    reqs = [prepare(preparer, tiny_model, f"{name}{i}", TEXTS[i % 4], sp)
+            for i, (name, sp) in enumerate(KNOBS.items())]
+    ref = drive(BatchGenerator(tiny_model, max_batch=8), {0: reqs})
+    got = drive(fast(tiny_model), {0: reqs})
+    for req in reqs:
+        assert_same(ref, got, req.request_id)
+        assert_same(solo(tiny_model, req), got, req.request_id)
+
+
+def test_joins_and_leaves_mid_batch_do_not_change_the_others(never_stop_model, preparer):
+    m = never_stop_model
+    sp = lambda seed, **kw: SamplingParams(temperature=1.0, seed=seed, **kw)  # noqa: E731
+    a = prepare(preparer, m, "a", TEXTS[1], sp(1, max_frames=40))
+    b = prepare(preparer, m, "b", TEXTS[0], sp(2, max_frames=40))
+    c = prepare(preparer, m, "c", TEXTS[3], sp(3, max_frames=30, cfg_scale=2.0, cfg_frames=8))  # its CFG row leaves at 8
+    d = prepare(preparer, m, "d", TEXTS[2], sp(4, max_frames=6))  # leaves early (frame cap)
+    e = prepare(preparer, m, "e", TEXTS[1], SamplingParams(temperature=0.0, max_frames=25, repetition_penalty=1.5))
+    joins = {0: [a, b], 3: [c], 9: [d], 14: [e]}
+    shapes = []
+    got = drive(fast(m), joins, aborts={20: ["b"]}, on_step=lambda s, g: shapes.append(g.last_shape))
+    for req in (a, c, d, e):
+        assert_same(solo(m, req), got, req.request_id)
+    # b was aborted before step 20: its frames so far are the reference's first frames
+    assert got.finish["b"] is FinishReason.ABORT
+    b_codes = got.codes("b")
+    assert b_codes.shape[1] == 20 and torch.equal(b_codes, solo(m, b).codes("b")[:, :20])
+    # the same schedule on the reference loop ends every request identically
+    ref = drive(BatchGenerator(m, max_batch=8), joins, aborts={20: ["b"]})
+    for rid in "abcde":
+        assert_same(ref, got, rid)
+    # the batch really changed shape on the way (rows: 2, 4 with c's CFG row, back down...)
+    assert {s[0] for s in shapes if s[0]} >= {2, 4}
+
+
+# -- buckets, slots, capacity -----------------------------------------------------------------------
+
+def test_buckets():
+    assert power_buckets(64) == (1, 2, 4, 8, 16, 32, 64)
+    assert power_buckets(48) == (1, 2, 4, 8, 16, 32, 48)
+    assert power_buckets(1) == (1,)
+    assert power_buckets(4096, smallest=128) == (128, 256, 512, 1024, 2048, 4096)
+    assert power_buckets(300, smallest=128) == (128, 256, 300)
+    assert [pick_bucket((1, 2, 4, 8), n) for n in (1, 2, 3, 5, 8)] == [1, 2, 4, 8, 8]
+    with pytest.raises(ValueError, match="exceeds the largest bucket 8"):
+        pick_bucket((1, 2, 4, 8), 9)
+
+
+def test_the_step_shape_follows_the_rows_and_the_longest_request(tiny_model, preparer):
+    gen = fast(tiny_model, max_batch=8, max_positions=512)
+    reqs = [prepare(preparer, tiny_model, f"r{i}", TEXTS[i], GREEDY) for i in range(3)]
+    cfg = prepare(preparer, tiny_model, "cfg", TEXTS[0], KNOBS["cfg_greedy"])
+    for r in reqs:
+        gen.add(r)
+    gen.step()  # prefill only
+    assert gen.last_shape == (0, 0)
+    gen.step()
+    longest = max(st.length for st in gen.active.values())
+    assert gen.last_shape == (4, pick_bucket(gen.span_buckets, longest))  # 3 rows -> bucket 4
+    gen.add(cfg)
+    gen.step()
+    gen.step()  # 3 + cfg's two rows = 5 rows -> bucket 8
+    assert gen.last_shape[0] == 8
+    assert gen.span_buckets == (128, 256, 512)
+
+
+def test_slot_allocator_hands_out_the_lowest_free_slot():
+    alloc = SlotAllocator(3)
+    assert [alloc.take(), alloc.take(), alloc.take()] == [0, 1, 2] and alloc.free == 0
+    alloc.give_back(1)
+    alloc.give_back(0)
+    assert alloc.take() == 0 and alloc.take() == 1
+    with pytest.raises(ValueError, match="slot 3 is not in use"):
+        alloc.give_back(3)
+    alloc.give_back(2)
+    with pytest.raises(ValueError, match="slot 2 is not in use"):
+        alloc.give_back(2)
+    empty = SlotAllocator(1)
+    empty.take()
+    with pytest.raises(RuntimeError, match="no free KV cache slot"):
+        empty.take()
+
+
+def test_a_freed_slot_is_reused_and_keeps_nothing_of_its_last_owner(never_stop_model, preparer):
+    m = never_stop_model
+    long = prepare(preparer, m, "long", TEXTS[1], SamplingParams(temperature=1.0, seed=3, max_frames=30))
+    short = prepare(preparer, m, "short", TEXTS[3], SamplingParams(temperature=1.0, seed=4, max_frames=5))
+    late = prepare(preparer, m, "late", TEXTS[2], SamplingParams(temperature=1.0, seed=5, max_frames=12))
+    slots: dict[str, set[int]] = {}
+
+    def watch(step, gen):
+        for rid, st in gen.active.items():
+            slots.setdefault(rid, set()).add(st.slot)
+
+    got = drive(fast(m, max_batch=2), {0: [long, short], 8: [late]}, on_step=watch)
+    assert slots == {"long": {0}, "short": {1}, "late": {1}}  # late got short's slot once short left
+    for req in (long, short, late):
+        assert_same(solo(m, req), got, req.request_id)
+
+
+def test_more_requests_than_slots_wait_and_all_complete(tiny_model, preparer):
+    reqs = [prepare(preparer, tiny_model, f"q{i}", TEXTS[i % 4], SamplingParams(temperature=1.0, seed=i)) for i in range(5)]
+    cfg = prepare(preparer, tiny_model, "cfg", TEXTS[0], KNOBS["cfg_onset"])  # needs two slots
+    waiting = []
+    got = drive(fast(tiny_model, max_batch=2), {0: [*reqs, cfg]}, on_step=lambda s, g: waiting.append(len(g.pending)))
+    assert max(waiting) == 4 and waiting[-1] == 0
+    for req in (*reqs, cfg):
+        assert got.finish[req.request_id] is FinishReason.STOP
+        assert_same(solo(tiny_model, req), got, req.request_id)
+
+
+async def test_a_request_too_long_for_the_cache_is_refused_before_any_frame(tiny_model):
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=2, path="fast", max_positions=64))
+    try:
+        stream = eng.generate(SynthesisRequest("long", TEXTS[1], None, SamplingParams(temperature=0.0, max_frames=35)))
+        with pytest.raises(InvalidRequestError, match=r"needs \d+ KV cache positions \(prompt \d+ \+ max_frames 35\) "
+                                                      r"but the torch fast path's cache holds 64"):
+            await stream.__anext__()
+        assert eng.num_requests == 0
+        chunks = [c async for c in eng.generate(SynthesisRequest("fits", TEXTS[2], None, SamplingParams(temperature=0.0, max_frames=3)))]
+        assert sum(c.num_frames for c in chunks) == 3 and chunks[-1].finish_reason is FinishReason.LENGTH
+    finally:
+        await eng.aclose()
+
+
+def test_a_too_long_request_handed_straight_to_the_generator_fails_alone(tiny_model, preparer):
+    ok = prepare(preparer, tiny_model, "ok", TEXTS[0], GREEDY)
+    long = prepare(preparer, tiny_model, "long", TEXTS[1], SamplingParams(temperature=0.0, max_frames=200))
+    got = drive(fast(tiny_model, max_positions=200), {0: [long, ok]})
+    assert isinstance(got.finish["long"], GenerationError) and "KV cache positions" in str(got.finish["long"])
+    assert got.frames["long"] == [] and got.finish["ok"] is FinishReason.STOP
+
+
+def test_cancel_frees_the_slot_within_one_step(never_stop_model, preparer):
+    m = never_stop_model
+    gen = fast(m, max_batch=1)
+    a = prepare(preparer, m, "a", TEXTS[1], SamplingParams(temperature=0.0, max_frames=400))
+    b = prepare(preparer, m, "b", TEXTS[0], SamplingParams(temperature=0.0, max_frames=4))
+    gen.add(a)
+    for _ in range(5):
+        gen.step()
+    gen.add(b)
+    gen.step()
+    assert list(gen.active) == ["a"] and [p.request_id for p in gen.pending] == ["b"] and gen.kv_cache_usage == 1.0
+    gen.abort("a")
+    outs = gen.step()  # the abort frees a's slot, and b is prefilled into it in this very step
+    assert [(o.request_id, o.finish_reason) for o in outs][0] == ("a", FinishReason.ABORT)
+    assert any(o.request_id == "b" and o.codes is not None for o in outs)
+    assert list(gen.active) == ["b"] and gen.active["b"].slot == 0 and not gen.pending
+
+
+async def test_cancel_through_the_engine_and_its_stats(never_stop_model, tiny_model):
+    from tests.engine.backends.test_stats import Recorder, check_after_four, run_four
+
+    eng = TorchEngine(never_stop_model, TorchEngineConfig(max_batch=2, path="fast", max_positions=2200))
+    try:
+        assert isinstance(eng._generator, FastGenerator) and eng.path == "fast"
+        stream = eng.generate(SynthesisRequest("long", TEXTS[1], None, SamplingParams(temperature=0.0, max_frames=2000)))
+        await stream.__anext__()
+        while eng.generated_frames("long") < 5:
+            await asyncio.sleep(0.005)
+        await stream.aclose()
+        for _ in range(200):
+            if eng.num_running == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert eng.num_running == 0 and eng.stats().kv_cache_usage == 0.0
+    finally:
+        await eng.aclose()
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=2, path="fast", max_positions=512))
+    try:  # the step observer and the snapshot, as the reference loop reports them
+        rec = Recorder(eng)
+        eng.set_step_observer(rec)
+        await run_four(eng, "s")
+        check_after_four(rec, eng)
+        assert max(s.kv_cache_usage for s in rec.snapshots) == 1.0  # 2 of 2 slots
+    finally:
+        await eng.aclose()
+
+
+# -- selection and failures -------------------------------------------------------------------------
+
+def test_path_selection(tiny_model):
+    assert choose_path("auto", torch.device("cpu")) == "reference"
+    assert choose_path("auto", torch.device("cuda")) == "fast"
+    assert choose_path("fast", torch.device("cpu")) == "fast"
+    assert choose_path("reference", torch.device("cuda")) == "reference"
+    with pytest.raises(ValueError, match="unknown torch path 'quick'; choose one of auto, reference, fast"):
+        choose_path("quick", torch.device("cpu"))
+
+
+def test_a_poisoned_request_fails_alone(tiny_model, preparer):
+    ok = [prepare(preparer, tiny_model, f"ok{i}", TEXTS[i], GREEDY) for i in range(2)]
+    bad = prepare(preparer, tiny_model, "nan", TEXTS[3], SEEDED)
+    bad.sampling = dataclasses.replace(bad.sampling, temperature=float("nan"))
+    huge = prepare(preparer, tiny_model, "huge", TEXTS[2], SEEDED)
+    huge.sampling = dataclasses.replace(huge.sampling, top_k=2**63)
+    got = drive(fast(tiny_model), {0: [*ok, bad], 2: [huge]})
+    assert "sampled code -1 on channel 0 outside [0, 8) at frame 0" in str(got.finish["nan"])
+    assert "generation failed at prefill" in str(got.finish["huge"])
+    for req in ok:
+        assert_same(solo(tiny_model, req), got, req.request_id)
+
+
+def test_a_failed_decode_step_fails_its_batch_and_then_the_engine_goes_on(tiny_model, preparer, monkeypatch):
+    gen = fast(tiny_model)
+    req = lambda rid: prepare(preparer, tiny_model, rid, TEXTS[1], SEEDED)  # noqa: E731
+    decode, calls = gen.device_step.decode, []
+
+    def failing(tables, span):
+        calls.append(1)
+        if len(calls) in (3, 4):
+            raise RuntimeError("injected step fault")
+        return decode(tables, span)
+
+    monkeypatch.setattr(gen.device_step, "decode", failing)
+    got = drive(gen, {0: [req("x"), req("y")]})
+    assert all("the batched decode step failed (RuntimeError: injected step fault)" in str(got.finish[r]) for r in "xy")
+    assert gen.kv_cache_usage == 0.0
+    got = drive(gen, {0: [req("z")]})  # its first decode step fails too (2 in a row: still alive)
+    assert isinstance(got.finish["z"], GenerationError)
+    after = drive(gen, {0: [req("w")]})
+    assert_same(solo(tiny_model, req("w")), after, "w")  # a cleared cache gives the same frames
+    monkeypatch.setattr(gen.device_step, "decode", lambda tables, span: (_ for _ in ()).throw(RuntimeError("stuck")))
+    with pytest.raises(EngineDeadError, match="3 batched decode steps failed in a row"):
+        for name in ("d1", "d2", "d3"):
+            drive(gen, {0: [req(name)]})
+
+
+# -- CUDA only: the graphed step equals the eager one (run by a GPU session) ---------------------------
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_cuda_graphs_replay_the_eager_step(tiny_gepard_dir):
+    model = GepardModel.from_pretrained(tiny_gepard_dir, device="cuda", dtype=torch.float32)
+    eng = TorchEngine(model, TorchEngineConfig(max_batch=8, path="reference"))
+    try:
+        reqs = [eng.prepare(SynthesisRequest(f"{n}", TEXTS[i % 4], None, sp)) for i, (n, sp) in enumerate(KNOBS.items())]
+    finally:
+        asyncio.run(eng.aclose())
+    eager = drive(FastGenerator(model, max_batch=8, max_positions=256, cuda_graphs=False), {0: reqs[:3], 4: reqs[3:]})
+    graphed_gen = FastGenerator(model, max_batch=8, max_positions=256)
+    graphed = drive(graphed_gen, {0: reqs[:3], 4: reqs[3:]})
+    assert graphed_gen.graphs is not None and graphed_gen.graphs.graphs
+    ref = drive(BatchGenerator(model, max_batch=8), {0: reqs[:3], 4: reqs[3:]})
+    for req in reqs:
+        assert_same(eager, graphed, req.request_id)
+        assert_same(ref, graphed, req.request_id)
