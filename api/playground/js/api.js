@@ -51,11 +51,11 @@ export class Api {
   }
 
   /** Every voice, walking the cursor pages the way the SDKs do (until an empty page). */
-  async listVoices() {
+  async listVoices(pageSize = 100) {
     const voices = [];
     let after = null;
-    for (let page = 0; page < 1000; page++) {
-      const q = new URLSearchParams({ limit: "100" });
+    for (let page = 0; page < 10000; page++) {
+      const q = new URLSearchParams({ limit: String(pageSize) });
       if (after) q.set("starting_after", after);
       const body = await (await this.request(`voices?${q}`)).json();
       if (!body.data || body.data.length === 0) break;

@@ -19,6 +19,9 @@ class App {
     this.recorded = null;  // WAV Blob of the last microphone recording
     this.notices = [];
     this.voicesLoaded = 0;
+    // ?voices_page_size=N lists voices N at a time (the tests walk several pages with it)
+    const size = Number.parseInt(new URLSearchParams(window.location.search).get("voices_page_size"), 10);
+    this.voicesPageSize = size >= 1 && size <= 100 ? size : 100;
   }
 
   // -- shared pieces the lanes use ------------------------------------------------------------
@@ -82,7 +85,7 @@ class App {
 
   async loadVoices() {
     try {
-      this.voices = await this.api.listVoices();
+      this.voices = await this.api.listVoices(this.voicesPageSize);
     } catch (err) {
       if (err instanceof ApiError && err.status === 401) {
         this.askKey(this.api.key ? "The stored key was not accepted; enter a key." : "");
@@ -113,7 +116,7 @@ class App {
     this.api.setKey(key, $("auth-remember").checked);
     input.value = "";
     try {
-      this.voices = await this.api.listVoices();
+      this.voices = await this.api.listVoices(this.voicesPageSize);
     } catch (err) {
       this.api.forgetKey();
       return this.askKey(err instanceof ApiError && err.status === 401 ? "That key was not accepted." : err.message);

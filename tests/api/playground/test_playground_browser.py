@@ -67,10 +67,13 @@ def sent_for(page, context_id: str) -> list[dict]:
 
 
 def test_typed_words_stream_with_continue_then_flush_and_play_gapless(gateway, open_page) -> None:
-    page, log = open_page(gateway.url + "/playground")
+    page, log = open_page(gateway.url + "/playground/?voices_page_size=1")
     lane = page.locator("#lane-1")
     options = lane.locator("select.voice option").evaluate_all("os => os.map(o => o.value)")
-    assert options == voice_ids(gateway.url)  # every page of GET /voices, in order
+    expected = voice_ids(gateway.url)
+    assert len(expected) >= 2 and options == expected  # every page of GET /voices, in order
+    pages = [u for u in log.urls if "/voices?" in u]
+    assert len(pages) == len(expected) + 1 and "starting_after=" + expected[-1] in pages[-1]  # up to the empty page
 
     lane.get_by_label("Temperature").fill("0.5")
     lane.get_by_label("Seed").fill("7")
@@ -158,6 +161,7 @@ def test_two_contexts_side_by_side_on_one_socket(gateway, open_page) -> None:
         lane = page.locator(f"#lane-{i + 1}")
         lane.get_by_label("Speak the whole text").check()
         lane.get_by_label("Text", exact=True).fill(text)
+    page.locator("#lane-2").get_by_label("Language").select_option("en")
     for i in range(2):
         page.locator(f"#lane-{i + 1}").get_by_role("button", name="Speak").click()
     page.wait_for_function("() => __playground.snapshot().lanes.every(l => l.context && l.context.state === 'done')",
@@ -166,6 +170,8 @@ def test_two_contexts_side_by_side_on_one_socket(gateway, open_page) -> None:
     contexts = [lane["context"] for lane in s["lanes"]]
     assert s["socket"]["opens"] == 1  # one WebSocket carried both
     assert contexts[0]["id"] != contexts[1]["id"]
+    languages = [sent_for(page, ctx["id"])[0].get("language") for ctx in contexts]
+    assert languages == [None, "en"]  # "voice default" sends none
     for ctx, text in zip(contexts, texts):
         assert ctx["chunks"] > 0 and ctx["errors"] == []
         assert [w["word"] for w in ctx["words"]] == text.split()
