@@ -29,3 +29,32 @@ def tiny_model(tiny_gepard_dir: Path):
     from engine.model.gepard import GepardModel
 
     return GepardModel.from_pretrained(tiny_gepard_dir)
+
+
+# --- the gateway: one tiny checkpoint with its codec and one live server for the whole session -------
+
+
+@pytest.fixture(scope="session")
+def tiny_ckpt_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Tiny random Gepard + NanoCodec; every request stops after 24 frames (24 * 1024 samples)."""
+    from engine.tiny import write_tiny_checkpoint
+
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-ckpt"), size="tiny", seed=0, with_codec=True)
+
+
+@pytest.fixture(scope="session")
+def gateway(tiny_ckpt_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    """One real uvicorn server with the default settings (auth off, embedded voice store)."""
+    from tests.api.conftest import gateway_settings
+    from tests.api.live import LiveServer
+
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("gateway-data"))
+    with LiveServer(settings) as server:
+        yield server
+
+
+@pytest.fixture
+def default_voice_id() -> str:
+    from api.app import DEFAULT_VOICE_ID
+
+    return DEFAULT_VOICE_ID
