@@ -15,6 +15,8 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
     GEPARD_VLLM_RUNNER                 vllm_runner                  v1 (v1 | v2: vLLM's model runner; v1 runs
                                                                     the adapter the CPU tests cover, on GPU too)
+    GEPARD_TORCH_PATH                  torch_path                   auto (auto | reference | fast: the torch
+                                                                    backend's loop; auto: fast on CUDA only)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
     GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
@@ -92,6 +94,7 @@ DEFAULT_MODEL_IDS = ("gepard-1.0", "gepard-latest", "sonic", "sonic-*")
 BACKENDS = ("auto", "vllm", "torch")
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 VLLM_RUNNERS = ("v1", "v2")  # engine.backends.vllm_runner.RUNNERS (api/ does not import a backend)
+TORCH_PATHS = ("auto", "reference", "fast")  # engine.backends.torch_fast.PATHS
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 MIN_TOKEN_SECRET_BYTES = 16
@@ -124,6 +127,7 @@ class Settings:
     device: str = field(default="auto", metadata=_env("GEPARD_DEVICE"))
     dtype: str = field(default="auto", metadata=_env("GEPARD_DTYPE"))
     vllm_runner: str = field(default="v1", metadata=_env("GEPARD_VLLM_RUNNER"))
+    torch_path: str = field(default="auto", metadata=_env("GEPARD_TORCH_PATH"))
     api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
     require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
     token_secret: bytes = field(
@@ -221,6 +225,7 @@ class Settings:
             bad("device", f"{self.device!r} is not a device; expected auto, cpu, cuda, cuda:N or mps")
         choice("dtype", DTYPES)
         choice("vllm_runner", VLLM_RUNNERS)
+        choice("torch_path", TORCH_PATHS)
         for key in self.api_keys:
             if not key or key != key.strip() or "," in key:
                 bad("api_keys", "keys must be non-empty, without spaces around them or commas")
