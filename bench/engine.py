@@ -82,7 +82,8 @@ async def start_engine(args: argparse.Namespace, checkpoint: Path, max_batch: in
         return await VllmEngine.start(config)
     from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
 
-    config = TorchEngineConfig(model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch)
+    config = TorchEngineConfig(model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch,
+                               path=args.torch_path, max_positions=args.frames + PROMPT_ROOM)
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, config)
 
 
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--enforce-eager", action="store_true", default=None,
                    help="vLLM: no CUDA graphs / torch.compile (default: eager on CPU only)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    p.add_argument("--torch-path", choices=("auto", "reference", "fast"), default="auto",
+                   help="torch backend's loop (auto: the fast path on CUDA, the reference loop on CPU)")
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
     results = asyncio.run(run(args))

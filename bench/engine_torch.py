@@ -1,9 +1,11 @@
 """Torch reference backend on random checkpoints: frames/s and real-time factor at batch 1 and 8.
 
-    python bench/engine_torch.py [extra bench/engine.py options, e.g. --frames 200]
+    python bench/engine_torch.py [extra bench/engine.py options, e.g. --frames 200 --torch-path fast]
 
 The same measurement as ``bench/engine.py --backend torch --sizes tiny,full --concurrency 1,8``
 (see that script for the definitions); kept as its own entry point for the model-core issue.
+``--torch-path reference|fast`` picks the loop (default auto: fast on CUDA, reference on CPU);
+bench/torch_fast.py times the two loops' steps side by side.
 """
 
 from __future__ import annotations

@@ -1,0 +1,141 @@
+"""Engine step time of the torch backend's two loops: the reference loop vs the fast path.
+
+    python bench/torch_fast.py [--size full] [--batch 1,8] [--steps 30] [--paths reference,fast]
+                               [--device auto] [--dtype auto] [--no-graphs] [--json OUT]
+
+Drives the generators directly (no engine thread, no asyncio), on a random checkpoint whose stop
+head never fires: B requests are prefilled, a few warm-up steps run (on CUDA this captures the
+fast path's graphs), then ``--steps`` decode steps of the whole batch are timed one by one.
+Reported per (path, batch): step time p50 / p90 in ms, frames/s (B / step time) and xRT (audio
+seconds per wall second: frames/s * 1024 / 22050). A step is one new frame for every request.
+
+On a GPU the same script gives the figure to compare with the physical floor (one batch-1 step
+reads the ~1.1 GB of bf16 weights: ~0.25 ms at H200 bandwidth). It also checks on the way that
+both paths produce the same frames for greedy requests (float32: expected equal; bf16: reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from bench._common import machine, random_checkpoint  # noqa: E402
+from engine.backends.torch_backend import TorchEngine, TorchEngineConfig  # noqa: E402
+from engine.backends.torch_fast import FastGenerator  # noqa: E402
+from engine.backends.torch_generator import BatchGenerator  # noqa: E402
+from engine.device import pick_device, pick_dtype  # noqa: E402
+from engine.model.gepard import GepardModel  # noqa: E402
+from engine.requests import SamplingParams, SynthesisRequest  # noqa: E402
+
+TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the forest."
+
+
+@dataclass
+class Result:
+    path: str
+    batch: int
+    steps: int
+    step_ms_p50: float
+    step_ms_p90: float
+    frames_per_s: float
+    xrt: float
+    shape: str  # fast path: (batch bucket, span) of the timed steps
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, steps: int, graphs: bool,
+              greedy: bool) -> tuple[Result, dict[str, torch.Tensor]]:
+    total = 4 + steps
+    if path == "fast":
+        gen = FastGenerator(model, max_batch=batch, max_positions=256 + total, cuda_graphs=graphs)
+    else:
+        gen = BatchGenerator(model, max_batch=batch)
+    sp = SamplingParams(temperature=0.0) if greedy else SamplingParams(temperature=0.4)
+    for i in range(batch):
+        req = engine.prepare(SynthesisRequest(f"{path}-{i}", TEXT, None, dataclasses.replace(sp, seed=i, max_frames=total)))
+        gen.add(req)
+    frames: dict[str, list[torch.Tensor]] = {}
+    times: list[float] = []
+
+    def collect(outs) -> None:
+        for o in outs:
+            if o.codes is not None:
+                frames.setdefault(o.request_id.split("-", 1)[1], []).append(o.codes)
+
+    collect(gen.step())  # prefill
+    for _ in range(3):  # warm-up decode steps (graph capture on CUDA)
+        collect(gen.step())
+    sync(model.device)
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        collect(gen.step())  # each step ends with its results on the host: no extra sync needed
+        times.append(time.perf_counter() - t0)
+    while gen.has_work():
+        collect(gen.step())
+    ordered = sorted(times)
+    p50, p90 = statistics.median(times), ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    fps = batch / p50
+    spf = model.config.codec.samples_per_frame / model.config.codec.sample_rate
+    shape = str(getattr(gen, "last_shape", "")) if path == "fast" else ""
+    return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape),
+            {k: torch.stack(v, 1) for k, v in frames.items()})
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", default="full", help="random checkpoint size: tiny or full")
+    p.add_argument("--batch", default="1,8", help="comma list of batch sizes")
+    p.add_argument("--steps", type=int, default=30, help="timed decode steps per batch size")
+    p.add_argument("--paths", default="reference,fast")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
+    p.add_argument("--no-graphs", action="store_true", help="fast path: run the step eagerly on CUDA too")
+    p.add_argument("--sampled", action="store_true", help="temperature 0.4 instead of greedy")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    device = pick_device(args.device)
+    dtype = pick_dtype(device, args.dtype)
+    checkpoint = random_checkpoint(args.size, stop_after=0)
+    model = GepardModel.from_pretrained(checkpoint, device=device, dtype=dtype)
+    engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))  # its prepare() only
+    print(f"machine: {machine()}\ncheckpoint: {args.size} ({dtype}, {device})", flush=True)
+    print(f"{'path':>9} {'B':>4} {'step p50':>9} {'step p90':>9} {'frames/s':>9} {'xRT':>7}  shape (ms)", flush=True)
+    results, same = [], {}
+    try:
+        for batch in (int(b) for b in args.batch.split(",")):
+            codes = {}
+            for path in args.paths.split(","):
+                r, codes[path] = time_path(path, model, engine, batch, args.steps, not args.no_graphs, not args.sampled)
+                results.append(r)
+                print(f"{r.path:>9} {r.batch:4d} {r.step_ms_p50:9.2f} {r.step_ms_p90:9.2f} {r.frames_per_s:9.1f} "
+                      f"{r.xrt:7.2f}  {r.shape}", flush=True)
+            if len(codes) == 2:
+                a, b = codes.values()
+                same[batch] = all(torch.equal(a[k], b[k]) for k in a)
+                print(f"# batch {batch}: reference and fast frames {'equal' if same[batch] else 'DIFFER'}", flush=True)
+    finally:
+        import asyncio
+
+        asyncio.run(engine.aclose())
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(), "size": args.size, "dtype": str(dtype),
+                                         "device": str(device), "frames_equal": same,
+                                         "results": [asdict(r) for r in results]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
