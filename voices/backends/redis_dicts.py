@@ -15,10 +15,10 @@ from typing import Optional
 
 import redis.asyncio as aioredis
 
+from voices.backends.redis_ordered import SCAN_SCRIPT, order_member, scan_ordered
 from voices.backends.redis_store import map_redis_errors
 from voices.dictionaries import DictionaryStore, OrderKey, PronunciationDict
 
-_MAX_SCAN = 500
 
 # KEYS: order, body; ARGV: id, order member, body
 _INSERT = """
@@ -40,23 +40,6 @@ if redis.call('HDEL', KEYS[2], ARGV[1]) == 0 then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[2])
 return 1
 """
-# KEYS: order, body; ARGV: lex bound, reverse ("1"/"0"), count -> the bodies in scan order
-_SCAN = """
-local members
-if ARGV[2] == '1' then
-  members = redis.call('ZREVRANGEBYLEX', KEYS[1], ARGV[1], '-', 'LIMIT', 0, tonumber(ARGV[3]))
-else
-  members = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, tonumber(ARGV[3]))
-end
-if #members == 0 then return {{}, {}} end
-local ids = {}
-for i, m in ipairs(members) do ids[i] = string.sub(m, 29) end
-return {members, redis.call('HMGET', KEYS[2], unpack(ids))}
-"""
-
-
-def _member(key: OrderKey) -> str:
-    return f"{key[0]} {key[1]}"  # created is fixed-width (27 chars), so the id starts at 29
 
 
 class RedisDictionaryStore(DictionaryStore):
@@ -69,7 +52,7 @@ class RedisDictionaryStore(DictionaryStore):
         self._insert_script = client.register_script(_INSERT)
         self._replace_script = client.register_script(_REPLACE)
         self._delete_script = client.register_script(_DELETE)
-        self._scan_script = client.register_script(_SCAN)
+        self._scan_script = client.register_script(SCAN_SCRIPT)
 
     async def _fetch(self, dict_id: str) -> Optional[PronunciationDict]:
         with map_redis_errors(f"get of pronunciation dictionary {dict_id!r}"):
@@ -78,7 +61,7 @@ class RedisDictionaryStore(DictionaryStore):
 
     async def _insert(self, d: PronunciationDict) -> None:
         with map_redis_errors(f"create of pronunciation dictionary {d.id!r}"):
-            await self._insert_script(keys=[self._k_order, self._k_body], args=[d.id, _member(d.order_key), d.to_json()])
+            await self._insert_script(keys=[self._k_order, self._k_body], args=[d.id, order_member(d.order_key), d.to_json()])
 
     async def _replace(self, old: PronunciationDict, new: PronunciationDict) -> bool:
         with map_redis_errors(f"update of pronunciation dictionary {old.id!r}"):
@@ -91,18 +74,10 @@ class RedisDictionaryStore(DictionaryStore):
             return False
         with map_redis_errors(f"delete of pronunciation dictionary {dict_id!r}"):
             done = await self._delete_script(keys=[self._k_order, self._k_body],
-                                             args=[dict_id, _member(found.order_key)])
+                                             args=[dict_id, order_member(found.order_key)])
         return done == 1
 
     async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[PronunciationDict]:
-        out: list[PronunciationDict] = []
-        bound: str | bytes = ("+" if reverse else "-") if after is None else "(" + _member(after)
-        while True:
-            step = min(count - len(out), _MAX_SCAN)
-            with map_redis_errors("list of pronunciation dictionaries"):
-                members, bodies = await self._scan_script(keys=[self._k_order, self._k_body],
-                                                          args=[bound, "1" if reverse else "0", step])
-            out.extend(PronunciationDict.from_json(b) for b in bodies if b is not None)
-            if len(members) < step or len(out) >= count:
-                return out
-            bound = b"(" + members[-1]
+        with map_redis_errors("list of pronunciation dictionaries"):
+            return await scan_ordered(self._scan_script, self._k_order, self._k_body, after, reverse=reverse,
+                                      count=count, decode=PronunciationDict.from_json)

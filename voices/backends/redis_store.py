@@ -29,6 +29,7 @@ import torch
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
+from voices.backends.redis_ordered import SCAN_SCRIPT, order_member, scan_ordered
 from voices.errors import ReadOnlyVoiceError, VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError
 from voices.listing import OrderKey
 from voices.models import Voice, VoiceRecord
@@ -38,7 +39,6 @@ from voices.store import DEFAULT_PROMPT_CACHE_SIZE, VoiceStore
 logger = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "gepard:voices"
-_MAX_SCAN = 500  # members per scan script call (HMGET arguments stay far below Lua's limits)
 _UPDATE_ATTEMPTS = 16
 
 _UNAVAILABLE = (
@@ -121,26 +121,6 @@ redis.call('PUBLISH', ARGV[6], ARGV[1])
 return 1
 """
 
-# KEYS: order, meta; ARGV: lex bound, reverse ("1"/"0"), count.
-# Returns {members, metas}: the order members in scan order and each one's meta.
-_SCAN = """
-local members
-if ARGV[2] == '1' then
-  members = redis.call('ZREVRANGEBYLEX', KEYS[1], ARGV[1], '-', 'LIMIT', 0, tonumber(ARGV[3]))
-else
-  members = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, tonumber(ARGV[3]))
-end
-if #members == 0 then return {{}, {}} end
-local ids = {}
-for i, m in ipairs(members) do ids[i] = string.sub(m, 29) end
-return {members, redis.call('HMGET', KEYS[2], unpack(ids))}
-"""
-
-
-def _member(key: OrderKey) -> str:
-    created, voice_id = key
-    return f"{created} {voice_id}"  # created is fixed-width (27 chars), so the id starts at 29
-
 
 class RedisVoiceStore(VoiceStore):
     """Voice store on Redis; see the module docstring for the key layout.
@@ -177,7 +157,7 @@ class RedisVoiceStore(VoiceStore):
         self._put_script = client.register_script(_PUT)
         self._delete_script = client.register_script(_DELETE)
         self._update_script = client.register_script(_UPDATE)
-        self._scan_script = client.register_script(_SCAN)
+        self._scan_script = client.register_script(SCAN_SCRIPT)
         self._replace_script = client.register_script(_REPLACE_PREFIX)
         logger.debug("redis voice store: namespace %s, owns client %s", namespace, owns_client)
 
@@ -224,7 +204,7 @@ class RedisVoiceStore(VoiceStore):
 
     async def _insert(self, record: VoiceRecord, generation: str) -> bool:
         voice = record.voice
-        args = [voice.id, _member(voice.order_key), encode_voice(voice), generation,
+        args = [voice.id, order_member(voice.order_key), encode_voice(voice), generation,
                 encode_tensors(record), "1" if voice.builtin else "0"]
         with map_redis_errors(f"put of voice {voice.id!r}"):
             return bool(await self._put_script(keys=self._all_keys, args=args))
@@ -283,18 +263,9 @@ class RedisVoiceStore(VoiceStore):
             raise ReadOnlyVoiceError(voice_id, "deleted")
 
     async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[Voice]:
-        out: list[Voice] = []
-        bound = ("+" if reverse else "-") if after is None else "(" + _member(after)
-        while True:
-            step = min(count - len(out), _MAX_SCAN)
-            with map_redis_errors("list of voices"):
-                members, metas = await self._scan_script(keys=[self._k_order, self._k_meta],
-                                                         args=[bound, "1" if reverse else "0", step])
-            # a meta is never missing (scripts keep order and meta in step); skip one if it were
-            out.extend(decode_voice(m) for m in metas if m is not None)
-            if len(members) < step or len(out) >= count:
-                return out
-            bound = b"(" + members[-1]
+        with map_redis_errors("list of voices"):
+            return await scan_ordered(self._scan_script, self._k_order, self._k_meta, after, reverse=reverse,
+                                      count=count, decode=decode_voice)
 
     async def _count(self) -> int:
         with map_redis_errors("count of voices"):

@@ -121,9 +121,9 @@ def test_map_redis_errors_classifies() -> None:
 
 
 async def test_scans_longer_than_one_script_call(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    from voices.backends import redis_store
+    from voices.backends import redis_ordered
 
-    monkeypatch.setattr(redis_store, "_MAX_SCAN", 3)
+    monkeypatch.setattr(redis_ordered, "MAX_SCAN", 3)
     store = RedisVoiceStore.from_url(redis_server.url, namespace="scan-batches")
     try:
         for i in range(11):
