@@ -65,6 +65,8 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (
 DEFAULT_VOICE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/gepard-server/voices/default"))
 #: Fixed, so every replica and restart lists the default voice at the same place (lists sort by it).
 DEFAULT_VOICE_CREATED_AT = "2025-01-01T00:00:00.000000Z"
+#: One second later, so lists (ordered by creation) show the default voice first, then this one.
+UNCONDITIONED_VOICE_CREATED_AT = "2025-01-01T00:00:01.000000Z"
 #: No speaker prefix at all (an empty [0, H] prefix): the prompt is the text alone, as the upstream
 #: reference runner speaks without a reference; the speaker follows the text and the seed.
 UNCONDITIONED_VOICE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/gepard-server/voices/unconditioned"))
@@ -112,7 +114,7 @@ async def open_runtime(settings: Settings) -> Runtime:
         source = codec_source(model_dir, settings.codec)
         loop = asyncio.get_running_loop()
         codec = await loop.run_in_executor(None, lambda: NanoCodec.load(source, device=device, dtype=pick_dtype(device, settings.dtype)))
-        decoder = BatchingCodecDecoder(codec, first_chunk_frames=settings.first_chunk_frames, chunk_frames=settings.chunk_frames)
+        decoder = BatchingCodecDecoder(codec, schedule=settings.chunk_schedule)
         encoder = NanoCodecEncoder(codec)
         voices = open_voice_store(settings.redis_url, settings.data_dir)
         voices.register_builtin(VoiceRecord(
@@ -125,7 +127,7 @@ async def open_runtime(settings: Settings) -> Runtime:
             voice=Voice(id=UNCONDITIONED_VOICE_ID, name="Gepard (unconditioned)", language="en",
                         description="No speaker prefix: the model's own output without a voice prompt; the "
                                     "speaker varies with the text and seed (pin seed for a stable one)",
-                        created_at=DEFAULT_VOICE_CREATED_AT,
+                        created_at=UNCONDITIONED_VOICE_CREATED_AT,
                         access="public", visibility="all", is_owner=False, model_fingerprint=info.fingerprint),
             prefix=engine.default_prefix()[:0],  # [0, H]: no rows before the text
         ))

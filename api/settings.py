@@ -37,8 +37,11 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_TEMPERATURE ...             temperature, top_k, repetition_penalty, stop_threshold, max_frames,
                                        cfg_scale, cfg_frames: server-wide sampling defaults (0.4, 0, 1.0,
                                        0.5, none, 1.0, none); requests may override them
-    GEPARD_FIRST_CHUNK_FRAMES          first_chunk_frames           4 (~186 ms of audio at 21.5 fps)
-    GEPARD_CHUNK_FRAMES                chunk_frames                 16 (~743 ms)
+    GEPARD_CHUNK_SCHEDULE              chunk_schedule               2,4,8,16 (frames per audio chunk: the first
+                                                                    after 2 frames (~93 ms of audio at 21.5 fps),
+                                                                    then 4, 8, then every 16; the last repeats.
+                                                                    Replaces GEPARD_FIRST_CHUNK_FRAMES and
+                                                                    GEPARD_CHUNK_FRAMES, which are refused)
     GEPARD_MAX_STREAMS                 max_streams                  64 (open WebSocket contexts + HTTP TTS
                                                                     requests in this process; more get 429)
     GEPARD_MAX_STREAMS_PER_KEY         max_streams_per_key          0 (per API key; 0: no per-key limit)
@@ -98,6 +101,17 @@ TORCH_PATHS = ("auto", "reference", "fast")  # engine.backends.torch_fast.PATHS
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 MIN_TOKEN_SECRET_BYTES = 16
+# Frames per audio chunk, growing; the last repeats (codec_worker.schedule, whose limits these are:
+# api/ validates here so a bad value stops the server at start with the variable's name).
+DEFAULT_CHUNK_SCHEDULE = (2, 4, 8, 16)
+MAX_CHUNK_SCHEDULE_STEPS = 16
+MAX_CHUNK_FRAMES = 2000
+# Variables that no longer exist: setting one stops the server instead of being silently ignored.
+_REPLACED = {
+    name: "was replaced by GEPARD_CHUNK_SCHEDULE (frames per chunk, e.g. 2,4,8,16: the first chunk, then growing "
+          "sizes, the last repeating; the old FIRST_CHUNK_FRAMES=f and CHUNK_FRAMES=c are GEPARD_CHUNK_SCHEDULE=f,c)"
+    for name in ("GEPARD_FIRST_CHUNK_FRAMES", "GEPARD_CHUNK_FRAMES")
+}
 _DEVICE_RE = re.compile(r"auto|cpu|mps|(?:cuda|xpu)(?::\d+)?")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -153,8 +167,7 @@ class Settings:
     max_frames: Optional[int] = field(default=None, metadata=_env("GEPARD_MAX_FRAMES"))
     cfg_scale: float = field(default=1.0, metadata=_env("GEPARD_CFG_SCALE"))
     cfg_frames: Optional[int] = field(default=None, metadata=_env("GEPARD_CFG_FRAMES"))
-    first_chunk_frames: int = field(default=4, metadata=_env("GEPARD_FIRST_CHUNK_FRAMES"))
-    chunk_frames: int = field(default=16, metadata=_env("GEPARD_CHUNK_FRAMES"))
+    chunk_schedule: tuple[int, ...] = field(default=DEFAULT_CHUNK_SCHEDULE, metadata=_env("GEPARD_CHUNK_SCHEDULE"))
     max_streams: int = field(default=64, metadata=_env("GEPARD_MAX_STREAMS"))
     max_streams_per_key: int = field(default=0, metadata=_env("GEPARD_MAX_STREAMS_PER_KEY"))
     admit_max_saturation: float = field(default=0.9, metadata=_env("GEPARD_ADMIT_MAX_SATURATION"))
@@ -173,6 +186,7 @@ class Settings:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (frozen dataclass)
         set_("api_keys", frozenset(self.api_keys))
         set_("model_ids", tuple(self.model_ids))
+        set_("chunk_schedule", tuple(self.chunk_schedule))
         set_("log_level", str(self.log_level).upper())
         for name in ("tls_certfile", "tls_keyfile"):
             value = getattr(self, name)
@@ -262,8 +276,10 @@ class Settings:
             problem = None if value is None else SAMPLING_BOUNDS[name].problem(value)
             if problem is not None:
                 bad(name, problem)
-        in_range("first_chunk_frames", 1)
-        in_range("chunk_frames", 1)
+        if not 1 <= len(self.chunk_schedule) <= MAX_CHUNK_SCHEDULE_STEPS or any(
+                isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHUNK_FRAMES for n in self.chunk_schedule):
+            bad("chunk_schedule", f"must be 1 to {MAX_CHUNK_SCHEDULE_STEPS} frame counts, each between 1 and "
+                f"{MAX_CHUNK_FRAMES}, got {','.join(map(str, self.chunk_schedule)) or 'nothing'}")
         in_range("max_streams", 1)
         in_range("max_streams_per_key", 0)
         in_range("admit_max_saturation", 0)
@@ -323,7 +339,7 @@ class Settings:
         """
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
-        problems: list[str] = []
+        problems: list[str] = [f"{name}: {why}" for name, why in _REPLACED.items() if (env.get(name) or "").strip()]
         for f in dataclasses.fields(cls):
             name = f.metadata.get("env")
             if name is None:
@@ -387,6 +403,10 @@ def _parse_list(raw: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in raw.split(",") if item.strip())
 
 
+def _parse_int_list(raw: str) -> tuple[int, ...]:
+    return tuple(_parse_int(item) for item in _parse_list(raw))
+
+
 def _parse_secret(raw: str) -> bytes:
     return raw.encode("utf-8")
 
@@ -414,8 +434,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "max_frames": _parse_int,
     "cfg_scale": _parse_float,
     "cfg_frames": _parse_int,
-    "first_chunk_frames": _parse_int,
-    "chunk_frames": _parse_int,
+    "chunk_schedule": _parse_int_list,
     "max_streams": _parse_int,
     "max_streams_per_key": _parse_int,
     "admit_max_saturation": _parse_float,

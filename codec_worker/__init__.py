@@ -16,12 +16,14 @@ from codec_worker.errors import (
 )
 from codec_worker.interface import CodecDecoder, CodecEncoder, DecodeStream
 from codec_worker.nanocodec import DEFAULT_HF_REPO, NanoCodec, decoder_left_context_frames
+from codec_worker.schedule import DEFAULT_SCHEDULE, ChunkSchedule
 from codec_worker.streaming import DecodeWindow, StreamingDecoder, StreamingDecodeState, decode_windows
 from codec_worker.tiny import write_random_codec
 
 __all__ = [
     "BatchedDecodeStream",
     "BatchingCodecDecoder",
+    "ChunkSchedule",
     "CodecClosedError",
     "CodecDecoder",
     "CodecEncoder",
@@ -30,6 +32,7 @@ __all__ = [
     "CodecLoadError",
     "CodecNotFoundError",
     "DEFAULT_HF_REPO",
+    "DEFAULT_SCHEDULE",
     "DecodeError",
     "DecodeStream",
     "DecodeWindow",

@@ -1,6 +1,6 @@
 """Batched streaming decode across many utterances, and the async encoder.
 
-    decoder = BatchingCodecDecoder(codec, max_batch=32)    # borrows codec; owns one worker thread
+    decoder = BatchingCodecDecoder(codec, max_batch=32, schedule="2,4,8,16")  # borrows codec; owns a thread
     stream = decoder.open_stream()
     pcm = await stream.push(codes)    # codes [32, T] int64 -> pcm [N] float32 @ 22050 Hz
     pcm = await stream.finish()
@@ -31,6 +31,7 @@ import torch
 
 from codec_worker.errors import CodecClosedError, CodecError, DecodeError, InvalidAudioError
 from codec_worker.interface import CodecDecoder, CodecEncoder, DecodeStream
+from codec_worker.schedule import DEFAULT_SCHEDULE, ChunkSchedule, ScheduleLike
 from codec_worker.streaming import DecodeWindow, StreamingDecodeState, decode_windows
 
 if TYPE_CHECKING:
@@ -103,25 +104,16 @@ class BatchingCodecDecoder(CodecDecoder):
     """CodecDecoder that decodes the windows of many concurrent streams in shared batches.
 
     Borrows ``codec`` (does not close it). Owns a worker thread, started on first use and
-    stopped by :meth:`aclose`. ``first_chunk_frames`` / ``chunk_frames`` set each stream's cadence.
+    stopped by :meth:`aclose`. ``schedule`` sets each stream's cadence (``codec_worker.schedule``).
     """
 
-    def __init__(
-        self,
-        codec: NanoCodec,
-        max_batch: int = 32,
-        first_chunk_frames: int = 8,
-        chunk_frames: int = 32,
-    ) -> None:
+    def __init__(self, codec: NanoCodec, max_batch: int = 32, schedule: ScheduleLike = DEFAULT_SCHEDULE) -> None:
         if not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be an int >= 1, got {max_batch!r}")
-        # validate the cadence once, here, rather than on the first open_stream()
-        StreamingDecodeState(codec.receptive_field_frames, first_chunk_frames, chunk_frames)
+        self.schedule = ChunkSchedule.of(schedule)  # validated once, here, not on the first open_stream()
         self.sample_rate_hz = codec.sample_rate_hz
         self.samples_per_frame = codec.samples_per_frame
         self.max_batch = max_batch
-        self.first_chunk_frames = first_chunk_frames
-        self.chunk_frames = chunk_frames
         self._codec = codec
         self._cond = threading.Condition()
         self._queue: deque[_Job] = deque()
@@ -132,10 +124,9 @@ class BatchingCodecDecoder(CodecDecoder):
         self.windows_decoded = 0
         self.observer: Optional[DecodeObserver] = None  # see DecodeObserver
         logger.debug(
-            "batching codec decoder: max_batch=%d first_chunk_frames=%d chunk_frames=%d context=%d",
+            "batching codec decoder: max_batch=%d chunk schedule %s context=%d",
             max_batch,
-            first_chunk_frames,
-            chunk_frames,
+            self.schedule,
             codec.receptive_field_frames,
         )
 
@@ -148,7 +139,7 @@ class BatchingCodecDecoder(CodecDecoder):
     def open_stream(self) -> BatchedDecodeStream:
         if self._closed:
             raise CodecClosedError("codec decoder is closed; create a new one")
-        state = StreamingDecodeState(self._codec.receptive_field_frames, self.first_chunk_frames, self.chunk_frames)
+        state = StreamingDecodeState(self._codec.receptive_field_frames, self.schedule)
         return BatchedDecodeStream(self, next(self._ids), state)
 
     async def aclose(self) -> None:
@@ -213,9 +204,13 @@ class BatchingCodecDecoder(CodecDecoder):
                 batch = list(self._queue)
                 self._queue.clear()
                 return batch
-            # More waiting than one batch holds: a stream's first window goes first (that is its
-            # time to first audio), then the oldest windows; each stream's windows keep their order.
-            first = [job for job in self._queue if job.window.start_frame == 0][: self.max_batch]
+            # More waiting than one batch holds: the windows of the schedule's ramp go first, the
+            # least advanced first (a first window is its stream's time to first audio; the next few
+            # have little audio buffered ahead of them), then the oldest windows; each stream's
+            # windows keep their order.
+            ramp = self.schedule.ramp_frames
+            urgent = sorted((job for job in self._queue if job.window.start_frame < ramp), key=lambda j: j.window.start_frame)
+            first = urgent[: self.max_batch]
             taken = set(map(id, first))
             rest = (job for job in self._queue if id(job) not in taken)
             batch = first + list(itertools.islice(rest, self.max_batch - len(first)))

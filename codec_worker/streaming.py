@@ -1,13 +1,13 @@
 """Exact streaming decode: cut an utterance's frames into decode windows whose audio concatenates
 to the one-shot decode.
 
-    state = StreamingDecodeState(codec.receptive_field_frames, first_chunk_frames=8, chunk_frames=32)
+    state = StreamingDecodeState(codec.receptive_field_frames, schedule="2,4,8,16")
     windows = state.push(codes)          # codes [32, T] -> windows ready to decode (maybe none)
     pcm = decode_windows(codec, windows) # one batched decoder call -> list of pcm [N] float32
     windows = state.finish()             # flush the rest
 
-Chunk cadence: the first chunk is cut once ``first_chunk_frames`` frames are buffered, later ones
-every ``chunk_frames`` frames (boundaries at f, f + c, f + 2c, ...); ``finish()`` cuts the rest.
+Chunk cadence (``codec_worker.schedule``): chunk ``i`` holds ``schedule.size(i)`` frames, so the
+boundaries are at s0, s0 + s1, ... and then every ``schedule.steady`` frames; ``finish()`` cuts the rest.
 A push that crosses several boundaries yields one window per chunk, so windows stay small and
 alike in width (good for batching, bounded memory) whatever the push size.
 
@@ -28,6 +28,7 @@ import torch
 
 from codec_worker import fsq
 from codec_worker.errors import CodecClosedError, InvalidCodesError
+from codec_worker.schedule import DEFAULT_SCHEDULE, ChunkSchedule, ScheduleLike
 
 if TYPE_CHECKING:
     from codec_worker.nanocodec import NanoCodec
@@ -81,20 +82,15 @@ class StreamingDecodeState:
     Not thread-safe; one owner at a time.
     """
 
-    def __init__(self, receptive_field_frames: int, first_chunk_frames: int = 8, chunk_frames: int = 32) -> None:
-        for name, value, low in (
-            ("receptive_field_frames", receptive_field_frames, 0),
-            ("first_chunk_frames", first_chunk_frames, 1),
-            ("chunk_frames", chunk_frames, 1),
-        ):
-            if not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    def __init__(self, receptive_field_frames: int, schedule: ScheduleLike = DEFAULT_SCHEDULE) -> None:
+        if not isinstance(receptive_field_frames, int) or receptive_field_frames < 0:
+            raise ValueError(f"receptive_field_frames must be an int >= 0, got {receptive_field_frames!r}")
         self.receptive_field_frames = receptive_field_frames
-        self.first_chunk_frames = first_chunk_frames
-        self.chunk_frames = chunk_frames
+        self.schedule = ChunkSchedule.of(schedule)
         self._frames = torch.zeros(fsq.NUM_CHANNELS, 0, dtype=torch.long)  # [32, context + pending]
         self._context = 0  # leading frames of _frames already cut
         self._emitted = 0  # frames cut so far (utterance index of the first pending frame)
+        self._chunks = 0  # chunks cut on the cadence so far (finish() does not count)
         self._finished = False
 
     # ---- introspection -----------------------------------------------------------------
@@ -126,8 +122,9 @@ class StreamingDecodeState:
             self._frames = torch.cat([self._frames, codes], dim=1)
         windows = []
         total = self._emitted + self.pending_frames
-        while (boundary := self._next_boundary()) <= total:
+        while (boundary := self._emitted + self.schedule.size(self._chunks)) <= total:
             windows.append(self._cut(boundary))
+            self._chunks += 1
         return windows
 
     def finish(self) -> list[DecodeWindow]:
@@ -145,11 +142,6 @@ class StreamingDecodeState:
         self._finished = True
         self._frames = self._frames[:, :0]
         self._context = 0
-
-    def _next_boundary(self) -> int:
-        if self._emitted < self.first_chunk_frames:
-            return self.first_chunk_frames
-        return self._emitted + self.chunk_frames
 
     def _cut(self, end: int) -> DecodeWindow:
         """Window for frames [emitted, end); keep the last L frames before ``end`` as history."""
@@ -195,9 +187,9 @@ class StreamingDecoder:
     returned arrays equals ``codec.decode_codes`` of all frames.
     """
 
-    def __init__(self, codec: NanoCodec, first_chunk_frames: int = 8, chunk_frames: int = 32) -> None:
+    def __init__(self, codec: NanoCodec, schedule: ScheduleLike = DEFAULT_SCHEDULE) -> None:
         self._codec = codec
-        self._state = StreamingDecodeState(codec.receptive_field_frames, first_chunk_frames, chunk_frames)
+        self._state = StreamingDecodeState(codec.receptive_field_frames, schedule)
 
     @property
     def state(self) -> StreamingDecodeState:

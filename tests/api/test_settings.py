@@ -29,7 +29,7 @@ def test_defaults():
     assert s.model_ids == DEFAULT_MODEL_IDS
     assert s.default_sampling == SamplingParams(temperature=0.4, top_k=0, repetition_penalty=1.0, stop_threshold=0.5,
                                                 max_frames=None, cfg_scale=1.0, cfg_frames=None)
-    assert (s.first_chunk_frames, s.chunk_frames, s.log_level, s.log_format) == (4, 16, "INFO", "text")
+    assert (s.chunk_schedule, s.log_level, s.log_format) == ((2, 4, 8, 16), "INFO", "text")
 
 
 def test_every_variable(tmp_path):
@@ -46,7 +46,7 @@ def test_every_variable(tmp_path):
         "GEPARD_MAX_CONCURRENT_GENERATIONS": "128", "GEPARD_MODEL_IDS": "gepard-1.0, custom-*",
         "GEPARD_TEMPERATURE": "0.7", "GEPARD_TOP_K": "50", "GEPARD_REPETITION_PENALTY": "1.1",
         "GEPARD_STOP_THRESHOLD": "0.8", "GEPARD_MAX_FRAMES": "1000", "GEPARD_CFG_SCALE": "2.0", "GEPARD_CFG_FRAMES": "20",
-        "GEPARD_FIRST_CHUNK_FRAMES": "2", "GEPARD_CHUNK_FRAMES": "8", "GEPARD_LOG_LEVEL": "debug", "GEPARD_LOG_FORMAT": "json",
+        "GEPARD_CHUNK_SCHEDULE": "1, 3,9", "GEPARD_LOG_LEVEL": "debug", "GEPARD_LOG_FORMAT": "json",
     }
     s = Settings.from_env(env)
     assert (s.host, s.port, s.model, s.codec) == ("0.0.0.0", 9443, "/models/gepard", "/models/codec.nemo")
@@ -60,7 +60,7 @@ def test_every_variable(tmp_path):
     assert s.model_ids == ("gepard-1.0", "custom-*")
     assert s.default_sampling == SamplingParams(temperature=0.7, top_k=50, repetition_penalty=1.1, stop_threshold=0.8,
                                                 max_frames=1000, cfg_scale=2.0, cfg_frames=20)
-    assert (s.first_chunk_frames, s.chunk_frames, s.log_level, s.log_format) == (2, 8, "DEBUG", "json")
+    assert (s.chunk_schedule, s.log_level, s.log_format) == ((1, 3, 9), "DEBUG", "json")
 
 
 def test_secrets_stay_out_of_repr():
@@ -123,8 +123,13 @@ def test_require_auth_can_be_forced_off_with_keys():
         ({"GEPARD_MAX_FRAMES": "0"}, "GEPARD_MAX_FRAMES: must be in [1, 2000], got 0"),
         ({"GEPARD_CFG_SCALE": "0"}, "GEPARD_CFG_SCALE: must be in (0, 20], got 0.0"),
         ({"GEPARD_CFG_FRAMES": "-1"}, "GEPARD_CFG_FRAMES: must be in [0, 2000], got -1"),
-        ({"GEPARD_FIRST_CHUNK_FRAMES": "0"}, "GEPARD_FIRST_CHUNK_FRAMES: must be >= 1, got 0"),
-        ({"GEPARD_CHUNK_FRAMES": "0"}, "GEPARD_CHUNK_FRAMES: must be >= 1, got 0"),
+        ({"GEPARD_CHUNK_SCHEDULE": "2,0,8"}, "GEPARD_CHUNK_SCHEDULE: must be 1 to 16 frame counts, each between 1 and "
+                                             "2000, got 2,0,8"),
+        ({"GEPARD_CHUNK_SCHEDULE": "2,4.5"}, "GEPARD_CHUNK_SCHEDULE: '4.5' is not an integer"),
+        ({"GEPARD_CHUNK_SCHEDULE": ",".join(["1"] * 17)}, "GEPARD_CHUNK_SCHEDULE: must be 1 to 16 frame counts"),
+        # the two variables it replaced are refused, not silently ignored
+        ({"GEPARD_FIRST_CHUNK_FRAMES": "4"}, "GEPARD_FIRST_CHUNK_FRAMES: was replaced by GEPARD_CHUNK_SCHEDULE"),
+        ({"GEPARD_CHUNK_FRAMES": "16"}, "GEPARD_CHUNK_FRAMES: was replaced by GEPARD_CHUNK_SCHEDULE"),
         ({"GEPARD_LOG_LEVEL": "loud"}, "GEPARD_LOG_LEVEL: 'LOUD' is not supported"),
         ({"GEPARD_VLLM_RUNNER": "v3"}, "GEPARD_VLLM_RUNNER: 'v3' is not supported; expected one of v1, v2"),
         ({"GEPARD_LOG_FORMAT": "xml"}, "GEPARD_LOG_FORMAT: 'xml' is not supported; expected one of text, json"),
@@ -154,8 +159,8 @@ def test_replace_revalidates_and_keeps_the_secret():
     s = Settings.from_env({})
     t = dataclasses.replace(s, port=9001)
     assert t.port == 9001 and t.token_secret == s.token_secret
-    with pytest.raises(SettingsError, match="GEPARD_CHUNK_FRAMES"):
-        dataclasses.replace(s, chunk_frames=0)
+    with pytest.raises(SettingsError, match="GEPARD_CHUNK_SCHEDULE"):
+        dataclasses.replace(s, chunk_schedule=())
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.port = 1  # type: ignore[misc]
 

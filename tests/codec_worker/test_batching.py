@@ -41,11 +41,12 @@ def _schedule(frames: int, rng: random.Random) -> list[int]:
     return pushes
 
 
-async def test_concurrent_streams_equal_decoding_each_alone(codec: NanoCodec) -> None:
+@pytest.mark.parametrize("schedule", [(4, 8), (2, 4, 8, 16)])
+async def test_concurrent_streams_equal_decoding_each_alone(codec: NanoCodec, schedule) -> None:
     rng = random.Random(0)
     utterances = [random_codes(frames, seed=30 + i) for i, frames in enumerate([9, 40, 3, 27, 33, 1])]
     expected = [codec.decode_codes(codes.unsqueeze(0))[0].numpy() for codes in utterances]
-    async with BatchingCodecDecoder(codec, max_batch=4, first_chunk_frames=4, chunk_frames=8) as decoder:
+    async with BatchingCodecDecoder(codec, max_batch=4, schedule=schedule) as decoder:
         results = await asyncio.gather(
             *(_run_stream(decoder, codes, _schedule(codes.shape[1], rng)) for codes in utterances)
         )
@@ -59,7 +60,7 @@ async def test_concurrent_streams_equal_decoding_each_alone(codec: NanoCodec) ->
 async def test_windows_of_several_streams_share_one_decoder_call(codec: NanoCodec) -> None:
     utterances = [random_codes(frames, seed=50 + frames) for frames in (8, 6, 7, 8)]
     expected = [codec.decode_codes(codes.unsqueeze(0))[0].numpy() for codes in utterances]
-    async with BatchingCodecDecoder(codec, max_batch=8, first_chunk_frames=6) as decoder:
+    async with BatchingCodecDecoder(codec, max_batch=8, schedule=(6, 32)) as decoder:
         streams = [decoder.open_stream() for _ in utterances]
         with decoder._cond:  # hold the worker off until every stream has queued its window
             tasks = [asyncio.create_task(s.push(codes)) for s, codes in zip(streams, utterances)]
@@ -84,7 +85,7 @@ async def test_event_loop_keeps_running_while_decoding(codec: NanoCodec) -> None
             ticks += 1
             await asyncio.sleep(0)
 
-    async with BatchingCodecDecoder(codec, first_chunk_frames=30) as decoder:
+    async with BatchingCodecDecoder(codec, schedule=(30, 32)) as decoder:
         stream = decoder.open_stream()
         task = asyncio.create_task(ticker())
         await asyncio.sleep(0)
@@ -99,7 +100,7 @@ async def test_event_loop_keeps_running_while_decoding(codec: NanoCodec) -> None
 
 
 async def test_aclose_mid_stream_frees_it(codec: NanoCodec) -> None:
-    async with BatchingCodecDecoder(codec, first_chunk_frames=4, chunk_frames=4) as decoder:
+    async with BatchingCodecDecoder(codec, schedule=(4, 4)) as decoder:
         stream = decoder.open_stream()
         first = await stream.push(random_codes(6, seed=41))
         assert first.shape == (4 * 1024,)
@@ -118,7 +119,7 @@ async def test_aclose_mid_stream_frees_it(codec: NanoCodec) -> None:
 
 
 async def test_aclose_drops_queued_windows(codec: NanoCodec) -> None:
-    decoder = BatchingCodecDecoder(codec, first_chunk_frames=2, chunk_frames=2)
+    decoder = BatchingCodecDecoder(codec, schedule=(2, 2))
     stream = decoder.open_stream()
     loop = asyncio.get_running_loop()
     with decoder._cond:  # hold the worker off while windows are queued
@@ -133,7 +134,7 @@ async def test_aclose_drops_queued_windows(codec: NanoCodec) -> None:
 
 
 async def test_cancelled_push_closes_the_stream(codec: NanoCodec) -> None:
-    async with BatchingCodecDecoder(codec, first_chunk_frames=20) as decoder:
+    async with BatchingCodecDecoder(codec, schedule=(20, 32)) as decoder:
         stream = decoder.open_stream()
         task = asyncio.create_task(stream.push(random_codes(20, seed=44)))
         await asyncio.sleep(0)  # the push has queued its window and awaits it
@@ -146,7 +147,7 @@ async def test_cancelled_push_closes_the_stream(codec: NanoCodec) -> None:
 
 
 async def test_finish_then_push_is_an_error(codec: NanoCodec) -> None:
-    async with BatchingCodecDecoder(codec) as decoder:
+    async with BatchingCodecDecoder(codec, schedule=(8, 32)) as decoder:
         stream = decoder.open_stream()
         assert (await stream.push(random_codes(3, seed=45))).shape == (0,)  # below the first chunk
         assert (await stream.finish()).shape == (3 * 1024,)
@@ -156,7 +157,7 @@ async def test_finish_then_push_is_an_error(codec: NanoCodec) -> None:
 
 
 async def test_bad_codes_fail_the_push_not_the_decoder(codec: NanoCodec) -> None:
-    async with BatchingCodecDecoder(codec, first_chunk_frames=1) as decoder:
+    async with BatchingCodecDecoder(codec, schedule=(1, 32)) as decoder:
         stream = decoder.open_stream()
         with pytest.raises(InvalidCodesError, match=r"expected codes \[32, T\]"):
             await stream.push(torch.zeros(8, 3, dtype=torch.long))
@@ -165,7 +166,7 @@ async def test_bad_codes_fail_the_push_not_the_decoder(codec: NanoCodec) -> None
 
 
 async def test_closed_decoder_refuses_work(codec: NanoCodec) -> None:
-    decoder = BatchingCodecDecoder(codec, first_chunk_frames=1)
+    decoder = BatchingCodecDecoder(codec, schedule=(1, 32))
     stream = decoder.open_stream()
     assert (await stream.push(random_codes(1, seed=47))).shape == (1024,)
     await decoder.aclose()
@@ -180,8 +181,23 @@ async def test_closed_decoder_refuses_work(codec: NanoCodec) -> None:
 def test_bad_settings_are_rejected(codec: NanoCodec) -> None:
     with pytest.raises(ValueError, match="max_batch must be an int >= 1"):
         BatchingCodecDecoder(codec, max_batch=0)
-    with pytest.raises(ValueError, match="chunk_frames must be an int >= 1"):
-        BatchingCodecDecoder(codec, chunk_frames=0)
+    with pytest.raises(ValueError, match=r"chunk sizes must be ints in \[1, 2000\] frames; size 1 is 0"):
+        BatchingCodecDecoder(codec, schedule=(8, 0))
+
+
+async def test_windows_of_the_ramp_go_first_when_the_queue_is_longer_than_a_batch(codec: NanoCodec) -> None:
+    def job(stream_id: int, start: int) -> _Job:
+        window = DecodeWindow(codes=torch.zeros(32, 4, dtype=torch.long), skip_frames=0, start_frame=start)
+        return _Job(stream_id, window, None, None)  # type: ignore[arg-type]
+
+    decoder = BatchingCodecDecoder(codec, max_batch=2, schedule=(2, 4, 8, 32))  # ramp: frames [0, 14)
+    # queued oldest first: a steady window, then ramp windows of three streams, then a steady one
+    decoder._queue.extend([job(1, 46), job(2, 6), job(3, 0), job(4, 2), job(5, 78)])
+    taken = [[(j.stream_id, j.window.start_frame) for j in decoder._take_batch()] for _ in range(3)]
+    # least advanced ramp windows first (first audio, then the ones with the least audio ahead),
+    # then the oldest
+    assert taken == [[(3, 0), (4, 2)], [(2, 6), (1, 46)], [(5, 78)]]
+    await decoder.aclose()
 
 
 def test_group_by_width_keeps_padding_bounded() -> None:
@@ -223,8 +239,8 @@ async def test_async_encoder_rejects_bad_audio(codec: NanoCodec, audio, message:
 async def test_first_windows_are_decoded_before_continuations_when_the_queue_is_long(codec: NanoCodec) -> None:
     """Time to first audio stays flat under load: with more windows queued than one batch holds,
     every stream's first window is taken before older continuation windows, and each stream's
-    windows keep their order."""
-    decoder = BatchingCodecDecoder(codec, max_batch=3)
+    windows keep their order (a schedule whose ramp is the first window only)."""
+    decoder = BatchingCodecDecoder(codec, max_batch=3, schedule=(8, 32))
     loop = asyncio.get_running_loop()
 
     def job(stream: int, start: int) -> _Job:

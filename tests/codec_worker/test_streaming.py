@@ -10,6 +10,7 @@ import torch
 
 from codec_worker.errors import CodecClosedError, InvalidCodesError
 from codec_worker.nanocodec import NanoCodec
+from codec_worker.schedule import ChunkSchedule
 from codec_worker.streaming import DecodeWindow, StreamingDecoder, StreamingDecodeState, decode_windows
 from tests.codec_worker.conftest import random_codes
 
@@ -24,14 +25,16 @@ def utterance(codec: NanoCodec) -> tuple[torch.Tensor, np.ndarray]:
     return codes, codec.decode_codes(codes.unsqueeze(0))[0].numpy()
 
 
-def _stream(codec: NanoCodec, codes: torch.Tensor, first: int, chunk: int, pushes: list[int]) -> np.ndarray:
-    decoder = StreamingDecoder(codec, first_chunk_frames=first, chunk_frames=chunk)
+def _stream(codec: NanoCodec, codes: torch.Tensor, first: int, chunk: int, pushes: list[int],
+            schedule: tuple[int, ...] | None = None) -> np.ndarray:
+    schedule = schedule or (first, chunk)
+    decoder = StreamingDecoder(codec, schedule=schedule)
     pieces, at = [], 0
     for size in pushes:
         pieces.append(decoder.push(codes[:, at : at + size]))
         at += size
         assert decoder.state.history_frames <= codec.receptive_field_frames
-        assert decoder.state.pending_frames < max(first, chunk) or decoder.state.emitted_frames == 0
+        assert decoder.state.pending_frames < max(schedule)
     assert at == codes.shape[1]
     pieces.append(decoder.finish())
     assert all(piece.dtype == np.float32 and piece.ndim == 1 for piece in pieces)
@@ -61,6 +64,60 @@ def test_streaming_equals_one_shot_for_random_schedules(codec: NanoCodec, uttera
     assert float(np.abs(audio - expected).max()) <= TOLERANCE
 
 
+@pytest.mark.parametrize("schedule", [(2, 4, 8, 32), (2, 4, 8, 16), (1, 2, 4, 8, 16), (1, 1, 2, 3, 5, 8), (3, 1, 5)])
+def test_streaming_equals_one_shot_for_growing_schedules(codec: NanoCodec, utterance, schedule) -> None:
+    codes, expected = utterance
+    rng = random.Random(sum(schedule))
+    patterns = [[FRAMES], _random_pushes(rng)] + ([[1] * FRAMES] if schedule == (2, 4, 8, 32) else [])
+    for pushes in patterns:  # one burst, random pushes (empty ones too), one frame at a time
+        audio = _stream(codec, codes, 0, 0, pushes, schedule=schedule)
+        assert audio.shape == expected.shape
+        assert float(np.abs(audio - expected).max()) <= TOLERANCE, (schedule, pushes)
+
+
+def _random_pushes(rng: random.Random) -> list[int]:
+    pushes: list[int] = []
+    while sum(pushes) < FRAMES:
+        pushes.append(min(rng.choice([0, 1, 2, 3, 7, 15]), FRAMES - sum(pushes)))
+    return pushes
+
+
+def test_growing_cadence_and_window_layout() -> None:
+    state = StreamingDecodeState(receptive_field_frames=25, schedule="2,4,8,32")
+    cut: list[tuple[int, DecodeWindow]] = []
+    for frame in range(100):
+        for window in state.push(random_codes(1, seed=frame)):
+            cut.append((frame + 1, window))
+    assert [(at, w.start_frame, w.skip_frames, w.num_frames) for at, w in cut] == [
+        (2, 0, 0, 2),  # the first audio needs only 2 frames
+        (6, 2, 2, 4),
+        (14, 6, 6, 8),
+        (46, 14, 14, 32),  # steady size from here on
+        (78, 46, 25, 32),  # context capped at the receptive field
+    ]
+    assert [state.schedule.end_of(i) for i in range(5)] == [at for at, _ in cut]
+    # a burst crossing several boundaries is cut the same way
+    burst = StreamingDecodeState(receptive_field_frames=25, schedule=(2, 4, 8, 32)).push(random_codes(100))
+    assert [(w.start_frame, w.num_frames) for w in burst] == [(w.start_frame, w.num_frames) for _, w in cut]
+
+
+def test_chunk_schedule_parsing_and_arithmetic() -> None:
+    s = ChunkSchedule.parse(" 2, 4,8 ,32")
+    assert s == ChunkSchedule.of((2, 4, 8, 32)) == ChunkSchedule.of(s) and str(s) == "2,4,8,32"
+    assert (s.first, s.steady, s.ramp_frames) == (2, 32, 14)
+    assert [s.size(i) for i in range(6)] == [2, 4, 8, 32, 32, 32]
+    assert [s.end_of(i) for i in range(6)] == [2, 6, 14, 46, 78, 110]
+    one = ChunkSchedule.of([16])
+    assert ([one.end_of(i) for i in range(3)], one.ramp_frames) == ([16, 32, 48], 16)
+    assert ChunkSchedule.of((4, 16)).ramp_frames == 4  # the old (first, chunk) pair: only first windows are urgent
+    with pytest.raises(ValueError, match=r"size 0 is True"):
+        ChunkSchedule((True, 4))
+    with pytest.raises(ValueError, match=r"size 1 is 2001"):
+        ChunkSchedule.parse("2,2001")
+    with pytest.raises(ValueError, match="needs 1 to 16 sizes, got 17"):
+        ChunkSchedule.of([1] * 17)
+
+
 def test_one_push_of_everything_then_finish(codec: NanoCodec, utterance) -> None:
     codes, expected = utterance
     audio = _stream(codec, codes, first=8, chunk=32, pushes=[FRAMES])
@@ -68,7 +125,7 @@ def test_one_push_of_everything_then_finish(codec: NanoCodec, utterance) -> None
 
 
 def test_cadence_and_window_layout() -> None:
-    state = StreamingDecodeState(receptive_field_frames=25, first_chunk_frames=8, chunk_frames=32)
+    state = StreamingDecodeState(receptive_field_frames=25, schedule=(8, 32))
     cut: list[tuple[int, DecodeWindow]] = []
     for frame in range(100):
         for window in state.push(random_codes(1, seed=frame)):
@@ -85,7 +142,7 @@ def test_cadence_and_window_layout() -> None:
 
 
 def test_a_burst_is_cut_into_chunk_sized_windows() -> None:
-    state = StreamingDecodeState(receptive_field_frames=25, first_chunk_frames=8, chunk_frames=32)
+    state = StreamingDecodeState(receptive_field_frames=25, schedule=(8, 32))
     windows = state.push(random_codes(80))
     assert [(w.start_frame, w.num_frames) for w in windows] == [(0, 8), (8, 32), (40, 32)]
     assert state.pending_frames == 8
@@ -94,7 +151,7 @@ def test_a_burst_is_cut_into_chunk_sized_windows() -> None:
 
 def test_window_context_holds_the_right_frames() -> None:
     codes = random_codes(60, seed=1)
-    state = StreamingDecodeState(receptive_field_frames=25, first_chunk_frames=8, chunk_frames=32)
+    state = StreamingDecodeState(receptive_field_frames=25, schedule=(8, 32))
     windows = state.push(codes) + state.finish()
     for window in windows:
         start = window.start_frame - window.skip_frames
@@ -142,8 +199,10 @@ def test_out_of_range_push_names_channel_and_frame() -> None:
     ("kwargs", "message"),
     [
         ({"receptive_field_frames": -1}, "receptive_field_frames must be an int >= 0"),
-        ({"receptive_field_frames": 25, "first_chunk_frames": 0}, "first_chunk_frames must be an int >= 1"),
-        ({"receptive_field_frames": 25, "chunk_frames": 2.5}, "chunk_frames must be an int >= 1"),
+        ({"receptive_field_frames": 25, "schedule": (0, 4)}, r"chunk sizes must be ints in \[1, 2000\] frames; size 0 is 0"),
+        ({"receptive_field_frames": 25, "schedule": (2, 2.5)}, r"size 1 is 2.5"),
+        ({"receptive_field_frames": 25, "schedule": ()}, "a chunk schedule needs 1 to 16 sizes, got 0"),
+        ({"receptive_field_frames": 25, "schedule": "2,x"}, r"'2,x' is not a comma-separated list of frame counts \(bad item 'x'\)"),
     ],
 )
 def test_bad_cadence_is_rejected(kwargs, message: str) -> None:
@@ -153,7 +212,7 @@ def test_bad_cadence_is_rejected(kwargs, message: str) -> None:
 
 def test_decode_windows_batches_windows_of_different_widths(codec: NanoCodec, utterance) -> None:
     codes, expected = utterance
-    state = StreamingDecodeState(codec.receptive_field_frames, first_chunk_frames=3, chunk_frames=7)
+    state = StreamingDecodeState(codec.receptive_field_frames, schedule=(3, 7))
     windows = state.push(codes) + state.finish()
     assert len({w.width for w in windows}) > 2  # right padding really happens
     pieces = decode_windows(codec, windows)  # one decoder call

@@ -1,0 +1,98 @@
+"""The decode cadence of a stream: how many frames each audio chunk holds, growing from small to large.
+
+    schedule = ChunkSchedule.parse("2,4,8,32")   # chunks of 2, 4, 8, then 32, 32, ... frames
+    schedule.size(0), schedule.size(5)          # -> 2, 32
+    schedule.end_of(2)                          # -> 14: the third chunk ends at frame 14
+
+Why it grows: the first chunk bounds time to first audio (its frames must be generated, then
+decoded), so it should be short; later chunks only have to arrive before the audio already sent
+has played, and larger ones cost less per frame (each window re-decodes ``receptive_field_frames``
+of context and a batch call has a fixed cost). The limit on growth: chunk ``k`` must be generated
+while chunks ``< k`` play, i.e. (ignoring decode time) ``RTF * (end_of(k) - first) <= end_of(k - 1)``
+for a stream generating at real-time factor RTF; doubling sizes keep that for RTF <= 0.5 during the
+ramp and for any RTF < 1 once steady. At 21.5 frames/s a frame is ~46.4 ms of audio.
+
+The cadence changes only where chunks are cut, never their samples: streaming decode is exact for
+any cut (``codec_worker.streaming``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Union
+
+MAX_CHUNK_FRAMES = 2000  # a request's frame cap (engine.requests SAMPLING_BOUNDS max_frames)
+MAX_STEPS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSchedule:
+    """Frames per chunk: ``sizes[i]`` for chunk ``i``; the last size repeats for every later chunk."""
+
+    sizes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        sizes = tuple(self.sizes)
+        if not sizes or len(sizes) > MAX_STEPS:
+            raise ValueError(f"a chunk schedule needs 1 to {MAX_STEPS} sizes, got {len(sizes)}")
+        for i, size in enumerate(sizes):
+            if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_CHUNK_FRAMES:
+                raise ValueError(f"chunk sizes must be ints in [1, {MAX_CHUNK_FRAMES}] frames; size {i} is {size!r}")
+        object.__setattr__(self, "sizes", sizes)
+
+    @classmethod
+    def parse(cls, text: str) -> "ChunkSchedule":
+        """``"2,4,8,32"`` -> ChunkSchedule((2, 4, 8, 32)); ValueError naming the bad item."""
+        items = [item.strip() for item in str(text).split(",")]
+        sizes = []
+        for item in items:
+            try:
+                sizes.append(int(item))
+            except ValueError:
+                raise ValueError(f"{text!r} is not a comma-separated list of frame counts (bad item {item!r})") from None
+        return cls(tuple(sizes))
+
+    @classmethod
+    def of(cls, value: "ScheduleLike") -> "ChunkSchedule":
+        """A ChunkSchedule from itself, a string ``"2,4,8,32"`` or a sequence of ints."""
+        if isinstance(value, ChunkSchedule):
+            return value
+        if isinstance(value, str):
+            return cls.parse(value)
+        return cls(tuple(value))
+
+    @property
+    def first(self) -> int:
+        """Frames in the first chunk: the frames generated before the first decode."""
+        return self.sizes[0]
+
+    @property
+    def steady(self) -> int:
+        """Frames in every chunk once the schedule has grown."""
+        return self.sizes[-1]
+
+    @property
+    def ramp_frames(self) -> int:
+        """Frames before the first steady-size chunk: the chunks cut before it are the urgent ones
+        (little audio is buffered ahead of them), which the batching decoder serves first."""
+        return sum(self.sizes[:-1]) if len(self.sizes) > 1 else self.sizes[0]
+
+    def size(self, index: int) -> int:
+        """Frames in chunk ``index`` (0-based)."""
+        return self.sizes[min(index, len(self.sizes) - 1)]
+
+    def end_of(self, index: int) -> int:
+        """Utterance frame index where chunk ``index`` ends (exclusive)."""
+        head = sum(self.sizes[: index + 1])
+        return head + max(0, index + 1 - len(self.sizes)) * self.steady
+
+    def __str__(self) -> str:
+        return ",".join(str(size) for size in self.sizes)
+
+
+ScheduleLike = Union[ChunkSchedule, str, Iterable[int]]
+
+#: Chosen from the CPU measurement in bench/pipeline.py (see the README's "first audio" figures).
+DEFAULT_SCHEDULE = ChunkSchedule((2, 4, 8, 16))
+
+__all__ = ["DEFAULT_SCHEDULE", "MAX_CHUNK_FRAMES", "ChunkSchedule", "ScheduleLike"]
