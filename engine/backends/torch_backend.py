@@ -104,8 +104,13 @@ class TorchEngine(TtsEngine):
     def _make_generator(self, model: GepardModel) -> BatchGenerator | FastGenerator:
         cfg = self.config
         if self.path == "fast":
-            return FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
-                                 cuda_graphs=cfg.cuda_graphs)
+            gen = FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
+                                cuda_graphs=cfg.cuda_graphs)
+            if gen.graphs is not None:  # capture every step shape now, so no request waits for a capture later
+                started = time.perf_counter()
+                count = gen.capture_all()
+                logger.info("torch fast path: captured %d decode-step graphs in %.1f s", count, time.perf_counter() - started)
+            return gen
         return BatchGenerator(model, max_batch=cfg.max_batch)
 
     @classmethod
