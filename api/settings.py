@@ -37,9 +37,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_TEMPERATURE ...             temperature, top_k, repetition_penalty, stop_threshold, max_frames,
                                        cfg_scale, cfg_frames: server-wide sampling defaults (0.4, 0, 1.0,
                                        0.5, none, 1.0, none); requests may override them
-    GEPARD_CHUNK_SCHEDULE              chunk_schedule               2,4,8,16 (frames per audio chunk: the first
+    GEPARD_CHUNK_SCHEDULE              chunk_schedule               2,4,8,32 (frames per audio chunk: the first
                                                                     after 2 frames (~93 ms of audio at 21.5 fps),
-                                                                    then 4, 8, then every 16; the last repeats.
+                                                                    then 4, 8, then every 32; the last repeats.
                                                                     Replaces GEPARD_FIRST_CHUNK_FRAMES and
                                                                     GEPARD_CHUNK_FRAMES, which are refused)
     GEPARD_MAX_STREAMS                 max_streams                  64 (open WebSocket contexts + HTTP TTS
@@ -103,12 +103,12 @@ LOG_FORMATS = ("text", "json")
 MIN_TOKEN_SECRET_BYTES = 16
 # Frames per audio chunk, growing; the last repeats (codec_worker.schedule, whose limits these are:
 # api/ validates here so a bad value stops the server at start with the variable's name).
-DEFAULT_CHUNK_SCHEDULE = (2, 4, 8, 16)
+DEFAULT_CHUNK_SCHEDULE = (2, 4, 8, 32)
 MAX_CHUNK_SCHEDULE_STEPS = 16
 MAX_CHUNK_FRAMES = 2000
 # Variables that no longer exist: setting one stops the server instead of being silently ignored.
 _REPLACED = {
-    name: "was replaced by GEPARD_CHUNK_SCHEDULE (frames per chunk, e.g. 2,4,8,16: the first chunk, then growing "
+    name: "was replaced by GEPARD_CHUNK_SCHEDULE (frames per chunk, e.g. 2,4,8,32: the first chunk, then growing "
           "sizes, the last repeating; the old FIRST_CHUNK_FRAMES=f and CHUNK_FRAMES=c are GEPARD_CHUNK_SCHEDULE=f,c)"
     for name in ("GEPARD_FIRST_CHUNK_FRAMES", "GEPARD_CHUNK_FRAMES")
 }

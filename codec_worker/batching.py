@@ -1,6 +1,6 @@
 """Batched streaming decode across many utterances, and the async encoder.
 
-    decoder = BatchingCodecDecoder(codec, max_batch=32, schedule="2,4,8,16")  # borrows codec; owns a thread
+    decoder = BatchingCodecDecoder(codec, max_batch=32, schedule="2,4,8,32")  # borrows codec; owns a thread
     stream = decoder.open_stream()
     pcm = await stream.push(codes)    # codes [32, T] int64 -> pcm [N] float32 @ 22050 Hz
     pcm = await stream.finish()

@@ -92,7 +92,11 @@ class ChunkSchedule:
 
 ScheduleLike = Union[ChunkSchedule, str, Iterable[int]]
 
-#: Chosen from the CPU measurement in bench/pipeline.py (see the README's "first audio" figures).
-DEFAULT_SCHEDULE = ChunkSchedule((2, 4, 8, 16))
+#: Chosen from bench/pipeline.py on CPU (2-core EPYC, float32, torch reference loop, one stream):
+#: the first audio after 2 frames cut TTFA against 4,16 by ~20 % on the tiny checkpoint and halved
+#: the first chunk's wait + decode on the full-size one (~325 ms vs ~590 ms; 8,32: ~1290 ms), and a
+#: steady 32 decodes half as many windows as 16 (more streams per codec). Cost on CPU: the second
+#: chunk can come ~30 ms late while the codec is slow; 4,16 or 8,32 trade first audio for none.
+DEFAULT_SCHEDULE = ChunkSchedule((2, 4, 8, 32))
 
 __all__ = ["DEFAULT_SCHEDULE", "MAX_CHUNK_FRAMES", "ChunkSchedule", "ScheduleLike"]

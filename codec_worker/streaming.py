@@ -1,7 +1,7 @@
 """Exact streaming decode: cut an utterance's frames into decode windows whose audio concatenates
 to the one-shot decode.
 
-    state = StreamingDecodeState(codec.receptive_field_frames, schedule="2,4,8,16")
+    state = StreamingDecodeState(codec.receptive_field_frames, schedule="2,4,8,32")
     windows = state.push(codes)          # codes [32, T] -> windows ready to decode (maybe none)
     pcm = decode_windows(codec, windows) # one batched decoder call -> list of pcm [N] float32
     windows = state.finish()             # flush the rest

@@ -1,0 +1,369 @@
+"""Engine + codec, as the gateway runs them: time to first audio (first PCM out of the codec), RTF and xRT.
+
+    python bench/pipeline.py --backend torch|vllm [--size tiny|full] [--concurrency 1,32,128,256]
+                             [--frames 200] [--chunk-schedule 2,4,8,16 [--chunk-schedule 4,16 ...]]
+                             [--torch-path auto|reference|fast] [--vllm-runner v1|v2] [--budget-s 300]
+
+One engine (``max_batch`` = the largest concurrency that fits, see below) on a random checkpoint
+whose stop head never fires (``--stop-after 0``: every stream makes exactly ``--frames`` frames),
+and its NanoCodec behind one ``BatchingCodecDecoder`` per chunk schedule. For each concurrency C
+and each schedule (alternating, ``--rounds`` times, so a drifting machine biases none of them), a
+warm-up burst and then C streams at once; each stream feeds the engine's frames to its decode
+stream exactly as ``api.synthesis.SynthesisService.speak`` does:
+
+    TTFA      submit -> first PCM out of the codec (not the first frame), per stream: p50 / p99
+    TTFF      submit -> first frame out of the engine, p50 (TTFA - TTFF: the first chunk's wait + decode)
+    RTF       per stream: submit -> last PCM, / the stream's audio seconds (< 1: faster than real time)
+    xRT       all streams' audio seconds / the burst's wall seconds (aggregate real-time multiple)
+    underrun  per stream: seconds a listener who starts playing at the first PCM waits at the seams
+    step      engine step wall time p50 / p99 (torch: one batched step; vLLM: its model execution)
+    codec     codec share: decode seconds / (decode + engine step seconds) during the burst
+    mem       peak GPU memory in GiB: the device's used memory, sampled every 20 ms (all processes:
+              vLLM's engine core too), and this process's torch allocator peak
+
+Capacity: the engine is started for the largest concurrency; when that fails (KV cache or memory),
+the largest level is dropped and it starts again, so 512/1024 run only "if memory allows".
+``--budget-s`` bounds the whole run: a level whose predicted burst time (last wall x C / last C)
+does not fit in what is left is skipped, and a burst still running at the budget is cancelled.
+Results print as a table and go to ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import machine, random_checkpoint  # noqa: E402
+from codec_worker.batching import BatchingCodecDecoder, DecodeBatchEvent  # noqa: E402
+from codec_worker.schedule import DEFAULT_SCHEDULE, ChunkSchedule  # noqa: E402
+from engine.interface import TtsEngine  # noqa: E402
+from engine.requests import SamplingParams, SynthesisRequest  # noqa: E402
+from engine.stats import StepEvent  # noqa: E402
+
+TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the forest."
+PROMPT_ROOM = 256  # positions kept for the prompt when sizing the KV cache (vLLM max_model_len, torch max_positions)
+
+
+@dataclass
+class StreamResult:
+    ttff_s: float  # submit -> first frame out of the engine
+    ttfa_s: float
+    total_s: float
+    audio_s: float
+    underrun_s: float
+
+
+@dataclass
+class Row:
+    backend: str
+    runner: str  # vLLM model runner (v1/v2) or the torch loop (reference/fast)
+    size: str
+    schedule: str
+    concurrency: int
+    frames: int
+    wall_s: float
+    xrt: float
+    rtf_p50: float
+    rtf_p99: float
+    ttfa_p50_ms: float
+    ttfa_p99_ms: float
+    ttff_p50_ms: float
+    underrun_p50_ms: float
+    underrun_p99_ms: float
+    step_p50_ms: float
+    step_p99_ms: float
+    steps: int
+    codec_s: float
+    codec_share: float
+    gpu_device_peak_gib: Optional[float] = None
+    gpu_torch_peak_gib: Optional[float] = None
+    note: str = ""
+
+
+@dataclass
+class Probe:
+    """Engine steps and codec decodes seen during one burst (observers run on other threads)."""
+
+    steps: list[float] = field(default_factory=list)
+    codec: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_step(self, event: StepEvent) -> None:
+        if event.batch_size:
+            with self.lock:
+                self.steps.append(event.duration_s)
+
+    def on_decode(self, event: DecodeBatchEvent) -> None:
+        with self.lock:
+            self.codec.append(event.duration_s)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def underrun(arrivals: list[tuple[float, float]]) -> float:
+    """Seconds a listener waits at the seams: playback starts at the first arrival, runs in real
+    time, and stalls whenever the next piece (time, audio seconds) has not arrived yet."""
+    if not arrivals:
+        return 0.0
+    start, played, stalled = arrivals[0][0], 0.0, 0.0
+    for t, audio in arrivals:
+        due = start + played + stalled  # when the listener runs out of what arrived before
+        stalled += max(0.0, t - due)
+        played += audio
+    return stalled
+
+
+async def one_stream(engine: TtsEngine, decoder: BatchingCodecDecoder, rid: str, seed: int, frames: int,
+                     sample_rate_hz: int) -> StreamResult:
+    stream = decoder.open_stream()
+    request = SynthesisRequest(rid, TEXT, None, SamplingParams(temperature=0.4, seed=seed, max_frames=frames))
+    t0 = time.perf_counter()
+    arrivals: list[tuple[float, float]] = []
+    ttff = float("nan")
+    try:
+        async for chunk in engine.generate(request):
+            if chunk.num_frames:
+                if ttff != ttff:
+                    ttff = time.perf_counter() - t0
+                pcm = await stream.push(chunk.codes)
+                if pcm.size:
+                    arrivals.append((time.perf_counter() - t0, pcm.size / sample_rate_hz))
+            if chunk.finished:
+                pcm = await stream.finish()
+                if pcm.size:
+                    arrivals.append((time.perf_counter() - t0, pcm.size / sample_rate_hz))
+    finally:
+        await stream.aclose()
+    audio = sum(a for _, a in arrivals)
+    return StreamResult(ttff, arrivals[0][0] if arrivals else float("nan"), arrivals[-1][0] if arrivals else 0.0, audio,
+                        underrun(arrivals))
+
+
+class GpuMemory:
+    """Peak device memory in use (all processes), sampled on the event loop; None without CUDA."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch if torch.cuda.is_available() else None
+        self.peak = 0
+        self._task: Optional[asyncio.Task[None]] = None
+
+    def __enter__(self) -> "GpuMemory":
+        if self.torch is not None:
+            self.torch.cuda.reset_peak_memory_stats()
+            self._task = asyncio.get_running_loop().create_task(self._sample())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._sample_once()
+
+    def _sample_once(self) -> None:
+        free, total = self.torch.cuda.mem_get_info()
+        self.peak = max(self.peak, total - free)
+
+    async def _sample(self) -> None:
+        while True:
+            self._sample_once()
+            await asyncio.sleep(0.02)
+
+    def device_gib(self) -> Optional[float]:
+        return None if self.torch is None else self.peak / 2**30
+
+    def torch_gib(self) -> Optional[float]:
+        return None if self.torch is None else self.torch.cuda.max_memory_allocated() / 2**30
+
+
+async def burst(engine: TtsEngine, decoder: BatchingCodecDecoder, concurrency: int, frames: int, tag: str,
+                timeout_s: Optional[float]) -> tuple[float, list[StreamResult], Probe, GpuMemory]:
+    probe = Probe()
+    engine.set_step_observer(probe.on_step)
+    decoder.observer = probe.on_decode
+    rate = engine.model_info.sample_rate_hz
+    t0 = time.perf_counter()
+    try:
+        with GpuMemory() as memory:
+            jobs = [one_stream(engine, decoder, f"{tag}-{i}", i, frames, rate) for i in range(concurrency)]
+            streams = await asyncio.wait_for(asyncio.gather(*jobs), timeout_s)
+    finally:
+        engine.set_step_observer(None)
+        decoder.observer = None
+    return time.perf_counter() - t0, list(streams), probe, memory
+
+
+def runner_of(engine: TtsEngine) -> str:
+    """vLLM: its model runner; torch: its loop (the attribute names are the backends' own)."""
+    for name in ("model_runner", "path"):
+        value = getattr(engine, name, None)
+        if isinstance(value, str):
+            return value
+    config = getattr(engine, "config", None)
+    return str(getattr(config, "path", "")) or "-"
+
+
+async def start_engine(args: argparse.Namespace, checkpoint: Path, max_batch: int) -> TtsEngine:
+    if args.backend == "vllm":
+        from engine.backends.vllm_backend import VllmEngine, VllmEngineConfig
+
+        return await VllmEngine.start(VllmEngineConfig(
+            model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch,
+            max_model_len=args.frames + PROMPT_ROOM, gpu_memory_utilization=args.gpu_memory_utilization,
+            model_runner=args.vllm_runner))
+    from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
+
+    config = TorchEngineConfig(model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch,
+                               path=args.torch_path, max_positions=args.frames + PROMPT_ROOM)
+    return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, config)
+
+
+async def start_for(args: argparse.Namespace, checkpoint: Path, levels: list[int]) -> tuple[TtsEngine, list[int]]:
+    """Start the engine for the largest level that fits; drop levels that do not."""
+    while True:
+        try:
+            return await start_engine(args, checkpoint, max(levels)), levels
+        except Exception as exc:  # KV cache / out of memory: try the next level down
+            if len(levels) == 1:
+                raise
+            print(f"# engine for {max(levels)} streams did not start ({type(exc).__name__}: {str(exc)[:200]}); "
+                  f"dropping that level", flush=True)
+            levels = levels[:-1]
+
+
+def load_codec(checkpoint: Path, args: argparse.Namespace) -> Any:
+    from codec_worker.nanocodec import NanoCodec
+    from engine.device import pick_device, pick_dtype
+    from engine.tiny import CODEC_FILE
+
+    device = pick_device(args.device)
+    return NanoCodec.load(checkpoint / CODEC_FILE, device=device, dtype=pick_dtype(device, args.dtype))
+
+
+def summarise(args: argparse.Namespace, runner: str, schedule: ChunkSchedule, c: int, wall: float,
+              streams: list[StreamResult], probe: Probe, memory: GpuMemory) -> Row:
+    ttfa = [s.ttfa_s * 1000 for s in streams]
+    rtf = [s.total_s / max(s.audio_s, 1e-9) for s in streams]
+    under = [s.underrun_s * 1000 for s in streams]
+    codec_s, step_s = sum(probe.codec), sum(probe.steps)
+    return Row(args.backend, runner, args.size, str(schedule), c, args.frames, wall,
+               sum(s.audio_s for s in streams) / wall, percentile(rtf, 0.5), percentile(rtf, 0.99),
+               percentile(ttfa, 0.5), percentile(ttfa, 0.99), percentile([s.ttff_s * 1000 for s in streams], 0.5),
+               percentile(under, 0.5), percentile(under, 0.99),
+               percentile(probe.steps, 0.5) * 1000, percentile(probe.steps, 0.99) * 1000, len(probe.steps),
+               codec_s, codec_s / max(codec_s + step_s, 1e-9), memory.device_gib(), memory.torch_gib())
+
+
+def skipped(args: argparse.Namespace, runner: str, c: int, note: str) -> Row:
+    nan = float("nan")
+    return Row(args.backend, runner, args.size, "-", c, args.frames, wall_s=nan, xrt=nan, rtf_p50=nan, rtf_p99=nan,
+               ttfa_p50_ms=nan, ttfa_p99_ms=nan, ttff_p50_ms=nan, underrun_p50_ms=nan, underrun_p99_ms=nan, step_p50_ms=nan,
+               step_p99_ms=nan, steps=0, codec_s=0.0, codec_share=nan, note=note)
+
+
+HEADER = (f"{'schedule':>12} {'C':>5} {'xRT':>8} {'RTF p50':>8} {'RTF p99':>8} {'TTFA p50':>9} {'TTFA p99':>9} {'TTFF p50':>8} "
+          f"{'under p99':>9} {'step p50':>8} {'step p99':>8} {'codec':>6} {'GPU GiB':>7}")
+
+
+def fmt(r: Row) -> str:
+    mem = "-" if r.gpu_device_peak_gib is None else f"{r.gpu_device_peak_gib:.1f}"
+    return (f"{r.schedule:>12} {r.concurrency:5d} {r.xrt:8.2f} {r.rtf_p50:8.3f} {r.rtf_p99:8.3f} {r.ttfa_p50_ms:9.1f} "
+            f"{r.ttfa_p99_ms:9.1f} {r.ttff_p50_ms:8.1f} {r.underrun_p99_ms:9.1f} {r.step_p50_ms:8.2f} {r.step_p99_ms:8.2f} "
+            f"{r.codec_share:6.1%} {mem:>7}{('  ' + r.note) if r.note else ''}")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    deadline = time.monotonic() + args.budget_s if args.budget_s else None
+    levels = sorted({int(c) for c in args.concurrency.split(",")})
+    schedules = [ChunkSchedule.parse(s) for s in (args.chunk_schedule or [str(DEFAULT_SCHEDULE)])]
+    checkpoint = args.checkpoint or random_checkpoint(args.size, stop_after=0)
+    print(f"machine: {machine()}", flush=True)
+    t0 = time.perf_counter()
+    engine, levels = await start_for(args, checkpoint, levels)
+    codec = load_codec(checkpoint, args)
+    runner = runner_of(engine)
+    print(f"# {args.backend} engine ({runner}) on {checkpoint} ({args.size}, {args.dtype}) for up to {max(levels)} "
+          f"streams, started in {time.perf_counter() - t0:.1f} s; {args.frames} frames per stream", flush=True)
+    print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
+    decoders = {str(s): BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s) for s in schedules}
+    rows: list[Row] = []
+    last: Optional[tuple[int, float]] = None  # (concurrency, wall of one burst)
+    try:
+        for c in levels:
+            left = None if deadline is None else deadline - time.monotonic()
+            # linear in C (batching makes it sublinear: conservative), every schedule and round, + warm-up
+            predicted = None if last is None else last[1] * c / last[0] * 1.2 * args.rounds * len(schedules)
+            if left is not None and predicted is not None and predicted > left:
+                print(f"# C={c} skipped: ~{predicted:.0f} s predicted, {left:.0f} s of the budget left", flush=True)
+                rows.append(skipped(args, runner, c, "skipped (time budget)"))
+                break
+            for r in range(args.rounds):
+                for schedule in schedules:
+                    decoder = decoders[str(schedule)]
+                    timeout = None if deadline is None else max(1.0, deadline - time.monotonic())
+                    try:
+                        await burst(engine, decoder, c, min(4, args.frames), f"w{c}-{r}", timeout)
+                        wall, streams, probe, memory = await burst(engine, decoder, c, args.frames, f"c{c}-{r}", timeout)
+                    except asyncio.TimeoutError:
+                        print(f"# C={c}: cancelled at the time budget", flush=True)
+                        deadline = time.monotonic()  # nothing more fits
+                        break
+                    row = summarise(args, runner, schedule, c, wall, streams, probe, memory)
+                    rows.append(row)
+                    print(fmt(row), flush=True)
+                    last = (c, wall)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+    finally:
+        for decoder in decoders.values():
+            await decoder.aclose()
+        await engine.aclose()
+    return {"machine": machine(), "backend": args.backend, "runner": runner, "size": args.size, "dtype": args.dtype,
+            "frames": args.frames, "checkpoint": str(checkpoint), "rows": [asdict(r) for r in rows]}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=("vllm", "torch"), default="torch")
+    p.add_argument("--size", choices=("tiny", "full"), default="tiny", help="random checkpoint size")
+    p.add_argument("--checkpoint", type=Path, help="use this checkpoint directory (with nanocodec.nemo) instead")
+    p.add_argument("--concurrency", default="1,8", help="comma list of concurrent streams per burst")
+    p.add_argument("--frames", type=int, default=100, help="frames per stream (21.5 frames = 1 s of audio)")
+    p.add_argument("--chunk-schedule", action="append",
+                   help=f"codec chunk schedule, e.g. 2,4,8,16 (repeat the flag to compare; default {DEFAULT_SCHEDULE})")
+    p.add_argument("--rounds", type=int, default=1, help="bursts per schedule and level (alternating schedules)")
+    p.add_argument("--codec-batch", type=int, default=32, help="codec decode windows per batch")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
+    p.add_argument("--torch-path", default="auto", help="torch backend loop: auto | reference | fast")
+    p.add_argument("--vllm-runner", default=None, help="vLLM model runner: v1 | v2 (default v1)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    p.add_argument("--budget-s", type=float, default=None, help="stop escalating / cancel past this many seconds")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    result = asyncio.run(run(args))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":  # vLLM spawns its engine processes: keep module import side-effect free
+    main()
