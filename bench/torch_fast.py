@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from bench._common import machine, random_checkpoint  # noqa: E402
+from bench._common import CACHE, machine  # noqa: E402
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig  # noqa: E402
 from engine.backends.torch_fast import FastGenerator  # noqa: E402
 from engine.backends.torch_generator import BatchGenerator  # noqa: E402
@@ -50,6 +50,18 @@ class Result:
     frames_per_s: float
     xrt: float
     shape: str  # fast path: (batch bucket, span) of the timed steps
+
+
+def engine_checkpoint(size: str) -> Path:
+    """A random checkpoint whose stop head never fires, without the codec (this measures the
+    engine only, and the codec's dependencies need not be installed)."""
+    from engine.tiny import write_tiny_checkpoint
+
+    out = CACHE / f"{size}-stop0-engine"
+    if not (out / "model.safetensors").exists():
+        print(f"writing {size} random checkpoint to {out} ...", flush=True)
+        write_tiny_checkpoint(out, size=size, stop_after=0, with_codec=False)
+    return out
 
 
 def sync(device: torch.device) -> None:
@@ -109,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     device = pick_device(args.device)
     dtype = pick_dtype(device, args.dtype)
-    checkpoint = random_checkpoint(args.size, stop_after=0)
+    checkpoint = engine_checkpoint(args.size)
     model = GepardModel.from_pretrained(checkpoint, device=device, dtype=dtype)
     engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))  # its prepare() only
     print(f"machine: {machine()}\ncheckpoint: {args.size} ({dtype}, {device})", flush=True)

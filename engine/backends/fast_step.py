@@ -215,8 +215,11 @@ class DeviceStep:
             # grouped-query decode: the heads sharing a kv head act as that head's "tokens", so
             # plain SDPA (any kernel) serves GQA without repeating keys/values
             qg = q.reshape(b, self.num_kv_heads, self.group, self.head_dim)
-            out = F.scaled_dot_product_attention(qg, kc[slots, :, :span], vc[slots, :, :span], attn_mask=mask,
-                                                 scale=self.scale)
+            # index_select of the narrowed cache: advanced indexing with a trailing slice
+            # (kc[slots, :, :span]) runs a generic index kernel, ~7x slower for the same copy on CPU
+            keys = kc[:, :, :span].index_select(0, slots)
+            values = vc[:, :, :span].index_select(0, slots)
+            out = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=self.scale)
             out = out.reshape(b, 1, self.num_heads * self.head_dim) * torch.sigmoid(gate)
             return layer.self_attn.o_proj(out)
 
