@@ -2,6 +2,7 @@
 
     python bench/torch_fast.py [--size full] [--batch 1,8] [--steps 30] [--paths reference,fast]
                                [--device auto] [--dtype auto] [--no-graphs] [--json OUT]
+                               [--profile OUT.txt] [--check]
 
 Drives the generators directly (no engine thread, no asyncio), on a random checkpoint whose stop
 head never fires: B requests are prefilled, a few warm-up steps run (on CUDA this captures the
@@ -12,6 +13,12 @@ seconds per wall second: frames/s * 1024 / 22050). A step is one new frame for e
 On a GPU the same script gives the figure to compare with the physical floor (one batch-1 step
 reads the ~1.1 GB of bf16 weights: ~0.25 ms at H200 bandwidth). It also checks on the way that
 both paths produce the same frames for greedy requests (float32: expected equal; bf16: reported).
+
+``--check`` (no pytest needed, for a bare GPU host): on the tiny checkpoint in float32, requests
+with every kind of knob (greedy, seeded, top-k + repetition penalty, CFG) joining a running batch
+must get the same frames from the reference loop, the fast path run eagerly and the fast path
+replaying CUDA graphs; exits 1 when they differ. ``--profile`` writes the PyTorch profiler's table
+of one fast-path step at the largest batch (CPU and CUDA time per op).
 """
 
 from __future__ import annotations
@@ -107,6 +114,74 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
             {k: torch.stack(v, 1) for k, v in frames.items()})
 
 
+def check(device: torch.device) -> bool:
+    """Frame identity of reference / fast eager / fast graphed on the tiny checkpoint (float32)."""
+    model = GepardModel.from_pretrained(engine_checkpoint_tiny(), device=device, dtype=torch.float32)
+    engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))
+    knobs = [SamplingParams(temperature=0.0), SamplingParams(temperature=1.0, seed=1),
+             SamplingParams(temperature=0.9, seed=2, top_k=3, repetition_penalty=2.0, repetition_window=5),
+             SamplingParams(temperature=1.0, seed=3, cfg_scale=2.5, cfg_frames=6), SamplingParams(temperature=0.0, cfg_scale=3.0)]
+    texts = ["Hello there.", "The quick brown fox jumps over the lazy dog.", "One.", "Hola, ¿cómo estás?"]
+    try:
+        reqs = [engine.prepare(SynthesisRequest(f"k{i}", texts[i % 4], None, dataclasses.replace(sp, max_frames=40)))
+                for i, sp in enumerate(knobs)]
+    finally:
+        import asyncio
+
+        asyncio.run(engine.aclose())
+    loops = {"reference": BatchGenerator(model, max_batch=8),
+             "fast eager": FastGenerator(model, max_batch=8, max_positions=256, cuda_graphs=False),
+             "fast graphs": FastGenerator(model, max_batch=8, max_positions=256)}
+    frames = {}
+    for name, gen in loops.items():
+        got: dict[str, list[torch.Tensor]] = {r.request_id: [] for r in reqs}
+        for step in range(200):
+            if step in (0, 3):  # two joins: the second lands in a running batch
+                for r in (reqs[:3] if step == 0 else reqs[3:]):
+                    gen.add(r)
+            for o in gen.step():
+                if o.codes is not None:
+                    got[o.request_id].append(o.codes)
+            if step > 3 and not gen.has_work():
+                break
+        frames[name] = {k: torch.stack(v, 1) for k, v in got.items()}
+    ok = True
+    for name in ("fast eager", "fast graphs"):
+        same = all(torch.equal(frames["reference"][k], frames[name][k]) for k in frames["reference"])
+        ok &= same
+        print(f"# check ({device}, float32): {name} {'equals' if same else 'DIFFERS FROM'} the reference loop", flush=True)
+    graphs = loops["fast graphs"].graphs
+    print(f"# check: {len(graphs.graphs) if graphs is not None else 0} CUDA graphs replayed", flush=True)
+    return ok
+
+
+def engine_checkpoint_tiny() -> Path:
+    from engine.tiny import write_tiny_checkpoint
+
+    out = CACHE / "tiny-engine"
+    if not (out / "model.safetensors").exists():
+        write_tiny_checkpoint(out, size="tiny", seed=0, with_codec=False)
+    return out
+
+
+def profile_step(model: GepardModel, engine: TorchEngine, batch: int, graphs: bool, out: Path) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    gen = FastGenerator(model, max_batch=batch, max_positions=512, cuda_graphs=graphs)
+    for i in range(batch):
+        gen.add(engine.prepare(SynthesisRequest(f"p{i}", TEXT, None, SamplingParams(temperature=0.4, seed=i, max_frames=100))))
+    for _ in range(5):
+        gen.step()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if model.device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(3):
+            gen.step()
+    sort = "cuda_time_total" if model.device.type == "cuda" else "cpu_time_total"
+    out.write_text(f"fast path, batch {batch}, shape {gen.last_shape}, CUDA graphs {gen.graphs is not None}, 3 steps\n"
+                   + prof.key_averages().table(sort_by=sort, row_limit=40))
+    print(f"# profile of batch {batch} written to {out}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", default="full", help="random checkpoint size: tiny or full")
@@ -118,9 +193,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-graphs", action="store_true", help="fast path: run the step eagerly on CUDA too")
     p.add_argument("--sampled", action="store_true", help="temperature 0.4 instead of greedy")
     p.add_argument("--json", type=Path)
+    p.add_argument("--profile", type=Path, help="write the profiler table of fast-path steps at the largest batch")
+    p.add_argument("--check", action="store_true", help="only check frame identity (tiny, float32); exit 1 if not")
     args = p.parse_args(argv)
     device = pick_device(args.device)
     dtype = pick_dtype(device, args.dtype)
+    if args.check:
+        sys.exit(0 if check(device) else 1)
     checkpoint = engine_checkpoint(args.size)
     model = GepardModel.from_pretrained(checkpoint, device=device, dtype=dtype)
     engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))  # its prepare() only
@@ -139,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
                 a, b = codes.values()
                 same[batch] = all(torch.equal(a[k], b[k]) for k in a)
                 print(f"# batch {batch}: reference and fast frames {'equal' if same[batch] else 'DIFFER'}", flush=True)
+        if args.profile:
+            profile_step(model, engine, max(int(b) for b in args.batch.split(",")), not args.no_graphs, args.profile)
     finally:
         import asyncio
 
