@@ -273,14 +273,16 @@ class DeviceStep:
         st.last_codes[target] = safe
         ring = st.ring
         st.history[target, frame % ring] = safe.to(st.history.dtype)
-        rows = target.view(-1, 1).expand_as(safe)
-        chans = self._channel_idx.view(1, -1).expand_as(safe)
+        # counts are updated with scatter_add_ on a flat view (atomic adds: duplicates on the
+        # scratch slot are fine, and it is plainly capturable)
+        cell = (target.view(-1, 1) * self.channels + self._channel_idx.view(1, -1)) * self.max_level  # [B, 32]
         one = tables.commit.long().view(-1, 1).expand_as(safe)
-        st.counts.index_put_((rows, chans, safe), one, accumulate=True)
+        flat_counts = st.counts.view(-1)
+        flat_counts.scatter_add_(0, (cell + safe).view(-1), one.reshape(-1))
         leaving = frame - st.window[slots]  # the frame that leaves the window (< 0: none yet)
         old = st.history[target, leaving.clamp(min=0) % ring].long()
-        st.counts.index_put_((rows, chans, old), -(one * (leaving >= 0).long().view(-1, 1)), accumulate=True)
-        st.frames.index_put_((target,), tables.commit.long(), accumulate=True)
+        flat_counts.scatter_add_(0, (cell + old).view(-1), (-(one * (leaving >= 0).long().view(-1, 1))).reshape(-1))
+        st.frames.scatter_add_(0, target, tables.commit.long())
 
         tables.out[:, :32] = codes
         tables.out[:, OUT_STOP] = stop.long()
@@ -291,7 +293,7 @@ class DeviceStep:
         st = self.state
         x = self.embed_frames(st.last_codes[tables.feed])
         hidden = self.forward_decode(x, tables.slot, span)
-        self.cache.lengths.index_put_((tables.slot,), tables.real.long(), accumulate=True)
+        self.cache.lengths.scatter_add_(0, tables.slot, tables.real.long())
         self.sample_and_commit(hidden, tables)
 
     def clear(self) -> None:
