@@ -21,9 +21,15 @@ stream exactly as ``api.synthesis.SynthesisService.speak`` does:
     mem       peak GPU memory in GiB: the device's used memory, sampled every 20 ms (all processes:
               vLLM's engine core too), and this process's torch allocator peak
 
+Without NeMo (``--codec auto`` and ``nemo_toolkit`` not importable, e.g. a GPU host with only PyTorch)
+there is no codec: the streams consume frames only, TTFA is n/a and TTFF stands in for it, and the
+random checkpoint is written without its codec. ``--check`` only reports what the host has (CUDA,
+the modules the run needs, the codec) and exits 4 when a required module is missing.
+
 Capacity: the engine is started for the largest concurrency; when that fails (KV cache or memory),
 the largest level is dropped and it starts again, so 512/1024 run only "if memory allows".
-``--budget-s`` bounds the whole run: a level whose predicted burst time (last wall x C / last C)
+Extra schedules (the 2nd ``--chunk-schedule`` on) run only at ``--compare-levels`` (default: 1 stream),
+so comparing first-audio latency costs little. ``--budget-s`` bounds the whole run: a level whose predicted burst time (last wall x C / last C)
 does not fit in what is left is skipped, and a burst still running at the budget is cancelled.
 Results print as a table and go to ``--json``.
 """
@@ -127,8 +133,10 @@ def underrun(arrivals: list[tuple[float, float]]) -> float:
     return stalled
 
 
-async def one_stream(engine: TtsEngine, decoder: BatchingCodecDecoder, rid: str, seed: int, frames: int,
+async def one_stream(engine: TtsEngine, decoder: Optional[BatchingCodecDecoder], rid: str, seed: int, frames: int,
                      sample_rate_hz: int) -> StreamResult:
+    if decoder is None:
+        return await frames_only(engine, rid, seed, frames)
     stream = decoder.open_stream()
     request = SynthesisRequest(rid, TEXT, None, SamplingParams(temperature=0.4, seed=seed, max_frames=frames))
     t0 = time.perf_counter()
@@ -151,6 +159,19 @@ async def one_stream(engine: TtsEngine, decoder: BatchingCodecDecoder, rid: str,
     audio = sum(a for _, a in arrivals)
     return StreamResult(ttff, arrivals[0][0] if arrivals else float("nan"), arrivals[-1][0] if arrivals else 0.0, audio,
                         underrun(arrivals))
+
+
+async def frames_only(engine: TtsEngine, rid: str, seed: int, frames: int) -> StreamResult:
+    """No codec: arrivals are the engine's frames (RTF and underrun of the engine alone), TTFA n/a."""
+    info = engine.model_info
+    request = SynthesisRequest(rid, TEXT, None, SamplingParams(temperature=0.4, seed=seed, max_frames=frames))
+    t0 = time.perf_counter()
+    arrivals: list[tuple[float, float]] = []
+    async for chunk in engine.generate(request):
+        if chunk.num_frames:
+            arrivals.append((time.perf_counter() - t0, chunk.num_frames * info.samples_per_frame / info.sample_rate_hz))
+    return StreamResult(arrivals[0][0] if arrivals else float("nan"), float("nan"),
+                        arrivals[-1][0] if arrivals else 0.0, sum(a for _, a in arrivals), underrun(arrivals))
 
 
 class GpuMemory:
@@ -190,11 +211,12 @@ class GpuMemory:
         return None if self.torch is None else self.torch.cuda.max_memory_allocated() / 2**30
 
 
-async def burst(engine: TtsEngine, decoder: BatchingCodecDecoder, concurrency: int, frames: int, tag: str,
+async def burst(engine: TtsEngine, decoder: Optional[BatchingCodecDecoder], concurrency: int, frames: int, tag: str,
                 timeout_s: Optional[float]) -> tuple[float, list[StreamResult], Probe, GpuMemory]:
     probe = Probe()
     engine.set_step_observer(probe.on_step)
-    decoder.observer = probe.on_decode
+    if decoder is not None:
+        decoder.observer = probe.on_decode
     rate = engine.model_info.sample_rate_hz
     t0 = time.perf_counter()
     try:
@@ -203,7 +225,8 @@ async def burst(engine: TtsEngine, decoder: BatchingCodecDecoder, concurrency: i
             streams = await asyncio.wait_for(asyncio.gather(*jobs), timeout_s)
     finally:
         engine.set_step_observer(None)
-        decoder.observer = None
+        if decoder is not None:
+            decoder.observer = None
     return time.perf_counter() - t0, list(streams), probe, memory
 
 
@@ -245,6 +268,68 @@ async def start_for(args: argparse.Namespace, checkpoint: Path, levels: list[int
             levels = levels[:-1]
 
 
+REQUIRED = ("numpy", "safetensors", "tokenizers", "yaml")  # what the engine imports beside torch (pip: PyYAML)
+CODEC_MODULE = "nemo.collections.tts.modules.audio_codec_modules"  # what building the NanoCodec imports
+
+
+def codec_available() -> tuple[bool, str]:
+    """Whether NeMo's codec modules import here (the codec needs them), and why not."""
+    import importlib
+
+    try:
+        importlib.import_module(CODEC_MODULE)
+    except Exception as exc:  # ImportError, or a NeMo dependency failing at import
+        return False, f"{type(exc).__name__}: {exc}"
+    return True, ""
+
+
+def check_host() -> int:
+    """--check: what this host offers for the run; 4 when a required module is missing."""
+    import importlib
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA "
+          f"{torch.version.cuda if cuda else 'none'}: {torch.cuda.get_device_name(0) if cuda else 'no GPU visible'}")
+    missing = []
+    for name in REQUIRED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append("PyYAML" if name == "yaml" else name)
+    ok, why = codec_available()
+    print(f"codec (NanoCodec through {CODEC_MODULE}): {'yes' if ok else 'no (' + why[:160] + '): TTFA n/a, TTFF only'}")
+    if missing:
+        print(f"missing module(s): {', '.join(missing)}; bring them as wheels (CPU wheels for this python: "
+              f"pip download --only-binary=:all: --python-version {sys.version_info.major}.{sys.version_info.minor} "
+              f"{' '.join(missing)}) and pip install them from a local directory", flush=True)
+        return 4
+    return 0
+
+
+def prepare_checkpoint(args: argparse.Namespace, with_codec: bool) -> Path:
+    """The checkpoint to run: --checkpoint (written there when absent, stop head never firing), or
+    the bench cache's random one of --size."""
+    if args.checkpoint is None:
+        if with_codec:
+            return random_checkpoint(args.size, stop_after=0)
+        args.checkpoint = random_checkpoint_dir(args.size)
+    if not (args.checkpoint / "model.safetensors").exists():
+        from engine.tiny import write_tiny_checkpoint
+
+        print(f"# writing a {args.size} random checkpoint (stop head never fires{'' if with_codec else ', no codec'}) "
+              f"to {args.checkpoint} ...", flush=True)
+        write_tiny_checkpoint(args.checkpoint, size=args.size, stop_after=0, with_codec=with_codec)
+    return args.checkpoint
+
+
+def random_checkpoint_dir(size: str) -> Path:
+    from bench._common import CACHE
+
+    return CACHE / f"{size}-stop0-nocodec"
+
+
 def load_codec(checkpoint: Path, args: argparse.Namespace) -> Any:
     from codec_worker.nanocodec import NanoCodec
     from engine.device import pick_device, pick_dtype
@@ -252,6 +337,17 @@ def load_codec(checkpoint: Path, args: argparse.Namespace) -> Any:
 
     device = pick_device(args.device)
     return NanoCodec.load(checkpoint / CODEC_FILE, device=device, dtype=pick_dtype(device, args.dtype))
+
+
+def use_codec(args: argparse.Namespace) -> bool:
+    if args.codec == "no":
+        return False
+    ok, why = codec_available()
+    if not ok and args.codec == "yes":
+        raise SystemExit(f"bench/pipeline.py: --codec yes but the codec cannot be built here: {why}")
+    if not ok:
+        print(f"# no codec on this host ({why[:160]}): frames only, TTFA n/a (TTFF shown)", flush=True)
+    return ok
 
 
 def summarise(args: argparse.Namespace, runner: str, schedule: ChunkSchedule, c: int, wall: float,
@@ -286,34 +382,51 @@ def fmt(r: Row) -> str:
             f"{r.codec_share:6.1%} {mem:>7}{('  ' + r.note) if r.note else ''}")
 
 
+def headline(rows: list[Row]) -> dict[str, Any]:
+    """The figures the issue's targets are stated in: one stream, and the most streams kept real time."""
+    main = [r for r in rows if r.schedule == rows[0].schedule and not r.note] if rows else []
+    one = next((r for r in main if r.concurrency == 1), None)
+    realtime = [r.concurrency for r in main if r.rtf_p99 < 1.0]
+    return {"one_stream": None if one is None else {"ttfa_ms": one.ttfa_p50_ms, "ttff_ms": one.ttff_p50_ms,
+                                                     "rtf": one.rtf_p50, "schedule": one.schedule},
+            "max_realtime_concurrency": max(realtime) if realtime else 0,
+            "best_xrt": max((r.xrt for r in main), default=float("nan"))}
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     deadline = time.monotonic() + args.budget_s if args.budget_s else None
     levels = sorted({int(c) for c in args.concurrency.split(",")})
+    compare = {int(c) for c in args.compare_levels.split(",") if c.strip()}
     schedules = [ChunkSchedule.parse(s) for s in (args.chunk_schedule or [str(DEFAULT_SCHEDULE)])]
-    checkpoint = args.checkpoint or random_checkpoint(args.size, stop_after=0)
     print(f"machine: {machine()}", flush=True)
+    with_codec = use_codec(args)
+    checkpoint = prepare_checkpoint(args, with_codec)
     t0 = time.perf_counter()
     engine, levels = await start_for(args, checkpoint, levels)
-    codec = load_codec(checkpoint, args)
+    codec = load_codec(checkpoint, args) if with_codec else None
     runner = runner_of(engine)
     print(f"# {args.backend} engine ({runner}) on {checkpoint} ({args.size}, {args.dtype}) for up to {max(levels)} "
-          f"streams, started in {time.perf_counter() - t0:.1f} s; {args.frames} frames per stream", flush=True)
+          f"streams, started in {time.perf_counter() - t0:.1f} s; {args.frames} frames per stream; codec "
+          f"{'on' if codec is not None else 'off'}", flush=True)
     print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
-    decoders = {str(s): BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s) for s in schedules}
+    decoders: dict[str, Optional[BatchingCodecDecoder]] = {
+        str(s): None if codec is None else BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s)
+        for s in (schedules if codec is not None else schedules[:1])}
     rows: list[Row] = []
     last: Optional[tuple[int, float]] = None  # (concurrency, wall of one burst)
     try:
         for c in levels:
+            here = [s for s in decoders if s == str(schedules[0]) or c in compare]
             left = None if deadline is None else deadline - time.monotonic()
             # linear in C (batching makes it sublinear: conservative), every schedule and round, + warm-up
-            predicted = None if last is None else last[1] * c / last[0] * 1.2 * args.rounds * len(schedules)
+            predicted = None if last is None else last[1] * c / last[0] * 1.2 * args.rounds * len(here)
             if left is not None and predicted is not None and predicted > left:
                 print(f"# C={c} skipped: ~{predicted:.0f} s predicted, {left:.0f} s of the budget left", flush=True)
                 rows.append(skipped(args, runner, c, "skipped (time budget)"))
                 break
             for r in range(args.rounds):
-                for schedule in schedules:
-                    decoder = decoders[str(schedule)]
+                for name in here:
+                    decoder = decoders[name]
                     timeout = None if deadline is None else max(1.0, deadline - time.monotonic())
                     try:
                         await burst(engine, decoder, c, min(4, args.frames), f"w{c}-{r}", timeout)
@@ -322,30 +435,46 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         print(f"# C={c}: cancelled at the time budget", flush=True)
                         deadline = time.monotonic()  # nothing more fits
                         break
-                    row = summarise(args, runner, schedule, c, wall, streams, probe, memory)
+                    row = summarise(args, runner, name if codec is not None else "no codec", c, wall, streams, probe,
+                                    memory)
                     rows.append(row)
                     print(fmt(row), flush=True)
-                    last = (c, wall)
+                    if name == str(schedules[0]):
+                        last = (c, wall)
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
             if deadline is not None and time.monotonic() >= deadline:
                 break
     finally:
         for decoder in decoders.values():
-            await decoder.aclose()
+            if decoder is not None:
+                await decoder.aclose()
         await engine.aclose()
+    head = headline(rows)
+    one = head["one_stream"]
+    if one is not None:
+        ttfa = "n/a (no codec)" if one["ttfa_ms"] != one["ttfa_ms"] else f"{one['ttfa_ms']:.1f} ms"
+        print(f"# one stream: TTFA {ttfa}, first frame {one['ttff_ms']:.1f} ms, RTF {one['rtf']:.4f}; "
+              f"most streams with p99 RTF < 1: {head['max_realtime_concurrency']}; best xRT {head['best_xrt']:.1f}",
+              flush=True)
     return {"machine": machine(), "backend": args.backend, "runner": runner, "size": args.size, "dtype": args.dtype,
-            "frames": args.frames, "checkpoint": str(checkpoint), "rows": [asdict(r) for r in rows]}
+            "frames": args.frames, "checkpoint": str(checkpoint), "codec": codec is not None, **head,
+            "rows": [asdict(r) for r in rows]}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=("vllm", "torch"), default="torch")
     p.add_argument("--size", choices=("tiny", "full"), default="tiny", help="random checkpoint size")
-    p.add_argument("--checkpoint", type=Path, help="use this checkpoint directory (with nanocodec.nemo) instead")
+    p.add_argument("--checkpoint", type=Path,
+                   help="checkpoint directory (a random one of --size is written there when it holds none)")
     p.add_argument("--concurrency", default="1,8", help="comma list of concurrent streams per burst")
     p.add_argument("--frames", type=int, default=100, help="frames per stream (21.5 frames = 1 s of audio)")
     p.add_argument("--chunk-schedule", action="append",
-                   help=f"codec chunk schedule, e.g. 2,4,8,16 (repeat the flag to compare; default {DEFAULT_SCHEDULE})")
+                   help=f"codec chunk schedule, e.g. 2,4,8,32 (repeat the flag to compare; default {DEFAULT_SCHEDULE})")
+    p.add_argument("--compare-levels", default="1", help="concurrencies at which the 2nd+ schedules run too")
     p.add_argument("--rounds", type=int, default=1, help="bursts per schedule and level (alternating schedules)")
+    p.add_argument("--codec", choices=("auto", "yes", "no"), default="auto", help="auto: when NeMo imports")
     p.add_argument("--codec-batch", type=int, default=32, help="codec decode windows per batch")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
@@ -354,15 +483,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpu-memory-utilization", type=float, default=0.85)
     p.add_argument("--budget-s", type=float, default=None, help="stop escalating / cancel past this many seconds")
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--check", action="store_true", help="only report what this host offers; exit 4 if a module is missing")
     return p.parse_args(argv)
+
+
+def _no_nan(value: Any) -> Any:
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nan(v) for v in value]
+    return value
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.check:
+        raise SystemExit(check_host())
     result = asyncio.run(run(args))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+        args.json.write_text(json.dumps(_no_nan(result), indent=2))  # NaN (not measured) -> null: strict JSON
+        print(f"# results: {args.json}", flush=True)
 
 
 if __name__ == "__main__":  # vLLM spawns its engine processes: keep module import side-effect free
