@@ -397,7 +397,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     deadline = time.monotonic() + args.budget_s if args.budget_s else None
     levels = sorted({int(c) for c in args.concurrency.split(",")})
     compare = {int(c) for c in args.compare_levels.split(",") if c.strip()}
-    schedules = [ChunkSchedule.parse(s) for s in (args.chunk_schedule or [str(DEFAULT_SCHEDULE)])]
+    schedules = [DEFAULT_SCHEDULE if s == "default" else ChunkSchedule.parse(s) for s in (args.chunk_schedule or ["default"])]
     print(f"machine: {machine()}", flush=True)
     with_codec = use_codec(args)
     checkpoint = prepare_checkpoint(args, with_codec)
@@ -471,7 +471,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrency", default="1,8", help="comma list of concurrent streams per burst")
     p.add_argument("--frames", type=int, default=100, help="frames per stream (21.5 frames = 1 s of audio)")
     p.add_argument("--chunk-schedule", action="append",
-                   help=f"codec chunk schedule, e.g. 2,4,8,32 (repeat the flag to compare; default {DEFAULT_SCHEDULE})")
+                   help=f"codec chunk schedule, e.g. 2,4,8,32, or 'default' ({DEFAULT_SCHEDULE}); repeat the flag to compare")
     p.add_argument("--compare-levels", default="1", help="concurrencies at which the 2nd+ schedules run too")
     p.add_argument("--rounds", type=int, default=1, help="bursts per schedule and level (alternating schedules)")
     p.add_argument("--codec", choices=("auto", "yes", "no"), default="auto", help="auto: when NeMo imports")
