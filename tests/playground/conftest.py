@@ -38,9 +38,13 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: while Playwright's sync API runs, its event loop is the running loop
+# of the main thread, and every later test that runs an event loop of its own (pytest-asyncio,
+# asyncio.run) fails with "cannot be called from a running event loop". Stopping it after each
+# module hands the thread back.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    """One headless Chromium for the session (each test opens its own context: fresh storage)."""
+    """One headless Chromium for the module (each test opens its own context: fresh storage)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package (test extra) is not installed")
     executable = chromium_path()
     manager = sync_api.sync_playwright().start()
