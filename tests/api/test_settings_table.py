@@ -40,7 +40,7 @@ def render_default(field: dataclasses.Field) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, tuple):
-        return ",".join(value)
+        return ",".join(str(v) for v in value)
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, Path):
