@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Callable, Optional
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, AsyncIterator, Callable, Optional
 
 from starlette.requests import Request
 
 from api.app_state import runtime_of  # noqa: F401  (re-exported for routes)
 from api.errors import RequestTooLargeError, new_request_id
+
+if TYPE_CHECKING:
+    from api.audio import AudioSink
+    from api.metrics import Metrics
+    from api.synthesis import PreparedRequest, SynthesisService
 
 MAX_JSON_BODY_BYTES = 1 << 20
 
@@ -52,3 +59,26 @@ async def primed(
             await body.aclose()
 
     return stream()
+
+
+async def encoded_audio(svc: "SynthesisService", job: "PreparedRequest", sink: "AudioSink", *, key: str, route: str,
+                        request_id: str, metrics: "Metrics") -> AsyncIterator[bytes]:
+    """A whole prepared transcript as encoded audio through ``sink``, for the one-body routes
+    (``/tts/bytes``, ``/v1/audio/speech``): segment after segment, each piece as soon as it is encoded.
+
+    The stream's admission place is taken when the first audio is awaited (a refusal is still an
+    HTTP error) and given back when the body ends or is abandoned; closing this generator mid-segment
+    (client gone) aborts the engine request now rather than when the generator is collected."""
+    with svc.admission.stream(key) as ticket, svc.stream_timing(route, continuous=True) as timing:
+        for i, segment in enumerate(job.segments):
+            async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{request_id}:{i}", job.volume,
+                                                       timing=timing)) as chunks:
+                async for pcm in chunks:
+                    ticket.mark_spoke()
+                    data = await asyncio.to_thread(sink.push, pcm)
+                    if data:
+                        yield data
+        tail = await asyncio.to_thread(sink.finish)
+        if tail:
+            yield tail
+        metrics.audio_seconds.labels(route).inc(sink.samples_in / svc.sample_rate_hz)

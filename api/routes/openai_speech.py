@@ -20,7 +20,6 @@ model detail), ``output_tokens`` = audio frames generated (one model step each, 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -50,7 +49,7 @@ from api.protocol.openai import (
     sse_event,
 )
 from api.protocol.requests import ProtocolError, parse_tts_request
-from api.routes._common import primed, read_body, runtime_of, start_request
+from api.routes._common import encoded_audio, primed, read_body, runtime_of, start_request
 from api.settings import Settings
 from voices.errors import VoiceNotFoundError
 from voices.store import VoiceStore
@@ -247,26 +246,15 @@ async def _speech(request: Request, rid: str) -> Response:
     t0 = time.perf_counter()
     frame = getattr(svc.decoder, "samples_per_frame", 0) or 1
 
+    sink = AudioSink.with_writer(speech_writer(req.response_format), SPEECH_SAMPLE_RATE_HZ, in_rate_hz=svc.sample_rate_hz)
+
     async def audio() -> AsyncIterator[bytes]:
-        # the stream's place is taken when the first audio is awaited (a refusal is still a 429)
-        with svc.admission.stream(principal.subject) as ticket, svc.stream_timing(_ROUTE, continuous=True) as timing:
-            sink = AudioSink.with_writer(speech_writer(req.response_format), SPEECH_SAMPLE_RATE_HZ,
-                                         in_rate_hz=svc.sample_rate_hz)
-            for i, segment in enumerate(job.segments):
-                # aclosing: a client gone mid-segment aborts the engine request now
-                async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume,
-                                                           timing=timing)) as chunks:
-                    async for pcm in chunks:
-                        ticket.mark_spoke()
-                        data = await asyncio.to_thread(sink.push, pcm)
-                        if data:
-                            yield delta_event(data) if req.sse else data
-            tail = await asyncio.to_thread(sink.finish)
-            if tail:
-                yield delta_event(tail) if req.sse else tail
-            rt.metrics.audio_seconds.labels(_ROUTE).inc(sink.samples_in / svc.sample_rate_hz)
-            if req.sse:
-                yield done_event(len(req.input), math.ceil(sink.samples_in / frame))
+        pieces = encoded_audio(svc, job, sink, key=principal.subject, route=_ROUTE, request_id=rid, metrics=rt.metrics)
+        async with contextlib.aclosing(pieces):
+            async for data in pieces:
+                yield delta_event(data) if req.sse else data
+        if req.sse:
+            yield done_event(len(req.input), math.ceil(sink.samples_in / frame))
 
     def in_band(exc: Exception) -> bytes:  # SSE after 200: one error event, then the body ends
         logger.warning("openai speech %s failed mid-stream: %s: %s", rid, type(exc).__name__, exc)
