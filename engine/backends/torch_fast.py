@@ -39,8 +39,8 @@ import torch
 from engine.backends.cuda_graphs import HostCopy, StepGraphs, TableUpload, is_cuda, new_engine_stream, on_stream
 from engine.backends.fast_step import OUT_BAD, OUT_STOP, DeviceStep, HostRows, RowTables
 from engine.backends.static_cache import SlotAllocator, StaticKVCache, pick_bucket, power_buckets
-from engine.backends.torch_generator import MAX_FAILED_STEPS, PreparedRequest, StepOutput, _check_knobs, device_lost
-from engine.errors import EngineDeadError, GenerationError, InvalidRequestError
+from engine.backends.torch_generator import BatchLoop, PreparedRequest, StepOutput, _check_knobs, device_lost
+from engine.errors import InvalidRequestError
 from engine.model.gepard import GepardModel
 from engine.requests import MAX_FRAMES, FinishReason
 from engine.sampling import describe_invalid_code
@@ -78,11 +78,11 @@ class _Running:
     uncond_length: int = 0
 
 
-class FastGenerator:
+class FastGenerator(BatchLoop):
     def __init__(self, model: GepardModel, max_batch: int = 32, slots: Optional[int] = None, max_positions: int = 4096,
                  prefill_batch: int = 8, prefill_tokens: int = 8192, cuda_graphs: bool = True) -> None:
+        super().__init__(max_batch)
         self.model = model
-        self.max_batch = max_batch
         self.slots = slots or max_batch
         self.max_positions = max_positions
         self.prefill_batch = max(1, prefill_batch)
@@ -100,15 +100,8 @@ class FastGenerator:
         self._prefill_out = HostCopy(self.slots, 34, device)
         self.stream = new_engine_stream(device)
         self.graphs = StepGraphs(device) if cuda_graphs and is_cuda(device) else None
-        self.active: dict[str, _Running] = {}
-        self.pending: list[PreparedRequest] = []
-        self.aborted: set[str] = set()
-        self.failed_steps = 0
         self._rows: list[_Running] = []  # the order of the requests in the uploaded row tables
         self._bucket = 0  # the bucket whose tables hold ``_rows`` (0: none uploaded / stale)
-        # what the last step() did, for engine stats (as BatchGenerator)
-        self.last_batch_size = 0
-        self.last_queue_waits: list[float] = []
         self.last_shape: tuple[int, int] = (0, 0)  # (batch bucket, span) of the last decode step
         logger.info("torch fast path: %d KV slots x %d positions (%.2f GiB, %s), batch buckets %s, CUDA graphs %s",
                     self.slots, max_positions, self.cache.nbytes / 2**30, model.dtype, list(self.batch_buckets),
@@ -116,22 +109,9 @@ class FastGenerator:
 
     # -- bookkeeping (the BatchGenerator surface TorchEngine uses) ---------------------------------
     @property
-    def num_active(self) -> int:
-        return len(self.active)
-
-    @property
     def kv_cache_usage(self) -> float:
         """Slots in use / slots (0..1; see engine.stats)."""
         return self.allocator.used / self.slots
-
-    def has_work(self) -> bool:
-        return bool(self.active or self.pending)
-
-    def add(self, req: PreparedRequest) -> None:
-        self.pending.append(req)
-
-    def abort(self, request_id: str) -> None:
-        self.aborted.add(request_id)
 
     def check_fits(self, req: PreparedRequest) -> None:
         """InvalidRequestError when the request could never fit the cache (before it starts)."""
@@ -153,11 +133,6 @@ class FastGenerator:
             del self.active[st.req.request_id]
         self._bucket = 0
 
-    def _fail(self, st: _Running, message: str) -> StepOutput:
-        self._release(st, scrub=True)
-        logger.error("request %s failed: %s", st.req.request_id, message)
-        return StepOutput(st.req.request_id, None, error=GenerationError(f"request {st.req.request_id}: {message}"))
-
     # -- the step ------------------------------------------------------------------------------------
     @torch.no_grad()
     def step(self) -> list[StepOutput]:
@@ -165,13 +140,7 @@ class FastGenerator:
         self.last_queue_waits = []
         with on_stream(self.stream):
             # 1) aborts free their slots before anything else runs
-            for rid in list(self.aborted):
-                self.pending = [p for p in self.pending if p.request_id != rid]
-                st = self.active.get(rid)
-                if st is not None:
-                    self._release(st)
-                outputs.append(StepOutput(rid, None, FinishReason.ABORT))
-            self.aborted.clear()
+            outputs.extend(self._apply_aborts())
 
             # 2) launch the running requests' decode step; 3) then one prefill batch behind it
             self.last_batch_size = len(self.active)
@@ -200,21 +169,10 @@ class FastGenerator:
             outputs.extend(self._fail_batch(exc))
             return None
 
-    def _fail_batch(self, exc: Exception) -> list[StepOutput]:
-        self.failed_steps += 1
-        failed = list(self.active.values())
-        logger.error("batched decode step failed (%d in a row); failing its %d request(s) and clearing the cache",
-                     self.failed_steps, len(failed), exc_info=exc)
+    def _reset_after_failed_step(self) -> None:
         self.active, self._rows, self._bucket = {}, [], 0
         self.allocator.reset()
         self.device_step.clear()  # in place: captured graphs keep pointing at the same tensors
-        if self.failed_steps >= MAX_FAILED_STEPS:
-            raise EngineDeadError(f"{self.failed_steps} batched decode steps failed in a row, each with a cleared "
-                                  f"cache; last: {type(exc).__name__}: {exc}") from exc
-        message = (f"the batched decode step failed ({type(exc).__name__}: {exc}); the {len(failed)} request(s) "
-                   "in it were ended and the engine reset")
-        return [StepOutput(st.req.request_id, None, error=GenerationError(f"request {st.req.request_id}: {message}"))
-                for st in failed]
 
     # -- decode --------------------------------------------------------------------------------------
     def tables(self, bucket: int) -> RowTables:

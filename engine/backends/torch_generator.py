@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -112,17 +112,15 @@ def _check_knobs(req: PreparedRequest) -> None:
         torch.tensor([sp.cfg_frames], dtype=torch.int64)
 
 
-class BatchGenerator:
-    def __init__(self, model: GepardModel, max_batch: int = 64, initial_capacity: int = 512) -> None:
-        self.model = model
+class BatchLoop:
+    """What both torch loops share (this module's reference ``BatchGenerator`` and the fast path's
+    ``FastGenerator``): the waiting queue, aborts at the start of a step, failing one request, and
+    failing a whole batched step, after which the loop starts over with a clean cache
+    (``_reset_after_failed_step``) and is dead after MAX_FAILED_STEPS in a row."""
+
+    def __init__(self, max_batch: int) -> None:
         self.max_batch = max_batch
-        cfg = model.config
-        self.level_counts = list(cfg.audio_heads)
-        self.levels = torch.tensor(self.level_counts)  # on CPU, where the sampled frames are checked
-        self.initial_capacity = initial_capacity
-        self.cache = self._fresh_cache()
-        self.rows: list[tuple[_Active, bool]] = []  # row index -> (owner, is_uncond)
-        self.active: dict[str, _Active] = {}
+        self.active: dict[str, Any] = {}  # request id -> the loop's per-request state (has .req)
         self.pending: list[PreparedRequest] = []
         self.aborted: set[str] = set()
         self.failed_steps = 0  # batched decode steps failed in a row
@@ -132,19 +130,9 @@ class BatchGenerator:
         self.last_batch_size = 0
         self.last_queue_waits: list[float] = []
 
-    def _fresh_cache(self) -> KVCache:
-        return KVCache.allocate(self.model.config.backbone, rows=min(8, 2 * self.max_batch),
-                                capacity=self.initial_capacity, device=self.model.device, dtype=self.model.dtype)
-
-    # -- bookkeeping ----------------------------------------------------------------------------
     @property
     def num_active(self) -> int:
         return len(self.active)
-
-    @property
-    def kv_cache_usage(self) -> float:
-        """Cache rows in use / the most rows the cache may need (0..1, see engine.stats)."""
-        return min(1.0, len(self.rows) / (2 * self.max_batch))
 
     def has_work(self) -> bool:
         return bool(self.active or self.pending)
@@ -154,6 +142,71 @@ class BatchGenerator:
 
     def abort(self, request_id: str) -> None:
         self.aborted.add(request_id)
+
+    def _release(self, st: Any, scrub: bool = False) -> None:
+        raise NotImplementedError
+
+    def _reset_after_failed_step(self) -> None:
+        """Forget every running request and make the cache clean (its rows may hold partial writes or NaN)."""
+        raise NotImplementedError
+
+    def _apply_aborts(self) -> list[StepOutput]:
+        """Free the slots of the requests aborted since the last step; one ABORT output each."""
+        outputs = []
+        for rid in list(self.aborted):
+            self.pending = [p for p in self.pending if p.request_id != rid]
+            st = self.active.get(rid)
+            if st is not None:
+                self._release(st)
+            outputs.append(StepOutput(rid, None, FinishReason.ABORT))
+        self.aborted.clear()
+        return outputs
+
+    def _fail(self, st: Any, message: str) -> StepOutput:
+        """End one request with GenerationError (its cache scrubbed); the others go on."""
+        self._release(st, scrub=True)
+        logger.error("request %s failed: %s", st.req.request_id, message)
+        return StepOutput(st.req.request_id, None, error=GenerationError(f"request {st.req.request_id}: {message}"))
+
+    def _fail_batch(self, exc: Exception) -> list[StepOutput]:
+        """The batched decode step raised: fail every request in it and start over with a clean cache.
+
+        Raises EngineDeadError after MAX_FAILED_STEPS such failures in a row.
+        """
+        self.failed_steps += 1
+        failed = list(self.active.values())
+        logger.error("batched decode step failed (%d in a row); failing its %d request(s) and resetting the cache",
+                     self.failed_steps, len(failed), exc_info=exc)
+        self._reset_after_failed_step()
+        if self.failed_steps >= MAX_FAILED_STEPS:
+            raise EngineDeadError(f"{self.failed_steps} batched decode steps failed in a row, each with a clean "
+                                  f"cache; last: {type(exc).__name__}: {exc}") from exc
+        message = (f"the batched decode step failed ({type(exc).__name__}: {exc}); the {len(failed)} request(s) "
+                   "in it were ended and the engine reset")
+        return [StepOutput(st.req.request_id, None, error=GenerationError(f"request {st.req.request_id}: {message}"))
+                for st in failed]
+
+
+class BatchGenerator(BatchLoop):
+    def __init__(self, model: GepardModel, max_batch: int = 64, initial_capacity: int = 512) -> None:
+        super().__init__(max_batch)
+        self.model = model
+        cfg = model.config
+        self.level_counts = list(cfg.audio_heads)
+        self.levels = torch.tensor(self.level_counts)  # on CPU, where the sampled frames are checked
+        self.initial_capacity = initial_capacity
+        self.cache = self._fresh_cache()
+        self.rows: list[tuple[_Active, bool]] = []  # row index -> (owner, is_uncond)
+
+    def _fresh_cache(self) -> KVCache:
+        return KVCache.allocate(self.model.config.backbone, rows=min(8, 2 * self.max_batch),
+                                capacity=self.initial_capacity, device=self.model.device, dtype=self.model.dtype)
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    @property
+    def kv_cache_usage(self) -> float:
+        """Cache rows in use / the most rows the cache may need (0..1, see engine.stats)."""
+        return min(1.0, len(self.rows) / (2 * self.max_batch))
 
     def _alloc_row(self, owner: _Active, uncond: bool) -> int:
         row = len(self.rows)
@@ -193,12 +246,6 @@ class BatchGenerator:
         if self.active.get(st.req.request_id) is st:
             del self.active[st.req.request_id]
 
-    def _fail(self, st: _Active, message: str) -> StepOutput:
-        """End one request with GenerationError (its rows scrubbed); the others go on."""
-        self._release(st, scrub=True)
-        logger.error("request %s failed: %s", st.req.request_id, message)
-        return StepOutput(st.req.request_id, None, error=GenerationError(f"request {st.req.request_id}: {message}"))
-
     def _ensure_capacity(self, needed: int) -> None:
         if needed > self.cache.capacity:
             cap = self.cache.capacity
@@ -212,13 +259,7 @@ class BatchGenerator:
         outputs: list[StepOutput] = []
         self.last_batch_size, self.last_queue_waits = len(self.active), []
         # 1) aborts
-        for rid in list(self.aborted):
-            self.pending = [p for p in self.pending if p.request_id != rid]
-            st = self.active.get(rid)
-            if st is not None:
-                self._release(st)
-            outputs.append(StepOutput(rid, None, FinishReason.ABORT))
-        self.aborted.clear()
+        outputs.extend(self._apply_aborts())
 
         # 2) decode step for running requests
         self.last_batch_size = len(self.active)
@@ -249,24 +290,9 @@ class BatchGenerator:
         self.last_batch_size = self.last_batch_size or admitted
         return outputs
 
-    def _fail_batch(self, exc: Exception) -> list[StepOutput]:
-        """The batched decode step raised: fail every request in it and start over with a fresh cache.
-
-        Raises EngineDeadError after MAX_FAILED_STEPS such failures in a row.
-        """
-        self.failed_steps += 1
-        failed = list(self.active.values())
-        logger.error("batched decode step failed (%d in a row); failing its %d request(s) and resetting the cache",
-                     self.failed_steps, len(failed), exc_info=exc)
+    def _reset_after_failed_step(self) -> None:
         self.rows, self.active = [], {}
-        self.cache = self._fresh_cache()  # rows of the failed step may hold partial writes or NaN
-        if self.failed_steps >= MAX_FAILED_STEPS:
-            raise EngineDeadError(f"{self.failed_steps} batched decode steps failed in a row, each with a fresh "
-                                  f"cache; last: {type(exc).__name__}: {exc}") from exc
-        message = (f"the batched decode step failed ({type(exc).__name__}: {exc}); the {len(failed)} request(s) "
-                   "in it were ended and the engine reset")
-        return [StepOutput(st.req.request_id, None, error=GenerationError(f"request {st.req.request_id}: {message}"))
-                for st in failed]
+        self.cache = self._fresh_cache()
 
     def _prefill(self, st: _Active) -> list[StepOutput]:
         req = st.req
