@@ -10,6 +10,8 @@
     ├── InvalidAudioError         audio to encode has the wrong type, shape or values (this
     │                             request only); also a ValueError
     ├── DecodeError               the decoder itself failed on a batch (retry or fail the request)
+    ├── EncodeUnavailableError    this codec decodes only (the torch decoder, loaded without NeMo):
+    │                             encoding clips for voice cloning needs NeMo
     └── CodecClosedError          the stream or decoder was closed; open a new one
 """
 
@@ -44,6 +46,10 @@ class DecodeError(CodecError):
     """The decoder failed while decoding a batch of windows."""
 
 
+class EncodeUnavailableError(CodecError):
+    """The codec was loaded decode-only (torch decoder, no NeMo): it cannot encode audio."""
+
+
 class CodecClosedError(CodecError):
     """The stream or the decoder has been closed."""
 
@@ -55,6 +61,7 @@ __all__ = [
     "CodecLoadError",
     "CodecNotFoundError",
     "DecodeError",
+    "EncodeUnavailableError",
     "InvalidAudioError",
     "InvalidCodesError",
 ]

@@ -18,9 +18,10 @@ codec's device; audio is always returned as float32.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -28,6 +29,7 @@ import torch
 from codec_worker import fsq
 from codec_worker._checkpoint import (
     DEFAULT_HF_REPO,
+    NEMO_MODULES,
     SUPPORTED_DTYPES,
     CodecConfig,
     build_modules,
@@ -39,6 +41,9 @@ from codec_worker._checkpoint import (
     read_source,
 )
 from codec_worker.errors import InvalidAudioError, InvalidCodesError
+
+if TYPE_CHECKING:
+    from codec_worker.torchcodec import TorchNanoCodec
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +134,9 @@ class NanoCodec:
     Built by :meth:`load`. Every method runs under ``torch.no_grad`` with the modules in eval mode;
     concurrent calls from several threads are safe (nothing is mutated after loading).
     """
+
+    impl = "nemo"  # built from NeMo's modules (codec_worker.torchcodec.TorchNanoCodec is "torch")
+    can_encode = True
 
     def __init__(
         self,
@@ -283,9 +291,55 @@ class NanoCodec:
         return audio.to(device=self.device, dtype=torch.float32)
 
 
+# --------------------------------------------------------------------------------------------
+# Choosing the implementation
+
+CODEC_IMPLS = ("auto", "nemo", "torch")
+
+
+def nemo_available() -> tuple[bool, str]:
+    """Whether NeMo's codec modules import here, and why not (the import is tried, not just found:
+    a NeMo whose own dependencies are missing fails only then)."""
+    try:
+        importlib.import_module(NEMO_MODULES)
+    except Exception as exc:  # ImportError, or a NeMo dependency failing at import
+        return False, f"{type(exc).__name__}: {exc}"
+    return True, ""
+
+
+def load_codec(
+    source: str | Path = DEFAULT_HF_REPO,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    impl: str = "auto",
+) -> NanoCodec | TorchNanoCodec:
+    """Load the codec with NeMo's modules (``nemo``: decode + encode) or plain torch (``torch``: decode only).
+
+    ``auto`` picks NeMo when its codec modules import, else the torch decoder, which produces the
+    same audio (bit-identical in float32 on CPU) from the same checkpoint but cannot encode: its
+    ``encode`` raises EncodeUnavailableError (``can_encode`` is False), so voice cloning needs NeMo.
+    Both offer what BatchingCodecDecoder uses. ``nemo`` without NeMo raises CodecLoadError.
+    """
+    if impl not in CODEC_IMPLS:
+        raise ValueError(f"codec impl must be one of {', '.join(CODEC_IMPLS)}, got {impl!r}")
+    if impl == "auto":
+        ok, why = nemo_available()
+        impl = "nemo" if ok else "torch"
+        if not ok:
+            logger.info("NeMo's codec modules do not import (%s): torch decoder, decode only", why[:200])
+    if impl == "torch":
+        from codec_worker.torchcodec import load_torch_decoder
+
+        return load_torch_decoder(source, device=device, dtype=dtype)
+    return NanoCodec.load(source, device=device, dtype=dtype)
+
+
 __all__ = [
+    "CODEC_IMPLS",
     "CodecConfig",
     "DEFAULT_HF_REPO",
     "NanoCodec",
     "decoder_left_context_frames",
+    "load_codec",
+    "nemo_available",
 ]

@@ -1,0 +1,13 @@
+"""NanoCodec's decoder in plain torch (no NeMo): loads the same .nemo, produces the same audio.
+
+    from codec_worker.torchcodec import load_torch_decoder
+    codec = load_torch_decoder("codec.nemo", device="cuda", dtype=torch.bfloat16)
+
+layers.py (convs, activations) -> decoder.py (the network, its config) -> weights.py (checkpoint
+keys -> parameters, weight norm folded) -> codec.py (the decode API NanoCodec offers).
+"""
+
+from codec_worker.torchcodec.codec import TorchNanoCodec, load_torch_decoder
+from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
+
+__all__ = ["CausalHiFiGANDecoder", "DecoderConfig", "TorchNanoCodec", "load_torch_decoder"]

@@ -1,0 +1,206 @@
+"""NanoCodec decode-only, in plain torch: the same checkpoint, the same audio, no NeMo.
+
+    codec = load_torch_decoder("codec.nemo", device="cuda", dtype=torch.bfloat16)  # or a directory
+    audio = codec.decode_codes(codes)   # codes [B, 32, T] int64 -> audio [B, T*1024] float32
+
+It offers what the streaming and batching decoders use from ``NanoCodec`` (``decode_codes``,
+``decode_latents``, ``sample_rate_hz``, ``samples_per_frame``, ``receptive_field_frames``,
+``fingerprint``, ``device``, ``dtype``), so ``BatchingCodecDecoder`` runs on it unchanged. It cannot
+encode (the encoder and FSQ quantiser stay NeMo's): ``encode`` raises EncodeUnavailableError, so
+voice cloning needs NeMo. Reading the ``.nemo`` needs only torch and PyYAML.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from codec_worker import fsq
+from codec_worker._checkpoint import (
+    CONFIG_NAME,
+    SUPPORTED_DTYPES,
+    Checkpoint,
+    CodecConfig,
+    fingerprint,
+    read_source,
+)
+from codec_worker.errors import CodecFormatError, EncodeUnavailableError, InvalidCodesError
+from codec_worker.nanocodec import _check_codes, _check_lengths, decoder_left_context_frames
+from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
+from codec_worker.torchcodec.weights import load_decoder_weights
+
+logger = logging.getLogger(__name__)
+
+
+def _codec_config(raw: Any, origin: str) -> tuple[CodecConfig, DecoderConfig]:
+    """The parts of model_config.yaml decoding needs, checked without NeMo; CodecFormatError names the key."""
+    if not isinstance(raw, Mapping):
+        raise CodecFormatError(f"{origin}: {CONFIG_NAME} is not a mapping (got {type(raw).__name__})")
+    for key in ("sample_rate", "samples_per_frame", "audio_decoder"):
+        if key not in raw:
+            raise CodecFormatError(f"{origin}: {CONFIG_NAME} has no '{key}' key")
+    for key in ("sample_rate", "samples_per_frame"):
+        if not isinstance(raw[key], int) or isinstance(raw[key], bool) or raw[key] <= 0:
+            raise CodecFormatError(f"{origin}: {CONFIG_NAME} '{key}' must be a positive int, got {raw[key]!r}")
+    sections = {}
+    for section in ("audio_encoder", "audio_decoder", "vector_quantizer"):
+        value = raw.get(section, {})
+        if not isinstance(value, Mapping):
+            raise CodecFormatError(f"{origin}: {CONFIG_NAME} '{section}' must be a mapping, got {type(value).__name__}")
+        sections[section] = dict(value)
+    decoder = DecoderConfig.from_mapping(sections["audio_decoder"], origin)
+    if decoder.samples_per_frame != raw["samples_per_frame"]:
+        raise CodecFormatError(
+            f"{origin}: audio_decoder.up_sample_rates {list(decoder.up_sample_rates)} multiply to "
+            f"{decoder.samples_per_frame}, expected samples_per_frame {raw['samples_per_frame']}"
+        )
+    if decoder.input_dim != fsq.NUM_CHANNELS:
+        raise CodecFormatError(f"{origin}: audio_decoder.input_dim is {decoder.input_dim}, expected {fsq.NUM_CHANNELS}")
+    quantizer = sections["vector_quantizer"]
+    groups, levels = quantizer.get("num_groups"), quantizer.get("num_levels_per_group")
+    if groups != fsq.NUM_GROUPS or list(levels or ()) != list(fsq.FSQ_LEVELS):
+        raise CodecFormatError(
+            f"{origin}: vector_quantizer has num_groups={groups}, num_levels_per_group={levels}; "
+            f"only {fsq.NUM_GROUPS} groups of {list(fsq.FSQ_LEVELS)} (32 channels) are supported"
+        )
+    # built directly (not CodecConfig.from_mapping, whose checks may ask NeMo for class defaults),
+    # so the fingerprint is the one NanoCodec computes for the same checkpoint
+    config = CodecConfig(
+        sample_rate_hz=raw["sample_rate"],
+        samples_per_frame=raw["samples_per_frame"],
+        audio_encoder=sections["audio_encoder"],
+        audio_decoder=sections["audio_decoder"],
+        vector_quantizer=quantizer,
+        origin=origin,
+    )
+    return config, decoder
+
+
+def _check_stored_levels(state_dict: Mapping[str, Any], origin: str) -> None:
+    """Stored FSQ levels (``vector_quantizer.fsqs.i.num_levels``), where present, must be codec_worker.fsq's."""
+    for index in range(fsq.NUM_GROUPS):
+        key = f"vector_quantizer.fsqs.{index}.num_levels"
+        stored = state_dict.get(key)
+        if isinstance(stored, torch.Tensor):
+            levels = stored.reshape(-1).to(torch.int64).tolist()
+            if levels != list(fsq.FSQ_LEVELS):
+                raise CodecFormatError(f"{origin}: {key} is {levels}, expected {list(fsq.FSQ_LEVELS)}")
+
+
+class TorchNanoCodec:
+    """NanoCodec's decoder in plain torch (decode only). Built by :func:`load_torch_decoder`.
+
+    Calls run under ``torch.inference_mode``; concurrent calls from several threads are safe
+    (nothing is mutated after loading).
+    """
+
+    impl = "torch"
+    can_encode = False
+
+    def __init__(
+        self,
+        config: CodecConfig,
+        decoder: CausalHiFiGANDecoder,
+        *,
+        fingerprint: str,
+        device: torch.device,
+        dtype: torch.dtype,
+        origin: str = "<memory>",
+    ) -> None:
+        self.config = config
+        self.device = device
+        self.dtype = dtype
+        self.origin = origin
+        self._decoder = decoder
+        self._fingerprint = fingerprint
+        self._receptive_field_frames = decoder_left_context_frames(decoder.config.as_mapping())
+
+    @property
+    def sample_rate_hz(self) -> int:
+        return self.config.sample_rate_hz
+
+    @property
+    def samples_per_frame(self) -> int:
+        return self.config.samples_per_frame
+
+    @property
+    def receptive_field_frames(self) -> int:
+        """Left context (frames) a windowed decode needs to be exact (see decoder_left_context_frames)."""
+        return self._receptive_field_frames
+
+    @property
+    def fingerprint(self) -> str:
+        """The same SHA-256 NanoCodec reports for this checkpoint (config + stored tensors)."""
+        return self._fingerprint
+
+    @torch.inference_mode()
+    def decode_codes(self, codes: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
+        """Unfolded codes [B, 32, T] int -> audio [B, T*samples_per_frame] float32 on the codec device.
+
+        ``lengths`` [B] (frames, default T each): samples past ``lengths[b]*samples_per_frame`` are zero.
+        """
+        _check_codes(codes)
+        latents = fsq.dequantize(codes.to(self.device))  # [B, 32, T] float32 in [-1, 1]
+        return self._decode(latents, lengths)
+
+    @torch.inference_mode()
+    def decode_latents(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
+        """Dequantized latents [B, 32, T] float -> audio [B, T*samples_per_frame] float32."""
+        if not isinstance(latents, torch.Tensor) or not latents.dtype.is_floating_point:
+            raise InvalidCodesError(f"expected float latents [B, 32, T], got {getattr(latents, 'dtype', type(latents))}")
+        if latents.dim() != 3 or latents.shape[1] != fsq.NUM_CHANNELS or 0 in latents.shape:
+            raise InvalidCodesError(f"expected latents [B, {fsq.NUM_CHANNELS}, T>0], got shape {tuple(latents.shape)}")
+        if not bool(torch.isfinite(latents).all()):
+            raise InvalidCodesError("latents hold NaN or infinite values")
+        return self._decode(latents.to(self.device), lengths)
+
+    def _decode(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None) -> torch.Tensor:
+        batch, _, frames = latents.shape
+        input_len = _check_lengths(lengths, batch, frames, "frames", self.device, InvalidCodesError)
+        return self._decoder(latents.to(self.dtype), input_len).float()
+
+    def encode(self, audio: torch.Tensor | np.ndarray, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
+        raise EncodeUnavailableError(
+            "this codec is the torch decoder (decode only, loaded without NeMo): encoding audio, e.g. a "
+            "reference clip for voice cloning, needs NeMo's NanoCodec encoder; install nemo_toolkit "
+            "(see run.sh) or load the codec with impl='nemo'"
+        )
+
+
+def load_torch_decoder(
+    source: str | Path,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> TorchNanoCodec:
+    """Load the decoder of a NanoCodec ``.nemo`` file, a directory (config + weights, or one .nemo) or a HF id.
+
+    Raises CodecNotFoundError when the source does not resolve, CodecFormatError when its config or
+    decoder tensors do not match (the message names the key or tensor).
+    """
+    if dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"dtype must be one of {SUPPORTED_DTYPES}, got {dtype}")
+    device = torch.device(device)
+    checkpoint: Checkpoint = read_source(source)
+    config, decoder_config = _codec_config(checkpoint.config, checkpoint.origin)
+    _check_stored_levels(checkpoint.state_dict, checkpoint.origin)
+    decoder = CausalHiFiGANDecoder(decoder_config)
+    load_decoder_weights(decoder, checkpoint.state_dict, checkpoint.origin)
+    decoder.to(device=device, dtype=dtype).eval().requires_grad_(False)
+    digest = fingerprint(config, checkpoint.state_dict)
+    codec = TorchNanoCodec(config, decoder, fingerprint=digest, device=device, dtype=dtype, origin=checkpoint.origin)
+    logger.info(
+        "codec (torch decoder, decode only) loaded from %s on %s/%s (receptive field %d frames, fingerprint %s)",
+        checkpoint.origin,
+        device,
+        dtype,
+        codec.receptive_field_frames,
+        digest[:12],
+    )
+    return codec
+
+
+__all__ = ["TorchNanoCodec", "load_torch_decoder"]

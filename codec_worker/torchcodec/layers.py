@@ -1,0 +1,139 @@
+"""The building blocks of NanoCodec's decoder, in plain torch: causal convs and the activations.
+
+Every conv here holds a plain ``weight`` (weight norm is folded when the checkpoint is read, see
+``codec_worker.torchcodec.weights``) and pads explicitly, so one block = one small forward.
+
+    CausalConv1d(c_in, c_out, k, dilation)      [B, c_in, T] -> [B, c_out, T]   (left zero padding)
+    CausalUpsample(c_in, c_out, stride, groups) [B, c_in, T] -> [B, c_out, T*stride]
+    Snake(c) / HalfSnake(c) / LeakyReLU / ELU   activations, shapes unchanged
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+LEAKY_RELU_SLOPE = 0.01  # torch's default, which NeMo's codec activations use
+SNAKE_EPS = 1e-9
+
+
+class CausalConv1d(nn.Module):
+    """Stride-1 conv that sees only the present and the past: zero-pad ``(k - 1) * dilation`` on the left."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, groups: int = 1) -> None:
+        super().__init__()
+        self.dilation = dilation
+        self.groups = groups
+        self.left_pad = (kernel_size - 1) * dilation
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, kernel_size))
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv1d(F.pad(x, (self.left_pad, 0)), self.weight, self.bias, dilation=self.dilation, groups=self.groups)
+
+
+class CausalUpsample(nn.Module):
+    """Transposed conv, kernel ``2 * stride``, whose output is cut to ``T * stride`` on the right.
+
+    Input frame j writes outputs ``j*stride .. j*stride + 2*stride - 1``; dropping the last ``stride``
+    outputs keeps only what is complete given inputs up to now, so output t depends on inputs
+    j <= t // stride (causal). Its weight is [in, out / groups, kernel], as ConvTranspose1d stores it.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, stride: int, groups: int) -> None:
+        super().__init__()
+        self.stride = stride
+        self.groups = groups
+        self.weight = nn.Parameter(torch.empty(in_channels, out_channels // groups, 2 * stride))
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.conv_transpose1d(x, self.weight, self.bias, stride=self.stride, groups=self.groups)
+        return out[..., : x.shape[-1] * self.stride]
+
+
+def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """x + sin(alpha * x)^2 / alpha, alpha [1, C, 1] per channel (eps keeps alpha = 0 finite)."""
+    return x + (alpha + SNAKE_EPS).reciprocal() * torch.sin(alpha * x).pow(2)
+
+
+class Snake(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(1, channels, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return snake(x, self.alpha)
+
+
+class HalfSnake(nn.Module):
+    """Snake on the first ``channels // 2`` channels, leaky ReLU on the rest."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.split = channels // 2
+        self.alpha = nn.Parameter(torch.ones(1, self.split, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        head = snake(x[:, : self.split], self.alpha)
+        tail = F.leaky_relu(x[:, self.split :], LEAKY_RELU_SLOPE)
+        return torch.cat([head, tail], dim=1)
+
+
+class LeakyReLU(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(x, LEAKY_RELU_SLOPE)
+
+
+class ELU(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.elu(x)
+
+
+class Clamp(nn.Module):
+    """Clip audio to [-1, 1]."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(x, -1.0, 1.0)
+
+
+ACTIVATIONS = ("elu", "lrelu", "snake", "half_snake")
+OUTPUT_ACTIVATIONS = ("tanh", "clamp")
+
+
+def activation(name: str, channels: int) -> nn.Module:
+    """The activation a NeMo codec config names (``activation: half_snake`` and the like)."""
+    kind = name.lower()
+    if kind == "elu":
+        return ELU()
+    if kind == "lrelu":
+        return LeakyReLU()
+    if kind == "snake":
+        return Snake(channels)
+    if kind == "half_snake":
+        return HalfSnake(channels)
+    raise ValueError(f"unknown activation {name!r}; expected one of {', '.join(ACTIVATIONS)}")
+
+
+def output_activation(name: str) -> nn.Module:
+    """Audio squashing at the very end: ``tanh`` or ``clamp`` to [-1, 1]."""
+    if name == "tanh":
+        return nn.Tanh()
+    if name == "clamp":
+        return Clamp()
+    raise ValueError(f"unknown output_activation {name!r}; expected one of {', '.join(OUTPUT_ACTIVATIONS)}")
+
+
+__all__ = [
+    "ACTIVATIONS",
+    "CausalConv1d",
+    "CausalUpsample",
+    "Clamp",
+    "HalfSnake",
+    "OUTPUT_ACTIVATIONS",
+    "Snake",
+    "activation",
+    "output_activation",
+    "snake",
+]
