@@ -65,6 +65,38 @@ def map_key(nemo_key: str) -> str | None:
     return None
 
 
+# torch decoder path -> NeMo key, the table above read right to left ({alpha} = the activation's alpha key)
+_REVERSE: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(f"^{pattern}$"), target)
+    for pattern, target in (
+        (r"pre_conv\.(?P<param>weight|bias)", "pre_conv.conv.{param}"),
+        (r"stages\.(?P<i>\d+)\.act\.alpha", "activations.{i}.activation.{alpha}"),
+        (r"stages\.(?P<i>\d+)\.upsample\.(?P<param>weight|bias)", "up_sample_conv_layers.{i}.conv.{param}"),
+        (r"stages\.(?P<i>\d+)\.residual\.chains\.(?P<k>\d+)\.units\.(?P<d>\d+)\.act1\.alpha",
+         "res_layers.{i}.res_blocks.{k}.res_blocks.{d}.input_activation.activation.{alpha}"),
+        (r"stages\.(?P<i>\d+)\.residual\.chains\.(?P<k>\d+)\.units\.(?P<d>\d+)\.conv1\.(?P<param>weight|bias)",
+         "res_layers.{i}.res_blocks.{k}.res_blocks.{d}.input_conv.conv.{param}"),
+        (r"stages\.(?P<i>\d+)\.residual\.chains\.(?P<k>\d+)\.units\.(?P<d>\d+)\.act2\.alpha",
+         "res_layers.{i}.res_blocks.{k}.res_blocks.{d}.skip_activation.activation.{alpha}"),
+        (r"stages\.(?P<i>\d+)\.residual\.chains\.(?P<k>\d+)\.units\.(?P<d>\d+)\.conv2\.(?P<param>weight|bias)",
+         "res_layers.{i}.res_blocks.{k}.res_blocks.{d}.skip_conv.conv.{param}"),
+        (r"post_act\.alpha", "post_activation.activation.{alpha}"),
+        (r"post_conv\.(?P<param>weight|bias)", "post_conv.conv.{param}"),
+    )
+)
+
+
+def nemo_key(path: str, activation: str) -> str:
+    """The NeMo key (without ``audio_decoder.``) of a torch decoder parameter; ``activation`` is the
+    config's (half snake keeps its alpha under ``snake_act``). Raises KeyError for an unknown path."""
+    alpha = "snake_act.alpha" if activation.lower() == "half_snake" else "alpha"
+    for pattern, target in _REVERSE:
+        match = pattern.match(path)
+        if match:
+            return target.format(alpha=alpha, **match.groupdict())
+    raise KeyError(f"no NeMo key for torch decoder parameter {path!r}")
+
+
 def fold_weight_norm(gain: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
     """weight = g * v / ||v||, the norm taken per slice of dim 0.
 
@@ -165,4 +197,4 @@ def load_decoder_weights(module: torch.nn.Module, state_dict: Mapping[str, Any],
     module.load_state_dict({path: tensor.float() for path, tensor in tensors.items()}, strict=True)
 
 
-__all__ = ["decoder_tensors", "fold_weight_norm", "load_decoder_weights", "map_key"]
+__all__ = ["decoder_tensors", "fold_weight_norm", "load_decoder_weights", "map_key", "nemo_key"]
