@@ -15,9 +15,11 @@
 #   the torch backend only. Besides torch it needs these small CPU wheels (no CUDA wheels), which
 #   `bench/pipeline.py --check` names when one is missing (exit 4):
 #       numpy  safetensors  tokenizers  PyYAML
-#   The codec (TTFA = first PCM out of NanoCodec) is built from NeMo's modules; without
-#   nemo_toolkit (its import tree is far larger than a wheel carry) the run measures frames only and
-#   reports the first frame (TTFF) where TTFA would be.
+#   The codec (TTFA = first PCM out of NanoCodec): without nemo_toolkit (its import tree is far
+#   larger than a wheel carry) it is the torch decoder (codec_worker/torchcodec: the NeMo decoder's
+#   audio from the same .nemo, needing only torch, numpy and PyYAML, so no wheel beyond the list
+#   above), decoding a random decoder-only codec written on the spot (~2 s at full size; the 250 MB
+#   NeMo-written one cannot travel). Encoding (voice cloning) is not part of the benchmark.
 #
 # Reading the table (bench/pipeline.py explains every column): the C=1 row is one stream (TTFA,
 # RTF); "under p99" is what a listener would wait at chunk seams; "codec" is the codec's share of
@@ -59,7 +61,7 @@ MEMORY="${GEPARD_GPU_MEMORY_UTILIZATION:-0.85}"
 VENV="${GEPARD_GPU_VENV:-$ROOT/.venv-gpu}"
 BENCH_DIR="${GEPARD_BENCH_DIR:-$ROOT/models/bench}"
 SMI="${GEPARD_GPU_SMI:-nvidia-smi}"
-CKPT="$BENCH_DIR/gpu-full"  # written once by bench/pipeline.py (with the codec when NeMo imports)
+CKPT="$BENCH_DIR/gpu-full"  # written once by bench/pipeline.py (NeMo's random codec, or without NeMo a decoder-only one)
 COMPARE="${GEPARD_GPU_COMPARE_SCHEDULES-8,32 4,16}"
 
 started=$(date +%s)

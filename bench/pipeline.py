@@ -21,10 +21,12 @@ stream exactly as ``api.synthesis.SynthesisService.speak`` does:
     mem       peak GPU memory in GiB: the device's used memory, sampled every 20 ms (all processes:
               vLLM's engine core too), and this process's torch allocator peak
 
-Without NeMo (``--codec auto`` and ``nemo_toolkit`` not importable, e.g. a GPU host with only PyTorch)
-there is no codec: the streams consume frames only, TTFA is n/a and TTFF stands in for it, and the
-random checkpoint is written without its codec. ``--check`` only reports what the host has (CUDA,
-the modules the run needs, the codec) and exits 4 when a required module is missing.
+The codec (``--codec-impl``): NeMo's NanoCodec when ``nemo_toolkit`` imports, else the torch decoder
+(``codec_worker.torchcodec``: the same audio from the same checkpoint, torch + PyYAML only), so a GPU
+host with only PyTorch measures TTFA too. There the random checkpoint is written without NeMo's
+codec and gets a random decoder-only one (``codec_worker.torchcodec.random``, seconds even at full
+size). ``--codec no`` runs frames only (TTFA n/a, TTFF stands in). ``--check`` only reports what the
+host has (CUDA, the modules the run needs, the codec) and exits 4 when a required module is missing.
 
 Capacity: the engine is started for the largest concurrency; when that fails (KV cache or memory),
 the largest level is dropped and it starts again, so 512/1024 run only "if memory allows".
@@ -268,7 +270,7 @@ async def start_for(args: argparse.Namespace, checkpoint: Path, levels: list[int
             levels = levels[:-1]
 
 
-REQUIRED = ("numpy", "safetensors", "tokenizers", "yaml")  # what the engine imports beside torch (pip: PyYAML)
+REQUIRED = ("numpy", "safetensors", "tokenizers", "yaml")  # engine + torch codec decoder beside torch (pip: PyYAML)
 CODEC_MODULE = "nemo.collections.tts.modules.audio_codec_modules"  # what building the NanoCodec imports
 
 
@@ -299,7 +301,7 @@ def check_host() -> int:
         except ImportError:
             missing.append("PyYAML" if name == "yaml" else name)
     ok, why = codec_available()
-    print(f"codec (NanoCodec through {CODEC_MODULE}): {'yes' if ok else 'no (' + why[:160] + '): TTFA n/a, TTFF only'}")
+    print(f"codec: {'NanoCodec through ' + CODEC_MODULE if ok else 'torch decoder (codec_worker.torchcodec, decode only; NeMo: ' + why[:160] + ')'}")
     if missing:
         print(f"missing module(s): {', '.join(missing)}; bring them as wheels (CPU wheels for this python: "
               f"pip download --only-binary=:all: --python-version {sys.version_info.major}.{sys.version_info.minor} "
@@ -308,46 +310,58 @@ def check_host() -> int:
     return 0
 
 
-def prepare_checkpoint(args: argparse.Namespace, with_codec: bool) -> Path:
+def prepare_checkpoint(args: argparse.Namespace, impl: Optional[str]) -> Path:
     """The checkpoint to run: --checkpoint (written there when absent, stop head never firing), or
-    the bench cache's random one of --size."""
+    the bench cache's random one of --size. ``impl`` "nemo": with NeMo's random codec; "torch": a
+    random decoder-only codec written without NeMo, unless the checkpoint already has a codec; None: none."""
     if args.checkpoint is None:
-        if with_codec:
+        if impl == "nemo":
             return random_checkpoint(args.size, stop_after=0)
-        args.checkpoint = random_checkpoint_dir(args.size)
+        args.checkpoint = random_checkpoint_dir(args.size, impl)
     if not (args.checkpoint / "model.safetensors").exists():
         from engine.tiny import write_tiny_checkpoint
 
-        print(f"# writing a {args.size} random checkpoint (stop head never fires{'' if with_codec else ', no codec'}) "
+        print(f"# writing a {args.size} random checkpoint (stop head never fires{'' if impl == 'nemo' else ', no NeMo codec'}) "
               f"to {args.checkpoint} ...", flush=True)
-        write_tiny_checkpoint(args.checkpoint, size=args.size, stop_after=0, with_codec=with_codec)
+        write_tiny_checkpoint(args.checkpoint, size=args.size, stop_after=0, with_codec=impl == "nemo")
+    if impl == "torch":
+        from engine.tiny import CODEC_FILE
+
+        if not (args.checkpoint / CODEC_FILE).exists():
+            from codec_worker.torchcodec.random import write_random_decoder_codec
+
+            print(f"# writing a {args.size} random decoder-only codec (no NeMo) to {args.checkpoint / CODEC_FILE} ...",
+                  flush=True)
+            write_random_decoder_codec(args.checkpoint / CODEC_FILE, size=args.size)
     return args.checkpoint
 
 
-def random_checkpoint_dir(size: str) -> Path:
+def random_checkpoint_dir(size: str, impl: Optional[str] = None) -> Path:
     from bench._common import CACHE
 
-    return CACHE / f"{size}-stop0-nocodec"
+    return CACHE / f"{size}-stop0-{'torchcodec' if impl == 'torch' else 'nocodec'}"
 
 
-def load_codec(checkpoint: Path, args: argparse.Namespace) -> Any:
-    from codec_worker.nanocodec import NanoCodec
+def load_codec(checkpoint: Path, args: argparse.Namespace, impl: str) -> Any:
+    from codec_worker.nanocodec import load_codec as load
     from engine.device import pick_device, pick_dtype
     from engine.tiny import CODEC_FILE
 
     device = pick_device(args.device)
-    return NanoCodec.load(checkpoint / CODEC_FILE, device=device, dtype=pick_dtype(device, args.dtype))
+    return load(checkpoint / CODEC_FILE, device=device, dtype=pick_dtype(device, args.dtype), impl=impl)
 
 
-def use_codec(args: argparse.Namespace) -> bool:
+def use_codec(args: argparse.Namespace) -> Optional[str]:
+    """The codec implementation to run ("nemo" or "torch"), or None for frames only (--codec no)."""
     if args.codec == "no":
-        return False
+        return None
     ok, why = codec_available()
-    if not ok and args.codec == "yes":
-        raise SystemExit(f"bench/pipeline.py: --codec yes but the codec cannot be built here: {why}")
-    if not ok:
-        print(f"# no codec on this host ({why[:160]}): frames only, TTFA n/a (TTFF shown)", flush=True)
-    return ok
+    if args.codec_impl == "nemo" and not ok:
+        raise SystemExit(f"bench/pipeline.py: --codec-impl nemo but NeMo's codec modules do not import here: {why}")
+    impl = args.codec_impl if args.codec_impl != "auto" else ("nemo" if ok else "torch")
+    if impl == "torch" and not ok:
+        print(f"# no NeMo on this host ({why[:160]}): the torch decoder (decode only) makes the audio", flush=True)
+    return impl
 
 
 def summarise(args: argparse.Namespace, runner: str, schedule: ChunkSchedule, c: int, wall: float,
@@ -399,15 +413,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     compare = {int(c) for c in args.compare_levels.split(",") if c.strip()}
     schedules = [DEFAULT_SCHEDULE if s == "default" else ChunkSchedule.parse(s) for s in (args.chunk_schedule or ["default"])]
     print(f"machine: {machine()}", flush=True)
-    with_codec = use_codec(args)
-    checkpoint = prepare_checkpoint(args, with_codec)
+    impl = use_codec(args)
+    checkpoint = prepare_checkpoint(args, impl)
     t0 = time.perf_counter()
     engine, levels = await start_for(args, checkpoint, levels)
-    codec = load_codec(checkpoint, args) if with_codec else None
+    codec = load_codec(checkpoint, args, impl) if impl is not None else None
     runner = runner_of(engine)
     print(f"# {args.backend} engine ({runner}) on {checkpoint} ({args.size}, {args.dtype}) for up to {max(levels)} "
           f"streams, started in {time.perf_counter() - t0:.1f} s; {args.frames} frames per stream; codec "
-          f"{'on' if codec is not None else 'off'}", flush=True)
+          f"{impl or 'off'}", flush=True)
     print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
     decoders: dict[str, Optional[BatchingCodecDecoder]] = {
         str(s): None if codec is None else BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s)
@@ -458,7 +472,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
               f"most streams with p99 RTF < 1: {head['max_realtime_concurrency']}; best xRT {head['best_xrt']:.1f}",
               flush=True)
     return {"machine": machine(), "backend": args.backend, "runner": runner, "size": args.size, "dtype": args.dtype,
-            "frames": args.frames, "checkpoint": str(checkpoint), "codec": codec is not None, **head,
+            "frames": args.frames, "checkpoint": str(checkpoint), "codec": codec is not None, "codec_impl": impl, **head,
             "rows": [asdict(r) for r in rows]}
 
 
@@ -474,7 +488,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"codec chunk schedule, e.g. 2,4,8,32, or 'default' ({DEFAULT_SCHEDULE}); repeat the flag to compare")
     p.add_argument("--compare-levels", default="1", help="concurrencies at which the 2nd+ schedules run too")
     p.add_argument("--rounds", type=int, default=1, help="bursts per schedule and level (alternating schedules)")
-    p.add_argument("--codec", choices=("auto", "yes", "no"), default="auto", help="auto: when NeMo imports")
+    p.add_argument("--codec", choices=("auto", "yes", "no"), default="auto",
+                   help="no: frames only (TTFA n/a); auto/yes: decode audio with --codec-impl")
+    p.add_argument("--codec-impl", choices=("auto", "nemo", "torch"), default="auto",
+                   help="NanoCodec from NeMo's modules, or the torch decoder; auto: NeMo when it imports")
     p.add_argument("--codec-batch", type=int, default=32, help="codec decode windows per batch")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
