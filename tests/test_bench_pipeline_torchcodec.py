@@ -52,3 +52,16 @@ def test_check_names_the_torch_decoder_and_refuses_nemo_when_missing(tmp_path: P
     assert "codec: torch decoder" in done.stdout
     refused = _pipeline("--codec-impl", "nemo", "--checkpoint", str(tmp_path / "ckpt"))
     assert refused.returncode != 0 and "--codec-impl nemo but NeMo's codec modules do not import" in refused.stderr
+
+
+def test_torch_codec_device_check_runs_on_cpu(tmp_path: Path) -> None:
+    """bench/torch_codec.py (the GPU session's codec check) runs end to end; on CPU float32 is exact."""
+    done = subprocess.run(
+        [sys.executable, "bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
+         "--reps", "1", "--json", str(tmp_path / "codec.json")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    result = json.loads((tmp_path / "codec.json").read_text())
+    assert result["fp32_device_vs_cpu"] == 0.0 and result["streaming_vs_whole"] <= 1e-5
+    assert [(t["batch"], t["width"]) for t in result["timings"]] == [(1, 27)] and result["timings"][0]["ms"] > 0

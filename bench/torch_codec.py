@@ -1,0 +1,139 @@
+"""The torch NanoCodec decoder on a device: exactness checks and decode timings, without NeMo.
+
+    python bench/torch_codec.py [--device auto|cpu|cuda] [--size tiny|full] [--json OUT]
+
+Writes a random decoder-only codec (codec_worker.torchcodec.random) and reports, each as one line:
+  1) float32 on the device == float32 on the CPU (max abs diff; CUDA convs are not bit-exact);
+  2) the run dtype (bfloat16 on CUDA) against float32 (max abs diff, and the SNR in dB);
+  3) BatchingCodecDecoder on the device (on CUDA: its own CUDA stream), schedule 2,4,8,32, several
+     concurrent streams == each utterance decoded whole (max abs diff);
+  4) decode time per batch of windows (B windows of W frames: W = 25 context + the new frames),
+     median of --reps, in the run dtype.
+Exit 1 when a check's difference is past its bound (float32: 1e-4; batching: 1e-3 in bf16), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import machine  # noqa: E402
+from codec_worker import fsq  # noqa: E402
+from codec_worker.batching import BatchingCodecDecoder  # noqa: E402
+from codec_worker.torchcodec import TorchNanoCodec, load_torch_decoder  # noqa: E402
+from codec_worker.torchcodec.random import write_random_decoder_codec  # noqa: E402
+
+
+def codes(batch: int, frames: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randint(0, n, (batch, frames), generator=g) for n in fsq.channel_levels()], dim=1)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+async def stream_all(codec: TorchNanoCodec, utterances: list[torch.Tensor]) -> list[np.ndarray]:
+    async def one(decoder: BatchingCodecDecoder, c: torch.Tensor) -> np.ndarray:
+        stream = decoder.open_stream()
+        pieces = []
+        for at in range(0, c.shape[1], 3):  # 3 frames per push, as an engine step batch might give
+            pieces.append(await stream.push(c[:, at : at + 3]))
+        pieces.append(await stream.finish())
+        await stream.aclose()
+        return np.concatenate(pieces)
+
+    async with BatchingCodecDecoder(codec, max_batch=32, schedule="2,4,8,32") as decoder:
+        return list(await asyncio.gather(*(one(decoder, c) for c in utterances)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="auto")
+    p.add_argument("--size", choices=("tiny", "full"), default="full")
+    p.add_argument("--batches", default="1,8,32,128", help="windows per decode call")
+    p.add_argument("--widths", default="27,29,33,57", help="frames per window (25 context + 2, 4, 8, 32 new)")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    print(f"machine: {machine()}; device {device}, run dtype {dtype}, {args.size} codec", flush=True)
+    out: dict = {"machine": machine(), "device": str(device), "dtype": str(dtype), "size": args.size, "timings": []}
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        path = write_random_decoder_codec(Path(tmp) / "codec.nemo", size=args.size)
+        print(f"# random decoder-only codec written in {time.perf_counter() - t0:.1f} s", flush=True)
+        cpu32 = load_torch_decoder(path, "cpu", torch.float32)
+        dev32 = load_torch_decoder(path, device, torch.float32)
+        run = load_torch_decoder(path, device, dtype)
+    sample = codes(2, 8, seed=1)
+    want = cpu32.decode_codes(sample)
+    # 1) float32 on the device vs the CPU
+    diff32 = float((dev32.decode_codes(sample).cpu() - want).abs().max())
+    out["fp32_device_vs_cpu"] = diff32
+    failed |= diff32 > 1e-4
+    print(f"1) float32 {device} vs cpu: max abs diff {diff32:.3g} ({'ok' if diff32 <= 1e-4 else 'FAIL'})", flush=True)
+    # 2) run dtype vs float32
+    got = run.decode_codes(sample).cpu()
+    err = float((got - want).abs().max())
+    snr = float(10 * torch.log10(want.pow(2).mean() / (got - want).pow(2).mean().clamp_min(1e-20)))
+    out["run_dtype_vs_fp32"] = {"max_abs": err, "snr_db": snr}
+    print(f"2) {dtype} vs float32: max abs diff {err:.3g}, SNR {snr:.1f} dB", flush=True)
+    # 3) batched streaming on the device == whole decode, same dtype
+    utterances = [codes(1, n, seed=10 + n)[0] for n in (40, 17, 65, 5)]
+    streamed = asyncio.run(stream_all(run, utterances))
+    whole = [run.decode_codes(c.unsqueeze(0))[0].cpu().numpy() for c in utterances]
+    diff_stream = max(float(np.abs(a - b).max()) for a, b in zip(streamed, whole))
+    bound = 1e-5 if dtype == torch.float32 else 1e-3
+    failed |= diff_stream > bound
+    out["streaming_vs_whole"] = diff_stream
+    print(f"3) BatchingCodecDecoder (2,4,8,32{', own CUDA stream' if device.type == 'cuda' else ''}) vs whole: "
+          f"max abs diff {diff_stream:.3g} ({'ok' if diff_stream <= bound else 'FAIL'})", flush=True)
+    # 4) timings
+    print(f"4) decode ms per call ({dtype}), median of {args.reps}:", flush=True)
+    for b in (int(x) for x in args.batches.split(",")):
+        line = []
+        for w in (int(x) for x in args.widths.split(",")):
+            c = codes(b, w, seed=b * 1000 + w)
+            try:
+                run.decode_codes(c)  # warm-up (cuDNN picks its algorithms)
+                sync(device)
+                times = []
+                for _ in range(args.reps):
+                    t0 = time.perf_counter()
+                    run.decode_codes(c).cpu()  # with the copy to host, as decode_windows does
+                    times.append(time.perf_counter() - t0)
+                ms = statistics.median(times) * 1000
+            except torch.OutOfMemoryError:
+                ms = float("nan")
+                torch.cuda.empty_cache()
+            ok = ms == ms  # NaN: out of memory
+            out["timings"].append({"batch": b, "width": w, "ms": ms if ok else None,
+                                   "audio_s_per_s": b * (w - 25) * 1024 / 22050 / (ms / 1000) if ok else None})
+            line.append(f"W={w}: {ms:8.2f}")
+        print(f"   B={b:4d}  " + "  ".join(line), flush=True)
+    if device.type == "cuda":
+        out["peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+        print(f"# peak torch memory {out['peak_gib']:.2f} GiB", flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
