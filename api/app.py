@@ -40,9 +40,10 @@ from api.runtime import codec_source
 from api.settings import Settings
 from api.synthesis import SynthesisService
 from api.text.errors import TextError
-from codec_worker.errors import CodecError
+from codec_worker.errors import CodecError, CodecLoadError
 from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder
-from codec_worker.nanocodec import NanoCodec
+from codec_worker.nanocodec import NanoCodec, load_codec
+from codec_worker.torchcodec import TorchNanoCodec
 from engine.device import pick_device, pick_dtype
 from engine.errors import EngineError
 from engine.factory import EngineOptions, create_engine
@@ -76,7 +77,7 @@ UNCONDITIONED_VOICE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/
 class Runtime:
     settings: Settings
     engine: TtsEngine
-    codec: NanoCodec
+    codec: NanoCodec | TorchNanoCodec  # the torch decoder decodes identically but cannot clone
     decoder: BatchingCodecDecoder
     encoder: NanoCodecEncoder
     voices: VoiceStore
@@ -113,7 +114,11 @@ async def open_runtime(settings: Settings) -> Runtime:
         model_dir = Path(info.name) if Path(info.name).is_dir() else None
         source = codec_source(model_dir, settings.codec)
         loop = asyncio.get_running_loop()
-        codec = await loop.run_in_executor(None, lambda: NanoCodec.load(source, device=device, dtype=pick_dtype(device, settings.dtype)))
+        codec = await loop.run_in_executor(None, lambda: load_codec(source, device=device, dtype=pick_dtype(device, settings.dtype),
+                                                                    impl=settings.codec_impl))
+        if settings.preload_dir is not None and not codec.can_encode:
+            raise CodecLoadError(f"GEPARD_PRELOAD_DIR clones voices at start, but the codec is the torch decoder "
+                                 f"({codec.impl}), which cannot encode; install NeMo or unset GEPARD_PRELOAD_DIR")
         decoder = BatchingCodecDecoder(codec, schedule=settings.chunk_schedule)
         encoder = NanoCodecEncoder(codec)
         voices = open_voice_store(settings.redis_url, settings.data_dir)
@@ -149,7 +154,8 @@ async def open_runtime(settings: Settings) -> Runtime:
     auth = Authenticator(settings.api_keys, settings.token_secret, require_auth=bool(settings.require_auth),
                          key_lookup=key_store.contains_digest if key_store else None,
                          key_cache_ttl_s=settings.key_cache_ttl_s)
-    logger.info("runtime ready: model %s, codec %s, voices %s", info.name, source, type(voices).__name__)
+    logger.info("runtime ready: model %s, codec %s (%s%s), voices %s", info.name, source, codec.impl,
+                "" if codec.can_encode else ", decode only: cloning disabled", type(voices).__name__)
     metrics = Metrics()
     metrics.observe(engine, decoder, voices, service)  # engine steps, codec batches, store calls, streams
     service.admission.on_refused = lambda reason: metrics.streams_refused.labels(reason).inc()

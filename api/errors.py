@@ -13,6 +13,7 @@ Gateway errors raised by ``api/`` itself (HTTP status in brackets):
     ├── RequestTooLargeError         [413] request_too_large
     ├── RateLimitedError             [429] concurrency_limited (retryable only with retry_after_s)
     │   └── TooManyContextsError     [429] too_many_contexts on one WebSocket
+    ├── CloningUnavailableError      [501] cloning_unavailable: the codec here is decode-only
     └── ServiceUnavailableError      [503] service_unavailable, retryable (starting, draining)
         └── AuthBackendUnavailableError  [503] the API-key store (Redis) cannot be reached
 
@@ -222,6 +223,14 @@ class TooManyContextsError(RateLimitedError):
             "or open another connection"
         )
         self.limit = limit
+
+
+class CloningUnavailableError(ApiError):
+    """This server's codec is the torch decoder (GEPARD_CODEC_IMPL), which cannot encode clips."""
+
+    status_code = 501
+    default_error_code = "cloning_unavailable"
+    title = "Voice cloning unavailable"
 
 
 class ServiceUnavailableError(ApiError):

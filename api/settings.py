@@ -10,6 +10,10 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_PORT                        port                         8000
     GEPARD_MODEL                       model                        nineninesix/gepard-1.0 (path or HF id)
     GEPARD_CODEC                       codec                        None: the checkpoint's codec_id
+    GEPARD_CODEC_IMPL                  codec_impl                   auto (auto | nemo | torch: NanoCodec built from
+                                                                    NeMo's modules, or the torch decoder, which
+                                                                    decodes identically but cannot clone voices;
+                                                                    auto: NeMo when it imports)
     GEPARD_BACKEND                     backend                      auto (auto | vllm | torch)
     GEPARD_DEVICE                      device                       auto (cpu, cuda, cuda:1, ...)
     GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
@@ -95,6 +99,7 @@ __all__ = ["DEFAULT_MODEL", "DEFAULT_MODEL_IDS", "Settings", "SettingsError"]
 DEFAULT_MODEL = "nineninesix/gepard-1.0"  # same default as engine.checkpoint.DEFAULT_MODEL
 DEFAULT_MODEL_IDS = ("gepard-1.0", "gepard-latest", "sonic", "sonic-*")
 BACKENDS = ("auto", "vllm", "torch")
+CODEC_IMPLS = ("auto", "nemo", "torch")  # codec_worker.nanocodec.load_codec
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 VLLM_RUNNERS = ("v1", "v2")  # engine.backends.vllm_runner.RUNNERS (api/ does not import a backend)
 TORCH_PATHS = ("auto", "reference", "fast")  # engine.backends.torch_fast.PATHS
@@ -137,6 +142,7 @@ class Settings:
     port: int = field(default=8000, metadata=_env("GEPARD_PORT"))
     model: str = field(default=DEFAULT_MODEL, metadata=_env("GEPARD_MODEL"))
     codec: Optional[str] = field(default=None, metadata=_env("GEPARD_CODEC"))
+    codec_impl: str = field(default="auto", metadata=_env("GEPARD_CODEC_IMPL"))
     backend: str = field(default="auto", metadata=_env("GEPARD_BACKEND"))
     device: str = field(default="auto", metadata=_env("GEPARD_DEVICE"))
     dtype: str = field(default="auto", metadata=_env("GEPARD_DTYPE"))
@@ -238,6 +244,7 @@ class Settings:
         if not _DEVICE_RE.fullmatch(self.device):
             bad("device", f"{self.device!r} is not a device; expected auto, cpu, cuda, cuda:N or mps")
         choice("dtype", DTYPES)
+        choice("codec_impl", CODEC_IMPLS)
         choice("vllm_runner", VLLM_RUNNERS)
         choice("torch_path", TORCH_PATHS)
         for key in self.api_keys:

@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from api.auth import Principal
+from api.errors import CloningUnavailableError
 from api.protocol import InvalidFieldError, InvalidJsonError
 from api.protocol.requests import load_json
 from api.routes._clone_form import read_clone_form
@@ -126,7 +127,12 @@ async def delete_voice(request: Request) -> Response:
 async def clone_voice(request: Request) -> Response:
     rid = start_request(request)
     await _authorise(request, write="clone voices")
-    cloner = runtime_of(request).cloner
+    rt = runtime_of(request)
+    if not rt.codec.can_encode:
+        raise CloningUnavailableError(
+            "voice cloning needs NanoCodec's encoder, which only the NeMo-built codec has; this server runs the "
+            f"torch decoder (GEPARD_CODEC_IMPL={rt.settings.codec_impl}): install NeMo (./run.sh setup) and restart")
+    cloner = rt.cloner
     form = await read_clone_form(request, cloner.limits.max_bytes)
     await cloner.store.check_health()  # an unreachable store fails fast (503), before the CPU work
     logger.info("clone %s: %r (%s, %d bytes, %s)", rid, form.name, form.language, len(form.clip),

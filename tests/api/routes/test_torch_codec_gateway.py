@@ -1,0 +1,59 @@
+"""A gateway on the torch decoder (GEPARD_CODEC_IMPL=torch, no NeMo needed to decode): the same audio
+as the NeMo-built codec for the same request, and cloning refused up front with 501, not failed late."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from api.app import open_runtime
+from api.settings import Settings
+from codec_worker.errors import CodecLoadError
+from tests.api.conftest import gateway_settings
+from tests.api.live import LiveServer
+
+CLIP = "tests/data/linda.wav"
+
+
+def speech_body(voice_id: str) -> dict:
+    return {"model_id": "sonic-3", "transcript": "Hello there. How are you today?", "voice": {"mode": "id", "id": voice_id},
+            "output_format": {"container": "raw", "encoding": "pcm_f32le", "sample_rate": 22050}, "seed": 7}
+
+
+@pytest.fixture(scope="module")
+def torch_codec_gateway(tiny_ckpt_dir, tmp_path_factory):
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("torch-codec"), codec_impl="torch")
+    with LiveServer(settings) as server:
+        yield server
+
+
+def test_the_torch_decoder_speaks_exactly_what_the_nemo_codec_speaks(gateway, torch_codec_gateway, default_voice_id):
+    assert torch_codec_gateway.runtime.codec.impl == "torch" and gateway.runtime.codec.impl == "nemo"
+    nemo = httpx.post(gateway.url + "/tts/bytes", json=speech_body(default_voice_id), timeout=60)
+    torch_ = httpx.post(torch_codec_gateway.url + "/tts/bytes", json=speech_body(default_voice_id), timeout=60)
+    assert nemo.status_code == torch_.status_code == 200
+    assert len(nemo.content) > 0 and torch_.content == nemo.content
+
+
+def test_cloning_is_refused_up_front_with_501(torch_codec_gateway):
+    with open(CLIP, "rb") as clip:
+        r = httpx.post(torch_codec_gateway.url + "/voices/clone", timeout=60,
+                       files={"clip": ("linda.wav", clip, "audio/wav")}, data={"name": "x", "language": "en"})
+    body = r.json()
+    assert (r.status_code, body["error_code"]) == (501, "cloning_unavailable")
+    assert "GEPARD_CODEC_IMPL=torch" in body["message"]
+
+
+def test_preloading_voices_needs_an_encoder(tiny_ckpt_dir, tmp_path):
+    (tmp_path / "preload").mkdir()
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path / "data", codec_impl="torch", preload_dir=tmp_path / "preload")
+    with pytest.raises(CodecLoadError, match="GEPARD_PRELOAD_DIR"):
+        asyncio.run(open_runtime(settings))
+
+
+def test_the_setting_takes_only_known_implementations():
+    assert Settings.from_env({"GEPARD_CODEC_IMPL": "torch"}).codec_impl == "torch"
+    with pytest.raises(ValueError, match="GEPARD_CODEC_IMPL"):
+        Settings.from_env({"GEPARD_CODEC_IMPL": "onnx"})
