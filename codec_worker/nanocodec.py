@@ -128,7 +128,46 @@ def _check_lengths(
 # The codec
 
 
-class NanoCodec:
+class DecodesLatents:
+    """``decode_codes`` and ``decode_latents`` with their input checks, shared by NanoCodec (NeMo's
+    decoder) and codec_worker.torchcodec.TorchNanoCodec (the same maths in plain torch): a subclass
+    sets ``device`` and ``dtype`` and runs its decoder in ``_run_decoder``."""
+
+    device: torch.device
+    dtype: torch.dtype
+
+    @torch.no_grad()
+    def decode_codes(self, codes: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
+        """Unfolded codes [B, 32, T] int -> audio [B, T*samples_per_frame] float32 on the codec device.
+
+        ``lengths`` [B] (frames, default T each): samples past ``lengths[b]*samples_per_frame`` are zero.
+        """
+        _check_codes(codes)
+        latents = fsq.dequantize(codes.to(self.device))  # [B, 32, T] float32 in [-1, 1]
+        return self._decode(latents, lengths)
+
+    @torch.no_grad()
+    def decode_latents(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
+        """Dequantized latents [B, 32, T] float -> audio [B, T*samples_per_frame] float32."""
+        if not isinstance(latents, torch.Tensor) or not latents.dtype.is_floating_point:
+            raise InvalidCodesError(f"expected float latents [B, 32, T], got {getattr(latents, 'dtype', type(latents))}")
+        if latents.dim() != 3 or latents.shape[1] != fsq.NUM_CHANNELS or 0 in latents.shape:
+            raise InvalidCodesError(f"expected latents [B, {fsq.NUM_CHANNELS}, T>0], got shape {tuple(latents.shape)}")
+        if not bool(torch.isfinite(latents).all()):
+            raise InvalidCodesError("latents hold NaN or infinite values")
+        return self._decode(latents.to(self.device), lengths)
+
+    def _decode(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None) -> torch.Tensor:
+        batch, _, frames = latents.shape
+        input_len = _check_lengths(lengths, batch, frames, "frames", self.device, InvalidCodesError)
+        return self._run_decoder(latents.to(self.dtype), input_len).float()
+
+    def _run_decoder(self, latents: torch.Tensor, input_len: torch.Tensor) -> torch.Tensor:
+        """Latents [B, 32, T] in ``dtype``, lengths [B] -> audio [B, T * samples_per_frame]."""
+        raise NotImplementedError
+
+
+class NanoCodec(DecodesLatents):
     """NeMo NanoCodec 22 kHz (1.89 kbps, 21.5 fps) for inference: decode codes, encode audio.
 
     Built by :meth:`load`. Every method runs under ``torch.no_grad`` with the modules in eval mode;
@@ -221,35 +260,11 @@ class NanoCodec:
         """
         return self._fingerprint
 
-    # ---- decode ------------------------------------------------------------------------
+    # ---- decode (decode_codes / decode_latents: DecodesLatents) ------------------------
 
-    @torch.no_grad()
-    def decode_codes(self, codes: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
-        """Unfolded codes [B, 32, T] int -> audio [B, T*samples_per_frame] float32 on the codec device.
-
-        ``lengths`` [B] (frames, default T each): samples past ``lengths[b]*samples_per_frame`` are zero.
-        """
-        _check_codes(codes)
-        latents = fsq.dequantize(codes.to(self.device))  # [B, 32, T] float32 in [-1, 1]
-        return self._decode(latents, lengths)
-
-    @torch.no_grad()
-    def decode_latents(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
-        """Dequantized latents [B, 32, T] float -> audio [B, T*samples_per_frame] float32."""
-        if not isinstance(latents, torch.Tensor) or not latents.dtype.is_floating_point:
-            raise InvalidCodesError(f"expected float latents [B, 32, T], got {getattr(latents, 'dtype', type(latents))}")
-        if latents.dim() != 3 or latents.shape[1] != fsq.NUM_CHANNELS or 0 in latents.shape:
-            raise InvalidCodesError(f"expected latents [B, {fsq.NUM_CHANNELS}, T>0], got shape {tuple(latents.shape)}")
-        if not bool(torch.isfinite(latents).all()):
-            raise InvalidCodesError("latents hold NaN or infinite values")
-        return self._decode(latents.to(self.device), lengths)
-
-    def _decode(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None) -> torch.Tensor:
-        batch, _, frames = latents.shape
-        input_len = _check_lengths(lengths, batch, frames, "frames", self.device, InvalidCodesError)
-        # [B, 32, T] -> [B, T * samples_per_frame]
-        audio, _ = self._decoder(inputs=latents.to(self.dtype), input_len=input_len)
-        return audio.float()
+    def _run_decoder(self, latents: torch.Tensor, input_len: torch.Tensor) -> torch.Tensor:
+        audio, _ = self._decoder(inputs=latents, input_len=input_len)  # [B, 32, T] -> [B, T * samples_per_frame]
+        return audio
 
     # ---- encode ------------------------------------------------------------------------
 

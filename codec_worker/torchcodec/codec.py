@@ -28,8 +28,8 @@ from codec_worker._checkpoint import (
     fingerprint,
     read_source,
 )
-from codec_worker.errors import CodecFormatError, EncodeUnavailableError, InvalidCodesError
-from codec_worker.nanocodec import _check_codes, _check_lengths, decoder_left_context_frames
+from codec_worker.errors import CodecFormatError, EncodeUnavailableError
+from codec_worker.nanocodec import DecodesLatents, decoder_left_context_frames
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
 from codec_worker.torchcodec.weights import load_decoder_weights
 
@@ -91,7 +91,7 @@ def _check_stored_levels(state_dict: Mapping[str, Any], origin: str) -> None:
                 raise CodecFormatError(f"{origin}: {key} is {levels}, expected {list(fsq.FSQ_LEVELS)}")
 
 
-class TorchNanoCodec:
+class TorchNanoCodec(DecodesLatents):
     """NanoCodec's decoder in plain torch (decode only). Built by :func:`load_torch_decoder`.
 
     Calls run under ``torch.inference_mode``; concurrent calls from several threads are safe
@@ -137,31 +137,8 @@ class TorchNanoCodec:
         """The same SHA-256 NanoCodec reports for this checkpoint (config + stored tensors)."""
         return self._fingerprint
 
-    @torch.inference_mode()
-    def decode_codes(self, codes: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
-        """Unfolded codes [B, 32, T] int -> audio [B, T*samples_per_frame] float32 on the codec device.
-
-        ``lengths`` [B] (frames, default T each): samples past ``lengths[b]*samples_per_frame`` are zero.
-        """
-        _check_codes(codes)
-        latents = fsq.dequantize(codes.to(self.device))  # [B, 32, T] float32 in [-1, 1]
-        return self._decode(latents, lengths)
-
-    @torch.inference_mode()
-    def decode_latents(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
-        """Dequantized latents [B, 32, T] float -> audio [B, T*samples_per_frame] float32."""
-        if not isinstance(latents, torch.Tensor) or not latents.dtype.is_floating_point:
-            raise InvalidCodesError(f"expected float latents [B, 32, T], got {getattr(latents, 'dtype', type(latents))}")
-        if latents.dim() != 3 or latents.shape[1] != fsq.NUM_CHANNELS or 0 in latents.shape:
-            raise InvalidCodesError(f"expected latents [B, {fsq.NUM_CHANNELS}, T>0], got shape {tuple(latents.shape)}")
-        if not bool(torch.isfinite(latents).all()):
-            raise InvalidCodesError("latents hold NaN or infinite values")
-        return self._decode(latents.to(self.device), lengths)
-
-    def _decode(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None) -> torch.Tensor:
-        batch, _, frames = latents.shape
-        input_len = _check_lengths(lengths, batch, frames, "frames", self.device, InvalidCodesError)
-        return self._decoder(latents.to(self.dtype), input_len).float()
+    def _run_decoder(self, latents: torch.Tensor, input_len: torch.Tensor) -> torch.Tensor:
+        return self._decoder(latents, input_len)
 
     def encode(self, audio: torch.Tensor | np.ndarray, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
         raise EncodeUnavailableError(
