@@ -5,8 +5,9 @@
     ready     -> draining   SIGTERM (``api.server.GracefulServer``) or ``Lifecycle.drain()``
     draining  -> stopped    every admitted stream ended, or the drain timeout cut the rest
 
-``GET /ready`` is 200 only in ``ready`` (and while the engine and the voice store answer); load
-balancers and Kubernetes send traffic by it. ``GET /health`` is liveness: it fails only when the
+``GET /ready`` is 200 only in ``ready`` (and while the engine is alive; a voice store outage after
+warm-up is reported but does not fail it, see api/routes/health.py); load balancers and Kubernetes
+send traffic by it. ``GET /health`` is liveness: it fails only when the
 engine is dead, so a voice store outage does not get every replica restarted.
 
 While draining:
