@@ -43,6 +43,7 @@ from api.text.errors import TextError
 from codec_worker.errors import CodecError, CodecLoadError
 from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder
 from codec_worker.nanocodec import NanoCodec, load_codec
+from codec_worker.schedule import default_schedule
 from codec_worker.torchcodec import TorchNanoCodec
 from engine.device import pick_device, pick_dtype
 from engine.errors import EngineError
@@ -119,7 +120,7 @@ async def open_runtime(settings: Settings) -> Runtime:
         if settings.preload_dir is not None and not codec.can_encode:
             raise CodecLoadError(f"GEPARD_PRELOAD_DIR clones voices at start, but the codec is the torch decoder "
                                  f"({codec.impl}), which cannot encode; install NeMo or unset GEPARD_PRELOAD_DIR")
-        decoder = BatchingCodecDecoder(codec, schedule=settings.chunk_schedule)
+        decoder = BatchingCodecDecoder(codec, schedule=settings.chunk_schedule or default_schedule(device))
         encoder = NanoCodecEncoder(codec)
         voices = open_voice_store(settings.redis_url, settings.data_dir)
         voices.register_builtin(VoiceRecord(

@@ -41,10 +41,12 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_TEMPERATURE ...             temperature, top_k, repetition_penalty, stop_threshold, max_frames,
                                        cfg_scale, cfg_frames: server-wide sampling defaults (0.4, 0, 1.0,
                                        0.5, none, 1.0, none); requests may override them
-    GEPARD_CHUNK_SCHEDULE              chunk_schedule               2,4,8,32 (frames per audio chunk: the first
-                                                                    after 2 frames (~93 ms of audio at 21.5 fps),
-                                                                    then 4, 8, then every 32; the last repeats.
-                                                                    Replaces GEPARD_FIRST_CHUNK_FRAMES and
+    GEPARD_CHUNK_SCHEDULE              chunk_schedule               None: by device (frames per audio chunk, the
+                                                                    last repeating; 2,4,8,32 on a GPU: the first
+                                                                    after 2 frames (~93 ms of audio at 21.5 fps);
+                                                                    4,16 on CPU, where the codec bounds capacity;
+                                                                    codec_worker.schedule). Replaces
+                                                                    GEPARD_FIRST_CHUNK_FRAMES and
                                                                     GEPARD_CHUNK_FRAMES, which are refused)
     GEPARD_MAX_STREAMS                 max_streams                  64 (open WebSocket contexts + HTTP TTS
                                                                     requests in this process; more get 429)
@@ -107,8 +109,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 MIN_TOKEN_SECRET_BYTES = 16
 # Frames per audio chunk, growing; the last repeats (codec_worker.schedule, whose limits these are:
-# api/ validates here so a bad value stops the server at start with the variable's name).
-DEFAULT_CHUNK_SCHEDULE = (2, 4, 8, 32)
+# api/ validates here so a bad value stops the server at start with the variable's name). Unset,
+# the codec's device picks it (codec_worker.schedule.default_schedule).
 MAX_CHUNK_SCHEDULE_STEPS = 16
 MAX_CHUNK_FRAMES = 2000
 # Variables that no longer exist: setting one stops the server instead of being silently ignored.
@@ -173,7 +175,7 @@ class Settings:
     max_frames: Optional[int] = field(default=None, metadata=_env("GEPARD_MAX_FRAMES"))
     cfg_scale: float = field(default=1.0, metadata=_env("GEPARD_CFG_SCALE"))
     cfg_frames: Optional[int] = field(default=None, metadata=_env("GEPARD_CFG_FRAMES"))
-    chunk_schedule: tuple[int, ...] = field(default=DEFAULT_CHUNK_SCHEDULE, metadata=_env("GEPARD_CHUNK_SCHEDULE"))
+    chunk_schedule: Optional[tuple[int, ...]] = field(default=None, metadata=_env("GEPARD_CHUNK_SCHEDULE"))
     max_streams: int = field(default=64, metadata=_env("GEPARD_MAX_STREAMS"))
     max_streams_per_key: int = field(default=0, metadata=_env("GEPARD_MAX_STREAMS_PER_KEY"))
     admit_max_saturation: float = field(default=0.9, metadata=_env("GEPARD_ADMIT_MAX_SATURATION"))
@@ -192,7 +194,8 @@ class Settings:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (frozen dataclass)
         set_("api_keys", frozenset(self.api_keys))
         set_("model_ids", tuple(self.model_ids))
-        set_("chunk_schedule", tuple(self.chunk_schedule))
+        if self.chunk_schedule is not None:
+            set_("chunk_schedule", tuple(self.chunk_schedule))
         set_("log_level", str(self.log_level).upper())
         for name in ("tls_certfile", "tls_keyfile"):
             value = getattr(self, name)
@@ -283,8 +286,9 @@ class Settings:
             problem = None if value is None else SAMPLING_BOUNDS[name].problem(value)
             if problem is not None:
                 bad(name, problem)
-        if not 1 <= len(self.chunk_schedule) <= MAX_CHUNK_SCHEDULE_STEPS or any(
-                isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHUNK_FRAMES for n in self.chunk_schedule):
+        schedule = self.chunk_schedule
+        if schedule is not None and (not 1 <= len(schedule) <= MAX_CHUNK_SCHEDULE_STEPS or any(
+                isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHUNK_FRAMES for n in schedule)):
             bad("chunk_schedule", f"must be 1 to {MAX_CHUNK_SCHEDULE_STEPS} frame counts, each between 1 and "
                 f"{MAX_CHUNK_FRAMES}, got {','.join(map(str, self.chunk_schedule)) or 'nothing'}")
         in_range("max_streams", 1)

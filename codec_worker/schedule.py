@@ -19,7 +19,7 @@ any cut (``codec_worker.streaming``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Union
+from typing import Any, Iterable, Union
 
 MAX_CHUNK_FRAMES = 2000  # a request's frame cap (engine.requests SAMPLING_BOUNDS max_frames)
 MAX_STEPS = 16
@@ -99,4 +99,17 @@ ScheduleLike = Union[ChunkSchedule, str, Iterable[int]]
 #: chunk can come ~30 ms late while the codec is slow; 4,16 or 8,32 trade first audio for none.
 DEFAULT_SCHEDULE = ChunkSchedule((2, 4, 8, 32))
 
-__all__ = ["DEFAULT_SCHEDULE", "MAX_CHUNK_FRAMES", "ChunkSchedule", "ScheduleLike"]
+#: Under sustained agent load on CPU the codec is the bottleneck, and the ramp's extra small windows
+#: (each re-decoding its left context) cost capacity: bench/loadgen.py, tiny checkpoint, 2-core EPYC,
+#: 32 agents, admission on: xRT 13.7 with 4,16 vs 10.9 with 2,4,8,32 and underrun p99 377 vs 467 ms
+#: (admission off: 2.4 s vs 4.4 s), for ~10 % sooner first audio at one agent (p50 134 vs 149 ms).
+#: So CPU servers default to 4,16; GPU ones, where decoding is cheap, to DEFAULT_SCHEDULE.
+CPU_SCHEDULE = ChunkSchedule((4, 16))
+
+
+def default_schedule(device: Any) -> ChunkSchedule:
+    """The cadence for a codec on ``device`` (a torch.device or its name) when none is configured."""
+    return CPU_SCHEDULE if str(getattr(device, "type", device)).startswith("cpu") else DEFAULT_SCHEDULE
+
+
+__all__ = ["CPU_SCHEDULE", "DEFAULT_SCHEDULE", "MAX_CHUNK_FRAMES", "ChunkSchedule", "ScheduleLike", "default_schedule"]

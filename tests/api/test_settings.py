@@ -29,7 +29,7 @@ def test_defaults():
     assert s.model_ids == DEFAULT_MODEL_IDS
     assert s.default_sampling == SamplingParams(temperature=0.4, top_k=0, repetition_penalty=1.0, stop_threshold=0.5,
                                                 max_frames=None, cfg_scale=1.0, cfg_frames=None)
-    assert (s.chunk_schedule, s.log_level, s.log_format) == ((2, 4, 8, 32), "INFO", "text")
+    assert (s.chunk_schedule, s.log_level, s.log_format) == (None, "INFO", "text")  # None: by the codec's device
 
 
 def test_every_variable(tmp_path):
