@@ -254,3 +254,31 @@ def test_receptive_field_is_not_larger_than_needed(codec: NanoCodec) -> None:
     # (the random tiny codec's far taps are weak, so a few frames less only shift ~1e-7)
     short = codec.decode_codes(codes[:, start - (L - 8) :].unsqueeze(0))[0, (L - 8) * 1024 :]
     assert float((short - base).abs().max()) > 1e-6
+
+
+def test_the_default_cadence_follows_the_device():
+    """Unset, CPU servers get 4,16 (the codec bounds their capacity) and GPU servers 2,4,8,32."""
+    from codec_worker.schedule import CPU_SCHEDULE, DEFAULT_SCHEDULE, default_schedule
+
+    assert default_schedule(torch.device("cpu")) == CPU_SCHEDULE == ChunkSchedule.parse("4,16")
+    assert default_schedule("cpu") == CPU_SCHEDULE
+    for device in (torch.device("cuda", 0), "cuda:1", "cuda"):
+        assert default_schedule(device) == DEFAULT_SCHEDULE == ChunkSchedule.parse("2,4,8,32")
+
+
+def test_the_gateway_decoder_takes_the_device_default_unless_set(gateway, tiny_ckpt_dir, tmp_path):
+    import asyncio
+
+    from api.app import open_runtime
+    from tests.api.conftest import gateway_settings
+
+    assert gateway.runtime.decoder.schedule == ChunkSchedule.parse("4,16")  # unset, on CPU
+
+    async def configured() -> ChunkSchedule:
+        rt = await open_runtime(gateway_settings(tiny_ckpt_dir, tmp_path, chunk_schedule=(3, 9)))
+        try:
+            return rt.decoder.schedule
+        finally:
+            await rt.aclose()
+
+    assert asyncio.run(configured()) == ChunkSchedule.parse("3,9")
