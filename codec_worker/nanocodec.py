@@ -129,12 +129,28 @@ def _check_lengths(
 
 
 class DecodesLatents:
-    """``decode_codes`` and ``decode_latents`` with their input checks, shared by NanoCodec (NeMo's
-    decoder) and codec_worker.torchcodec.TorchNanoCodec (the same maths in plain torch): a subclass
-    sets ``device`` and ``dtype`` and runs its decoder in ``_run_decoder``."""
+    """``decode_codes`` and ``decode_latents`` with their input checks, and the rates and context the
+    streaming decoder reads, shared by NanoCodec (NeMo's decoder) and
+    codec_worker.torchcodec.TorchNanoCodec (the same maths in plain torch): a subclass sets
+    ``device``, ``dtype``, ``config`` and ``_receptive_field_frames`` and runs its decoder in ``_run_decoder``."""
 
     device: torch.device
     dtype: torch.dtype
+    config: CodecConfig
+    _receptive_field_frames: int
+
+    @property
+    def sample_rate_hz(self) -> int:
+        return self.config.sample_rate_hz
+
+    @property
+    def samples_per_frame(self) -> int:
+        return self.config.samples_per_frame
+
+    @property
+    def receptive_field_frames(self) -> int:
+        """Left context (frames) a windowed decode needs to be exact; see decoder_left_context_frames."""
+        return self._receptive_field_frames
 
     @torch.no_grad()
     def decode_codes(self, codes: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
@@ -238,19 +254,6 @@ class NanoCodec(DecodesLatents):
         return cls(config, modules, fingerprint=digest, device=device, dtype=dtype, origin=checkpoint.origin)
 
     # ---- properties --------------------------------------------------------------------
-
-    @property
-    def sample_rate_hz(self) -> int:
-        return self.config.sample_rate_hz
-
-    @property
-    def samples_per_frame(self) -> int:
-        return self.config.samples_per_frame
-
-    @property
-    def receptive_field_frames(self) -> int:
-        """Left context (frames) a windowed decode needs to be exact; see decoder_left_context_frames."""
-        return self._receptive_field_frames
 
     @property
     def fingerprint(self) -> str:

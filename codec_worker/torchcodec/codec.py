@@ -120,19 +120,6 @@ class TorchNanoCodec(DecodesLatents):
         self._receptive_field_frames = decoder_left_context_frames(decoder.config.as_mapping())
 
     @property
-    def sample_rate_hz(self) -> int:
-        return self.config.sample_rate_hz
-
-    @property
-    def samples_per_frame(self) -> int:
-        return self.config.samples_per_frame
-
-    @property
-    def receptive_field_frames(self) -> int:
-        """Left context (frames) a windowed decode needs to be exact (see decoder_left_context_frames)."""
-        return self._receptive_field_frames
-
-    @property
     def fingerprint(self) -> str:
         """The same SHA-256 NanoCodec reports for this checkpoint (config + stored tensors)."""
         return self._fingerprint
