@@ -16,8 +16,10 @@ import inspect
 import io
 import json
 import math
+import os
 import re
 import tarfile
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -331,3 +333,20 @@ def check_quantizer_buffers(quantizer: torch.nn.Module, origin: str) -> None:
             raise CodecFormatError(
                 f"{origin}: vector_quantizer.fsqs.{index}.num_levels is {levels.tolist()}, expected {list(fsq.FSQ_LEVELS)}"
             )
+
+
+def write_nemo_archive(path: Path | str, config: Mapping[str, Any], state: Mapping[str, torch.Tensor]) -> Path:
+    """Write a ``.nemo`` file (a tar of ``CONFIG_NAME`` and ``WEIGHTS_NAME``) to ``path`` atomically:
+    it is built beside ``path`` and renamed into place, so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        folder = Path(tmp) / "nemo"
+        folder.mkdir()
+        (folder / CONFIG_NAME).write_text(yaml.safe_dump(dict(config), sort_keys=False))
+        torch.save(dict(state), folder / WEIGHTS_NAME)
+        partial = Path(tmp) / "codec.nemo"
+        with tarfile.open(partial, "w:") as archive:
+            archive.add(folder, arcname=".")
+        os.replace(partial, path)
+    return path

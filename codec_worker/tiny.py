@@ -21,16 +21,12 @@ from __future__ import annotations
 import argparse
 import copy
 import logging
-import os
-import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
-import yaml
 
-from codec_worker._checkpoint import CONFIG_NAME, NEMO_MODULES, WEIGHTS_NAME, CodecConfig, build_modules
+from codec_worker._checkpoint import NEMO_MODULES, CodecConfig, build_modules, write_nemo_archive
 
 logger = logging.getLogger(__name__)
 
@@ -165,18 +161,8 @@ def random_state_dict(size: CodecSize = "tiny", seed: int = 0) -> tuple[dict[str
 
 def write_random_codec(path: Path | str, size: CodecSize = "tiny", seed: int = 0) -> Path:
     """Write a random codec ``.nemo`` to ``path`` (atomically) and return the path."""
-    path = Path(path)
     config, state = random_state_dict(size, seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-        folder = Path(tmp) / "nemo"
-        folder.mkdir()
-        (folder / CONFIG_NAME).write_text(yaml.safe_dump(config, sort_keys=False))
-        torch.save(state, folder / WEIGHTS_NAME)
-        partial = Path(tmp) / "codec.nemo"
-        with tarfile.open(partial, "w:") as archive:
-            archive.add(folder, arcname=".")
-        os.replace(partial, path)
+    path = write_nemo_archive(path, config, state)
     logger.info("wrote random %s codec (seed %d) to %s", size, seed, path)
     return path
 

@@ -16,16 +16,12 @@ one there in seconds.
 from __future__ import annotations
 
 import argparse
-import os
-import tarfile
-import tempfile
 from pathlib import Path
 
 import torch
-import yaml
 
 from codec_worker import fsq
-from codec_worker._checkpoint import CONFIG_NAME, WEIGHTS_NAME
+from codec_worker._checkpoint import write_nemo_archive
 from codec_worker.tiny import TARGET_AUDIO_RMS, WIDTHS, CodecSize, codec_config
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
 from codec_worker.torchcodec.weights import nemo_key
@@ -79,20 +75,9 @@ def decoder_state_dict(decoder: CausalHiFiGANDecoder, activation: str) -> dict[s
 
 def write_random_decoder_codec(path: Path | str, size: CodecSize = "tiny", seed: int = 0) -> Path:
     """Write a random decoder-only codec ``.nemo`` to ``path`` (atomically) and return the path."""
-    path = Path(path)
     config, decoder = random_decoder(size, seed)
     state = decoder_state_dict(decoder, config["audio_decoder"]["activation"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-        folder = Path(tmp) / "nemo"
-        folder.mkdir()
-        (folder / CONFIG_NAME).write_text(yaml.safe_dump(config, sort_keys=False))
-        torch.save(state, folder / WEIGHTS_NAME)
-        partial = Path(tmp) / "codec.nemo"
-        with tarfile.open(partial, "w:") as archive:
-            archive.add(folder, arcname=".")
-        os.replace(partial, path)
-    return path
+    return write_nemo_archive(path, config, state)
 
 
 def main(argv: list[str] | None = None) -> None:
