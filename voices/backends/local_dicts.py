@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
+from voices.backends.sqlite_ordered import ordered_page_query
 from voices.dictionaries import DictionaryStore, OrderKey, PronunciationDict
 
 T = TypeVar("T")
@@ -78,15 +79,7 @@ class LocalDictionaryStore(DictionaryStore):
         return await self._run(f"delete of pronunciation dictionary {dict_id!r}", remove)
 
     async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[PronunciationDict]:
-        order = "DESC" if reverse else "ASC"
-        if after is None:
-            sql = f"SELECT body FROM pronunciation_dicts ORDER BY sort_key {order}, id {order} LIMIT ?"
-            params: tuple[Any, ...] = (count,)
-        else:
-            op = "<" if reverse else ">"
-            sql = (f"SELECT body FROM pronunciation_dicts WHERE (sort_key, id) {op} (?, ?) "
-                   f"ORDER BY sort_key {order}, id {order} LIMIT ?")
-            params = (after[0], after[1], count)
+        sql, params = ordered_page_query("pronunciation_dicts", "body", after, reverse=reverse, count=count)
 
         def scan(conn: sqlite3.Connection) -> list[str]:
             return [r[0] for r in conn.execute(sql, params).fetchall()]

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator, Optional, TypeVar
 
 import torch
 
+from voices.backends.sqlite_ordered import ordered_page_query
 from voices.errors import ReadOnlyVoiceError, VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError
 from voices.models import Voice, VoiceRecord
 from voices.listing import OrderKey
@@ -200,15 +201,7 @@ class LocalVoiceStore(VoiceStore):
         await self._run(f"delete of voice {voice_id!r}", remove)
 
     async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[Voice]:
-        order = "DESC" if reverse else "ASC"
-        if after is None:
-            sql = f"SELECT meta FROM voices ORDER BY sort_key {order}, id {order} LIMIT ?"
-            params: tuple[Any, ...] = (count,)
-        else:
-            op = "<" if reverse else ">"
-            sql = (f"SELECT meta FROM voices WHERE (sort_key, id) {op} (?, ?) "
-                   f"ORDER BY sort_key {order}, id {order} LIMIT ?")
-            params = (after[0], after[1], count)
+        sql, params = ordered_page_query("voices", "meta", after, reverse=reverse, count=count)
         rows = await self._run("list of voices", _select_all, sql, *params)
         return [decode_voice(r[0]) for r in rows]
 
