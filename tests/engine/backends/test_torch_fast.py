@@ -363,8 +363,8 @@ def test_cuda_graphs_replay_the_eager_step(tiny_gepard_dir):
         reqs = [eng.prepare(SynthesisRequest(f"{n}", TEXTS[i % 4], None, sp)) for i, (n, sp) in enumerate(KNOBS.items())]
     finally:
         asyncio.run(eng.aclose())
-    eager = drive(FastGenerator(model, max_batch=8, max_positions=256, cuda_graphs=False), {0: reqs[:3], 4: reqs[3:]})
-    graphed_gen = FastGenerator(model, max_batch=8, max_positions=256)
+    eager = drive(FastGenerator(model, max_batch=8, max_positions=512, cuda_graphs=False), {0: reqs[:3], 4: reqs[3:]})
+    graphed_gen = FastGenerator(model, max_batch=8, max_positions=512)  # the longest text needs 402
     graphed = drive(graphed_gen, {0: reqs[:3], 4: reqs[3:]})
     assert graphed_gen.graphs is not None and graphed_gen.graphs.graphs
     ref = drive(BatchGenerator(model, max_batch=8), {0: reqs[:3], 4: reqs[3:]})
