@@ -1,40 +1,79 @@
-"""bench/pipeline.py on a host without NeMo (as the offline GPU machines are): the torch decoder
-makes the audio, so time to first audio is measured, not just the first frame."""
+"""The benchmarks an offline GPU machine runs (bench/gpu.sh, bench/torch_fast_gpu.sh), run here with
+only the modules such a machine has. Without NeMo the torch decoder makes the audio, so time to
+first audio is measured, not just the first frame."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
-# runs bench/pipeline.py with every `import nemo...` failing, as on a host where it is not installed
-_WITHOUT_NEMO = """
+# Bench scripts run as on an offline GPU machine (bench/gpu.sh): an isolated interpreter whose only
+# packages are torch with what it requires, the four small wheels gpu.sh names (numpy, safetensors,
+# tokenizers, PyYAML) and this repository. Anything else (nemo, vllm, the gateway's packages) is
+# simply not installed there, so an import of it fails as it would on that machine.
+GPU_HOST_WHEELS = ("numpy", "safetensors", "tokenizers", "PyYAML")
+_RUN = """
 import runpy, sys
-
-class NoNemo:
-    def find_spec(self, name, path=None, target=None):
-        if name == "nemo" or name.startswith("nemo."):
-            raise ImportError(f"No module named {name!r} (blocked by the test)")
-        return None
-
-sys.meta_path.insert(0, NoNemo())
-sys.argv = ["bench/pipeline.py", *sys.argv[1:]]
-runpy.run_path("bench/pipeline.py", run_name="__main__")
+site, root, script = sys.argv[1:4]
+sys.path[:0] = [site, root]
+sys.argv = sys.argv[3:]
+runpy.run_path(script, run_name="__main__")
 """
 
 
-def _pipeline(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.run([sys.executable, "-c", _WITHOUT_NEMO, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+def _with_requirements(names: list[str]) -> list[importlib.metadata.Distribution]:
+    found: dict[str, importlib.metadata.Distribution] = {}
+    todo = list(names)
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in found:
+            continue
+        dist = found[name] = importlib.metadata.distribution(name)
+        todo += [re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in dist.requires or [] if "extra ==" not in r]
+    return list(found.values())
 
 
-def test_measures_time_to_first_audio_without_nemo(tmp_path: Path) -> None:
-    done = _pipeline("--size", "tiny", "--concurrency", "1", "--frames", "12", "--checkpoint", str(tmp_path / "ckpt"),
+@pytest.fixture(scope="module")
+def gpu_host_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site-packages holding links to just what an offline GPU machine has."""
+    site = tmp_path_factory.mktemp("gpu-host-site")
+    for dist in [*_with_requirements(["torch"]), *(importlib.metadata.distribution(n) for n in GPU_HOST_WHEELS)]:
+        for top in {Path(str(f)).parts[0] for f in dist.files or []} - {".."}:
+            src = Path(str(dist.locate_file(top)))
+            if src.exists() and not (site / top).exists():
+                (site / top).symlink_to(src)
+    return site
+
+
+@pytest.fixture
+def on_a_gpu_host(gpu_host_site: Path):
+    def run(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-I", "-S", "-c", _RUN, str(gpu_host_site), str(ROOT), script, *args],
+                              cwd=ROOT, env={**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env or {})},
+                              capture_output=True, text=True, timeout=300, check=False)
+    return run
+
+
+def test_the_gpu_host_stand_in_lacks_what_gpu_hosts_lack(on_a_gpu_host, tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import importlib.util as u\nprint([m for m in ('torch', 'numpy', 'yaml', 'nemo', 'vllm', 'starlette', "
+                     "'soxr', 'msgpack') if u.find_spec(m)])\n")
+    done = on_a_gpu_host(str(probe))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['torch', 'numpy', 'yaml']"
+
+
+def test_measures_time_to_first_audio_without_nemo(on_a_gpu_host, tmp_path: Path) -> None:
+    done = on_a_gpu_host("bench/pipeline.py", "--size", "tiny", "--concurrency", "1", "--frames", "12", "--checkpoint", str(tmp_path / "ckpt"),
                      "--json", str(tmp_path / "out.json"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "the torch decoder (decode only) makes the audio" in done.stdout
@@ -46,22 +85,35 @@ def test_measures_time_to_first_audio_without_nemo(tmp_path: Path) -> None:
     assert result["rows"][0]["codec_s"] > 0
 
 
-def test_check_names_the_torch_decoder_and_refuses_nemo_when_missing(tmp_path: Path) -> None:
-    done = _pipeline("--check")
+def test_check_names_the_torch_decoder_and_refuses_nemo_when_missing(on_a_gpu_host, tmp_path: Path) -> None:
+    done = on_a_gpu_host("bench/pipeline.py", "--check")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "codec: torch decoder" in done.stdout
-    refused = _pipeline("--codec-impl", "nemo", "--checkpoint", str(tmp_path / "ckpt"))
+    refused = on_a_gpu_host("bench/pipeline.py", "--codec-impl", "nemo", "--checkpoint", str(tmp_path / "ckpt"))
     assert refused.returncode != 0 and "--codec-impl nemo but NeMo's codec modules do not import" in refused.stderr
 
 
-def test_torch_codec_device_check_runs_on_cpu(tmp_path: Path) -> None:
+def test_torch_codec_device_check_runs_on_cpu(on_a_gpu_host, tmp_path: Path) -> None:
     """bench/torch_codec.py (the GPU session's codec check) runs end to end; on CPU float32 is exact."""
-    done = subprocess.run(
-        [sys.executable, "bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
-         "--reps", "1", "--json", str(tmp_path / "codec.json")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )
+    done = on_a_gpu_host("bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
+                          "--reps", "1", "--json", str(tmp_path / "codec.json"))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     result = json.loads((tmp_path / "codec.json").read_text())
     assert result["fp32_device_vs_cpu"] == 0.0 and result["streaming_vs_whole"] <= 1e-5
     assert [(t["batch"], t["width"]) for t in result["timings"]] == [(1, 27)] and result["timings"][0]["ms"] > 0
+
+
+def test_torch_fast_gpu_steps_run_with_only_the_gpu_hosts_modules(on_a_gpu_host, tmp_path: Path) -> None:
+    """bench/torch_fast_gpu.sh's three steps, small: the frame check, the timed table with JSON, and
+    the eager run with the profiler's table."""
+    check = on_a_gpu_host("bench/torch_fast.py", "--check", "--device", "cpu")
+    assert check.returncode == 0, check.stdout + check.stderr[-3000:]
+    assert "fast graphs equals the reference loop" in check.stdout
+    timed = on_a_gpu_host("bench/torch_fast.py", "--size", "tiny", "--batch", "1,2", "--steps", "3",
+                          "--json", str(tmp_path / "fast.json"), "--profile", str(tmp_path / "prof.txt"),
+                          env={"GEPARD_BENCH_DIR": str(tmp_path / "bench")})
+    assert timed.returncode == 0, timed.stdout + timed.stderr[-3000:]
+    result = json.loads((tmp_path / "fast.json").read_text())
+    assert {(r["path"], r["batch"]) for r in result["results"]} == {(p, b) for p in ("reference", "fast") for b in (1, 2)}
+    assert result["frames_equal"] == {"1": True, "2": True}
+    assert "fast path, batch 2" in (tmp_path / "prof.txt").read_text()
