@@ -20,6 +20,7 @@ host each call, a tensor made fresh on the host) replays the capture-time value,
 from __future__ import annotations
 
 import contextlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -29,6 +30,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from tests.stand_in_gpu import SYNCING, CaptureUnsafe
+
+_GRAPH_CALL = inspect.signature(torch.cuda.graph.__init__)  # the real API's, read before any test patches it
 
 
 @dataclass
@@ -96,8 +99,14 @@ class RecordedGraph:
 
 
 @contextlib.contextmanager
-def _capture(graph: RecordedGraph, pool: Any = None, stream: Any = None) -> Iterator[None]:
-    """Stands in for ``torch.cuda.graph(graph, pool=..., stream=...)``."""
+def _capture(*args: Any, **kwargs: Any) -> Iterator[None]:
+    """Stands in for ``torch.cuda.graph(graph, pool=..., stream=..., capture_error_mode=...)``,
+    taking exactly the arguments the real one takes."""
+    call = _GRAPH_CALL.bind(None, *args, **kwargs)  # TypeError where torch.cuda.graph would raise one
+    call.apply_defaults()
+    if call.arguments["capture_error_mode"] not in ("global", "thread_local", "relaxed"):
+        raise ValueError(f"unknown capture_error_mode {call.arguments['capture_error_mode']!r}")
+    graph = call.arguments["cuda_graph"]
     recorder = _Recorder()
     with recorder:
         yield

@@ -119,7 +119,9 @@ class StepGraphs:
         tables.fill_padding()
         step()  # warm-up: lazy cuBLAS/attention initialisation happens outside the capture
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool, stream=stream):
+        # thread_local: work another thread queues meanwhile (the codec decoding on its own stream,
+        # a model loading) may not invalidate this capture, as it would in the default global mode
+        with torch.cuda.graph(graph, pool=self.pool, stream=stream, capture_error_mode="thread_local"):
             step()
         for dst, src in zip((tables.slot, tables.feed, tables.real, tables.commit, tables.uncond, tables.cfg_scale), saved):
             dst.copy_(src)
