@@ -10,9 +10,12 @@ fast path's graphs), then ``--steps`` decode steps of the whole batch are timed 
 Reported per (path, batch): step time p50 / p90 in ms, frames/s (B / step time) and xRT (audio
 seconds per wall second: frames/s * 1024 / 22050). A step is one new frame for every request.
 
-On a GPU the same script gives the figure to compare with the physical floor (one batch-1 step
-reads the ~1.1 GB of bf16 weights: ~0.25 ms at H200 bandwidth). It also checks on the way that
-both paths produce the same frames for greedy requests (float32: expected equal; bf16: reported).
+The physical floor of a step, beside it: the bytes it must read at least (every weight a decode
+step uses, once: 0.52 GB in bf16 at full size, since the 254M-parameter text embedding table is
+only read by prompts; plus each request's cached keys and values) over the GPU's peak memory
+bandwidth (by its name, or ``--hbm-gbps``; 0.11 ms at batch 1 on an H200). "x floor" says how far
+the step is from it. It also checks on the way that both paths produce the same frames for greedy
+requests (float32: expected equal; bf16: reported).
 
 ``--check`` (no pytest needed, for a bare GPU host): on the tiny checkpoint in float32, requests
 with every kind of knob (greedy, seeded, top-k + repetition penalty, CFG) joining a running batch
@@ -30,6 +33,7 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
+from typing import Optional
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -57,6 +61,35 @@ class Result:
     frames_per_s: float
     xrt: float
     shape: str  # fast path: (batch bucket, span) of the timed steps
+    read_mb: float  # bytes one step must read at least: the weights it uses once, each row's cached keys/values
+    floor_ms: Optional[float]  # read_mb at the GPU's peak memory bandwidth (None: bandwidth unknown)
+
+
+# Peak memory bandwidth (GB/s) by GPU name, from the vendors' data sheets; --hbm-gbps overrides.
+PEAK_GBPS = {"H200": 4800, "H100 SXM": 3350, "H100 PCIe": 2000, "H100 NVL": 3900, "H100": 3350, "B200": 8000,
+             "A100-SXM4-80GB": 2039, "A100": 1555, "L40S": 864, "RTX PRO 6000": 1792, "RTX 5090": 1792,
+             "RTX 4090": 1008}
+
+
+def peak_gbps(device: torch.device, override: Optional[float]) -> Optional[float]:
+    if override:
+        return override
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((gbps for key, gbps in PEAK_GBPS.items() if key in name), None)
+
+
+def step_read_bytes(model: GepardModel, rows: int, positions: int) -> int:
+    """The least one decode step of ``rows`` requests reads from memory: every weight it uses,
+    once (the backbone's layers, the frame embedder, the heads; not the text embedding table, the
+    voice compressor or the null prefix, which only prompts use), plus each row's cached keys and
+    values at ``positions`` positions. The physical floor of the step is this over bandwidth."""
+    unused = ("backbone.embed_tokens.", "ref_compressor.", "null_prefix")
+    weights = sum(p.numel() * p.element_size() for name, p in model.named_parameters() if not name.startswith(unused))
+    bb = model.config.backbone
+    kv_per_position = 2 * bb.num_hidden_layers * bb.num_key_value_heads * bb.head_dim * torch.empty(0, dtype=model.dtype).element_size()
+    return weights + rows * positions * kv_per_position
 
 
 def engine_checkpoint(size: str) -> Path:
@@ -77,7 +110,7 @@ def sync(device: torch.device) -> None:
 
 
 def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, steps: int, graphs: bool,
-              greedy: bool) -> tuple[Result, dict[str, torch.Tensor]]:
+              greedy: bool, gbps: Optional[float] = None) -> tuple[Result, dict[str, torch.Tensor]]:
     total = 4 + steps
     if path == "fast":
         gen = FastGenerator(model, max_batch=batch, max_positions=256 + total, cuda_graphs=graphs)
@@ -96,6 +129,7 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
                 frames.setdefault(o.request_id.split("-", 1)[1], []).append(o.codes)
 
     collect(gen.step())  # prefill
+    prompt = engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
     for _ in range(3):  # warm-up decode steps (graph capture on CUDA)
         collect(gen.step())
     sync(model.device)
@@ -110,7 +144,9 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
     fps = batch / p50
     spf = model.config.codec.samples_per_frame / model.config.codec.sample_rate
     shape = str(getattr(gen, "last_shape", "")) if path == "fast" else ""
-    return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape),
+    read = step_read_bytes(model, batch, prompt + 4 + steps // 2)  # the mean cached length over the timed steps
+    floor_ms = read / (gbps * 1e9) * 1000 if gbps else None
+    return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape, read / 1e6, floor_ms),
             {k: torch.stack(v, 1) for k, v in frames.items()})
 
 
@@ -195,6 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", type=Path)
     p.add_argument("--profile", type=Path, help="write the profiler table of fast-path steps at the largest batch")
     p.add_argument("--check", action="store_true", help="only check frame identity (tiny, float32); exit 1 if not")
+    p.add_argument("--hbm-gbps", type=float, help="the GPU's peak memory bandwidth, GB/s (default: by its name)")
     args = p.parse_args(argv)
     device = pick_device(args.device)
     dtype = pick_dtype(device, args.dtype)
@@ -203,17 +240,22 @@ def main(argv: list[str] | None = None) -> None:
     checkpoint = engine_checkpoint(args.size)
     model = GepardModel.from_pretrained(checkpoint, device=device, dtype=dtype)
     engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))  # its prepare() only
-    print(f"machine: {machine()}\ncheckpoint: {args.size} ({dtype}, {device})", flush=True)
-    print(f"{'path':>9} {'B':>4} {'step p50':>9} {'step p90':>9} {'frames/s':>9} {'xRT':>7}  shape (ms)", flush=True)
+    gbps = peak_gbps(device, args.hbm_gbps)
+    print(f"machine: {machine()}\ncheckpoint: {args.size} ({dtype}, {device}); peak memory bandwidth "
+          f"{f'{gbps:.0f} GB/s' if gbps else 'unknown (--hbm-gbps)'}", flush=True)
+    print(f"{'path':>9} {'B':>4} {'step p50':>9} {'step p90':>9} {'frames/s':>9} {'xRT':>7} {'read MB':>8} "
+          f"{'floor':>7} {'x floor':>7}  shape (times in ms)", flush=True)
     results, same = [], {}
     try:
         for batch in (int(b) for b in args.batch.split(",")):
             codes = {}
             for path in args.paths.split(","):
-                r, codes[path] = time_path(path, model, engine, batch, args.steps, not args.no_graphs, not args.sampled)
+                r, codes[path] = time_path(path, model, engine, batch, args.steps, not args.no_graphs, not args.sampled,
+                                           gbps)
                 results.append(r)
+                floor = f"{r.floor_ms:7.3f} {r.step_ms_p50 / r.floor_ms:7.1f}" if r.floor_ms else f"{'-':>7} {'-':>7}"
                 print(f"{r.path:>9} {r.batch:4d} {r.step_ms_p50:9.2f} {r.step_ms_p90:9.2f} {r.frames_per_s:9.1f} "
-                      f"{r.xrt:7.2f}  {r.shape}", flush=True)
+                      f"{r.xrt:7.2f} {r.read_mb:8.1f} {floor}  {r.shape}", flush=True)
             if len(codes) == 2:
                 a, b = codes.values()
                 same[batch] = all(torch.equal(a[k], b[k]) for k in a)
@@ -226,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(engine.aclose())
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "size": args.size, "dtype": str(dtype),
-                                         "device": str(device), "frames_equal": same,
+                                         "device": str(device), "peak_gbps": gbps, "frames_equal": same,
                                          "results": [asdict(r) for r in results]}, indent=2))
 
 

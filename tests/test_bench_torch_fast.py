@@ -1,0 +1,34 @@
+"""bench/torch_fast.py's physical floor: what a decode step must read, and the bandwidth it is read at."""
+
+from __future__ import annotations
+
+import torch
+
+from bench.torch_fast import peak_gbps, step_read_bytes
+from engine.model.gepard import GepardModel
+from engine.tiny import SIZES, write_configs
+
+
+def test_a_full_size_step_reads_the_weights_it_uses_once_plus_each_rows_cache(tmp_path):
+    cfg = write_configs(tmp_path, SIZES["full"], 400, SIZES["full"].vocab)
+    with torch.device("meta"):  # the published shapes, no data
+        model = GepardModel(cfg).to(torch.bfloat16)
+    everything = sum(p.numel() * 2 for p in model.parameters())
+    weights = step_read_bytes(model, rows=0, positions=0)
+    # 556M parameters, but a decode step never touches the 254M of the text embedding table (prompts
+    # only), nor the voice compressor: 259M parameters, 0.52 GB in bf16, are what every step reads
+    assert round(everything / 2e6) == 556 and round(weights / 2e6) == 259
+    # each row reads its keys and values: 2 x 14 layers x 2 kv heads x 256 dims x 2 bytes per position
+    assert step_read_bytes(model, rows=3, positions=100) - weights == 3 * 100 * 28_672
+
+
+def test_the_bandwidth_comes_from_the_gpus_name_or_the_option(monkeypatch):
+    assert peak_gbps(torch.device("cpu"), None) is None
+    assert peak_gbps(torch.device("cpu"), 123.0) == 123.0
+    cuda = torch.device("cuda", 0)
+    for name, gbps in [("NVIDIA H200", 4800), ("NVIDIA H100 80GB HBM3", 3350), ("NVIDIA H100 PCIe", 2000),
+                       ("NVIDIA A100-SXM4-80GB", 2039), ("NVIDIA A100-PCIE-40GB", 1555),
+                       ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 1792), ("NVIDIA GeForce RTX 5090", 1792),
+                       ("Some Future GPU", None)]:
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None, n=name: n)
+        assert peak_gbps(cuda, None) == gbps, name
