@@ -59,7 +59,7 @@ async def stream_all(codec: TorchNanoCodec, utterances: list[torch.Tensor]) -> l
         return list(await asyncio.gather(*(one(decoder, c) for c in utterances)))
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto")
     p.add_argument("--size", choices=("tiny", "full"), default="full")
@@ -67,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--widths", default="27,29,33,57", help="frames per window (25 context + 2, 4, 8, 32 new)")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--json", type=Path)
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     print(f"machine: {machine()}; device {device}, run dtype {dtype}, {args.size} codec", flush=True)

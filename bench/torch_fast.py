@@ -218,7 +218,7 @@ def profile_step(model: GepardModel, engine: TorchEngine, batch: int, graphs: bo
     print(f"# profile of batch {batch} written to {out}", flush=True)
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", default="full", help="random checkpoint size: tiny or full")
     p.add_argument("--batch", default="1,8", help="comma list of batch sizes")
@@ -232,7 +232,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--profile", type=Path, help="write the profiler table of fast-path steps at the largest batch")
     p.add_argument("--check", action="store_true", help="only check frame identity (tiny, float32); exit 1 if not")
     p.add_argument("--hbm-gbps", type=float, help="the GPU's peak memory bandwidth, GB/s (default: by its name)")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     device = pick_device(args.device)
     dtype = pick_dtype(device, args.dtype)
     if args.check:

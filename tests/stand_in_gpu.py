@@ -14,7 +14,7 @@ step must follow:
   a mix; the meta shape functions do not check it).
 
 What it cannot show: values (frames, audio), speed, and the CUDA runtime itself (streams,
-events, pinned memory, capture and replay). bench/torch_fast_gpu.sh checks those on a GPU.
+events, pinned memory, capture and replay). bench/gpu_session.sh checks those on a GPU.
 
 (A fake *CUDA* device, PyTorch's FakeTensorMode, would be closer, but a CPU build of PyTorch
 refuses indexing and ``.to`` on it before any mode sees the call.)

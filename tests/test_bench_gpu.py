@@ -1,6 +1,7 @@
 """bench/gpu.sh without a GPU: it refuses clearly, and its dry runs print the commands a GPU machine
 would run (no network: the machine's own python, torch backend only; network: vLLM and NeMo from
 PyPI, both backends), every benchmark command parsing as bench/pipeline.py's own arguments.
+bench/gpu_session.sh, which runs all of a GPU session's benchmarks as one capped command, likewise.
 Also the pipeline benchmark's playback maths.
 """
 
@@ -104,3 +105,72 @@ def test_headline_names_one_stream_and_the_most_streams_kept_real_time():
     head = headline([row(1, 0.02), row(1, 0.5, "8,32"), row(32, 0.3), row(256, 0.9), row(512, 1.4)])
     assert head["one_stream"] == {"ttfa_ms": 20.0, "ttff_ms": 5.0, "rtf": 0.01, "schedule": "2,4,8,32"}
     assert head["max_realtime_concurrency"] == 256
+
+
+# -- bench/gpu_session.sh: the whole GPU session as one capped command ---------------------------------
+
+SESSION = ROOT / "bench" / "gpu_session.sh"
+
+
+def gpu_session(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GEPARD_", "VLLM_")) and k != "OUT"}
+    base.update({"GEPARD_GPU_SMI": str(tmp_path / "no-nvidia-smi"), "GEPARD_BENCH_DIR": str(tmp_path / "bench")})
+    base.update(env)
+    return subprocess.run(["bash", str(SESSION), *args], env=base, capture_output=True, text=True, timeout=60)
+
+
+def test_the_session_refuses_without_a_gpu_and_on_bad_caps(tmp_path):
+    done = gpu_session(tmp_path, str(tmp_path / "out"))
+    assert done.returncode == 3 and "no NVIDIA GPU found" in done.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "bench").exists()
+    assert gpu_session(tmp_path, "--fast").returncode == 2
+    bad = gpu_session(tmp_path, "--dry-run", GEPARD_SESSION_STEP_S="1m")
+    assert bad.returncode == 2 and "whole seconds" in bad.stderr
+
+
+def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_path):
+    from bench import torch_codec, torch_fast
+
+    out = tmp_path / "out"
+    done = gpu_session(tmp_path, "--dry-run", PYTHON="/opt/py312/bin/python3", OUT=str(out))
+    assert done.returncode == 0, done.stderr
+    cmds = commands(done.stdout)
+    caps = [int(cmd[1]) for cmd in cmds]
+    assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 4
+    # the device tool runs one command for at most 600 s: the parts leave room for starting up
+    assert sum(caps) <= 540
+    pipeline, steps, profile, codec = (cmd[2:] for cmd in cmds)
+    # 1) gpu.sh offline on the machine's python, its budget inside the part's cap
+    assert pipeline[-2:] == ["bash", str(ROOT / "bench" / "gpu.sh")]
+    assert "GEPARD_GPU_NETWORK=no" in pipeline and "PYTHON=/opt/py312/bin/python3" in pipeline
+    budget = int(next(w for w in pipeline if w.startswith("GEPARD_GPU_BUDGET_S=")).split("=")[1])
+    assert budget < caps[0]
+    # 2, 3) the step table with graphs, then without and the profile; 4) the codec; outputs in OUT
+    fast = torch_fast.parse_args(steps[steps.index(str(ROOT / "bench/torch_fast.py")) + 1:])
+    assert (fast.size, fast.batch, fast.no_graphs, fast.json) == ("full", "1,32,256", False, out / "torch_fast_bf16.json")
+    eager = torch_fast.parse_args(profile[profile.index(str(ROOT / "bench/torch_fast.py")) + 1:])
+    assert eager.no_graphs and eager.paths == "fast" and eager.profile == out / "torch_fast_profile_b256.txt"
+    c = torch_codec.parse_args(codec[codec.index(str(ROOT / "bench/torch_codec.py")) + 1:])
+    assert c.size == "full" and c.json == out / "torch_codec_full.json"
+    assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, profile, codec))
+    assert not out.exists()  # a dry run writes nothing
+
+
+def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
+    """A stand-in nvidia-smi and python: part 1 fails (a wheel is missing), part 2 overruns its
+    cap, parts 3 and 4 still run, and the session exits 1."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771 MiB, 570.00'\n")
+    py = tmp_path / "python"
+    py.write_text('#!/bin/sh\ncase "$*" in\n  *pipeline.py\\ --check*) echo "missing: tokenizers"; exit 4 ;;\n'
+                  '  *--batch\\ 1,32,256*) sleep 30 ;;\nesac\necho "ran: $*"\n')
+    for f in (smi, py):
+        f.chmod(0o755)
+    out = tmp_path / "out"
+    done = gpu_session(tmp_path, str(out), GEPARD_GPU_SMI=str(smi), PYTHON=str(py), GEPARD_SESSION_STEP_S="2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "GPU: NVIDIA H200" in done.stdout
+    assert "part 01-pipeline FAILED (exit 4)" in done.stdout and "missing: tokenizers" in (out / "01-pipeline.log").read_text()
+    assert "part 02-steps TIMED OUT after 2s" in done.stdout
+    assert "part 03-profile done" in done.stdout and "part 04-codec done" in done.stdout
+    assert "--no-graphs" in (out / "03-profile.log").read_text()

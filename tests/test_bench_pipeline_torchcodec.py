@@ -1,4 +1,4 @@
-"""The benchmarks an offline GPU machine runs (bench/gpu.sh, bench/torch_fast_gpu.sh), run here with
+"""The benchmarks an offline GPU machine runs (bench/gpu_session.sh and what it calls), run here with
 only the modules such a machine has. Without NeMo the torch decoder makes the audio, so time to
 first audio is measured, not just the first frame."""
 
@@ -103,9 +103,9 @@ def test_torch_codec_device_check_runs_on_cpu(on_a_gpu_host, tmp_path: Path) -> 
     assert [(t["batch"], t["width"]) for t in result["timings"]] == [(1, 27)] and result["timings"][0]["ms"] > 0
 
 
-def test_torch_fast_gpu_steps_run_with_only_the_gpu_hosts_modules(on_a_gpu_host, tmp_path: Path) -> None:
-    """bench/torch_fast_gpu.sh's three steps, small: the frame check, the timed table with JSON, and
-    the eager run with the profiler's table."""
+def test_torch_fast_steps_run_with_only_the_gpu_hosts_modules(on_a_gpu_host, tmp_path: Path) -> None:
+    """bench/torch_fast.py as bench/gpu.sh and bench/gpu_session.sh run it, small: the frame check,
+    the timed table with JSON, and the eager run with the profiler's table."""
     check = on_a_gpu_host("bench/torch_fast.py", "--check", "--device", "cpu")
     assert check.returncode == 0, check.stdout + check.stderr[-3000:]
     assert "fast graphs equals the reference loop" in check.stdout

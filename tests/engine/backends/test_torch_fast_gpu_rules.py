@@ -193,7 +193,7 @@ async def test_the_engine_captures_at_start_and_serves_from_replays(tiny_model, 
 
 
 def test_the_gpu_bench_check_passes_with_graphs(tiny_gepard_dir, monkeypatch, capsys):
-    """bench/torch_fast.py --check, the first thing bench/torch_fast_gpu.sh runs on a GPU."""
+    """bench/torch_fast.py --check, which bench/gpu.sh runs on a GPU before it measures anything."""
     from bench import torch_fast as bench
 
     sim = simulated_cuda_graphs(monkeypatch)

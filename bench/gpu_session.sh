@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Everything issue 10 asks of a GPU machine, as ONE command of under 9.5 minutes: the device tool
+# runs a command for at most 10 minutes and lends 15 in all, machine start included, so a session
+# gets one such call plus a little room. The parts run in order of importance, each capped, so a
+# slow part cannot starve the next; a part that fails or runs out of time is reported and the next
+# one runs.
+#
+#   1. bench/gpu.sh (no network: the torch backend on the machine's own PyTorch): first the fast
+#      path's CUDA graphs == its eager step == the reference loop, frame for frame (tiny, float32),
+#      then, full size in bf16, TTFA and RTF of one stream, aggregate xRT and per-stream RTF/TTFA
+#      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (310).
+#   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
+#      physical floor, reference loop and fast path (graphs on).             Cap GEPARD_SESSION_STEP_S (85).
+#   3. the same, fast path with graphs off (what the graphs save), and the PyTorch profiler's
+#      table of the worst step (batch 256).                                  Cap GEPARD_SESSION_PROFILE_S (55).
+#   4. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
+#      bf16 error, batched streams against whole decodes, decode time per batch.
+#                                                                            Cap GEPARD_SESSION_CODEC_S (75).
+#
+#   bash bench/gpu_session.sh [OUT_DIR] [--dry-run]      (OUT_DIR: default $OUT, else bench/out)
+#
+# Each part's output goes to OUT_DIR/NN-part.log (and to stdout); JSON and the profile beside it.
+# Needs: CUDA PyTorch and the numpy, safetensors, tokenizers and PyYAML wheels (bench/gpu.sh).
+# Exit codes: 0 every part ran (read the logs for their verdicts), 1 a part failed or timed out,
+# 2 bad usage, 3 no NVIDIA GPU. --dry-run prints the commands (one "+ cmd" line each), runs none.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DRY=0
+OUT_DIR="${OUT:-$ROOT/bench/out}"
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY=1 ;;
+    -h|--help) sed -n '2,29p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -*) echo "bench/gpu_session.sh: unknown option '$arg' (only --dry-run)" >&2; exit 2 ;;
+    *) OUT_DIR="$arg" ;;
+  esac
+done
+PIPELINE_S="${GEPARD_SESSION_PIPELINE_S:-310}"
+STEP_S="${GEPARD_SESSION_STEP_S:-85}"
+PROFILE_S="${GEPARD_SESSION_PROFILE_S:-55}"
+CODEC_S="${GEPARD_SESSION_CODEC_S:-75}"
+for v in "$PIPELINE_S" "$STEP_S" "$PROFILE_S" "$CODEC_S"; do
+  case "$v" in ''|*[!0-9]*) echo "bench/gpu_session.sh: GEPARD_SESSION_*_S must be whole seconds, got '$v'" >&2; exit 2 ;; esac
+done
+PY="${PYTHON:-python3}"
+SMI="${GEPARD_GPU_SMI:-nvidia-smi}"
+BENCH_DIR="${GEPARD_BENCH_DIR:-$ROOT/models/bench}"
+
+started=$(date +%s)
+say() { echo "== [$(( $(date +%s) - started ))s] $*"; }
+failed=0
+part() {  # part NN-name CAP_S cmd...: run under a cap, output to OUT_DIR/NN-name.log and stdout
+  local name="$1" cap="$2"; shift 2
+  if [ "$DRY" = 1 ]; then printf '+ timeout %q' "$cap"; printf ' %q' "$@"; printf '\n'; return 0; fi
+  say "part $name (cap ${cap}s)"
+  timeout --signal=INT --kill-after=10 "$cap" "$@" 2>&1 | tee "$OUT_DIR/$name.log"
+  local rc="${PIPESTATUS[0]}"
+  case "$rc" in
+    0) say "part $name done" ;;
+    124|137) say "part $name TIMED OUT after ${cap}s (partial output above)"; failed=1 ;;
+    *) say "part $name FAILED (exit $rc)"; failed=1 ;;
+  esac
+}
+
+GPU="$( (command -v "$SMI" >/dev/null 2>&1 && "$SMI" --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1) || true)"
+if [ -z "$GPU" ]; then
+  if [ "$DRY" = 1 ]; then
+    echo "# dry run: no NVIDIA GPU here ($SMI finds none); a real run stops here with exit 3"
+  else
+    echo "bench/gpu_session.sh: no NVIDIA GPU found ($SMI is missing or lists no GPU): run it on a machine with one" >&2
+    exit 3
+  fi
+else
+  echo "GPU: $GPU"
+fi
+[ "$DRY" = 1 ] || mkdir -p "$OUT_DIR"
+say "out: $OUT_DIR; caps: pipeline ${PIPELINE_S}s, steps ${STEP_S}s, profile ${PROFILE_S}s, codec ${CODEC_S}s"
+
+# 1) the headline figures (gpu.sh keeps 10 s of its budget for writing up)
+part 01-pipeline "$PIPELINE_S" env GEPARD_GPU_NETWORK=no GEPARD_GPU_BUDGET_S="$(( PIPELINE_S - 10 ))" \
+  GEPARD_BENCH_DIR="$BENCH_DIR" PYTHON="$PY" bash "$ROOT/bench/gpu.sh"
+[ "$DRY" = 1 ] || cp "$BENCH_DIR"/gpu-*.json "$OUT_DIR/" 2>/dev/null
+
+# 2) step time against the floor, graphs on; 3) graphs off, with the profile of the worst step
+part 02-steps "$STEP_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
+  --batch 1,32,256 --steps 30 --json "$OUT_DIR/torch_fast_bf16.json"
+part 03-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
+  --batch 1,256 --steps 20 --paths fast --no-graphs --json "$OUT_DIR/torch_fast_bf16_eager.json" \
+  --profile "$OUT_DIR/torch_fast_profile_b256.txt"
+
+# 4) the codec on the device
+part 04-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
+  --json "$OUT_DIR/torch_codec_full.json"
+
+say "done (exit $failed); logs and JSON in $OUT_DIR"
+exit "$failed"
