@@ -121,4 +121,19 @@ def load_gepard(model_dir, dtype: torch.dtype):
     return GepardModel.from_pretrained(model_dir, device=GPU, dtype=dtype)
 
 
-__all__ = ["GPU", "CaptureUnsafe", "capture_check", "dtype_check", "load_gepard"]
+def full_size_gepard(dtype: torch.dtype, config_dir):
+    """The published 556M model on the stand-in device, built from its tensor names and shapes
+    alone (no checkpoint file: on this device weights have no data anyway)."""
+    from engine.checkpoint import expected_shapes
+    from engine.model.gepard import GepardModel
+    from engine.tiny import SIZES, write_configs
+
+    cfg = write_configs(config_dir, SIZES["full"], 400, SIZES["full"].vocab)
+    with torch.device("meta"):
+        model = GepardModel(cfg)
+    model.load_checkpoint({name: torch.empty(shape, device=GPU) for name, shape in expected_shapes(cfg).items()},
+                          device=GPU, dtype=dtype)
+    return model.eval()
+
+
+__all__ = ["GPU", "CaptureUnsafe", "capture_check", "dtype_check", "full_size_gepard", "load_gepard"]

@@ -26,7 +26,7 @@ from engine.backends.torch_generator import BatchGenerator
 from engine.requests import FinishReason, SamplingParams, SynthesisRequest
 from tests.engine.backends.test_torch_fast import KNOBS, TEXTS, assert_same, drive, prepare
 from tests.recorded_graph import record, simulated_cuda_graphs
-from tests.stand_in_gpu import GPU, CaptureUnsafe, capture_check, dtype_check, load_gepard
+from tests.stand_in_gpu import GPU, CaptureUnsafe, capture_check, dtype_check, full_size_gepard, load_gepard
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +72,20 @@ def test_every_captured_step_shape_follows_the_capture_rules_in_bf16(gpu_model):
             assert any(torch.bfloat16 in dtypes for name, dtypes in ops if name in ("aten::mm", "aten::addmm", "aten::linear"))
     for t in (*step.cache.keys, *step.cache.values):
         assert t.device == GPU and t.dtype == torch.bfloat16
+
+
+def test_the_full_size_step_follows_the_capture_rules_at_the_extreme_shapes(tmp_path):
+    """The published shapes (head_dim 256, 4 query heads per kv head, partial rotary) at the
+    smallest and largest bucket and span a 256-slot, 4096-position cache captures."""
+    model = full_size_gepard(torch.bfloat16, tmp_path)
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6) == 556
+    step = gpu_step(model, slots=256, positions=4096)
+    for bucket in (1, 256):
+        tables = RowTables.allocate(bucket, step.cache.scratch, GPU)
+        for span in (SMALLEST_SPAN, 4096):
+            with capture_check():
+                step.decode(tables, span)
+            assert tables.out.shape == (bucket, 34) and tables.out.device == GPU
 
 
 def test_a_prompt_and_its_prefill_run_on_the_gpu(gpu_model):
