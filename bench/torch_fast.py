@@ -137,13 +137,13 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
         t0 = time.perf_counter()
         collect(gen.step())  # each step ends with its results on the host: no extra sync needed
         times.append(time.perf_counter() - t0)
+    shape = str(getattr(gen, "last_shape", "")) if path == "fast" else ""  # of the timed steps, not the drain's
     while gen.has_work():
         collect(gen.step())
     ordered = sorted(times)
     p50, p90 = statistics.median(times), ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
     fps = batch / p50
     spf = model.config.codec.samples_per_frame / model.config.codec.sample_rate
-    shape = str(getattr(gen, "last_shape", "")) if path == "fast" else ""
     read = step_read_bytes(model, batch, prompt + 4 + steps // 2)  # the mean cached length over the timed steps
     floor_ms = read / (gbps * 1e9) * 1000 if gbps else None
     return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape, read / 1e6, floor_ms),

@@ -14,10 +14,12 @@ replayed (engine.backends.cuda_graphs); on CPU it runs eagerly. The math is the 
   Gumbel-max with the counter-based splitmix64 noise of (seed, frame index)), in float32;
 - a request without CFG gets ``uncond = cond`` and scale 1, which ``cfg_combine`` returns exactly.
 
-Row layout of a decode step (B = bucket): rows [0, n) are the requests' cond branches, rows
-[n, n + u) their live CFG branches, the rest padding. A padding row reads and writes only the
-scratch slot; a CFG row is fed its owner's last frame; only cond rows of real requests commit
-(last frame, frame count, repetition window) and only their outputs are read by the host.
+Row layout of a decode step (B = bucket): row i is cache slot i, for every i < B. A request's cond
+branch is the row of its slot, its live CFG branch the row of its second slot; the other rows (free
+slots) are padding. Attention reads the first B slots' cache as one view, so no step copies keys or
+values; a padding row writes only the scratch slot and its output is never read. A CFG row is fed
+its owner's last frame; only cond rows of real requests commit (last frame, frame count, repetition
+window), and the host reads the output rows of its requests' slots.
 
 ``out`` columns: 0..31 the sampled codes, 32 the stop decision (cond branch; ignored after a
 prefill: stop is never evaluated at SOS), 33 whether a code is outside its channel's levels.
@@ -43,7 +45,7 @@ OUT_BAD = 33
 class RowTables:
     """Static inputs/outputs of one batch bucket (shared by all its span buckets)."""
 
-    slot: torch.Tensor  # [B] cache slot of each row (scratch for padding)
+    slot: torch.Tensor  # [B] the slot a row writes: its own index for a request's row, scratch for padding
     feed: torch.Tensor  # [B] slot whose last frame this row is fed (the owner's cond slot)
     real: torch.Tensor  # [B] bool: the row belongs to a request (cond or CFG branch)
     commit: torch.Tensor  # [B] bool: the row is a request's cond branch (its sample counts)
@@ -67,7 +69,7 @@ class RowTables:
         return self.slot.shape[0]
 
     def fill_padding(self) -> None:
-        """Turn every row into a padding row (it reads and writes the scratch slot only)."""
+        """Turn every row into a padding row (it writes the scratch slot only)."""
         self.slot.fill_(self.scratch)
         self.feed.fill_(self.scratch)
         self.real.zero_()
@@ -199,8 +201,10 @@ class DeviceStep:
         return self.model.backbone.norm(x)
 
     def forward_decode(self, x: torch.Tensor, slots: torch.Tensor, span: int) -> torch.Tensor:
-        """One new token per row: x [B, H] at position lengths[slot] of each row's slot; attends to
-        the slot's positions [0, position] through a [B, 1, 1, span] mask. Returns hidden [B, H]."""
+        """One new token per row: x [B, H], written at position lengths[slots[i]] of slot slots[i];
+        row i attends to slot i's positions [0, that position] through a [B, 1, 1, span] mask (for
+        a request's row slots[i] == i; a padding row writes the scratch slot and reads a free slot,
+        harmlessly). Returns hidden [B, H]."""
         cache = self.cache
         b = x.shape[0]
         pos = cache.lengths[slots]  # [B]
@@ -215,11 +219,9 @@ class DeviceStep:
             # grouped-query decode: the heads sharing a kv head act as that head's "tokens", so
             # plain SDPA (any kernel) serves GQA without repeating keys/values
             qg = q.reshape(b, self.num_kv_heads, self.group, self.head_dim)
-            # index_select of the narrowed cache: advanced indexing with a trailing slice
-            # (kc[slots, :, :span]) runs a generic index kernel, ~7x slower for the same copy on CPU
-            keys = kc[:, :, :span].index_select(0, slots)
-            values = vc[:, :, :span].index_select(0, slots)
-            out = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=self.scale)
+            # row i is slot i: the first b slots' span is a view (a gather by slot would copy every
+            # row's keys and values each step, tripling the step's memory traffic at large batches)
+            out = F.scaled_dot_product_attention(qg, kc[:b, :, :span], vc[:b, :, :span], attn_mask=mask, scale=self.scale)
             out = out.reshape(b, 1, self.num_heads * self.head_dim) * torch.sigmoid(gate)
             return layer.self_attn.o_proj(out)
 

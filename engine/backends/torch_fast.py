@@ -6,10 +6,11 @@ What differs is how a step runs:
 
 - a ``StaticKVCache`` of ``slots`` x ``max_positions`` allocated once; a request takes the lowest
   free slot (two with CFG) and gives it back when it leaves, so nothing is ever moved or grown;
-- the decode step has a fixed shape per (batch bucket, span bucket): rows are padded to the next
-  bucket (1, 2, 4, ... up to the slots) and attention reads the next power-of-two span of
-  positions; padding rows use a scratch slot and never touch a real row. On CUDA each shape is a
-  captured graph, replayed; on CPU the same step runs eagerly (engine.backends.cuda_graphs);
+- the decode step has a fixed shape per (batch bucket, span bucket): row i of the step is cache
+  slot i, for the first B slots (B = 1, 2, 4, ... up to the slots: the smallest bucket holding
+  every slot in use), so attention reads the cache as a view and the next power-of-two span of
+  positions; rows of free slots are padding, which write only a scratch slot. On CUDA each shape
+  is a captured graph, replayed; on CPU the same step runs eagerly (engine.backends.cuda_graphs);
 - sampling (all 32 heads, the stop head, CFG, repetition penalty, the per-request noise streams)
   and each request's state (last frame, frame index, repetition window) live on the device, so the
   host only uploads row tables when the batch changes and waits once per step, for one copy of
@@ -152,10 +153,11 @@ class FastGenerator(BatchLoop):
             if decoded is not None:
                 results = self._guarded(outputs, self._decode_out.wait)
                 if results is not None:
-                    outputs.extend(self._finish(decoded, results, stop_checked=True))
+                    outputs.extend(self._finish(*decoded, results, stop_checked=True))
                     self.failed_steps = 0
             if prefilled is not None:
-                outputs.extend(self._finish(prefilled, self._prefill_out.wait(), stop_checked=False))
+                outputs.extend(self._finish(prefilled, list(range(len(prefilled))), self._prefill_out.wait(),
+                                            stop_checked=False))
         self.last_batch_size = self.last_batch_size or len(admitted)
         return outputs
 
@@ -182,23 +184,24 @@ class FastGenerator(BatchLoop):
         return t
 
     def _host_rows(self, rows: list[_Running], bucket: int) -> HostRows:
+        """Row i is slot i: a request's cond row at its slot, its CFG row at its second slot."""
         image = HostRows.padding(bucket, self.cache.scratch)
-        n = len(rows)
-        j = n
-        for i, st in enumerate(rows):
-            image.slot[i] = image.feed[i] = st.slot
+        for st in rows:
+            i = st.slot
+            image.slot[i] = image.feed[i] = i
             image.real[i] = image.commit[i] = True
             if st.uncond_slot >= 0:
-                image.slot[j], image.feed[j], image.real[j] = st.uncond_slot, st.slot, True
+                j = st.uncond_slot
+                image.slot[j], image.feed[j], image.real[j] = j, i, True
                 image.uncond[i] = j
                 image.cfg_scale[i] = float(st.req.sampling.cfg_scale)
-                j += 1
         return image
 
-    def _launch_decode(self) -> list[_Running]:
+    def _launch_decode(self) -> tuple[list[_Running], list[int]]:
+        """Start the running requests' decode step; returns them and their rows in the results."""
         rows = list(self.active.values())
-        n_rows = len(rows) + sum(1 for st in rows if st.uncond_slot >= 0)
-        bucket = pick_bucket(self.batch_buckets, n_rows)
+        highest = max(max(st.slot, st.uncond_slot) for st in rows)
+        bucket = pick_bucket(self.batch_buckets, highest + 1)
         tables = self.tables(bucket)
         if self._bucket != bucket or self._rows != rows:  # the batch changed: new row tables
             self._upload(tables, self._host_rows(rows, bucket))
@@ -214,8 +217,8 @@ class FastGenerator(BatchLoop):
             st.length += 1
             if st.uncond_slot >= 0:
                 st.uncond_length += 1
-        self._decode_out.start(tables.out[: len(rows)])
-        return rows
+        self._decode_out.start(tables.out)
+        return rows, [st.slot for st in rows]
 
     # -- admission and prefill -----------------------------------------------------------------------
     def _admit(self, outputs: list[StepOutput]) -> list[_Running]:
@@ -299,12 +302,13 @@ class FastGenerator(BatchLoop):
         self._prefill_out.start(tables.out[: len(batch)])
 
     # -- results -------------------------------------------------------------------------------------
-    def _finish(self, rows: list[_Running], results: torch.Tensor, stop_checked: bool) -> list[StepOutput]:
+    def _finish(self, rows: list[_Running], at: list[int], results: torch.Tensor, stop_checked: bool) -> list[StepOutput]:
+        """Each request's frame from ``results[at[i]]`` (decode: its slot's row; prefill: its place)."""
         outputs: list[StepOutput] = []
         # one clone and one tolist for the batch (per-row tensor ops cost microseconds each)
         all_codes = results[:, :OUT_STOP].clone()
         flags = results[:, OUT_STOP:].tolist()
-        for i, st in enumerate(rows):
+        for st, i in zip(rows, at):
             if self.active.get(st.req.request_id) is not st:
                 continue  # ended meanwhile (a failed batch)
             stop, bad = flags[i][0], flags[i][OUT_BAD - OUT_STOP]

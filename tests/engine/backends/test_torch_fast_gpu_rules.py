@@ -150,7 +150,7 @@ def test_replayed_graphs_give_the_reference_frames_with_joins_leaves_and_aborts(
     # the step's Python ran only to capture (a warm-up and the capture per shape); every decode
     # after that was a replay of the recorded ops
     shapes = set(gen.graphs.graphs)
-    assert len(shapes) >= 3 and len(step_python) == 2 * len(shapes)
+    assert len(shapes) >= 2 and len(step_python) == 2 * len(shapes)
     assert len(replays) > 20 and sum(g.replays for g in sim.graphs) == len(replays)
     assert all(g.ops for g in sim.graphs)
 
