@@ -73,17 +73,9 @@ run() {  # run a command, or in a dry run print it (shell-quoted, one line)
 }
 
 # 1) a GPU, or nothing to measure
-GPU="$( (command -v "$SMI" >/dev/null 2>&1 && "$SMI" --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1) || true)"
-if [ -z "$GPU" ]; then
-  if [ "$DRY" = 1 ]; then
-    echo "# dry run: no NVIDIA GPU here ($SMI finds none); a real run stops here with exit 3"
-  else
-    echo "bench/gpu.sh: no NVIDIA GPU found ($SMI is missing or lists no GPU): this benchmark measures a GPU; run it on a machine with one" >&2
-    exit 3
-  fi
-else
-  echo "GPU: $GPU"
-fi
+# shellcheck source=bench/_gpu.sh
+source "$ROOT/bench/_gpu.sh"
+require_gpu bench/gpu.sh "$SMI" "$DRY"
 
 # 2) network or not
 if [ "$NETWORK" = auto ]; then

@@ -63,17 +63,9 @@ part() {  # part NN-name CAP_S cmd...: run under a cap, output to OUT_DIR/NN-nam
   esac
 }
 
-GPU="$( (command -v "$SMI" >/dev/null 2>&1 && "$SMI" --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1) || true)"
-if [ -z "$GPU" ]; then
-  if [ "$DRY" = 1 ]; then
-    echo "# dry run: no NVIDIA GPU here ($SMI finds none); a real run stops here with exit 3"
-  else
-    echo "bench/gpu_session.sh: no NVIDIA GPU found ($SMI is missing or lists no GPU): run it on a machine with one" >&2
-    exit 3
-  fi
-else
-  echo "GPU: $GPU"
-fi
+# shellcheck source=bench/_gpu.sh
+source "$ROOT/bench/_gpu.sh"
+require_gpu bench/gpu_session.sh "$SMI" "$DRY"
 [ "$DRY" = 1 ] || mkdir -p "$OUT_DIR"
 say "out: $OUT_DIR; caps: pipeline ${PIPELINE_S}s, steps ${STEP_S}s, profile ${PROFILE_S}s, codec ${CODEC_S}s"
 

@@ -13,8 +13,6 @@ Each stand-in gets a negative control, so a check that could never fail would sh
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 import torch
 
@@ -24,17 +22,9 @@ from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
 from engine.backends.torch_fast import SMALLEST_SPAN, FastGenerator
 from engine.backends.torch_generator import BatchGenerator
 from engine.requests import FinishReason, SamplingParams, SynthesisRequest
-from tests.engine.backends.test_torch_fast import KNOBS, TEXTS, assert_same, drive, prepare
+from tests.engine.backends.test_torch_fast import KNOBS, TEXTS, assert_same, drive, prepare, preparer  # noqa: F401 (a fixture)
 from tests.recorded_graph import record, simulated_cuda_graphs
 from tests.stand_in_gpu import GPU, CaptureUnsafe, capture_check, dtype_check, full_size_gepard, load_gepard
-
-
-@pytest.fixture(scope="module")
-def preparer():
-    engines: dict[int, TorchEngine] = {}
-    yield engines
-    for eng in engines.values():
-        asyncio.run(eng.aclose())
 
 
 @pytest.fixture(scope="module")
