@@ -263,17 +263,31 @@ class TorchEngine(TtsEngine):
         return max(len(self._mailboxes), self._generator.num_active + len(self._generator.pending) + len(self._incoming))
 
     def _dispatch(self, outputs: list[StepOutput]) -> None:
+        """Hand a step's outputs to their mailboxes: one call into each event loop per step, not
+        one per request (each cross-thread call wakes the loop: at 256 streams, 256 wake-ups cost
+        the worker ~1.5 ms a step on a CPU core, as much as a whole decode step on a GPU)."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Mailbox, StepOutput]]] = {}
         for out in outputs:
             if out.codes is not None:
                 self._generated[out.request_id] = self._generated.get(out.request_id, 0) + 1
             if out.finish_reason is not None or out.error is not None:
                 self._generated.pop(out.request_id, None)
             box = self._mailboxes.get(out.request_id)
-            if box is not None and not box.loop.is_closed():
-                try:
-                    box.loop.call_soon_threadsafe(box.put, out)
-                except RuntimeError:  # its event loop closed meanwhile: nobody is listening
-                    pass
+            if box is not None:
+                by_loop.setdefault(box.loop, []).append((box, out))
+        for loop, deliveries in by_loop.items():
+            if loop.is_closed():
+                continue
+            try:
+                loop.call_soon_threadsafe(_deliver, deliveries)
+            except RuntimeError:  # its event loop closed meanwhile: nobody is listening
+                pass
+
+
+def _deliver(deliveries: list[tuple[_Mailbox, StepOutput]]) -> None:
+    """On the event loop: one step's outputs into their mailboxes, in step order."""
+    for box, out in deliveries:
+        box.put(out)
 
 
 __all__ = ["TorchEngine", "TorchEngineConfig", "GenerationError"]
