@@ -24,7 +24,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -76,11 +76,26 @@ def _settle(future: asyncio.Future[np.ndarray], result: np.ndarray | None, error
         future.set_result(result)
 
 
-def _deliver(job: _Job, result: np.ndarray | None = None, error: BaseException | None = None) -> None:
-    try:
-        job.loop.call_soon_threadsafe(_settle, job.future, result, error)
-    except RuntimeError:  # the loop is closed: nobody is waiting any more
-        pass
+_Outcome = tuple[asyncio.Future[np.ndarray], Optional[np.ndarray], Optional[BaseException]]
+
+
+def _settle_all(outcomes: list[_Outcome]) -> None:
+    for future, result, error in outcomes:
+        _settle(future, result, error)
+
+
+def _deliver(jobs: list[_Job], results: Sequence[np.ndarray | None] | None = None,
+             error: BaseException | None = None) -> None:
+    """Settle the jobs' futures (each its result, or all the error) with one call into each event
+    loop: a cross-thread call wakes its loop, and a batch holds a window of every busy stream."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+    for i, job in enumerate(jobs):
+        by_loop.setdefault(job.loop, []).append((job.future, None if results is None else results[i], error))
+    for loop, outcomes in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle_all, outcomes)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
 
 
 def group_by_width(jobs: list[_Job], ratio: float = 2.0) -> list[list[_Job]]:
@@ -153,8 +168,7 @@ class BatchingCodecDecoder(CodecDecoder):
             self._queue.clear()
             thread, self._thread = self._thread, None
             self._cond.notify_all()
-        for job in pending:
-            _deliver(job, error=CodecClosedError("codec decoder closed while the window was queued"))
+        _deliver(pending, error=CodecClosedError("codec decoder closed while the window was queued"))
         if thread is not None:
             await asyncio.to_thread(thread.join)
         logger.info("codec decoder closed after %d batches", self.batches_decoded)
@@ -238,8 +252,7 @@ class BatchingCodecDecoder(CodecDecoder):
         except Exception as exc:  # one bad batch fails its windows, not the worker
             logger.exception("codec decode of %d windows failed", len(jobs))
             error = exc if isinstance(exc, CodecError) else DecodeError(f"decoder failed: {exc}")
-            for job in jobs:
-                _deliver(job, error=error)
+            _deliver(jobs, error=error)
             return
         self.batches_decoded += 1
         self.windows_decoded += len(jobs)
@@ -249,8 +262,7 @@ class BatchingCodecDecoder(CodecDecoder):
             except Exception:  # monitoring never fails a decode
                 logger.exception("codec decode observer failed (ignored)")
         # 3) hand each window's audio back to its loop
-        for job, pcm in zip(jobs, pieces):
-            _deliver(job, result=pcm)
+        _deliver(jobs, results=pieces)
 
     def _decode_on_stream(self, windows: list[DecodeWindow]) -> list[np.ndarray]:
         """decode_windows, on CUDA on a stream of its own, so the codec's kernels do not queue

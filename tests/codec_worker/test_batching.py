@@ -258,3 +258,57 @@ async def test_first_windows_are_decoded_before_continuations_when_the_queue_is_
     decoder._queue.extend(short)
     assert decoder._take_batch() == short  # a queue that fits in one batch is taken as it is
     await decoder.aclose()
+
+
+def test_a_batch_settles_each_event_loops_windows_in_one_call() -> None:
+    """Windows of streams on two event loops: each future gets its own audio (or the batch's
+    error), and the worker wakes each loop once per batch, not once per window."""
+    import threading
+
+    from codec_worker import batching
+
+    loops = [asyncio.new_event_loop() for _ in range(2)]
+    wakeups = {id(loop): 0 for loop in loops}
+    threads = []
+    for loop in loops:
+        real = loop.call_soon_threadsafe
+
+        def counted(callback, *args, _loop=loop, _real=real, **kwargs):
+            if callback is batching._settle_all:
+                wakeups[id(_loop)] += 1
+            return _real(callback, *args, **kwargs)
+
+        loop.call_soon_threadsafe = counted
+        threads.append(threading.Thread(target=loop.run_forever, daemon=True))
+        threads[-1].start()
+
+    async def new_future() -> asyncio.Future:
+        return asyncio.get_running_loop().create_future()
+
+    async def outcome(future: asyncio.Future):
+        try:
+            return await future
+        except Exception as exc:  # noqa: BLE001 (the outcome under test)
+            return exc
+
+    def jobs(n: int) -> list[_Job]:
+        return [_Job(i, None, loops[i % 2], asyncio.run_coroutine_threadsafe(new_future(), loops[i % 2]).result(5))
+                for i in range(n)]
+
+    def outcomes(batch: list[_Job]) -> list:
+        return [asyncio.run_coroutine_threadsafe(outcome(job.future), job.loop).result(5) for job in batch]
+
+    try:
+        batch = jobs(6)
+        batching._deliver(batch, results=[np.full(3, i, dtype=np.float32) for i in range(6)])
+        assert [int(pcm[0]) for pcm in outcomes(batch)] == list(range(6))
+        assert list(wakeups.values()) == [1, 1]
+        failed = jobs(4)
+        batching._deliver(failed, error=CodecClosedError("closed"))
+        assert all(isinstance(o, CodecClosedError) for o in outcomes(failed))
+        assert list(wakeups.values()) == [2, 2]
+    finally:
+        for loop, thread in zip(loops, threads):
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(5)
+            loop.close()

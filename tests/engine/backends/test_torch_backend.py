@@ -327,3 +327,47 @@ async def test_the_engine_api_checks_every_knob_range(engine, knobs, message):
         await collect(engine, "x", TEXTS[0], dataclasses.replace(SamplingParams(), **knobs))
     assert engine.num_running == 0
     await engine.check_health()
+
+
+def test_each_step_reaches_each_event_loop_in_one_call(tiny_model):
+    """Streams read from two event loops (two threads): every stream gets its own frames, and the
+    worker wakes each loop once per step, not once per stream and frame."""
+    import threading
+
+    from engine.backends import torch_backend
+
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=8))
+    got: dict[str, list] = {}
+    wakeups: dict[str, int] = {}
+
+    def read(side: str) -> None:
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            real = loop.call_soon_threadsafe
+            wakeups[side] = 0
+
+            def counted(callback, *args, **kwargs):
+                if callback is torch_backend._deliver:
+                    wakeups[side] += 1
+                return real(callback, *args, **kwargs)
+
+            loop.call_soon_threadsafe = counted
+            got[side] = await asyncio.gather(*(collect(eng, f"{side}{i}", TEXTS[i]) for i in range(4)))
+
+        asyncio.run(main())
+
+    try:
+        threads = [threading.Thread(target=read, args=(side,)) for side in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        steps = eng._steps
+        solo = [asyncio.run(collect(eng, f"solo{i}", TEXTS[i])) for i in range(4)]
+    finally:
+        asyncio.run(eng.aclose())
+    for side in "ab":
+        for (codes, reason), (want, want_reason) in zip(got[side], solo):
+            assert reason is want_reason is FinishReason.STOP and torch.equal(codes, want)
+        frames = sum(codes.shape[1] for codes, _ in got[side])
+        assert frames == 4 * 24 and 0 < wakeups[side] <= steps < frames
