@@ -16,6 +16,8 @@
 #   4. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
 #      bf16 error, batched streams against whole decodes, decode time per batch.
 #                                                                            Cap GEPARD_SESSION_CODEC_S (75).
+#   5. bench/gpu_summary.py: the figures above against issue 10's targets, as Markdown in
+#      OUT_DIR/summary.md (for the README).                                  Cap 30 s.
 #
 #   bash bench/gpu_session.sh [OUT_DIR] [--dry-run]      (OUT_DIR: default $OUT, else bench/out)
 #
@@ -31,7 +33,7 @@ OUT_DIR="${OUT:-$ROOT/bench/out}"
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,29p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "bench/gpu_session.sh: unknown option '$arg' (only --dry-run)" >&2; exit 2 ;;
     *) OUT_DIR="$arg" ;;
   esac
@@ -84,6 +86,9 @@ part 03-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/benc
 # 4) the codec on the device
 part 04-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
   --json "$OUT_DIR/torch_codec_full.json"
+
+# 5) the figures against the issue's targets, as Markdown (OUT_DIR/summary.md)
+part 05-summary 30 "$PY" "$ROOT/bench/gpu_summary.py" "$OUT_DIR"
 
 say "done (exit $failed); logs and JSON in $OUT_DIR"
 exit "$failed"

@@ -136,10 +136,11 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert done.returncode == 0, done.stderr
     cmds = commands(done.stdout)
     caps = [int(cmd[1]) for cmd in cmds]
-    assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 4
+    assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 5
     # the device tool runs one command for at most 600 s: the parts leave room for starting up
-    assert sum(caps) <= 540
-    pipeline, steps, profile, codec = (cmd[2:] for cmd in cmds)
+    assert sum(caps) <= 570
+    pipeline, steps, profile, codec, summary = (cmd[2:] for cmd in cmds)
+    assert summary == ["/opt/py312/bin/python3", str(ROOT / "bench" / "gpu_summary.py"), str(out)]
     # 1) gpu.sh offline on the machine's python, its budget inside the part's cap
     assert pipeline[-2:] == ["bash", str(ROOT / "bench" / "gpu.sh")]
     assert "GEPARD_GPU_NETWORK=no" in pipeline and "PYTHON=/opt/py312/bin/python3" in pipeline
@@ -173,4 +174,5 @@ def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
     assert "part 01-pipeline FAILED (exit 4)" in done.stdout and "missing: tokenizers" in (out / "01-pipeline.log").read_text()
     assert "part 02-steps TIMED OUT after 2s" in done.stdout
     assert "part 03-profile done" in done.stdout and "part 04-codec done" in done.stdout
+    assert "part 05-summary done" in done.stdout
     assert "--no-graphs" in (out / "03-profile.log").read_text()

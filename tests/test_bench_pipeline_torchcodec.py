@@ -117,3 +117,28 @@ def test_torch_fast_steps_run_with_only_the_gpu_hosts_modules(on_a_gpu_host, tmp
     assert {(r["path"], r["batch"]) for r in result["results"]} == {(p, b) for p in ("reference", "fast") for b in (1, 2)}
     assert result["frames_equal"] == {"1": True, "2": True}
     assert "fast path, batch 2" in (tmp_path / "prof.txt").read_text()
+
+
+def test_a_sessions_json_becomes_the_summary_on_the_gpu_host(on_a_gpu_host, tmp_path: Path) -> None:
+    """What bench/gpu_session.sh writes (here small and on CPU), summarised as it would be there."""
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {"GEPARD_BENCH_DIR": str(tmp_path / "bench")}
+    runs = [("bench/pipeline.py", "--size", "tiny", "--concurrency", "1,2", "--frames", "12",
+             "--checkpoint", str(tmp_path / "ckpt"), "--json", str(out / "gpu-torch.json")),
+            ("bench/torch_fast.py", "--size", "tiny", "--batch", "2", "--steps", "3", "--hbm-gbps", "50",
+             "--json", str(out / "torch_fast_bf16.json")),
+            ("bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
+             "--reps", "1", "--json", str(out / "torch_codec_full.json")),
+            ("bench/gpu_summary.py", str(out))]
+    for script, *args in runs:
+        done = on_a_gpu_host(script, *args, env=env)
+        assert done.returncode == 0, f"{script}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+    text = (out / "summary.md").read_text()
+    assert text == done.stdout
+    targets = text.split("## torch: targets", 1)[1].split("##", 1)[0]
+    first_audio = next(line for line in targets.splitlines() if line.startswith("| one stream: time to first audio"))
+    assert "not measured" not in first_audio and first_audio.rstrip().endswith(("| met |", "| **not met** |"))
+    assert "| 2,4,8,32 | 2 |" in text or "| 4,16 | 2 |" in text  # the level of two streams, its default schedule
+    assert "| fast | on | 2 |" in text and "| reference | - | 2 |" in text and "at 50 GB/s" in text
+    assert "## codec on the device" in text and "| 1 | 27 |" in text

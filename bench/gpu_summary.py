@@ -1,0 +1,157 @@
+"""Issue 10's GPU figures in one Markdown page, from the JSON a GPU session wrote.
+
+    python bench/gpu_summary.py OUT_DIR        (writes OUT_DIR/summary.md and prints it)
+
+Reads what bench/gpu_session.sh leaves in OUT_DIR, each file optional:
+  gpu-torch.json / gpu-vllm.json   bench/pipeline.py: TTFA, RTF, xRT per concurrency (per backend)
+  torch_fast_bf16.json             bench/torch_fast.py: step time against its physical floor, graphs on
+  torch_fast_bf16_eager.json       the same, graphs off
+  torch_codec_full.json            bench/torch_codec.py: the codec on the device
+and sets the pipeline figures against the issue's targets for one H200-class GPU (one stream: first
+audio <= 20 ms, RTF <= 0.02; 256 streams: p99 RTF < 1, TTFA p99 < 300 ms, aggregate xRT above the
+published 203.9x). Only the default chunk schedule's rows count for the targets; the others are the
+first-audio comparison. Needs only the standard library: it runs anywhere the JSON is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+PUBLISHED_XRT_256 = 203.9  # Gepard's published aggregate at 256 streams (RTX PRO 6000)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    wanted: str
+    measure: Callable[[list[dict]], Optional[float]]  # from the main rows; None: not measured
+    met: Callable[[float], bool]
+    unit: str
+
+
+def _at(rows: list[dict], concurrency: int, key: str) -> Optional[float]:
+    row = next((r for r in rows if r["concurrency"] == concurrency and not r.get("note")), None)
+    value = None if row is None else row.get(key)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+TARGETS = (
+    Target("one stream: time to first audio", "<= 20 ms", lambda rows: _at(rows, 1, "ttfa_p50_ms"), lambda v: v <= 20, "ms"),
+    Target("one stream: RTF", "<= 0.02", lambda rows: _at(rows, 1, "rtf_p50"), lambda v: v <= 0.02, ""),
+    Target("256 streams: p99 RTF", "< 1", lambda rows: _at(rows, 256, "rtf_p99"), lambda v: v < 1, ""),
+    Target("256 streams: TTFA p99", "< 300 ms", lambda rows: _at(rows, 256, "ttfa_p99_ms"), lambda v: v < 300, "ms"),
+    Target("256 streams: aggregate xRT", f"> {PUBLISHED_XRT_256}", lambda rows: _at(rows, 256, "xrt"),
+           lambda v: v > PUBLISHED_XRT_256, "x"),
+)
+
+
+def main_rows(result: dict) -> list[dict]:
+    """The rows of the run's first (default) chunk schedule, as bench/pipeline.py's headline counts them."""
+    rows = result.get("rows") or []
+    return [r for r in rows if r["schedule"] == rows[0]["schedule"]] if rows else []
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def target_table(result: dict) -> list[str]:
+    rows = main_rows(result)
+    lines = ["| target | wanted | measured | |", "|---|---|---:|---|"]
+    for t in TARGETS:
+        v = t.measure(rows)
+        shown = "not measured" if v is None else f"{v:.4g}{(' ' + t.unit) if t.unit and t.unit != 'x' else t.unit}"
+        verdict = "" if v is None else ("met" if t.met(v) else "**not met**")
+        lines.append(f"| {t.name} | {t.wanted} | {shown} |" + (f" {verdict} |" if verdict else " |"))
+    realtime = [r["concurrency"] for r in rows if not r.get("note") and r.get("rtf_p99") is not None and r["rtf_p99"] < 1]
+    lines.append(f"| most streams with p99 RTF < 1 | (report) | {max(realtime) if realtime else 0} | |")
+    return lines
+
+
+def pipeline_table(result: dict) -> list[str]:
+    lines = [f"{result.get('backend', '?')} backend ({result.get('runner', '?')}), {result.get('size', '?')} checkpoint, "
+             f"{result.get('dtype', '?')}, {result.get('frames', '?')} frames per stream, codec "
+             f"{result.get('codec_impl') or 'off'}; {result.get('machine', '')}", "",
+             "| schedule | streams | xRT | RTF p50 / p99 | TTFA p50 / p99 ms | underrun p99 ms | step p50 ms | codec share "
+             "| GPU GiB |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result.get("rows") or []:
+        if r.get("note"):
+            lines.append(f"| {r['schedule']} | {r['concurrency']} | {r['note']} | | | | | | |")
+            continue
+        lines.append(f"| {r['schedule']} | {r['concurrency']} | {_fmt(r['xrt'])} | {_fmt(r['rtf_p50'], 3)} / "
+                     f"{_fmt(r['rtf_p99'], 3)} | {_fmt(r['ttfa_p50_ms'])} / {_fmt(r['ttfa_p99_ms'])} | "
+                     f"{_fmt(r['underrun_p99_ms'])} | {_fmt(r['step_p50_ms'], 2)} | {_fmt(r['codec_share'], 2)} | "
+                     f"{_fmt(r.get('gpu_device_peak_gib'))} |")
+    return lines
+
+
+def step_table(graphs: Optional[dict], eager: Optional[dict]) -> list[str]:
+    lines = ["| path | graphs | requests | step p50 ms | read MB | floor ms | x floor | shape |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for result, label in ((graphs, "on"), (eager, "off")):
+        for r in (result or {}).get("results", []):
+            on = label if r["path"] == "fast" else "-"
+            floor = r.get("floor_ms")
+            ratio = r["step_ms_p50"] / floor if floor else None
+            lines.append(f"| {r['path']} | {on} | {r['batch']} | {_fmt(r['step_ms_p50'], 2)} | {_fmt(r.get('read_mb'))} | "
+                         f"{_fmt(floor, 3)} | {_fmt(ratio)} | {r.get('shape', '')} |")
+    return lines
+
+
+def codec_lines(codec: dict) -> list[str]:
+    run = codec.get("run_dtype_vs_fp32") or {}
+    lines = [f"{codec.get('device', '?')}, {codec.get('dtype', '?')}, {codec.get('size', '?')} codec: float32 on the device "
+             f"vs CPU max abs diff {_fmt(codec.get('fp32_device_vs_cpu'), 6)}; run dtype vs float32 SNR "
+             f"{_fmt(run.get('snr_db'))} dB; batched streams vs whole decodes {_fmt(codec.get('streaming_vs_whole'), 6)}", "",
+             "| windows | frames each | ms per call | audio s per s |", "|---:|---:|---:|---:|"]
+    for t in codec.get("timings", []):
+        lines.append(f"| {t['batch']} | {t['width']} | {_fmt(t['ms'], 2)} | {_fmt(t['audio_s_per_s'])} |")
+    return lines
+
+
+def _load(path: Path) -> Optional[dict]:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def summary(out_dir: Path) -> str:
+    parts = ["# Gepard on a GPU: issue 10's figures", ""]
+    for backend in ("torch", "vllm"):
+        result = _load(out_dir / f"gpu-{backend}.json")
+        if result is None:
+            continue
+        parts += [f"## {backend}: targets", "", *target_table(result), "", f"## {backend}: every level", "",
+                  *pipeline_table(result), ""]
+    graphs, eager = _load(out_dir / "torch_fast_bf16.json"), _load(out_dir / "torch_fast_bf16_eager.json")
+    if graphs or eager:
+        peak = (graphs or eager or {}).get("peak_gbps")
+        parts += ["## engine step against its physical floor", "",
+                  f"floor = the bytes a step must read at {_fmt(peak, 0)} GB/s peak bandwidth", "",
+                  *step_table(graphs, eager), ""]
+    codec = _load(out_dir / "torch_codec_full.json")
+    if codec:
+        parts += ["## codec on the device", "", *codec_lines(codec), ""]
+    if len(parts) == 2:
+        parts.append(f"No results in {out_dir}.")
+    return "\n".join(parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out_dir", type=Path)
+    args = p.parse_args(argv)
+    text = summary(args.out_dir)
+    (args.out_dir / "summary.md").write_text(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""bench/gpu_summary.py: a GPU session's JSON against issue 10's targets, as Markdown."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from bench.gpu_summary import main, summary
+from bench.pipeline import Row
+
+BASE = Row(backend="torch", runner="fast", size="full", schedule="2,4,8,32", concurrency=1, frames=200, wall_s=1.0,
+           xrt=1.0, rtf_p50=0.5, rtf_p99=0.5, ttfa_p50_ms=10.0, ttfa_p99_ms=10.0, ttff_p50_ms=5.0, underrun_p50_ms=0.0,
+           underrun_p99_ms=0.0, step_p50_ms=1.0, step_p99_ms=1.0, steps=200, codec_s=0.1, codec_share=0.2)
+
+
+def write(out: Path, rows: list[Row], **extra) -> None:
+    result = {"backend": "torch", "runner": "fast", "size": "full", "dtype": "bfloat16", "frames": 200,
+              "codec_impl": "torch", "machine": "NVIDIA H200", "rows": [asdict(r) for r in rows], **extra}
+    (out / "gpu-torch.json").write_text(json.dumps(result))
+
+
+def verdicts(text: str) -> dict[str, str]:
+    """target name -> 'met' / '**not met**' / '' from the targets table."""
+    rows = [line.split("|")[1:-1] for line in text.splitlines() if line.startswith("| ") and " stream" in line]
+    return {cells[0].strip(): cells[3].strip() for cells in rows if len(cells) == 4}
+
+
+def test_the_default_schedules_rows_are_set_against_each_target(tmp_path):
+    rows = [replace(BASE, concurrency=1, ttfa_p50_ms=15.0, rtf_p50=0.03),  # first audio met, RTF not
+            replace(BASE, concurrency=256, rtf_p99=0.4, ttfa_p99_ms=350.0, xrt=250.0),
+            replace(BASE, concurrency=512, rtf_p99=0.9, xrt=400.0),
+            replace(BASE, concurrency=1024, rtf_p99=1.3, xrt=420.0),
+            # another schedule's rows (the first-audio comparison) never count for the targets
+            replace(BASE, schedule="8,32", concurrency=1, ttfa_p50_ms=5.0, rtf_p50=0.001)]
+    write(tmp_path, rows)
+    text = summary(tmp_path)
+    got = verdicts(text)
+    assert got["one stream: time to first audio"] == "met"
+    assert got["one stream: RTF"] == "**not met**"
+    assert got["256 streams: p99 RTF"] == "met"
+    assert got["256 streams: TTFA p99"] == "**not met**"
+    assert got["256 streams: aggregate xRT"] == "met"  # 250 > the published 203.9
+    assert "| most streams with p99 RTF < 1 | (report) | 512 | |" in text
+    assert "| 8,32 | 1 |" in text  # still listed with every level
+
+
+def test_levels_not_measured_say_so_and_missing_files_are_skipped(tmp_path):
+    write(tmp_path, [replace(BASE, concurrency=1), replace(BASE, concurrency=256, note="skipped (time budget)")])
+    text = summary(tmp_path)
+    assert verdicts(text)["256 streams: p99 RTF"] == ""
+    assert "| 256 streams: p99 RTF | < 1 | not measured | |" in text
+    assert "skipped (time budget)" in text
+    assert "## engine step" not in text and "## codec" not in text  # no such JSON in the folder
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "No results in" in summary(empty)
+
+
+def test_step_times_are_shown_against_their_floor_and_written_beside_the_json(tmp_path, capsys):
+    fast = {"peak_gbps": 4800, "results": [
+        {"path": "fast", "batch": 256, "step_ms_p50": 2.0, "read_mb": 4000.0, "floor_ms": 0.8333, "shape": "(256, 512)"}]}
+    (tmp_path / "torch_fast_bf16.json").write_text(json.dumps(fast))
+    main([str(tmp_path)])
+    text = (tmp_path / "summary.md").read_text()
+    assert text == capsys.readouterr().out
+    assert "at 4800 GB/s peak bandwidth" in text
+    assert "| fast | on | 256 | 2.00 | 4000.0 | 0.833 | 2.4 | (256, 512) |" in text
