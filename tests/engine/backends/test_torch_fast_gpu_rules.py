@@ -93,11 +93,13 @@ def test_a_prompt_and_its_prefill_run_on_the_gpu(gpu_model):
     assert hidden.device == GPU and hidden.dtype == torch.bfloat16 and tables.out.device == GPU
 
 
-def test_the_torch_codec_decodes_on_the_gpu(tiny_ckpt_dir):
+def test_the_torch_codec_decodes_on_the_gpu(tmp_path):
     from codec_worker.nanocodec import load_codec
+    from codec_worker.torchcodec.random import write_random_decoder_codec
 
+    path = write_random_decoder_codec(tmp_path / "codec.nemo", size="tiny")  # written without NeMo, as on a GPU host
     for dtype in (torch.float32, torch.bfloat16):
-        codec = load_codec(tiny_ckpt_dir / "nanocodec.nemo", device=GPU, dtype=dtype, impl="torch")
+        codec = load_codec(path, device=GPU, dtype=dtype, impl="torch")
         with dtype_check():
             audio = codec.decode_codes(torch.zeros(2, 32, 10, dtype=torch.long), lengths=[10, 7])
         assert audio.device == GPU and audio.dtype == torch.float32
