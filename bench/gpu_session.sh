@@ -5,24 +5,26 @@
 # slow part cannot starve the next; a part that fails or runs out of time is reported and the next
 # one runs.
 #
+#   0. the tests whose CUDA cases only a GPU runs: vLLM's frame step (the logits processor's
+#      sampling) on the device against the torch reference's sampling.     Cap GEPARD_SESSION_TESTS_S (45).
 #   1. bench/gpu.sh (no network: the torch backend on the machine's own PyTorch): first the fast
 #      path's CUDA graphs == its eager step == the reference loop, frame for frame (tiny, float32),
 #      then, full size in bf16, TTFA and RTF of one stream, aggregate xRT and per-stream RTF/TTFA
-#      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (310).
+#      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (290).
 #   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
-#      physical floor, reference loop and fast path (graphs on).             Cap GEPARD_SESSION_STEP_S (85).
+#      physical floor, reference loop and fast path (graphs on).             Cap GEPARD_SESSION_STEP_S (80).
 #   3. the same, fast path with graphs off (what the graphs save), and the PyTorch profiler's
-#      table of the worst step (batch 256).                                  Cap GEPARD_SESSION_PROFILE_S (55).
+#      table of the worst step (batch 256).                                  Cap GEPARD_SESSION_PROFILE_S (50).
 #   4. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
 #      bf16 error, batched streams against whole decodes, decode time per batch.
-#                                                                            Cap GEPARD_SESSION_CODEC_S (75).
+#                                                                            Cap GEPARD_SESSION_CODEC_S (70).
 #   5. bench/gpu_summary.py: the figures above against issue 10's targets, as Markdown in
-#      OUT_DIR/summary.md (for the README).                                  Cap 30 s.
+#      OUT_DIR/summary.md (for the README).                                  Cap 20 s.
 #
 #   bash bench/gpu_session.sh [OUT_DIR] [--dry-run]      (OUT_DIR: default $OUT, else bench/out)
 #
 # Each part's output goes to OUT_DIR/NN-part.log (and to stdout); JSON and the profile beside it.
-# Needs: CUDA PyTorch and the numpy, safetensors, tokenizers and PyYAML wheels (bench/gpu.sh).
+# Needs: CUDA PyTorch, pytest (part 0) and the numpy, safetensors, tokenizers and PyYAML wheels (bench/gpu.sh).
 # Exit codes: 0 every part ran (read the logs for their verdicts), 1 a part failed or timed out,
 # 2 bad usage, 3 no NVIDIA GPU. --dry-run prints the commands (one "+ cmd" line each), runs none.
 set -uo pipefail
@@ -33,16 +35,17 @@ OUT_DIR="${OUT:-$ROOT/bench/out}"
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,31p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "bench/gpu_session.sh: unknown option '$arg' (only --dry-run)" >&2; exit 2 ;;
     *) OUT_DIR="$arg" ;;
   esac
 done
-PIPELINE_S="${GEPARD_SESSION_PIPELINE_S:-310}"
-STEP_S="${GEPARD_SESSION_STEP_S:-85}"
-PROFILE_S="${GEPARD_SESSION_PROFILE_S:-55}"
-CODEC_S="${GEPARD_SESSION_CODEC_S:-75}"
-for v in "$PIPELINE_S" "$STEP_S" "$PROFILE_S" "$CODEC_S"; do
+TESTS_S="${GEPARD_SESSION_TESTS_S:-45}"
+PIPELINE_S="${GEPARD_SESSION_PIPELINE_S:-290}"
+STEP_S="${GEPARD_SESSION_STEP_S:-80}"
+PROFILE_S="${GEPARD_SESSION_PROFILE_S:-50}"
+CODEC_S="${GEPARD_SESSION_CODEC_S:-70}"
+for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$PROFILE_S" "$CODEC_S"; do
   case "$v" in ''|*[!0-9]*) echo "bench/gpu_session.sh: GEPARD_SESSION_*_S must be whole seconds, got '$v'" >&2; exit 2 ;; esac
 done
 PY="${PYTHON:-python3}"
@@ -69,7 +72,10 @@ part() {  # part NN-name CAP_S cmd...: run under a cap, output to OUT_DIR/NN-nam
 source "$ROOT/bench/_gpu.sh"
 require_gpu bench/gpu_session.sh "$SMI" "$DRY"
 [ "$DRY" = 1 ] || mkdir -p "$OUT_DIR"
-say "out: $OUT_DIR; caps: pipeline ${PIPELINE_S}s, steps ${STEP_S}s, profile ${PROFILE_S}s, codec ${CODEC_S}s"
+say "out: $OUT_DIR; caps: tests ${TESTS_S}s, pipeline ${PIPELINE_S}s, steps ${STEP_S}s, profile ${PROFILE_S}s, codec ${CODEC_S}s"
+
+# 0) CUDA cases of the test suite (pytest is on the GPU image; pytest-asyncio need not be: none is async)
+part 00-tests "$TESTS_S" "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/engine/backends/test_vllm_sampling.py" -k cuda
 
 # 1) the headline figures (gpu.sh keeps 10 s of its budget for writing up)
 part 01-pipeline "$PIPELINE_S" env GEPARD_GPU_NETWORK=no GEPARD_GPU_BUDGET_S="$(( PIPELINE_S - 10 ))" \
@@ -88,7 +94,7 @@ part 04-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batche
   --json "$OUT_DIR/torch_codec_full.json"
 
 # 5) the figures against the issue's targets, as Markdown (OUT_DIR/summary.md)
-part 05-summary 30 "$PY" "$ROOT/bench/gpu_summary.py" "$OUT_DIR"
+part 05-summary 20 "$PY" "$ROOT/bench/gpu_summary.py" "$OUT_DIR"
 
 say "done (exit $failed); logs and JSON in $OUT_DIR"
 exit "$failed"

@@ -136,16 +136,19 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert done.returncode == 0, done.stderr
     cmds = commands(done.stdout)
     caps = [int(cmd[1]) for cmd in cmds]
-    assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 5
+    assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 6
     # the device tool runs one command for at most 600 s: the parts leave room for starting up
     assert sum(caps) <= 570
-    pipeline, steps, profile, codec, summary = (cmd[2:] for cmd in cmds)
+    tests, pipeline, steps, profile, codec, summary = (cmd[2:] for cmd in cmds)
+    # 0) the suite's CUDA cases that need no vLLM
+    assert tests[:3] == ["/opt/py312/bin/python3", "-m", "pytest"] and tests[-2:] == ["-k", "cuda"]
+    assert str(ROOT / "tests/engine/backends/test_vllm_sampling.py") in tests
     assert summary == ["/opt/py312/bin/python3", str(ROOT / "bench" / "gpu_summary.py"), str(out)]
     # 1) gpu.sh offline on the machine's python, its budget inside the part's cap
     assert pipeline[-2:] == ["bash", str(ROOT / "bench" / "gpu.sh")]
     assert "GEPARD_GPU_NETWORK=no" in pipeline and "PYTHON=/opt/py312/bin/python3" in pipeline
     budget = int(next(w for w in pipeline if w.startswith("GEPARD_GPU_BUDGET_S=")).split("=")[1])
-    assert budget < caps[0]
+    assert budget < caps[1]
     # 2, 3) the step table with graphs, then without and the profile; 4) the codec; outputs in OUT
     fast = torch_fast.parse_args(steps[steps.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert (fast.size, fast.batch, fast.no_graphs, fast.json) == ("full", "1,32,256", False, out / "torch_fast_bf16.json")
@@ -174,5 +177,5 @@ def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
     assert "part 01-pipeline FAILED (exit 4)" in done.stdout and "missing: tokenizers" in (out / "01-pipeline.log").read_text()
     assert "part 02-steps TIMED OUT after 2s" in done.stdout
     assert "part 03-profile done" in done.stdout and "part 04-codec done" in done.stdout
-    assert "part 05-summary done" in done.stdout
+    assert "part 05-summary done" in done.stdout and "part 00-tests done" in done.stdout
     assert "--no-graphs" in (out / "03-profile.log").read_text()
