@@ -82,12 +82,15 @@ part 01-pipeline "$PIPELINE_S" env GEPARD_GPU_NETWORK=no GEPARD_GPU_BUDGET_S="$(
   GEPARD_BENCH_DIR="$BENCH_DIR" PYTHON="$PY" bash "$ROOT/bench/gpu.sh"
 [ "$DRY" = 1 ] || cp "$BENCH_DIR"/gpu-*.json "$OUT_DIR/" 2>/dev/null
 
-# 2) step time against the floor, graphs on; 3) graphs off, with the profile of the worst step
+# 2) step time against the floor, graphs on; 3) graphs off, with the profile of the worst step. Both
+# reuse part 1's full-size checkpoint (its stop head never fires either) rather than write another.
+REUSE=()
+[ -f "$BENCH_DIR/gpu-full/model.safetensors" ] && REUSE=(--checkpoint "$BENCH_DIR/gpu-full")
 part 02-steps "$STEP_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
-  --batch 1,32,256 --steps 30 --json "$OUT_DIR/torch_fast_bf16.json"
+  --batch 1,32,256 --steps 30 --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
 part 03-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,256 --steps 20 --paths fast --no-graphs --json "$OUT_DIR/torch_fast_bf16_eager.json" \
-  --profile "$OUT_DIR/torch_fast_profile_b256.txt"
+  --profile "$OUT_DIR/torch_fast_profile_b256.txt" "${REUSE[@]}"
 
 # 4) the codec on the device
 part 04-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \

@@ -232,6 +232,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", type=Path, help="write the profiler table of fast-path steps at the largest batch")
     p.add_argument("--check", action="store_true", help="only check frame identity (tiny, float32); exit 1 if not")
     p.add_argument("--hbm-gbps", type=float, help="the GPU's peak memory bandwidth, GB/s (default: by its name)")
+    p.add_argument("--checkpoint", type=Path, help="a random checkpoint of --size whose stop head never fires "
+                   "(e.g. bench/pipeline.py's), instead of writing one")
     return p.parse_args(argv)
 
 
@@ -241,7 +243,7 @@ def main(argv: list[str] | None = None) -> None:
     dtype = pick_dtype(device, args.dtype)
     if args.check:
         sys.exit(0 if check(device) else 1)
-    checkpoint = engine_checkpoint(args.size)
+    checkpoint = args.checkpoint or engine_checkpoint(args.size)
     model = GepardModel.from_pretrained(checkpoint, device=device, dtype=dtype)
     engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))  # its prepare() only
     gbps = peak_gbps(device, args.hbm_gbps)

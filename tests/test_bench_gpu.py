@@ -132,6 +132,9 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     from bench import torch_codec, torch_fast
 
     out = tmp_path / "out"
+    full = tmp_path / "bench" / "gpu-full"  # as part 1 leaves it: parts 2 and 3 reuse it
+    full.mkdir(parents=True)
+    (full / "model.safetensors").write_bytes(b"")
     done = gpu_session(tmp_path, "--dry-run", PYTHON="/opt/py312/bin/python3", OUT=str(out))
     assert done.returncode == 0, done.stderr
     cmds = commands(done.stdout)
@@ -154,6 +157,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert (fast.size, fast.batch, fast.no_graphs, fast.json) == ("full", "1,32,256", False, out / "torch_fast_bf16.json")
     eager = torch_fast.parse_args(profile[profile.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert eager.no_graphs and eager.paths == "fast" and eager.profile == out / "torch_fast_profile_b256.txt"
+    assert fast.checkpoint == eager.checkpoint == full
     c = torch_codec.parse_args(codec[codec.index(str(ROOT / "bench/torch_codec.py")) + 1:])
     assert c.size == "full" and c.json == out / "torch_codec_full.json"
     assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, profile, codec))

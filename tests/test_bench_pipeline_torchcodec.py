@@ -126,8 +126,9 @@ def test_a_sessions_json_becomes_the_summary_on_the_gpu_host(on_a_gpu_host, tmp_
     env = {"GEPARD_BENCH_DIR": str(tmp_path / "bench")}
     runs = [("bench/pipeline.py", "--size", "tiny", "--concurrency", "1,2", "--frames", "12",
              "--checkpoint", str(tmp_path / "ckpt"), "--json", str(out / "gpu-torch.json")),
+            # on the pipeline's checkpoint, as gpu_session.sh reuses it
             ("bench/torch_fast.py", "--size", "tiny", "--batch", "2", "--steps", "3", "--hbm-gbps", "50",
-             "--json", str(out / "torch_fast_bf16.json")),
+             "--checkpoint", str(tmp_path / "ckpt"), "--json", str(out / "torch_fast_bf16.json")),
             ("bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
              "--reps", "1", "--json", str(out / "torch_codec_full.json")),
             ("bench/gpu_summary.py", str(out))]
@@ -142,3 +143,4 @@ def test_a_sessions_json_becomes_the_summary_on_the_gpu_host(on_a_gpu_host, tmp_
     assert "| 2,4,8,32 | 2 |" in text or "| 4,16 | 2 |" in text  # the level of two streams, its default schedule
     assert "| fast | on | 2 |" in text and "| reference | - | 2 |" in text and "at 50 GB/s" in text
     assert "## codec on the device" in text and "| 1 | 27 |" in text
+    assert not (tmp_path / "bench" / "tiny-stop0-engine").exists()  # no second checkpoint was written
