@@ -31,7 +31,7 @@ class Target:
     wanted: str
     measure: Callable[[list[dict]], Optional[float]]  # from the main rows; None: not measured
     met: Callable[[float], bool]
-    unit: str
+    unit: str  # appended to the measured value as is (" ms", "x", "")
 
 
 def _at(rows: list[dict], concurrency: int, key: str) -> Optional[float]:
@@ -41,10 +41,10 @@ def _at(rows: list[dict], concurrency: int, key: str) -> Optional[float]:
 
 
 TARGETS = (
-    Target("one stream: time to first audio", "<= 20 ms", lambda rows: _at(rows, 1, "ttfa_p50_ms"), lambda v: v <= 20, "ms"),
+    Target("one stream: time to first audio", "<= 20 ms", lambda rows: _at(rows, 1, "ttfa_p50_ms"), lambda v: v <= 20, " ms"),
     Target("one stream: RTF", "<= 0.02", lambda rows: _at(rows, 1, "rtf_p50"), lambda v: v <= 0.02, ""),
     Target("256 streams: p99 RTF", "< 1", lambda rows: _at(rows, 256, "rtf_p99"), lambda v: v < 1, ""),
-    Target("256 streams: TTFA p99", "< 300 ms", lambda rows: _at(rows, 256, "ttfa_p99_ms"), lambda v: v < 300, "ms"),
+    Target("256 streams: TTFA p99", "< 300 ms", lambda rows: _at(rows, 256, "ttfa_p99_ms"), lambda v: v < 300, " ms"),
     Target("256 streams: aggregate xRT", f"> {PUBLISHED_XRT_256}", lambda rows: _at(rows, 256, "xrt"),
            lambda v: v > PUBLISHED_XRT_256, "x"),
 )
@@ -69,7 +69,7 @@ def target_table(result: dict) -> list[str]:
     lines = ["| target | wanted | measured | |", "|---|---|---:|---|"]
     for t in TARGETS:
         v = t.measure(rows)
-        shown = "not measured" if v is None else f"{v:.4g}{(' ' + t.unit) if t.unit and t.unit != 'x' else t.unit}"
+        shown = "not measured" if v is None else f"{v:.4g}{t.unit}"
         verdict = "" if v is None else ("met" if t.met(v) else "**not met**")
         lines.append(f"| {t.name} | {t.wanted} | {shown} |" + (f" {verdict} |" if verdict else " |"))
     realtime = [r["concurrency"] for r in rows if not r.get("note") and r.get("rtf_p99") is not None and r["rtf_p99"] < 1]
