@@ -21,6 +21,8 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     the adapter the CPU tests cover, on GPU too)
     GEPARD_TORCH_PATH                  torch_path                   auto (auto | reference | fast: the torch
                                                                     backend's loop; auto: fast on CUDA only)
+    GEPARD_TORCH_COMPILE               torch_compile                false (the fast path's decoder layers through
+                                                                    torch.compile; off until measured on a GPU)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
     GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
@@ -150,6 +152,7 @@ class Settings:
     dtype: str = field(default="auto", metadata=_env("GEPARD_DTYPE"))
     vllm_runner: str = field(default="v1", metadata=_env("GEPARD_VLLM_RUNNER"))
     torch_path: str = field(default="auto", metadata=_env("GEPARD_TORCH_PATH"))
+    torch_compile: bool = field(default=False, metadata=_env("GEPARD_TORCH_COMPILE"))
     api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
     require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
     token_secret: bytes = field(
@@ -426,6 +429,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "port": _parse_int,
     "api_keys": lambda raw: frozenset(_parse_list(raw)),
     "require_auth": _parse_bool,
+    "torch_compile": _parse_bool,
     "token_secret": _parse_secret,
     "tls_certfile": Path,
     "tls_keyfile": Path,

@@ -27,6 +27,7 @@ class EngineOptions:
     extra: dict = field(default_factory=dict)  # backend-specific knobs
     vllm_runner: str | None = None  # vLLM's model runner, "v1" | "v2"; None: v1 (engine.backends.vllm_runner)
     torch_path: str = "auto"  # the torch backend's loop: auto | reference | fast (engine.backends.torch_fast)
+    torch_compile: bool = False  # the fast path's layers through torch.compile (engine.backends.fast_step)
 
 
 async def create_engine(opts: EngineOptions) -> TtsEngine:
@@ -50,6 +51,6 @@ async def _start_torch(opts: EngineOptions) -> TtsEngine:
     from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
 
     cfg = TorchEngineConfig(model=opts.model, device=opts.device, dtype=opts.dtype, max_batch=opts.max_batch,
-                            **{"path": opts.torch_path, **opts.extra})
+                            **{"path": opts.torch_path, "compile": opts.torch_compile, **opts.extra})
     # loading a 556M checkpoint takes seconds: keep the event loop free meanwhile
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, cfg)

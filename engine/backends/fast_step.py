@@ -5,7 +5,9 @@ Everything in ``DeviceStep.decode`` has a fixed shape for a given (batch bucket,
 reads its inputs from ``RowTables`` (rows -> cache slots, written by the host only when the batch
 changes) and from per-slot state tensors, and writes its results into ``RowTables.out``. It calls
 nothing that synchronises with the host, so on CUDA it can be captured once as a graph and
-replayed (engine.backends.cuda_graphs); on CPU it runs eagerly. The math is the reference loop's
+replayed (engine.backends.cuda_graphs); on CPU it runs eagerly. Each decoder layer of the step is
+one call of ``decode_layer``, which ``compiled`` puts through torch.compile (``compile_layer``). The
+math is the reference loop's
 (engine.backends.torch_generator), op for op where it matters for frame identity:
 
 - frame embedding, decoder layers and heads reuse the model's own modules and the same fused
@@ -147,10 +149,24 @@ class SlotState:
         self.stop_threshold.fill_(0.5)
 
 
+def compile_layer(fn):
+    """``fn`` (DeviceStep.decode_layer) through torch.compile (TorchInductor: Triton kernels on
+    CUDA, C++ on CPU). An eager step launches ~1,300 kernels at full size, most of them the small
+    element-wise ops of the norms, rotary and gating; at batch 1 on a GPU their launch gaps, not
+    memory traffic, bound the step. Inductor fuses each layer's to a handful.
+
+    Shapes are dynamic from the start (one graph for every bucket > 1 and span; size 1 is always
+    specialised), and the layer's weights are graph inputs, so one compiled layer serves all
+    layers. Graphs are compiled at a step's first run, which the fast path makes outside CUDA
+    graph capture (StepGraphs runs each shape once before capturing it)."""
+    return torch.compile(fn, dynamic=True, fullgraph=True)
+
+
 class DeviceStep:
     """The model's forward over a StaticKVCache plus sampling, for the fast path."""
 
-    def __init__(self, model: GepardModel, cache: StaticKVCache, max_frames: int = MAX_FRAMES) -> None:
+    def __init__(self, model: GepardModel, cache: StaticKVCache, max_frames: int = MAX_FRAMES,
+                 compiled: bool = False) -> None:
         self.model = model
         self.cache = cache
         cfg = model.config
@@ -167,6 +183,8 @@ class DeviceStep:
         self.group = self.num_heads // self.num_kv_heads
         self.scale = 1.0 / math.sqrt(self.head_dim)
         self._channel_idx = torch.arange(self.channels, device=device)
+        self.compiled = compiled
+        self._layer_fn = compile_layer(self.decode_layer) if compiled else self.decode_layer
 
     # -- model pieces ------------------------------------------------------------------------------
     def embed_frames(self, codes: torch.Tensor) -> torch.Tensor:
@@ -210,22 +228,31 @@ class DeviceStep:
         pos = cache.lengths[slots]  # [B]
         cos, sin = self.model.backbone.rotary.cos_sin(pos.view(b, 1))
         mask = (torch.arange(span, device=x.device).view(1, span) <= pos.view(b, 1)).view(b, 1, 1, span)
+        for i, layer in enumerate(self.model.backbone.layers):
+            x = self._layer_fn(layer, x, cos, sin, mask, slots, pos, cache.keys[i], cache.values[i])
+        return self.model.backbone.norm(x)
 
-        def attend(i: int, layer, h: torch.Tensor) -> torch.Tensor:
-            q, gate, k, v = self._qkv(layer, h, cos, sin)
-            kc, vc = cache.keys[i], cache.values[i]
-            kc[slots, :, pos] = k[:, :, 0]
-            vc[slots, :, pos] = v[:, :, 0]
-            # grouped-query decode: the heads sharing a kv head act as that head's "tokens", so
-            # plain SDPA (any kernel) serves GQA without repeating keys/values
-            qg = q.reshape(b, self.num_kv_heads, self.group, self.head_dim)
-            # row i is slot i: the first b slots' span is a view (a gather by slot would copy every
-            # row's keys and values each step, tripling the step's memory traffic at large batches)
-            out = F.scaled_dot_product_attention(qg, kc[:b, :, :span], vc[:b, :, :span], attn_mask=mask, scale=self.scale)
-            out = out.reshape(b, 1, self.num_heads * self.head_dim) * torch.sigmoid(gate)
-            return layer.self_attn.o_proj(out)
-
-        return self._layers(x.unsqueeze(1), attend)[:, 0]
+    def decode_layer(self, layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                     slots: torch.Tensor, pos: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) -> torch.Tensor:
+        """One decoder layer of a decode step: x [B, H] -> [B, H], its key and value written into
+        the layer's cache (kc, vc) at (slots, pos). The span it attends to is the mask's last dim,
+        and B and the span are read off tensor shapes, so one compiled graph serves every layer,
+        bucket and span (see ``compile_layer``; x in and out is a whole tensor, never a view, as
+        Dynamo guards on that too)."""
+        b, span = x.shape[0], mask.shape[-1]
+        h = layer.input_layernorm(x)
+        q, gate, k, v = self._qkv(layer, h.unsqueeze(1), cos, sin)
+        kc[slots, :, pos] = k[:, :, 0]
+        vc[slots, :, pos] = v[:, :, 0]
+        # grouped-query decode: the heads sharing a kv head act as that head's "tokens", so
+        # plain SDPA (any kernel) serves GQA without repeating keys/values
+        qg = q.reshape(b, self.num_kv_heads, self.group, self.head_dim)
+        # row i is slot i: the first b slots' span is a view (a gather by slot would copy every
+        # row's keys and values each step, tripling the step's memory traffic at large batches)
+        out = F.scaled_dot_product_attention(qg, kc[:b, :, :span], vc[:b, :, :span], attn_mask=mask, scale=self.scale)
+        out = out.reshape(b, self.num_heads * self.head_dim) * torch.sigmoid(gate.view(b, -1))
+        x = x + layer.self_attn.o_proj(out)
+        return x + layer.mlp(layer.post_attention_layernorm(x))
 
     def forward_prefill(self, embeds: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
         """Prompts of several requests at once: embeds [R, T, H] right-padded to T, lengths [R] (on

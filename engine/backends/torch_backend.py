@@ -29,7 +29,7 @@ from typing import AsyncIterator, Optional
 import torch
 
 from engine.backends.torch_fast import FastGenerator, choose_path
-from engine.backends.torch_generator import BatchGenerator, PreparedRequest, StepOutput
+from engine.backends.torch_generator import BatchGenerator, PreparedRequest, StepOutput, device_lost
 from engine.device import pick_device, pick_dtype
 from engine.errors import EngineDeadError, GenerationError, InvalidRequestError, OverloadedError
 from engine.interface import TtsEngine
@@ -56,6 +56,9 @@ class TorchEngineConfig:
     max_positions: int = 4096  # fast path: KV cache positions per slot (prompt + max_frames must fit)
     kv_slots: Optional[int] = None  # fast path: KV cache slots (None: max_batch; a CFG request takes two)
     cuda_graphs: bool = True  # fast path on CUDA: replay captured decode steps (False: run them eagerly)
+    # fast path: compile the decode step's layers with torch.compile (Inductor: Triton kernels on CUDA),
+    # fusing their small element-wise kernels. Off until a GPU run has measured it (bench/gpu_session.sh)
+    compile: bool = False
 
 
 @dataclass
@@ -103,15 +106,33 @@ class TorchEngine(TtsEngine):
 
     def _make_generator(self, model: GepardModel) -> BatchGenerator | FastGenerator:
         cfg = self.config
-        if self.path == "fast":
-            gen = FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
-                                cuda_graphs=cfg.cuda_graphs)
-            if gen.graphs is not None:  # capture every step shape now, so no request waits for a capture later
-                started = time.perf_counter()
-                count = gen.capture_all()
-                logger.info("torch fast path: captured %d decode-step graphs in %.1f s", count, time.perf_counter() - started)
-            return gen
-        return BatchGenerator(model, max_batch=cfg.max_batch)
+        if self.path != "fast":
+            return BatchGenerator(model, max_batch=cfg.max_batch)
+        if cfg.compile:
+            try:
+                return self._warm_fast_path(model, compiled=True)
+            except Exception as exc:  # no C++ compiler, a Triton or Inductor failure: serve uncompiled
+                if device_lost(exc):
+                    raise
+                logger.error("torch fast path: compiling the decode step's layers failed (%s: %s); running them "
+                             "uncompiled", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        return self._warm_fast_path(model, compiled=False)
+
+    def _warm_fast_path(self, model: GepardModel, compiled: bool) -> FastGenerator:
+        """A FastGenerator with every step shape captured (CUDA graphs) or compiled now, so that no
+        request waits for a capture or a compile later."""
+        cfg = self.config
+        gen = FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
+                            cuda_graphs=cfg.cuda_graphs, compiled=compiled)
+        started = time.perf_counter()
+        if gen.graphs is not None:
+            count = gen.capture_all()
+            logger.info("torch fast path: captured %d decode-step graphs in %.1f s", count, time.perf_counter() - started)
+        elif compiled:
+            count = gen.compile_all()
+            logger.info("torch fast path: compiled the decode step's layers (%d shapes) in %.1f s", count,
+                        time.perf_counter() - started)
+        return gen
 
     @classmethod
     def from_config(cls, config: TorchEngineConfig) -> "TorchEngine":

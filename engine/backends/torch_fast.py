@@ -11,6 +11,7 @@ What differs is how a step runs:
   every slot in use), so attention reads the cache as a view and the next power-of-two span of
   positions; rows of free slots are padding, which write only a scratch slot. On CUDA each shape
   is a captured graph, replayed; on CPU the same step runs eagerly (engine.backends.cuda_graphs);
+  with ``compiled`` its decoder layers go through torch.compile first (fast_step.compile_layer);
 - sampling (all 32 heads, the stop head, CFG, repetition penalty, the per-request noise streams)
   and each request's state (last frame, frame index, repetition window) live on the device, so the
   host only uploads row tables when the batch changes and waits once per step, for one copy of
@@ -81,7 +82,8 @@ class _Running:
 
 class FastGenerator(BatchLoop):
     def __init__(self, model: GepardModel, max_batch: int = 32, slots: Optional[int] = None, max_positions: int = 4096,
-                 prefill_batch: int = 8, prefill_tokens: int = 8192, cuda_graphs: bool = True) -> None:
+                 prefill_batch: int = 8, prefill_tokens: int = 8192, cuda_graphs: bool = True,
+                 compiled: bool = False) -> None:
         super().__init__(max_batch)
         self.model = model
         self.slots = slots or max_batch
@@ -91,7 +93,7 @@ class FastGenerator(BatchLoop):
         device = model.device
         self.cache = StaticKVCache.allocate(model.config.backbone, self.slots, max_positions, device, model.dtype)
         self.allocator = SlotAllocator(self.slots)
-        self.device_step = DeviceStep(model, self.cache, max_frames=min(MAX_FRAMES, max_positions))
+        self.device_step = DeviceStep(model, self.cache, max_frames=min(MAX_FRAMES, max_positions), compiled=compiled)
         self.batch_buckets = power_buckets(self.slots)
         self.span_buckets = power_buckets(max_positions, smallest=min(SMALLEST_SPAN, max_positions))
         self.level_counts = list(model.config.audio_heads)
@@ -104,9 +106,9 @@ class FastGenerator(BatchLoop):
         self._rows: list[_Running] = []  # the order of the requests in the uploaded row tables
         self._bucket = 0  # the bucket whose tables hold ``_rows`` (0: none uploaded / stale)
         self.last_shape: tuple[int, int] = (0, 0)  # (batch bucket, span) of the last decode step
-        logger.info("torch fast path: %d KV slots x %d positions (%.2f GiB, %s), batch buckets %s, CUDA graphs %s",
-                    self.slots, max_positions, self.cache.nbytes / 2**30, model.dtype, list(self.batch_buckets),
-                    "on" if self.graphs is not None else "off")
+        logger.info("torch fast path: %d KV slots x %d positions (%.2f GiB, %s), batch buckets %s, CUDA graphs %s, "
+                    "compiled layers %s", self.slots, max_positions, self.cache.nbytes / 2**30, model.dtype,
+                    list(self.batch_buckets), "on" if self.graphs is not None else "off", "on" if compiled else "off")
 
     # -- bookkeeping (the BatchGenerator surface TorchEngine uses) ---------------------------------
     @property
@@ -334,6 +336,21 @@ class FastGenerator(BatchLoop):
         return outputs
 
     # -- warm-up ---------------------------------------------------------------------------------------
+    def compile_all(self) -> int:
+        """Compile the decode step's layers now rather than at first use (``compiled`` without CUDA
+        graphs; ``capture_all`` runs every shape anyway). torch.compile specialises a batch of 1 and
+        a span equal to the whole cache, so one step per such shape class, on padding rows only,
+        compiles everything. Returns the number of warm-up steps (0 when not compiled)."""
+        if not self.device_step.compiled:
+            return 0
+        shapes = {(bucket, span) for bucket in (self.batch_buckets[0], self.batch_buckets[-1])
+                  for span in (self.span_buckets[0], self.span_buckets[-1])}
+        with on_stream(self.stream), torch.no_grad():
+            for bucket, span in sorted(shapes):
+                tables = RowTables.allocate(bucket, self.cache.scratch, self.model.device)  # every row padding
+                self.device_step.decode(tables, span)
+        return len(shapes)
+
     def capture_all(self, max_span: Optional[int] = None) -> int:
         """Capture every (bucket, span) graph up to ``max_span`` now rather than at first use
         (CUDA; a no-op on CPU). Returns the number of graphs held."""

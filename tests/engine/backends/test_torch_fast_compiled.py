@@ -1,0 +1,105 @@
+"""The fast path with its decoder layers through torch.compile (``compiled``), on CPU.
+
+TorchInductor compiles the same layer code to C++ here (Triton on a GPU). The compiled step must
+still give every request the reference loop's frames, and one compiled layer must serve every
+layer, batch bucket and span: a graph per shape would mean minutes of compiling at start on a
+GPU and a recompile limit hit in service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
+from engine.backends.torch_fast import FastGenerator
+from engine.backends.torch_generator import BatchGenerator
+from engine.requests import FinishReason, SamplingParams, SynthesisRequest
+from tests.engine.backends.test_torch_fast import KNOBS, TEXTS, assert_same, drive, prepare, preparer  # noqa: F401
+
+
+def compiled_graphs() -> int:
+    return counters["stats"]["unique_graphs"]
+
+
+def test_compiled_layers_give_the_reference_frames_with_one_graph_for_every_layer_and_shape(tiny_model, preparer):
+    torch._dynamo.reset()  # count this test's compiles only
+    reqs = [prepare(preparer, tiny_model, f"{name}{i}", TEXTS[i % 4], sp) for i, (name, sp) in enumerate(KNOBS.items())]
+    joins, aborts = {0: reqs[:1], 2: reqs[1:3], 5: reqs[3:]}, {9: [reqs[1].request_id]}
+    before = compiled_graphs()
+    gen = FastGenerator(tiny_model, max_batch=8, max_positions=512, compiled=True)
+    shapes: set[tuple[int, int]] = set()
+    got = drive(gen, joins, aborts, on_step=lambda step, g: shapes.add(g.last_shape))
+    ref = drive(BatchGenerator(tiny_model, max_batch=8), joins, aborts)
+    for req in reqs:
+        assert_same(ref, got, req.request_id)
+    assert got.finish[reqs[1].request_id] is FinishReason.ABORT
+    # the run went through several buckets and spans (1 row alone, then up to 8 with CFG branches)
+    assert {b for b, _ in shapes} >= {1, 2, 4, 8} and len({s for _, s in shapes}) >= 2, shapes
+    # ... and the model's layers compiled: a graph for a batch of 1 and one for the rest (torch.compile
+    # always specialises size 1), not one per layer, bucket or span
+    made = compiled_graphs() - before
+    assert 1 <= made <= 2, made
+    # the step's first run per shape class compiled it; the path is the compiled one, not a fallback
+    assert gen.device_step.compiled and gen.device_step._layer_fn is not gen.device_step.decode_layer
+
+
+def test_compile_all_compiles_every_shape_class_up_front_and_changes_no_state(tiny_model, preparer):
+    gen = FastGenerator(tiny_model, max_batch=4, max_positions=256, compiled=True)
+    assert gen.compile_all() == 4  # batch 1 and the largest bucket, at the smallest and the whole span
+    assert gen.cache.lengths.count_nonzero() == 0 and gen.device_step.state.frames.count_nonzero() == 0
+    assert gen.allocator.used == 0
+    before = compiled_graphs()
+    req = prepare(preparer, tiny_model, "after", TEXTS[0], KNOBS["seeded"])
+    assert_same(drive(BatchGenerator(tiny_model, max_batch=4), {0: [req]}), drive(gen, {0: [req]}), "after")
+    assert compiled_graphs() == before  # nothing left to compile while serving
+    assert FastGenerator(tiny_model, max_batch=4, max_positions=256).compile_all() == 0  # not compiled: nothing to do
+
+
+async def test_the_engine_compiles_at_start_and_serves_the_reference_frames(tiny_model, caplog):
+    caplog.set_level("INFO", logger="engine.backends.torch_backend")
+    engines = {}
+    for name, cfg in (("reference", TorchEngineConfig(max_batch=4, path="reference")),
+                      ("compiled", TorchEngineConfig(max_batch=4, path="fast", max_positions=512, compile=True))):
+        eng = engines[name] = TorchEngine(tiny_model, cfg)
+        assert name == "reference" or eng._generator.device_step.compiled
+
+    async def frames(eng: TorchEngine, i: int, text: str) -> torch.Tensor:
+        request = SynthesisRequest(f"r{i}", text, None, SamplingParams(temperature=1.0, seed=i))
+        return torch.cat([c.codes async for c in eng.generate(request)], dim=1)
+
+    try:
+        got = {name: await asyncio.gather(*[frames(eng, i, t) for i, t in enumerate(TEXTS)]) for name, eng in engines.items()}
+    finally:
+        for eng in engines.values():
+            await eng.aclose()
+    for ref, comp in zip(got["reference"], got["compiled"]):
+        assert ref.shape == (32, 24) and torch.equal(ref, comp)
+    assert "compiled the decode step's layers (4 shapes)" in caplog.text
+
+
+async def test_a_compile_that_fails_at_start_leaves_the_engine_serving_uncompiled(tiny_model, monkeypatch, caplog):
+    """A host without a C++ compiler, or an Inductor/Triton failure, must not stop the server: the
+    engine logs why and runs the layers uncompiled."""
+    import engine.backends.fast_step as fast_step
+
+    def broken(fn):
+        def compiled(*args, **kwargs):
+            raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore detail")
+        return compiled
+
+    monkeypatch.setattr(fast_step, "compile_layer", broken)
+    caplog.set_level("INFO", logger="engine.backends.torch_backend")
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=2, path="fast", max_positions=512, compile=True))
+    try:
+        assert not eng._generator.device_step.compiled
+        request = SynthesisRequest("r", TEXTS[0], None, SamplingParams(temperature=0.0))
+        chunks = [c async for c in eng.generate(request)]
+        assert chunks[-1].finish_reason is FinishReason.STOP and sum(c.codes.shape[1] for c in chunks) == 24
+    finally:
+        await eng.aclose()
+    assert ("compiling the decode step's layers failed (RuntimeError: InvalidCxxCompiler: No working C++ compiler "
+            "found); running them uncompiled") in caplog.text
