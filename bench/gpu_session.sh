@@ -10,16 +10,20 @@
 #   1. bench/gpu.sh (no network: the torch backend on the machine's own PyTorch): first the fast
 #      path's CUDA graphs == its eager step == the reference loop, frame for frame (tiny, float32),
 #      then, full size in bf16, TTFA and RTF of one stream, aggregate xRT and per-stream RTF/TTFA
-#      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (290).
+#      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (270).
 #   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
-#      physical floor, reference loop and fast path (graphs on).             Cap GEPARD_SESSION_STEP_S (80).
-#   3. the same, fast path with graphs off (what the graphs save), and the PyTorch profiler's
-#      table of the worst step (batch 256).                                  Cap GEPARD_SESSION_PROFILE_S (50).
-#   4. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
+#      physical floor, reference loop and fast path (graphs on).             Cap GEPARD_SESSION_STEP_S (70).
+#   3. the same for the fast path with its layers through torch.compile (Triton kernels; graphs
+#      on), which no GPU has run yet: a part of its own, so a failure or a slow compile costs
+#      only this part; its frames are checked against the reference loop's.
+#                                                                            Cap GEPARD_SESSION_COMPILED_S (60).
+#   4. the fast path with graphs off (what the graphs save), and the PyTorch profiler's table of
+#      the worst step (batch 256).                                           Cap GEPARD_SESSION_PROFILE_S (45).
+#   5. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
 #      bf16 error, batched streams against whole decodes, decode time per batch.
-#                                                                            Cap GEPARD_SESSION_CODEC_S (70).
-#   5. bench/gpu_summary.py: the figures above against issue 10's targets, as Markdown in
-#      OUT_DIR/summary.md (for the README).                                  Cap 20 s.
+#                                                                            Cap GEPARD_SESSION_CODEC_S (50).
+#   6. bench/gpu_summary.py: the figures above against issue 10's targets, as Markdown in
+#      OUT_DIR/summary.md (for the README).                                  Cap 15 s.
 #
 #   bash bench/gpu_session.sh [OUT_DIR] [--dry-run]      (OUT_DIR: default $OUT, else bench/out)
 #
@@ -35,17 +39,18 @@ OUT_DIR="${OUT:-$ROOT/bench/out}"
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "bench/gpu_session.sh: unknown option '$arg' (only --dry-run)" >&2; exit 2 ;;
     *) OUT_DIR="$arg" ;;
   esac
 done
 TESTS_S="${GEPARD_SESSION_TESTS_S:-45}"
-PIPELINE_S="${GEPARD_SESSION_PIPELINE_S:-290}"
-STEP_S="${GEPARD_SESSION_STEP_S:-80}"
-PROFILE_S="${GEPARD_SESSION_PROFILE_S:-50}"
-CODEC_S="${GEPARD_SESSION_CODEC_S:-70}"
-for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$PROFILE_S" "$CODEC_S"; do
+PIPELINE_S="${GEPARD_SESSION_PIPELINE_S:-270}"
+STEP_S="${GEPARD_SESSION_STEP_S:-70}"
+COMPILED_S="${GEPARD_SESSION_COMPILED_S:-60}"
+PROFILE_S="${GEPARD_SESSION_PROFILE_S:-45}"
+CODEC_S="${GEPARD_SESSION_CODEC_S:-50}"
+for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S"; do
   case "$v" in ''|*[!0-9]*) echo "bench/gpu_session.sh: GEPARD_SESSION_*_S must be whole seconds, got '$v'" >&2; exit 2 ;; esac
 done
 PY="${PYTHON:-python3}"
@@ -72,7 +77,8 @@ part() {  # part NN-name CAP_S cmd...: run under a cap, output to OUT_DIR/NN-nam
 source "$ROOT/bench/_gpu.sh"
 require_gpu bench/gpu_session.sh "$SMI" "$DRY"
 [ "$DRY" = 1 ] || mkdir -p "$OUT_DIR"
-say "out: $OUT_DIR; caps: tests ${TESTS_S}s, pipeline ${PIPELINE_S}s, steps ${STEP_S}s, profile ${PROFILE_S}s, codec ${CODEC_S}s"
+say "out: $OUT_DIR; caps: tests ${TESTS_S}s, pipeline ${PIPELINE_S}s, steps ${STEP_S}s, compiled ${COMPILED_S}s," \
+  "profile ${PROFILE_S}s, codec ${CODEC_S}s"
 
 # 0) CUDA cases of the test suite (pytest is on the GPU image; pytest-asyncio need not be: none is async)
 part 00-tests "$TESTS_S" "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/engine/backends/test_vllm_sampling.py" -k cuda
@@ -82,22 +88,24 @@ part 01-pipeline "$PIPELINE_S" env GEPARD_GPU_NETWORK=no GEPARD_GPU_BUDGET_S="$(
   GEPARD_BENCH_DIR="$BENCH_DIR" PYTHON="$PY" bash "$ROOT/bench/gpu.sh"
 [ "$DRY" = 1 ] || cp "$BENCH_DIR"/gpu-*.json "$OUT_DIR/" 2>/dev/null
 
-# 2) step time against the floor, graphs on; 3) graphs off, with the profile of the worst step. Both
-# reuse part 1's full-size checkpoint (its stop head never fires either) rather than write another.
+# 2) step time against the floor, graphs on; 3) the same, compiled; 4) graphs off, with the profile of
+# the worst step. All reuse part 1's full-size checkpoint (its stop head never fires either).
 REUSE=()
 [ -f "$BENCH_DIR/gpu-full/model.safetensors" ] && REUSE=(--checkpoint "$BENCH_DIR/gpu-full")
 part 02-steps "$STEP_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,32,256 --steps 30 --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
-part 03-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
+part 03-compiled "$COMPILED_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
+  --batch 1,32,256 --steps 20 --paths reference,compiled --json "$OUT_DIR/torch_fast_bf16_compiled.json" "${REUSE[@]}"
+part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,256 --steps 20 --paths fast --no-graphs --json "$OUT_DIR/torch_fast_bf16_eager.json" \
   --profile "$OUT_DIR/torch_fast_profile_b256.txt" "${REUSE[@]}"
 
-# 4) the codec on the device
-part 04-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
+# 5) the codec on the device
+part 05-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
   --json "$OUT_DIR/torch_codec_full.json"
 
-# 5) the figures against the issue's targets, as Markdown (OUT_DIR/summary.md)
-part 05-summary 20 "$PY" "$ROOT/bench/gpu_summary.py" "$OUT_DIR"
+# 6) the figures against the issue's targets, as Markdown (OUT_DIR/summary.md)
+part 06-summary 15 "$PY" "$ROOT/bench/gpu_summary.py" "$OUT_DIR"
 
 say "done (exit $failed); logs and JSON in $OUT_DIR"
 exit "$failed"

@@ -1,6 +1,6 @@
 """Engine step time of the torch backend's two loops: the reference loop vs the fast path.
 
-    python bench/torch_fast.py [--size full] [--batch 1,8] [--steps 30] [--paths reference,fast]
+    python bench/torch_fast.py [--size full] [--batch 1,8] [--steps 30] [--paths reference,fast,compiled]
                                [--device auto] [--dtype auto] [--no-graphs] [--json OUT]
                                [--profile OUT.txt] [--check]
 
@@ -48,6 +48,7 @@ from engine.device import pick_device, pick_dtype  # noqa: E402
 from engine.model.gepard import GepardModel  # noqa: E402
 from engine.requests import SamplingParams, SynthesisRequest  # noqa: E402
 
+FAST_PATHS = ("fast", "compiled")  # the fast path, eager layers or through torch.compile
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the forest."
 
 
@@ -112,8 +113,10 @@ def sync(device: torch.device) -> None:
 def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, steps: int, graphs: bool,
               greedy: bool, gbps: Optional[float] = None) -> tuple[Result, dict[str, torch.Tensor]]:
     total = 4 + steps
-    if path == "fast":
-        gen = FastGenerator(model, max_batch=batch, max_positions=256 + total, cuda_graphs=graphs)
+    if path in FAST_PATHS:
+        gen = FastGenerator(model, max_batch=batch, max_positions=256 + total, cuda_graphs=graphs,
+                            compiled=path == "compiled")
+        gen.compile_all()  # compiled: every shape now, not inside the timed steps (a no-op otherwise)
     else:
         gen = BatchGenerator(model, max_batch=batch)
     sp = SamplingParams(temperature=0.0) if greedy else SamplingParams(temperature=0.4)
@@ -137,7 +140,7 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
         t0 = time.perf_counter()
         collect(gen.step())  # each step ends with its results on the host: no extra sync needed
         times.append(time.perf_counter() - t0)
-    shape = str(getattr(gen, "last_shape", "")) if path == "fast" else ""  # of the timed steps, not the drain's
+    shape = str(getattr(gen, "last_shape", "")) if path in FAST_PATHS else ""  # of the timed steps, not the drain's
     while gen.has_work():
         collect(gen.step())
     ordered = sorted(times)
@@ -223,7 +226,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--size", default="full", help="random checkpoint size: tiny or full")
     p.add_argument("--batch", default="1,8", help="comma list of batch sizes")
     p.add_argument("--steps", type=int, default=30, help="timed decode steps per batch size")
-    p.add_argument("--paths", default="reference,fast")
+    p.add_argument("--paths", default="reference,fast",
+                   help="comma list of reference, fast, compiled (the fast path with its layers through torch.compile)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
     p.add_argument("--no-graphs", action="store_true", help="fast path: run the step eagerly on CUDA too")
@@ -262,10 +266,11 @@ def main(argv: list[str] | None = None) -> None:
                 floor = f"{r.floor_ms:7.3f} {r.step_ms_p50 / r.floor_ms:7.1f}" if r.floor_ms else f"{'-':>7} {'-':>7}"
                 print(f"{r.path:>9} {r.batch:4d} {r.step_ms_p50:9.2f} {r.step_ms_p90:9.2f} {r.frames_per_s:9.1f} "
                       f"{r.xrt:7.2f} {r.read_mb:8.1f} {floor}  {r.shape}", flush=True)
-            if len(codes) == 2:
-                a, b = codes.values()
-                same[batch] = all(torch.equal(a[k], b[k]) for k in a)
-                print(f"# batch {batch}: reference and fast frames {'equal' if same[batch] else 'DIFFER'}", flush=True)
+            if "reference" in codes and len(codes) > 1:
+                ref = codes["reference"]
+                same[batch] = all(torch.equal(ref[k], c[k]) for c in codes.values() for k in ref)
+                others = " and ".join(p for p in codes if p != "reference")
+                print(f"# batch {batch}: reference and {others} frames {'equal' if same[batch] else 'DIFFER'}", flush=True)
         if args.profile:
             profile_step(model, engine, max(int(b) for b in args.batch.split(",")), not args.no_graphs, args.profile)
     finally:

@@ -139,10 +139,10 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert done.returncode == 0, done.stderr
     cmds = commands(done.stdout)
     caps = [int(cmd[1]) for cmd in cmds]
-    assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 6
+    assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 7
     # the device tool runs one command for at most 600 s: the parts leave room for starting up
     assert sum(caps) <= 570
-    tests, pipeline, steps, profile, codec, summary = (cmd[2:] for cmd in cmds)
+    tests, pipeline, steps, compiled, profile, codec, summary = (cmd[2:] for cmd in cmds)
     # 0) the suite's CUDA cases that need no vLLM
     assert tests[:3] == ["/opt/py312/bin/python3", "-m", "pytest"] and tests[-2:] == ["-k", "cuda"]
     assert str(ROOT / "tests/engine/backends/test_vllm_sampling.py") in tests
@@ -152,26 +152,30 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert "GEPARD_GPU_NETWORK=no" in pipeline and "PYTHON=/opt/py312/bin/python3" in pipeline
     budget = int(next(w for w in pipeline if w.startswith("GEPARD_GPU_BUDGET_S=")).split("=")[1])
     assert budget < caps[1]
-    # 2, 3) the step table with graphs, then without and the profile; 4) the codec; outputs in OUT
+    # 2, 3, 4) the step table with graphs, then compiled, then without graphs and the profile;
+    # 5) the codec; outputs in OUT
     fast = torch_fast.parse_args(steps[steps.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert (fast.size, fast.batch, fast.no_graphs, fast.json) == ("full", "1,32,256", False, out / "torch_fast_bf16.json")
+    comp = torch_fast.parse_args(compiled[compiled.index(str(ROOT / "bench/torch_fast.py")) + 1:])
+    assert "compiled" in comp.paths.split(",") and not comp.no_graphs
+    assert comp.json == out / "torch_fast_bf16_compiled.json" and comp.batch == "1,32,256"
     eager = torch_fast.parse_args(profile[profile.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert eager.no_graphs and eager.paths == "fast" and eager.profile == out / "torch_fast_profile_b256.txt"
-    assert fast.checkpoint == eager.checkpoint == full
+    assert fast.checkpoint == comp.checkpoint == eager.checkpoint == full
     c = torch_codec.parse_args(codec[codec.index(str(ROOT / "bench/torch_codec.py")) + 1:])
     assert c.size == "full" and c.json == out / "torch_codec_full.json"
-    assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, profile, codec))
+    assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, compiled, profile, codec))
     assert not out.exists()  # a dry run writes nothing
 
 
 def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
     """A stand-in nvidia-smi and python: part 1 fails (a wheel is missing), part 2 overruns its
-    cap, parts 3 and 4 still run, and the session exits 1."""
+    cap, the parts after it still run, and the session exits 1."""
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771 MiB, 570.00'\n")
     py = tmp_path / "python"
     py.write_text('#!/bin/sh\ncase "$*" in\n  *pipeline.py\\ --check*) echo "missing: tokenizers"; exit 4 ;;\n'
-                  '  *--batch\\ 1,32,256*) sleep 30 ;;\nesac\necho "ran: $*"\n')
+                  '  *--batch\\ 1,32,256\\ --steps\\ 30*) sleep 30 ;;\nesac\necho "ran: $*"\n')
     for f in (smi, py):
         f.chmod(0o755)
     out = tmp_path / "out"
@@ -180,6 +184,7 @@ def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
     assert "GPU: NVIDIA H200" in done.stdout
     assert "part 01-pipeline FAILED (exit 4)" in done.stdout and "missing: tokenizers" in (out / "01-pipeline.log").read_text()
     assert "part 02-steps TIMED OUT after 2s" in done.stdout
-    assert "part 03-profile done" in done.stdout and "part 04-codec done" in done.stdout
-    assert "part 05-summary done" in done.stdout and "part 00-tests done" in done.stdout
-    assert "--no-graphs" in (out / "03-profile.log").read_text()
+    assert "part 03-compiled done" in done.stdout and "part 04-profile done" in done.stdout
+    assert "part 05-codec done" in done.stdout
+    assert "part 06-summary done" in done.stdout and "part 00-tests done" in done.stdout
+    assert "--no-graphs" in (out / "04-profile.log").read_text()

@@ -66,3 +66,21 @@ def test_step_times_are_shown_against_their_floor_and_written_beside_the_json(tm
     assert text == capsys.readouterr().out
     assert "at 4800 GB/s peak bandwidth" in text
     assert "| fast | on | 256 | 2.00 | 4000.0 | 0.833 | 2.4 | (256, 512) |" in text
+
+
+def test_the_compiled_path_gets_its_rows_and_the_reference_is_listed_once(tmp_path):
+    def row(path, batch, ms):
+        return {"path": path, "batch": batch, "step_ms_p50": ms, "read_mb": 600.0, "floor_ms": 0.125, "shape": ""}
+
+    (tmp_path / "torch_fast_bf16.json").write_text(json.dumps({"peak_gbps": 4800, "results": [
+        row("reference", 1, 9.0), row("fast", 1, 3.0)]}))
+    (tmp_path / "torch_fast_bf16_compiled.json").write_text(json.dumps({"peak_gbps": 4800, "results": [
+        row("reference", 1, 9.1), row("compiled", 1, 1.0)]}))
+    (tmp_path / "torch_fast_bf16_eager.json").write_text(json.dumps({"peak_gbps": 4800, "results": [row("fast", 1, 6.0)]}))
+    text = summary(tmp_path)
+    rows = [line for line in text.splitlines() if line.startswith("| reference") or line.startswith("| fast")
+            or line.startswith("| compiled")]
+    assert rows == ["| reference | - | 1 | 9.00 | 600.0 | 0.125 | 72.0 |  |",
+                    "| fast | on | 1 | 3.00 | 600.0 | 0.125 | 24.0 |  |",
+                    "| compiled | on | 1 | 1.00 | 600.0 | 0.125 | 8.0 |  |",
+                    "| fast | off | 1 | 6.00 | 600.0 | 0.125 | 48.0 |  |"]
