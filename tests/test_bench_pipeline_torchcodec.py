@@ -129,6 +129,9 @@ def test_a_sessions_json_becomes_the_summary_on_the_gpu_host(on_a_gpu_host, tmp_
             # on the pipeline's checkpoint, as gpu_session.sh reuses it
             ("bench/torch_fast.py", "--size", "tiny", "--batch", "2", "--steps", "3", "--hbm-gbps", "50",
              "--checkpoint", str(tmp_path / "ckpt"), "--json", str(out / "torch_fast_bf16.json")),
+            # the compiled path: torch.compile needs nothing but torch's own requirements there
+            ("bench/torch_fast.py", "--size", "tiny", "--batch", "2", "--steps", "3", "--paths", "reference,compiled",
+             "--checkpoint", str(tmp_path / "ckpt"), "--json", str(out / "torch_fast_bf16_compiled.json")),
             ("bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
              "--reps", "1", "--json", str(out / "torch_codec_full.json")),
             ("bench/gpu_summary.py", str(out))]
@@ -142,5 +145,7 @@ def test_a_sessions_json_becomes_the_summary_on_the_gpu_host(on_a_gpu_host, tmp_
     assert "not measured" not in first_audio and first_audio.rstrip().endswith(("| met |", "| **not met** |"))
     assert "| 2,4,8,32 | 2 |" in text or "| 4,16 | 2 |" in text  # the level of two streams, its default schedule
     assert "| fast | on | 2 |" in text and "| reference | - | 2 |" in text and "at 50 GB/s" in text
+    assert "| compiled | on | 2 |" in text and text.count("| reference | - | 2 |") == 1
+    assert json.loads((out / "torch_fast_bf16_compiled.json").read_text())["frames_equal"] == {"2": True}
     assert "## codec on the device" in text and "| 1 | 27 |" in text
     assert not (tmp_path / "bench" / "tiny-stop0-engine").exists()  # no second checkpoint was written
