@@ -149,6 +149,42 @@ class SlotState:
         self.stop_threshold.fill_(0.5)
 
 
+def fuse_rows(linears: list[torch.nn.Linear]) -> torch.Tensor:
+    """One [sum of outputs, inputs] weight for bias-free linears that read the same input, so that
+    they run as one matrix product. Each module's weight is re-pointed at its row block of it: the
+    model works as before (a row block of a contiguous matrix is itself contiguous, and gives the
+    same products) and no weight is held twice. Fusing already-fused modules returns their matrix."""
+    first = linears[0].weight.detach()
+    inputs = first.shape[1]
+    offsets = [0]
+    for lin in linears:
+        offsets.append(offsets[-1] + lin.weight.shape[0])
+    storage = first.untyped_storage()
+    if storage.nbytes() == offsets[-1] * inputs * first.element_size() and all(
+            lin.weight.is_contiguous() and lin.weight.untyped_storage().data_ptr() == storage.data_ptr()
+            and lin.weight.storage_offset() == at * inputs for lin, at in zip(linears, offsets)):
+        return first.as_strided((offsets[-1], inputs), (inputs, 1), 0)  # fused before: its whole matrix
+    fused = torch.cat([lin.weight.detach() for lin in linears])
+    for lin, start, end in zip(linears, offsets, offsets[1:]):
+        lin.weight.data = fused[start:end]
+    return fused
+
+
+@dataclass
+class LayerWeights:
+    """A decoder layer's projections fused per input: q|k|v (attention input) and gate|up (MLP)."""
+
+    qkv: torch.Tensor
+    gate_up: torch.Tensor
+
+    @classmethod
+    def fuse(cls, layer) -> "LayerWeights":
+        attn, mlp = layer.self_attn, layer.mlp
+        for lin in (attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj):
+            assert lin.bias is None, "Gepard's projections have no biases"
+        return cls(fuse_rows([attn.q_proj, attn.k_proj, attn.v_proj]), fuse_rows([mlp.gate_proj, mlp.up_proj]))
+
+
 def compile_layer(fn):
     """``fn`` (DeviceStep.decode_layer) through torch.compile (TorchInductor: Triton kernels on
     CUDA, C++ on CPU). An eager step launches ~1,300 kernels at full size, most of them the small
@@ -183,6 +219,9 @@ class DeviceStep:
         self.group = self.num_heads // self.num_kv_heads
         self.scale = 1.0 / math.sqrt(self.head_dim)
         self._channel_idx = torch.arange(self.channels, device=device)
+        # 4 matrix products per layer instead of 7 (kernels, and weight reads in fewer, larger passes)
+        with torch.no_grad():
+            self.weights = [LayerWeights.fuse(layer) for layer in model.backbone.layers]
         self.compiled = compiled
         self._layer_fn = compile_layer(self.decode_layer) if compiled else self.decode_layer
 
@@ -199,23 +238,31 @@ class DeviceStep:
         fused = F.linear(hidden, self.head_weight, self.head_bias).float()
         return fused[:, heads._grid_index].masked_fill(~heads._grid_valid, float("-inf"))
 
-    def _qkv(self, layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        """Projections, per-head norms and rotary of GatedAttention: x [B, T, H] ->
-        q [B, nh, T, hd], gate [B, T, nh*hd], k/v [B, nkv, T, hd]."""
+    def _qkv(self, layer, qkv_weight: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """Projections (one product: LayerWeights.qkv), per-head norms and rotary of GatedAttention:
+        x [B, T, H] -> q [B, nh, T, hd], gate [B, T, nh*hd], k/v [B, nkv, T, hd]."""
         attn, rope = layer.self_attn, self.model.backbone.rotary
         b, t, _ = x.shape
-        qg = attn.q_proj(x).view(b, t, self.num_heads, 2 * self.head_dim)
+        nq, nkv = self.num_heads * 2 * self.head_dim, self.num_kv_heads * self.head_dim
+        qg, k, v = F.linear(x, qkv_weight).split((nq, nkv, nkv), dim=-1)
+        qg = qg.view(b, t, self.num_heads, 2 * self.head_dim)
         q, gate = qg[..., : self.head_dim], qg[..., self.head_dim :]
-        k = attn.k_proj(x).view(b, t, self.num_kv_heads, self.head_dim)
-        v = attn.v_proj(x).view(b, t, self.num_kv_heads, self.head_dim)
+        k = k.view(b, t, self.num_kv_heads, self.head_dim)
+        v = v.view(b, t, self.num_kv_heads, self.head_dim)
         q = rope.apply(attn.q_norm(q).transpose(1, 2), cos, sin)
         k = rope.apply(attn.k_norm(k).transpose(1, 2), cos, sin)
         return q, gate.reshape(b, t, -1), k, v.transpose(1, 2)
 
+    @staticmethod
+    def _mlp(layer, gate_up_weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """SwiGLU with gate and up as one product (LayerWeights.gate_up)."""
+        gate, up = F.linear(x, gate_up_weight).chunk(2, dim=-1)
+        return layer.mlp.down_proj(F.silu(gate) * up)
+
     def _layers(self, x: torch.Tensor, attend) -> torch.Tensor:
-        for i, layer in enumerate(self.model.backbone.layers):
-            x = x + attend(i, layer, layer.input_layernorm(x))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        for i, (layer, w) in enumerate(zip(self.model.backbone.layers, self.weights)):
+            x = x + attend(i, layer, w, layer.input_layernorm(x))
+            x = x + self._mlp(layer, w.gate_up, layer.post_attention_layernorm(x))
         return self.model.backbone.norm(x)
 
     def forward_decode(self, x: torch.Tensor, slots: torch.Tensor, span: int) -> torch.Tensor:
@@ -228,12 +275,13 @@ class DeviceStep:
         pos = cache.lengths[slots]  # [B]
         cos, sin = self.model.backbone.rotary.cos_sin(pos.view(b, 1))
         mask = (torch.arange(span, device=x.device).view(1, span) <= pos.view(b, 1)).view(b, 1, 1, span)
-        for i, layer in enumerate(self.model.backbone.layers):
-            x = self._layer_fn(layer, x, cos, sin, mask, slots, pos, cache.keys[i], cache.values[i])
+        for i, (layer, w) in enumerate(zip(self.model.backbone.layers, self.weights)):
+            x = self._layer_fn(layer, w.qkv, w.gate_up, x, cos, sin, mask, slots, pos, cache.keys[i], cache.values[i])
         return self.model.backbone.norm(x)
 
-    def decode_layer(self, layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                     slots: torch.Tensor, pos: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) -> torch.Tensor:
+    def decode_layer(self, layer, qkv_weight: torch.Tensor, gate_up_weight: torch.Tensor, x: torch.Tensor,
+                     cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, slots: torch.Tensor, pos: torch.Tensor,
+                     kc: torch.Tensor, vc: torch.Tensor) -> torch.Tensor:
         """One decoder layer of a decode step: x [B, H] -> [B, H], its key and value written into
         the layer's cache (kc, vc) at (slots, pos). The span it attends to is the mask's last dim,
         and B and the span are read off tensor shapes, so one compiled graph serves every layer,
@@ -241,7 +289,7 @@ class DeviceStep:
         Dynamo guards on that too)."""
         b, span = x.shape[0], mask.shape[-1]
         h = layer.input_layernorm(x)
-        q, gate, k, v = self._qkv(layer, h.unsqueeze(1), cos, sin)
+        q, gate, k, v = self._qkv(layer, qkv_weight, h.unsqueeze(1), cos, sin)
         kc[slots, :, pos] = k[:, :, 0]
         vc[slots, :, pos] = v[:, :, 0]
         # grouped-query decode: the heads sharing a kv head act as that head's "tokens", so
@@ -252,7 +300,7 @@ class DeviceStep:
         out = F.scaled_dot_product_attention(qg, kc[:b, :, :span], vc[:b, :, :span], attn_mask=mask, scale=self.scale)
         out = out.reshape(b, self.num_heads * self.head_dim) * torch.sigmoid(gate.view(b, -1))
         x = x + layer.self_attn.o_proj(out)
-        return x + layer.mlp(layer.post_attention_layernorm(x))
+        return x + self._mlp(layer, gate_up_weight, layer.post_attention_layernorm(x))
 
     def forward_prefill(self, embeds: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
         """Prompts of several requests at once: embeds [R, T, H] right-padded to T, lengths [R] (on
@@ -267,8 +315,8 @@ class DeviceStep:
         mask = (torch.arange(t, device=device).view(1, 1, 1, t) <= positions.reshape(r, 1, t, 1))
         slot_idx = slots.view(r, 1).expand(r, t)
 
-        def attend(i: int, layer, h: torch.Tensor) -> torch.Tensor:
-            q, gate, k, v = self._qkv(layer, h, cos, sin)
+        def attend(i: int, layer, w: LayerWeights, h: torch.Tensor) -> torch.Tensor:
+            q, gate, k, v = self._qkv(layer, w.qkv, h, cos, sin)
             cache.keys[i][slot_idx, :, positions] = k.transpose(1, 2)
             cache.values[i][slot_idx, :, positions] = v.transpose(1, 2)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,

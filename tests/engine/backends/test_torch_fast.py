@@ -13,6 +13,7 @@ import dataclasses
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from engine.backends.static_cache import SlotAllocator, pick_bucket, power_buckets
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
@@ -160,6 +161,35 @@ def test_joins_and_leaves_mid_batch_do_not_change_the_others(never_stop_model, p
 
 
 # -- buckets, slots, capacity -----------------------------------------------------------------------
+
+def test_fused_projections_share_the_models_weights_and_change_no_output(tiny_gepard_dir, preparer):
+    from engine.backends.fast_step import LayerWeights
+
+    model = GepardModel.from_pretrained(tiny_gepard_dir)  # a fresh load: nothing fused yet
+    req = prepare(preparer, model, "r", TEXTS[1], SEEDED)
+    before_run = solo(model, req)
+    layer = model.backbone.layers[0]
+    attn, mlp = layer.self_attn, layer.mlp
+    linears = (attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj)
+    x = torch.randn(3, 5, model.config.hidden_size)
+    before = [lin(x) for lin in linears]
+    fused = LayerWeights.fuse(layer)
+    # one matrix per input, each module's weight a row block of it (nothing held twice) ...
+    assert fused.qkv.shape[0] == sum(lin.weight.shape[0] for lin in linears[:3])
+    assert attn.q_proj.weight.data_ptr() == fused.qkv.data_ptr()
+    assert attn.v_proj.weight.data_ptr() == fused.qkv[-attn.v_proj.weight.shape[0]:].data_ptr()
+    assert mlp.up_proj.weight.data_ptr() == fused.gate_up[mlp.gate_proj.weight.shape[0]:].data_ptr()
+    # ... giving the same products, fused or not, and the model the same frames
+    assert all(torch.equal(b, lin(x)) for b, lin in zip(before, linears))
+    assert torch.equal(F.linear(x, fused.qkv), torch.cat(before[:3], -1))
+    assert torch.equal(F.linear(x, fused.gate_up), torch.cat(before[3:], -1))
+    FastGenerator(model, max_batch=2, max_positions=512)  # fuses every layer
+    after_run = solo(model, req)
+    assert_same(before_run, after_run, "r")
+    # a second fast path on the same model reuses the fused matrices
+    again = LayerWeights.fuse(layer)
+    assert (again.qkv.data_ptr(), again.gate_up.data_ptr()) == (fused.qkv.data_ptr(), fused.gate_up.data_ptr())
+
 
 def test_buckets():
     assert power_buckets(64) == (1, 2, 4, 8, 16, 32, 64)
