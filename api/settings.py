@@ -21,7 +21,7 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     the adapter the CPU tests cover, on GPU too)
     GEPARD_TORCH_PATH                  torch_path                   auto (auto | reference | fast: the torch
                                                                     backend's loop; auto: fast on CUDA only)
-    GEPARD_TORCH_COMPILE               torch_compile                false (the fast path's decoder layers through
+    GEPARD_TORCH_COMPILE               torch_compile                false (the fast path's decode step through
                                                                     torch.compile; off until measured on a GPU)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false

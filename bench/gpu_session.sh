@@ -13,7 +13,7 @@
 #      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (270).
 #   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
 #      physical floor, reference loop and fast path (graphs on).             Cap GEPARD_SESSION_STEP_S (70).
-#   3. the same for the fast path with its layers through torch.compile (Triton kernels; graphs
+#   3. the same for the fast path with its step through torch.compile (Triton kernels; graphs
 #      on), which no GPU has run yet: a part of its own, so a failure or a slow compile costs
 #      only this part; its frames are checked against the reference loop's.
 #                                                                            Cap GEPARD_SESSION_COMPILED_S (60).

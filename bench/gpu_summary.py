@@ -5,7 +5,7 @@
 Reads what bench/gpu_session.sh leaves in OUT_DIR, each file optional:
   gpu-torch.json / gpu-vllm.json   bench/pipeline.py: TTFA, RTF, xRT per concurrency (per backend)
   torch_fast_bf16.json             bench/torch_fast.py: step time against its physical floor, graphs on
-  torch_fast_bf16_compiled.json    the same, the fast path's layers through torch.compile, graphs on
+  torch_fast_bf16_compiled.json    the same, the fast path's step through torch.compile, graphs on
   torch_fast_bf16_eager.json       the fast path with graphs off
   torch_codec_full.json            bench/torch_codec.py: the codec on the device
 and sets the pipeline figures against the issue's targets for one H200-class GPU (one stream: first
@@ -142,7 +142,7 @@ def summary(out_dir: Path) -> str:
         peak = next(result for result, _ in steps if result).get("peak_gbps")
         parts += ["## engine step against its physical floor", "",
                   f"floor = the bytes a step must read at {_fmt(peak, 0)} GB/s peak bandwidth; path compiled = "
-                  "the fast path with its layers through torch.compile", "", *step_table(*steps), ""]
+                  "the fast path with its step through torch.compile", "", *step_table(*steps), ""]
     codec = _load(out_dir / "torch_codec_full.json")
     if codec:
         parts += ["## codec on the device", "", *codec_lines(codec), ""]

@@ -227,7 +227,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", default="1,8", help="comma list of batch sizes")
     p.add_argument("--steps", type=int, default=30, help="timed decode steps per batch size")
     p.add_argument("--paths", default="reference,fast",
-                   help="comma list of reference, fast, compiled (the fast path with its layers through torch.compile)")
+                   help="comma list of reference, fast, compiled (the fast path with its decode step through torch.compile)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
     p.add_argument("--no-graphs", action="store_true", help="fast path: run the step eagerly on CUDA too")

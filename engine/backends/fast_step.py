@@ -6,7 +6,8 @@ reads its inputs from ``RowTables`` (rows -> cache slots, written by the host on
 changes) and from per-slot state tensors, and writes its results into ``RowTables.out``. It calls
 nothing that synchronises with the host, so on CUDA it can be captured once as a graph and
 replayed (engine.backends.cuda_graphs); on CPU it runs eagerly. Each decoder layer of the step is
-one call of ``decode_layer``, which ``compiled`` puts through torch.compile (``compile_layer``). The
+one call of ``decode_layer``, which ``compiled`` puts through torch.compile (``compile_part``), as it does the step's
+inputs and its sampling. The
 math is the reference loop's
 (engine.backends.torch_generator), op for op where it matters for frame identity:
 
@@ -185,16 +186,17 @@ class LayerWeights:
         return cls(fuse_rows([attn.q_proj, attn.k_proj, attn.v_proj]), fuse_rows([mlp.gate_proj, mlp.up_proj]))
 
 
-def compile_layer(fn):
-    """``fn`` (DeviceStep.decode_layer) through torch.compile (TorchInductor: Triton kernels on
-    CUDA, C++ on CPU). An eager step launches ~1,300 kernels at full size, most of them the small
-    element-wise ops of the norms, rotary and gating; at batch 1 on a GPU their launch gaps, not
-    memory traffic, bound the step. Inductor fuses each layer's to a handful.
+def compile_part(fn):
+    """A part of the decode step (DeviceStep.start_decode, decode_layer, finish_decode) through
+    torch.compile (TorchInductor: Triton kernels on CUDA, C++ on CPU). An eager step launches
+    ~1,300 kernels at full size, most of them the small element-wise ops of the norms, rotary,
+    gating and sampling; at batch 1 on a GPU their launch gaps, not memory traffic, bound the step.
+    Inductor fuses each part's into a handful.
 
     Shapes are dynamic from the start (one graph for every bucket > 1 and span; size 1 is always
-    specialised), and the layer's weights are graph inputs, so one compiled layer serves all
-    layers. Graphs are compiled at a step's first run, which the fast path makes outside CUDA
-    graph capture (StepGraphs runs each shape once before capturing it)."""
+    specialised), and a layer's weights are graph inputs, so one compiled layer serves all layers.
+    Graphs are compiled at a step's first run, which the fast path makes outside CUDA graph capture
+    (StepGraphs runs each shape once before capturing it)."""
     return torch.compile(fn, dynamic=True, fullgraph=True)
 
 
@@ -223,7 +225,8 @@ class DeviceStep:
         with torch.no_grad():
             self.weights = [LayerWeights.fuse(layer) for layer in model.backbone.layers]
         self.compiled = compiled
-        self._layer_fn = compile_layer(self.decode_layer) if compiled else self.decode_layer
+        parts = (self.start_decode, self.decode_layer, self.finish_decode)
+        self._start_fn, self._layer_fn, self._finish_fn = (compile_part(f) for f in parts) if compiled else parts
 
     # -- model pieces ------------------------------------------------------------------------------
     def embed_frames(self, codes: torch.Tensor) -> torch.Tensor:
@@ -265,19 +268,17 @@ class DeviceStep:
             x = x + self._mlp(layer, w.gate_up, layer.post_attention_layernorm(x))
         return self.model.backbone.norm(x)
 
-    def forward_decode(self, x: torch.Tensor, slots: torch.Tensor, span: int) -> torch.Tensor:
-        """One new token per row: x [B, H], written at position lengths[slots[i]] of slot slots[i];
-        row i attends to slot i's positions [0, that position] through a [B, 1, 1, span] mask (for
-        a request's row slots[i] == i; a padding row writes the scratch slot and reads a free slot,
-        harmlessly). Returns hidden [B, H]."""
-        cache = self.cache
+    def start_decode(self, tables: RowTables, span: int):
+        """The inputs of a decode step's layers: each row's last frame embedded (x [B, H]), the
+        position it is written at (pos [B]: lengths[slots[i]]), its rotary (cos, sin) and a
+        [B, 1, 1, span] mask over positions [0, pos] of slot i (for a request's row slots[i] == i;
+        a padding row writes the scratch slot and reads a free slot, harmlessly)."""
+        x = self.embed_frames(self.state.last_codes[tables.feed])
         b = x.shape[0]
-        pos = cache.lengths[slots]  # [B]
+        pos = self.cache.lengths[tables.slot]  # [B]
         cos, sin = self.model.backbone.rotary.cos_sin(pos.view(b, 1))
         mask = (torch.arange(span, device=x.device).view(1, span) <= pos.view(b, 1)).view(b, 1, 1, span)
-        for i, (layer, w) in enumerate(zip(self.model.backbone.layers, self.weights)):
-            x = self._layer_fn(layer, w.qkv, w.gate_up, x, cos, sin, mask, slots, pos, cache.keys[i], cache.values[i])
-        return self.model.backbone.norm(x)
+        return x, pos, cos, sin, mask
 
     def decode_layer(self, layer, qkv_weight: torch.Tensor, gate_up_weight: torch.Tensor, x: torch.Tensor,
                      cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, slots: torch.Tensor, pos: torch.Tensor,
@@ -285,7 +286,7 @@ class DeviceStep:
         """One decoder layer of a decode step: x [B, H] -> [B, H], its key and value written into
         the layer's cache (kc, vc) at (slots, pos). The span it attends to is the mask's last dim,
         and B and the span are read off tensor shapes, so one compiled graph serves every layer,
-        bucket and span (see ``compile_layer``; x in and out is a whole tensor, never a view, as
+        bucket and span (see ``compile_part``; x in and out is a whole tensor, never a view, as
         Dynamo guards on that too)."""
         b, span = x.shape[0], mask.shape[-1]
         h = layer.input_layernorm(x)
@@ -365,13 +366,23 @@ class DeviceStep:
         tables.out[:, OUT_STOP] = stop.long()
         tables.out[:, OUT_BAD] = bad.long()
 
-    def decode(self, tables: RowTables, span: int) -> None:
-        """The whole fixed-shape decode step for one (bucket, span); capturable."""
-        st = self.state
-        x = self.embed_frames(st.last_codes[tables.feed])
-        hidden = self.forward_decode(x, tables.slot, span)
+    def finish_decode(self, x: torch.Tensor, tables: RowTables) -> None:
+        """After the layers: the final norm, the new token counted in each real row's slot, then
+        sampling and commit (``sample_and_commit``)."""
+        hidden = self.model.backbone.norm(x)
         self.cache.lengths.scatter_add_(0, tables.slot, tables.real.long())
         self.sample_and_commit(hidden, tables)
+
+    def decode(self, tables: RowTables, span: int) -> None:
+        """The whole fixed-shape decode step for one (bucket, span); capturable. Three parts, each
+        through torch.compile when ``compiled``: the inputs, the layers (one call per layer), the
+        sampling."""
+        x, pos, cos, sin, mask = self._start_fn(tables, span)
+        cache = self.cache
+        for i, (layer, w) in enumerate(zip(self.model.backbone.layers, self.weights)):
+            x = self._layer_fn(layer, w.qkv, w.gate_up, x, cos, sin, mask, tables.slot, pos, cache.keys[i],
+                               cache.values[i])
+        self._finish_fn(x, tables)
 
     def clear(self) -> None:
         self.cache.clear()

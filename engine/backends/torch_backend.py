@@ -56,8 +56,8 @@ class TorchEngineConfig:
     max_positions: int = 4096  # fast path: KV cache positions per slot (prompt + max_frames must fit)
     kv_slots: Optional[int] = None  # fast path: KV cache slots (None: max_batch; a CFG request takes two)
     cuda_graphs: bool = True  # fast path on CUDA: replay captured decode steps (False: run them eagerly)
-    # fast path: compile the decode step's layers with torch.compile (Inductor: Triton kernels on CUDA),
-    # fusing their small element-wise kernels. Off until a GPU run has measured it (bench/gpu_session.sh)
+    # fast path: the decode step (inputs, layers, sampling) through torch.compile (Inductor: Triton kernels
+    # on CUDA), fusing its small element-wise kernels. Off until a GPU has measured it (bench/gpu_session.sh)
     compile: bool = False
 
 
@@ -114,8 +114,8 @@ class TorchEngine(TtsEngine):
             except Exception as exc:  # no C++ compiler, a Triton or Inductor failure: serve uncompiled
                 if device_lost(exc):
                     raise
-                logger.error("torch fast path: compiling the decode step's layers failed (%s: %s); running them "
-                             "uncompiled", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                logger.error("torch fast path: compiling the decode step failed (%s: %s); running it uncompiled",
+                             type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
         return self._warm_fast_path(model, compiled=False)
 
     def _warm_fast_path(self, model: GepardModel, compiled: bool) -> FastGenerator:
@@ -130,7 +130,7 @@ class TorchEngine(TtsEngine):
             logger.info("torch fast path: captured %d decode-step graphs in %.1f s", count, time.perf_counter() - started)
         elif compiled:
             count = gen.compile_all()
-            logger.info("torch fast path: compiled the decode step's layers (%d shapes) in %.1f s", count,
+            logger.info("torch fast path: compiled the decode step (%d shapes) in %.1f s", count,
                         time.perf_counter() - started)
         return gen
 

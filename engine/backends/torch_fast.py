@@ -11,7 +11,7 @@ What differs is how a step runs:
   every slot in use), so attention reads the cache as a view and the next power-of-two span of
   positions; rows of free slots are padding, which write only a scratch slot. On CUDA each shape
   is a captured graph, replayed; on CPU the same step runs eagerly (engine.backends.cuda_graphs);
-  with ``compiled`` its decoder layers go through torch.compile first (fast_step.compile_layer);
+  with ``compiled`` its parts go through torch.compile first (fast_step.compile_part);
 - sampling (all 32 heads, the stop head, CFG, repetition penalty, the per-request noise streams)
   and each request's state (last frame, frame index, repetition window) live on the device, so the
   host only uploads row tables when the batch changes and waits once per step, for one copy of
@@ -107,7 +107,7 @@ class FastGenerator(BatchLoop):
         self._bucket = 0  # the bucket whose tables hold ``_rows`` (0: none uploaded / stale)
         self.last_shape: tuple[int, int] = (0, 0)  # (batch bucket, span) of the last decode step
         logger.info("torch fast path: %d KV slots x %d positions (%.2f GiB, %s), batch buckets %s, CUDA graphs %s, "
-                    "compiled layers %s", self.slots, max_positions, self.cache.nbytes / 2**30, model.dtype,
+                    "compiled step %s", self.slots, max_positions, self.cache.nbytes / 2**30, model.dtype,
                     list(self.batch_buckets), "on" if self.graphs is not None else "off", "on" if compiled else "off")
 
     # -- bookkeeping (the BatchGenerator surface TorchEngine uses) ---------------------------------
@@ -337,7 +337,7 @@ class FastGenerator(BatchLoop):
 
     # -- warm-up ---------------------------------------------------------------------------------------
     def compile_all(self) -> int:
-        """Compile the decode step's layers now rather than at first use (``compiled`` without CUDA
+        """Compile the decode step now rather than at first use (``compiled`` without CUDA
         graphs; ``capture_all`` runs every shape anyway). torch.compile specialises a batch of 1 and
         a span equal to the whole cache, so one step per such shape class, on padding rows only,
         compiles everything. Returns the number of warm-up steps (0 when not compiled)."""

@@ -1,9 +1,9 @@
-"""The fast path with its decoder layers through torch.compile (``compiled``), on CPU.
+"""The fast path with its decode step through torch.compile (``compiled``), on CPU.
 
-TorchInductor compiles the same layer code to C++ here (Triton on a GPU). The compiled step must
-still give every request the reference loop's frames, and one compiled layer must serve every
-layer, batch bucket and span: a graph per shape would mean minutes of compiling at start on a
-GPU and a recompile limit hit in service.
+TorchInductor compiles the same code to C++ here (Triton on a GPU). The compiled step (its inputs,
+each layer, its sampling) must still give every request the reference loop's frames, and one
+compiled layer must serve every layer, batch bucket and span: a graph per shape would mean minutes
+of compiling at start on a GPU and a recompile limit hit in service.
 """
 
 from __future__ import annotations
@@ -39,12 +39,13 @@ def test_compiled_layers_give_the_reference_frames_with_one_graph_for_every_laye
     assert got.finish[reqs[1].request_id] is FinishReason.ABORT
     # the run went through several buckets and spans (1 row alone, then up to 8 with CFG branches)
     assert {b for b, _ in shapes} >= {1, 2, 4, 8} and len({s for _, s in shapes}) >= 2, shapes
-    # ... and the model's layers compiled: a graph for a batch of 1 and one for the rest (torch.compile
-    # always specialises size 1), not one per layer, bucket or span
+    # ... and the step's three parts (inputs, a layer, sampling) compiled: each a graph for a batch of 1
+    # and one for the rest (torch.compile always specialises size 1), not one per layer, bucket or span
     made = compiled_graphs() - before
-    assert 1 <= made <= 2, made
-    # the step's first run per shape class compiled it; the path is the compiled one, not a fallback
-    assert gen.device_step.compiled and gen.device_step._layer_fn is not gen.device_step.decode_layer
+    assert 3 <= made <= 6, made
+    step = gen.device_step  # the compiled parts ran, not a fallback
+    assert step.compiled and (step._start_fn, step._layer_fn, step._finish_fn) != (
+        step.start_decode, step.decode_layer, step.finish_decode)
 
 
 def test_compile_all_compiles_every_shape_class_up_front_and_changes_no_state(tiny_model, preparer):
@@ -78,7 +79,7 @@ async def test_the_engine_compiles_at_start_and_serves_the_reference_frames(tiny
             await eng.aclose()
     for ref, comp in zip(got["reference"], got["compiled"]):
         assert ref.shape == (32, 24) and torch.equal(ref, comp)
-    assert "compiled the decode step's layers (4 shapes)" in caplog.text
+    assert "compiled the decode step (4 shapes)" in caplog.text
 
 
 async def test_a_compile_that_fails_at_start_leaves_the_engine_serving_uncompiled(tiny_model, monkeypatch, caplog):
@@ -91,7 +92,7 @@ async def test_a_compile_that_fails_at_start_leaves_the_engine_serving_uncompile
             raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore detail")
         return compiled
 
-    monkeypatch.setattr(fast_step, "compile_layer", broken)
+    monkeypatch.setattr(fast_step, "compile_part", broken)
     caplog.set_level("INFO", logger="engine.backends.torch_backend")
     eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=2, path="fast", max_positions=512, compile=True))
     try:
@@ -101,5 +102,5 @@ async def test_a_compile_that_fails_at_start_leaves_the_engine_serving_uncompile
         assert chunks[-1].finish_reason is FinishReason.STOP and sum(c.codes.shape[1] for c in chunks) == 24
     finally:
         await eng.aclose()
-    assert ("compiling the decode step's layers failed (RuntimeError: InvalidCxxCompiler: No working C++ compiler "
-            "found); running them uncompiled") in caplog.text
+    assert ("compiling the decode step failed (RuntimeError: InvalidCxxCompiler: No working C++ compiler found); "
+            "running it uncompiled") in caplog.text
