@@ -114,9 +114,10 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
               greedy: bool, gbps: Optional[float] = None) -> tuple[Result, dict[str, torch.Tensor]]:
     total = 4 + steps
     if path in FAST_PATHS:
+        # compiled: the warm-up steps below compile the shapes the timed steps use (the spans stay
+        # below the whole cache, which would be a graph of its own), so no compile_all() here
         gen = FastGenerator(model, max_batch=batch, max_positions=256 + total, cuda_graphs=graphs,
                             compiled=path == "compiled")
-        gen.compile_all()  # compiled: every shape now, not inside the timed steps (a no-op otherwise)
     else:
         gen = BatchGenerator(model, max_batch=batch)
     sp = SamplingParams(temperature=0.0) if greedy else SamplingParams(temperature=0.4)
