@@ -109,7 +109,8 @@ async def open_runtime(settings: Settings) -> Runtime:
     engine = await create_engine(EngineOptions(model=settings.model, backend=settings.backend, device=settings.device,
                                                dtype=settings.dtype, max_batch=settings.max_concurrent_generations,
                                                vllm_runner=settings.vllm_runner, torch_path=settings.torch_path,
-                                               torch_compile=settings.torch_compile))
+                                               torch_compile=settings.torch_compile,
+                                               torch_overlap=settings.torch_overlap))
     try:
         info = engine.model_info
         device = pick_device(settings.device)

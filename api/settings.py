@@ -23,6 +23,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     backend's loop; auto: fast on CUDA only)
     GEPARD_TORCH_COMPILE               torch_compile                false (the fast path's decode step through
                                                                     torch.compile; off until measured on a GPU)
+    GEPARD_TORCH_OVERLAP               torch_overlap                false (the fast path launches each decode step
+                                                                    before reading the last one's results; off
+                                                                    until measured on a GPU)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
     GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
@@ -153,6 +156,7 @@ class Settings:
     vllm_runner: str = field(default="v1", metadata=_env("GEPARD_VLLM_RUNNER"))
     torch_path: str = field(default="auto", metadata=_env("GEPARD_TORCH_PATH"))
     torch_compile: bool = field(default=False, metadata=_env("GEPARD_TORCH_COMPILE"))
+    torch_overlap: bool = field(default=False, metadata=_env("GEPARD_TORCH_OVERLAP"))
     api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
     require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
     token_secret: bytes = field(
@@ -430,6 +434,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "api_keys": lambda raw: frozenset(_parse_list(raw)),
     "require_auth": _parse_bool,
     "torch_compile": _parse_bool,
+    "torch_overlap": _parse_bool,
     "token_secret": _parse_secret,
     "tls_certfile": Path,
     "tls_keyfile": Path,

@@ -12,10 +12,11 @@
 #      then, full size in bf16, TTFA and RTF of one stream, aggregate xRT and per-stream RTF/TTFA
 #      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (260).
 #   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
-#      physical floor, reference loop and fast path (graphs on).             Cap GEPARD_SESSION_STEP_S (70).
+#      physical floor, reference loop and fast path (graphs on), its steps serial and overlapped
+#      (GEPARD_TORCH_OVERLAP).                                               Cap GEPARD_SESSION_STEP_S (70).
 #   3. the same for the fast path with its step through torch.compile (Triton kernels; graphs
-#      on), which no GPU has run yet: a part of its own, so a failure or a slow compile costs
-#      only this part; its frames are checked against the reference loop's.
+#      on), serial and overlapped, which no GPU has run yet: a part of its own, so a failure or a
+#      slow compile costs only this part; its frames are checked against the reference loop's.
 #                                                                            Cap GEPARD_SESSION_COMPILED_S (70).
 #   4. the fast path with graphs off (what the graphs save), and the PyTorch profiler's table of
 #      the worst step (batch 256).                                           Cap GEPARD_SESSION_PROFILE_S (45).
@@ -93,9 +94,10 @@ part 01-pipeline "$PIPELINE_S" env GEPARD_GPU_NETWORK=no GEPARD_GPU_BUDGET_S="$(
 REUSE=()
 [ -f "$BENCH_DIR/gpu-full/model.safetensors" ] && REUSE=(--checkpoint "$BENCH_DIR/gpu-full")
 part 02-steps "$STEP_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
-  --batch 1,32,256 --steps 30 --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
+  --batch 1,32,256 --steps 20 --paths reference,fast,overlap --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
 part 03-compiled "$COMPILED_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
-  --batch 1,32,256 --steps 20 --paths reference,compiled --json "$OUT_DIR/torch_fast_bf16_compiled.json" "${REUSE[@]}"
+  --batch 1,32,256 --steps 20 --paths reference,compiled,compiled+overlap --json "$OUT_DIR/torch_fast_bf16_compiled.json" \
+  "${REUSE[@]}"
 part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,256 --steps 20 --paths fast --no-graphs --json "$OUT_DIR/torch_fast_bf16_eager.json" \
   --profile "$OUT_DIR/torch_fast_profile_b256.txt" "${REUSE[@]}"

@@ -1,6 +1,7 @@
 """Engine step time of the torch backend's two loops: the reference loop vs the fast path.
 
-    python bench/torch_fast.py [--size full] [--batch 1,8] [--steps 30] [--paths reference,fast,compiled]
+    python bench/torch_fast.py [--size full] [--batch 1,8] [--steps 30]
+                               [--paths reference,fast,compiled,overlap,compiled+overlap]
                                [--device auto] [--dtype auto] [--no-graphs] [--json OUT]
                                [--profile OUT.txt] [--check]
 
@@ -48,7 +49,9 @@ from engine.device import pick_device, pick_dtype  # noqa: E402
 from engine.model.gepard import GepardModel  # noqa: E402
 from engine.requests import SamplingParams, SynthesisRequest  # noqa: E402
 
-FAST_PATHS = ("fast", "compiled")  # the fast path, eager layers or through torch.compile
+# the fast path's variants: its step eager or through torch.compile, its steps serial or overlapped
+FAST_PATHS = {"fast": {}, "compiled": {"compiled": True}, "overlap": {"overlap": True},
+              "compiled+overlap": {"compiled": True, "overlap": True}}
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the forest."
 
 
@@ -116,8 +119,7 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
     if path in FAST_PATHS:
         # compiled: the warm-up steps below compile the shapes the timed steps use (the spans stay
         # below the whole cache, which would be a graph of its own), so no compile_all() here
-        gen = FastGenerator(model, max_batch=batch, max_positions=256 + total, cuda_graphs=graphs,
-                            compiled=path == "compiled")
+        gen = FastGenerator(model, max_batch=batch, max_positions=256 + total, cuda_graphs=graphs, **FAST_PATHS[path])
     else:
         gen = BatchGenerator(model, max_batch=batch)
     sp = SamplingParams(temperature=0.0) if greedy else SamplingParams(temperature=0.4)
@@ -228,7 +230,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", default="1,8", help="comma list of batch sizes")
     p.add_argument("--steps", type=int, default=30, help="timed decode steps per batch size")
     p.add_argument("--paths", default="reference,fast",
-                   help="comma list of reference, fast, compiled (the fast path with its decode step through torch.compile)")
+                   help="comma list of reference, fast, compiled (the fast path with its decode step through "
+                        "torch.compile), overlap (each step launched before the last one's results are read), "
+                        "compiled+overlap")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
     p.add_argument("--no-graphs", action="store_true", help="fast path: run the step eagerly on CUDA too")
@@ -239,7 +243,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hbm-gbps", type=float, help="the GPU's peak memory bandwidth, GB/s (default: by its name)")
     p.add_argument("--checkpoint", type=Path, help="a random checkpoint of --size whose stop head never fires "
                    "(e.g. bench/pipeline.py's), instead of writing one")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    unknown = [path for path in args.paths.split(",") if path != "reference" and path not in FAST_PATHS]
+    if unknown:
+        p.error(f"unknown path(s) {', '.join(unknown)}; choose from reference, {', '.join(FAST_PATHS)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -254,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     gbps = peak_gbps(device, args.hbm_gbps)
     print(f"machine: {machine()}\ncheckpoint: {args.size} ({dtype}, {device}); peak memory bandwidth "
           f"{f'{gbps:.0f} GB/s' if gbps else 'unknown (--hbm-gbps)'}", flush=True)
-    print(f"{'path':>9} {'B':>4} {'step p50':>9} {'step p90':>9} {'frames/s':>9} {'xRT':>7} {'read MB':>8} "
+    print(f"{'path':>16} {'B':>4} {'step p50':>9} {'step p90':>9} {'frames/s':>9} {'xRT':>7} {'read MB':>8} "
           f"{'floor':>7} {'x floor':>7}  shape (times in ms)", flush=True)
     results, same = [], {}
     try:
@@ -265,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
                                            gbps)
                 results.append(r)
                 floor = f"{r.floor_ms:7.3f} {r.step_ms_p50 / r.floor_ms:7.1f}" if r.floor_ms else f"{'-':>7} {'-':>7}"
-                print(f"{r.path:>9} {r.batch:4d} {r.step_ms_p50:9.2f} {r.step_ms_p90:9.2f} {r.frames_per_s:9.1f} "
+                print(f"{r.path:>16} {r.batch:4d} {r.step_ms_p50:9.2f} {r.step_ms_p90:9.2f} {r.frames_per_s:9.1f} "
                       f"{r.xrt:7.2f} {r.read_mb:8.1f} {floor}  {r.shape}", flush=True)
             if "reference" in codes and len(codes) > 1:
                 ref = codes["reference"]

@@ -28,6 +28,7 @@ class EngineOptions:
     vllm_runner: str | None = None  # vLLM's model runner, "v1" | "v2"; None: v1 (engine.backends.vllm_runner)
     torch_path: str = "auto"  # the torch backend's loop: auto | reference | fast (engine.backends.torch_fast)
     torch_compile: bool = False  # the fast path's decode step through torch.compile (engine.backends.fast_step)
+    torch_overlap: bool = False  # the fast path launches a step before reading the last (engine.backends.torch_fast)
 
 
 async def create_engine(opts: EngineOptions) -> TtsEngine:
@@ -51,6 +52,7 @@ async def _start_torch(opts: EngineOptions) -> TtsEngine:
     from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
 
     cfg = TorchEngineConfig(model=opts.model, device=opts.device, dtype=opts.dtype, max_batch=opts.max_batch,
-                            **{"path": opts.torch_path, "compile": opts.torch_compile, **opts.extra})
+                            **{"path": opts.torch_path, "compile": opts.torch_compile, "overlap": opts.torch_overlap,
+                               **opts.extra})
     # loading a 556M checkpoint takes seconds: keep the event loop free meanwhile
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, cfg)

@@ -156,8 +156,9 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     # 5) the codec; outputs in OUT
     fast = torch_fast.parse_args(steps[steps.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert (fast.size, fast.batch, fast.no_graphs, fast.json) == ("full", "1,32,256", False, out / "torch_fast_bf16.json")
+    assert fast.paths.split(",") == ["reference", "fast", "overlap"]
     comp = torch_fast.parse_args(compiled[compiled.index(str(ROOT / "bench/torch_fast.py")) + 1:])
-    assert "compiled" in comp.paths.split(",") and not comp.no_graphs
+    assert comp.paths.split(",") == ["reference", "compiled", "compiled+overlap"] and not comp.no_graphs
     assert comp.json == out / "torch_fast_bf16_compiled.json" and comp.batch == "1,32,256"
     eager = torch_fast.parse_args(profile[profile.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert eager.no_graphs and eager.paths == "fast" and eager.profile == out / "torch_fast_profile_b256.txt"
@@ -175,7 +176,7 @@ def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
     smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771 MiB, 570.00'\n")
     py = tmp_path / "python"
     py.write_text('#!/bin/sh\ncase "$*" in\n  *pipeline.py\\ --check*) echo "missing: tokenizers"; exit 4 ;;\n'
-                  '  *--batch\\ 1,32,256\\ --steps\\ 30*) sleep 30 ;;\nesac\necho "ran: $*"\n')
+                  '  *--paths\\ reference,fast,overlap*) sleep 30 ;;\nesac\necho "ran: $*"\n')
     for f in (smi, py):
         f.chmod(0o755)
     out = tmp_path / "out"

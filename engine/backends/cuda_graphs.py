@@ -4,7 +4,9 @@
   first use (or by ``capture``) and replayed after; all graphs share one memory pool (they run
   one at a time on the engine's stream, and keep nothing alive between replays).
 - ``HostCopy``: device -> host copy of a step's results; on CUDA into pinned memory with
-  ``non_blocking`` and an event, so the step's only host synchronisation is waiting for that copy.
+  ``non_blocking`` and an event, so the step's only host synchronisation is waiting for that copy
+  (the fast path keeps two, so that with overlapped steps one step's copy never lands in the
+  buffer the host is still reading).
 - ``TableUpload``: host -> device copy of a bucket's row tables through pinned staging.
 - ``engine_stream``: the engine's own CUDA stream, so the codec decoding on the default stream
   overlaps generation instead of queueing behind it.
@@ -69,17 +71,21 @@ class HostCopy:
 class TableUpload:
     """Writes a HostRows image into a bucket's RowTables (pinned staging + non_blocking on CUDA).
 
-    The staging buffer is reused: safe because every step waits for its results, which the
-    stream orders after this copy, before the next upload can start."""
+    The staging buffer is reused: before it is written again, the host waits for the copies out
+    of it that the last upload queued (an event; with overlapped steps the stream may not have
+    reached them yet)."""
 
     def __init__(self, rows: int, device: torch.device) -> None:
         self.cuda = is_cuda(device)
         self.ints = torch.zeros(5, rows, dtype=torch.int64, pin_memory=self.cuda)
         self.floats = torch.zeros(rows, dtype=torch.float32, pin_memory=self.cuda)
+        self.copied = torch.cuda.Event() if self.cuda else None
 
     def __call__(self, tables: RowTables, rows: HostRows) -> None:
         ints, floats = rows.packed()
         b = tables.rows
+        if self.copied is not None:
+            self.copied.synchronize()  # a no-op before the first record
         self.ints[:, :b].copy_(ints)
         self.floats[:b].copy_(floats)
         nb = self.cuda
@@ -89,6 +95,8 @@ class TableUpload:
         tables.commit.copy_(self.ints[3, :b].bool(), non_blocking=nb)
         tables.uncond.copy_(self.ints[4, :b], non_blocking=nb)
         tables.cfg_scale.copy_(self.floats[:b], non_blocking=nb)
+        if self.copied is not None:
+            self.copied.record()
 
 
 class StepGraphs:

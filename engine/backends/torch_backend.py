@@ -59,6 +59,10 @@ class TorchEngineConfig:
     # fast path: the decode step (inputs, layers, sampling) through torch.compile (Inductor: Triton kernels
     # on CUDA), fusing its small element-wise kernels. Off until a GPU has measured it (bench/gpu_session.sh)
     compile: bool = False
+    # fast path: launch each decode step before reading the last one's results, so the host's
+    # bookkeeping runs while the device computes (frames come one step later; a stopping request
+    # costs one dropped frame). Off until a GPU has measured it
+    overlap: bool = False
 
 
 @dataclass
@@ -123,7 +127,7 @@ class TorchEngine(TtsEngine):
         request waits for a capture or a compile later."""
         cfg = self.config
         gen = FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
-                            cuda_graphs=cfg.cuda_graphs, compiled=compiled)
+                            cuda_graphs=cfg.cuda_graphs, compiled=compiled, overlap=cfg.overlap)
         started = time.perf_counter()
         if gen.graphs is not None:
             count = gen.capture_all()

@@ -19,6 +19,12 @@ What differs is how a step runs:
 - new requests are prefilled as one padded batch (at most ``prefill_batch`` requests and
   ``prefill_tokens`` padded tokens) after the running requests' decode in the same step, so at
   most one prefill batch sits between two decode steps of a running stream;
+- with ``overlap``, ``step()`` launches the next decode step before it reads the results of the
+  one the last call launched, so on CUDA the host's bookkeeping (results to outputs, admission,
+  the engine's dispatch) runs while the device computes. Frames are handed out one call later; a
+  request is never launched past its frame cap, and one that stops has had one more frame
+  launched, which is dropped (everything on the device runs in stream order, so a slot handed to
+  a new request is reset after that frame's step has written it);
 - more requests than slots wait in ``pending`` (FIFO) until slots free up; a request whose prompt
   plus frame cap does not fit ``max_positions`` is refused by the engine before it starts
   (``check_fits``).
@@ -75,15 +81,25 @@ class _Running:
     req: PreparedRequest
     slot: int
     uncond_slot: int = -1  # -1: no CFG branch (any more)
-    frames: int = 0
+    frames: int = 0  # frames handed out
+    launched: int = 0  # frames whose steps were launched (ahead of ``frames`` while a step is in flight)
     length: int = 0  # host mirror of the cond slot's cached tokens
     uncond_length: int = 0
+
+
+@dataclass
+class _Launched:
+    """A decode step on its way: its requests, the row of each in its results, its results' copy."""
+
+    rows: list[_Running]
+    at: list[int]
+    out: HostCopy
 
 
 class FastGenerator(BatchLoop):
     def __init__(self, model: GepardModel, max_batch: int = 32, slots: Optional[int] = None, max_positions: int = 4096,
                  prefill_batch: int = 8, prefill_tokens: int = 8192, cuda_graphs: bool = True,
-                 compiled: bool = False) -> None:
+                 compiled: bool = False, overlap: bool = False) -> None:
         super().__init__(max_batch)
         self.model = model
         self.slots = slots or max_batch
@@ -99,7 +115,11 @@ class FastGenerator(BatchLoop):
         self.level_counts = list(model.config.audio_heads)
         self._tables: dict[int, RowTables] = {}
         self._upload = TableUpload(self.slots, device)
-        self._decode_out = HostCopy(self.slots, 34, device)
+        # two result buffers: with ``overlap`` one step's copy lands while the host reads the last one's
+        self._decode_outs = (HostCopy(self.slots, 34, device), HostCopy(self.slots, 34, device))
+        self._launches = 0
+        self.overlap = overlap
+        self._inflight: Optional[_Launched] = None  # overlap: the decode launched by the last step()
         self._prefill_out = HostCopy(self.slots, 34, device)
         self.stream = new_engine_stream(device)
         self.graphs = StepGraphs(device) if cuda_graphs and is_cuda(device) else None
@@ -107,8 +127,9 @@ class FastGenerator(BatchLoop):
         self._bucket = 0  # the bucket whose tables hold ``_rows`` (0: none uploaded / stale)
         self.last_shape: tuple[int, int] = (0, 0)  # (batch bucket, span) of the last decode step
         logger.info("torch fast path: %d KV slots x %d positions (%.2f GiB, %s), batch buckets %s, CUDA graphs %s, "
-                    "compiled step %s", self.slots, max_positions, self.cache.nbytes / 2**30, model.dtype,
-                    list(self.batch_buckets), "on" if self.graphs is not None else "off", "on" if compiled else "off")
+                    "compiled step %s, overlapped steps %s", self.slots, max_positions, self.cache.nbytes / 2**30,
+                    model.dtype, list(self.batch_buckets), "on" if self.graphs is not None else "off",
+                    "on" if compiled else "off", "on" if overlap else "off")
 
     # -- bookkeeping (the BatchGenerator surface TorchEngine uses) ---------------------------------
     @property
@@ -146,16 +167,20 @@ class FastGenerator(BatchLoop):
             outputs.extend(self._apply_aborts())
 
             # 2) launch the running requests' decode step; 3) then one prefill batch behind it
-            self.last_batch_size = len(self.active)
-            decoded = self._guarded(outputs, self._launch_decode) if self.active else None
+            rows = self._decode_rows()
+            self.last_batch_size = len(rows)
+            launched = self._guarded(outputs, lambda: self._launch_decode(rows)) if rows else None
             admitted = self._admit(outputs)
             prefilled = self._launch_prefill(admitted, outputs) if admitted else None
 
-            # 4) the one wait of the step, then the host's bookkeeping
-            if decoded is not None:
-                results = self._guarded(outputs, self._decode_out.wait)
+            # 4) the one wait of the step, then the host's bookkeeping: for the step just launched, or
+            # with ``overlap`` for the one the last call launched, while the device runs this one
+            if self.overlap:
+                launched, self._inflight = self._inflight, launched
+            if launched is not None:
+                results = self._guarded(outputs, launched.out.wait)
                 if results is not None:
-                    outputs.extend(self._finish(*decoded, results, stop_checked=True))
+                    outputs.extend(self._finish(launched.rows, launched.at, results, stop_checked=True))
                     self.failed_steps = 0
             if prefilled is not None:
                 outputs.extend(self._finish(prefilled, list(range(len(prefilled))), self._prefill_out.wait(),
@@ -174,7 +199,7 @@ class FastGenerator(BatchLoop):
             return None
 
     def _reset_after_failed_step(self) -> None:
-        self.active, self._rows, self._bucket = {}, [], 0
+        self.active, self._rows, self._bucket, self._inflight = {}, [], 0, None
         self.allocator.reset()
         self.device_step.clear()  # in place: captured graphs keep pointing at the same tensors
 
@@ -199,9 +224,23 @@ class FastGenerator(BatchLoop):
                 image.cfg_scale[i] = float(st.req.sampling.cfg_scale)
         return image
 
-    def _launch_decode(self) -> tuple[list[_Running], list[int]]:
-        """Start the running requests' decode step; returns them and their rows in the results."""
-        rows = list(self.active.values())
+    def _decode_rows(self) -> list[_Running]:
+        """The requests the next decode step is for: every running one that has frames left to
+        launch (with ``overlap``, one whose in-flight step makes its last frame is not launched again;
+        one whose in-flight step stops it is, and that frame is dropped). A CFG branch whose
+        guidance is over (``cfg_frames``) leaves here, before the step that would use it."""
+        rows = []
+        for st in self.active.values():
+            cfg_frames = st.req.sampling.cfg_frames
+            if st.uncond_slot >= 0 and cfg_frames is not None and st.launched >= cfg_frames:
+                self.allocator.give_back(st.uncond_slot)
+                st.uncond_slot, self._bucket = -1, 0
+            if st.launched < st.req.max_frames:
+                rows.append(st)
+        return rows
+
+    def _launch_decode(self, rows: list[_Running]) -> "_Launched":
+        """Start the decode step of ``rows``; its results come through the returned ``_Launched``."""
         highest = max(max(st.slot, st.uncond_slot) for st in rows)
         bucket = pick_bucket(self.batch_buckets, highest + 1)
         tables = self.tables(bucket)
@@ -217,10 +256,13 @@ class FastGenerator(BatchLoop):
         self.last_shape = (bucket, span)
         for st in rows:
             st.length += 1
+            st.launched += 1
             if st.uncond_slot >= 0:
                 st.uncond_length += 1
-        self._decode_out.start(tables.out)
-        return rows, [st.slot for st in rows]
+        out = self._decode_outs[self._launches % 2]
+        self._launches += 1
+        out.start(tables.out)
+        return _Launched(rows, [st.slot for st in rows], out)
 
     # -- admission and prefill -----------------------------------------------------------------------
     def _admit(self, outputs: list[StepOutput]) -> list[_Running]:
@@ -293,7 +335,7 @@ class FastGenerator(BatchLoop):
         for i, st in enumerate(batch):
             image.slot[i] = image.feed[i] = st.slot
             image.real[i] = image.commit[i] = True
-            st.length = st.req.prompt_embeds.shape[0]
+            st.length, st.launched = st.req.prompt_embeds.shape[0], 1
             if st.uncond_slot >= 0:
                 image.slot[j], image.feed[j], image.real[j] = st.uncond_slot, st.slot, True
                 image.uncond[i], image.cfg_scale[i] = j, float(st.req.sampling.cfg_scale)
@@ -324,10 +366,6 @@ class FastGenerator(BatchLoop):
                 outputs.append(self._fail(st, f"{reason} at frame {st.frames}; the request was ended"))
                 continue
             st.frames += 1
-            cfg_frames = st.req.sampling.cfg_frames
-            if st.uncond_slot >= 0 and cfg_frames is not None and st.frames >= cfg_frames:
-                self.allocator.give_back(st.uncond_slot)  # guidance is over: the CFG branch leaves the batch
-                st.uncond_slot, self._bucket = -1, 0
             if st.frames >= st.req.max_frames:
                 outputs.append(StepOutput(st.req.request_id, codes, FinishReason.LENGTH))
                 self._release(st)
