@@ -40,7 +40,7 @@ OUT_DIR="${OUT:-$ROOT/bench/out}"
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;  # the header
     -*) echo "bench/gpu_session.sh: unknown option '$arg' (only --dry-run)" >&2; exit 2 ;;
     *) OUT_DIR="$arg" ;;
   esac

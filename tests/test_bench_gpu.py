@@ -119,6 +119,13 @@ def gpu_session(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedP
     return subprocess.run(["bash", str(SESSION), *args], env=base, capture_output=True, text=True, timeout=60)
 
 
+def test_the_sessions_help_is_its_whole_header(tmp_path):
+    done = gpu_session(tmp_path, "--help")
+    header = SESSION.read_text().split("\nset -uo pipefail", 1)[0].splitlines()[1:]
+    assert done.returncode == 0 and done.stdout.splitlines() == header
+    assert "Cap GEPARD_SESSION_COMPILED_S" in done.stdout and done.stdout.rstrip().endswith("runs none.")
+
+
 def test_the_session_refuses_without_a_gpu_and_on_bad_caps(tmp_path):
     done = gpu_session(tmp_path, str(tmp_path / "out"))
     assert done.returncode == 3 and "no NVIDIA GPU found" in done.stderr
