@@ -5,14 +5,14 @@ Everything in ``DeviceStep.decode`` has a fixed shape for a given (batch bucket,
 reads its inputs from ``RowTables`` (rows -> cache slots, written by the host only when the batch
 changes) and from per-slot state tensors, and writes its results into ``RowTables.out``. It calls
 nothing that synchronises with the host, so on CUDA it can be captured once as a graph and
-replayed (engine.backends.cuda_graphs); on CPU it runs eagerly. Each decoder layer of the step is
-one call of ``decode_layer``, which ``compiled`` puts through torch.compile (``compile_part``), as it does the step's
-inputs and its sampling. The
-math is the reference loop's
+replayed (engine.backends.cuda_graphs); on CPU it runs eagerly. It runs in three parts (its
+inputs, ``decode_layer`` once per layer, its sampling), which ``compiled`` puts through
+torch.compile (``compile_part``). The math is the reference loop's
 (engine.backends.torch_generator), op for op where it matters for frame identity:
 
 - frame embedding, decoder layers and heads reuse the model's own modules and the same fused
-  head / flat embedding tables the reference builds on every call (built once here);
+  head / flat embedding tables the reference builds on every call (built once here); each layer's
+  q/k/v and gate/up projections run as one product each (``LayerWeights``: the same products);
 - sampling calls engine.sampling's functions (CFG combine -> repetition penalty -> top-k ->
   Gumbel-max with the counter-based splitmix64 noise of (seed, frame index)), in float32;
 - a request without CFG gets ``uncond = cond`` and scale 1, which ``cfg_combine`` returns exactly.
