@@ -135,15 +135,21 @@ def test_a_batch_equals_the_reference_batch_and_each_alone(tiny_model, preparer)
         assert_same(solo(tiny_model, req), got, req.request_id)
 
 
-def test_joins_and_leaves_mid_batch_do_not_change_the_others(never_stop_model, preparer):
-    m = never_stop_model
+def mid_batch_schedule(preparer, m) -> tuple[list[PreparedRequest], dict[int, list[PreparedRequest]]]:
+    """Requests a..e joining a running batch at steps 0, 3, 9 and 14 (b is cancelled at step 20 by
+    the tests): c's CFG row leaves at frame 8, d leaves early at its frame cap of 6."""
     sp = lambda seed, **kw: SamplingParams(temperature=1.0, seed=seed, **kw)  # noqa: E731
     a = prepare(preparer, m, "a", TEXTS[1], sp(1, max_frames=40))
     b = prepare(preparer, m, "b", TEXTS[0], sp(2, max_frames=40))
-    c = prepare(preparer, m, "c", TEXTS[3], sp(3, max_frames=30, cfg_scale=2.0, cfg_frames=8))  # its CFG row leaves at 8
-    d = prepare(preparer, m, "d", TEXTS[2], sp(4, max_frames=6))  # leaves early (frame cap)
+    c = prepare(preparer, m, "c", TEXTS[3], sp(3, max_frames=30, cfg_scale=2.0, cfg_frames=8))
+    d = prepare(preparer, m, "d", TEXTS[2], sp(4, max_frames=6))
     e = prepare(preparer, m, "e", TEXTS[1], SamplingParams(temperature=0.0, max_frames=25, repetition_penalty=1.5))
-    joins = {0: [a, b], 3: [c], 9: [d], 14: [e]}
+    return [a, b, c, d, e], {0: [a, b], 3: [c], 9: [d], 14: [e]}
+
+
+def test_joins_and_leaves_mid_batch_do_not_change_the_others(never_stop_model, preparer):
+    m = never_stop_model
+    (a, b, c, d, e), joins = mid_batch_schedule(preparer, m)
     shapes = []
     got = drive(fast(m), joins, aborts={20: ["b"]}, on_step=lambda s, g: shapes.append(g.last_shape))
     for req in (a, c, d, e):
@@ -358,8 +364,9 @@ def test_a_poisoned_request_fails_alone(tiny_model, preparer):
         assert_same(solo(tiny_model, req), got, req.request_id)
 
 
-def test_a_failed_decode_step_fails_its_batch_and_then_the_engine_goes_on(tiny_model, preparer, monkeypatch):
-    gen = fast(tiny_model)
+@pytest.mark.parametrize("overlap", [False, True], ids=["serial", "overlapped"])
+def test_a_failed_decode_step_fails_its_batch_and_then_the_engine_goes_on(tiny_model, preparer, monkeypatch, overlap):
+    gen = fast(tiny_model, overlap=overlap)  # overlapped: the step in flight is dropped with its batch
     req = lambda rid: prepare(preparer, tiny_model, rid, TEXTS[1], SEEDED)  # noqa: E731
     decode, calls = gen.device_step.decode, []
 
@@ -372,7 +379,7 @@ def test_a_failed_decode_step_fails_its_batch_and_then_the_engine_goes_on(tiny_m
     monkeypatch.setattr(gen.device_step, "decode", failing)
     got = drive(gen, {0: [req("x"), req("y")]})
     assert all("the batched decode step failed (RuntimeError: injected step fault)" in str(got.finish[r]) for r in "xy")
-    assert gen.kv_cache_usage == 0.0
+    assert gen.kv_cache_usage == 0.0 and gen._inflight is None
     got = drive(gen, {0: [req("z")]})  # its first decode step fails too (2 in a row: still alive)
     assert isinstance(got.finish["z"], GenerationError)
     after = drive(gen, {0: [req("w")]})
