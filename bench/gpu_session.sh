@@ -10,14 +10,15 @@
 #   1. bench/gpu.sh (no network: the torch backend on the machine's own PyTorch): first the fast
 #      path's CUDA graphs == its eager step == the reference loop, frame for frame (tiny, float32),
 #      then, full size in bf16, TTFA and RTF of one stream, aggregate xRT and per-stream RTF/TTFA
-#      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (260).
+#      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (250).
 #   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
 #      physical floor, reference loop and fast path (graphs on), its steps serial and overlapped
 #      (GEPARD_TORCH_OVERLAP).                                               Cap GEPARD_SESSION_STEP_S (70).
 #   3. the same for the fast path with its step through torch.compile (Triton kernels; graphs
 #      on), serial and overlapped, which no GPU has run yet: a part of its own, so a failure or a
-#      slow compile costs only this part; its frames are checked against the reference loop's.
-#                                                                            Cap GEPARD_SESSION_COMPILED_S (70).
+#      slow compile costs only this part. Parts 2 and 3 first check each variant's frames
+#      against the reference loop's (tiny checkpoint, float32), then time it.
+#                                                                            Cap GEPARD_SESSION_COMPILED_S (80).
 #   4. the fast path with graphs off (what the graphs save), and the PyTorch profiler's table of
 #      the worst step (batch 256).                                           Cap GEPARD_SESSION_PROFILE_S (45).
 #   5. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
@@ -46,9 +47,9 @@ for arg in "$@"; do
   esac
 done
 TESTS_S="${GEPARD_SESSION_TESTS_S:-45}"
-PIPELINE_S="${GEPARD_SESSION_PIPELINE_S:-260}"
+PIPELINE_S="${GEPARD_SESSION_PIPELINE_S:-250}"
 STEP_S="${GEPARD_SESSION_STEP_S:-70}"
-COMPILED_S="${GEPARD_SESSION_COMPILED_S:-70}"
+COMPILED_S="${GEPARD_SESSION_COMPILED_S:-80}"
 PROFILE_S="${GEPARD_SESSION_PROFILE_S:-45}"
 CODEC_S="${GEPARD_SESSION_CODEC_S:-50}"
 for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S"; do

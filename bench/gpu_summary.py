@@ -143,6 +143,10 @@ def summary(out_dir: Path) -> str:
         parts += ["## engine step against its physical floor", "",
                   f"floor = the bytes a step must read at {_fmt(peak, 0)} GB/s peak bandwidth; path compiled = "
                   "the fast path with its step through torch.compile", "", *step_table(*steps), ""]
+        checks = {name: ok for result, _ in steps for name, ok in ((result or {}).get("checks") or {}).items()}
+        if checks:
+            parts += ["frames against the reference loop (tiny checkpoint, float32): " + "; ".join(
+                f"{name} {'equal' if ok else '**differ**'}" for name, ok in checks.items()), ""]
     codec = _load(out_dir / "torch_codec_full.json")
     if codec:
         parts += ["## codec on the device", "", *codec_lines(codec), ""]

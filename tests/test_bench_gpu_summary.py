@@ -75,7 +75,7 @@ def test_the_compiled_path_gets_its_rows_and_the_reference_is_listed_once(tmp_pa
     (tmp_path / "torch_fast_bf16.json").write_text(json.dumps({"peak_gbps": 4800, "results": [
         row("reference", 1, 9.0), row("fast", 1, 3.0)]}))
     (tmp_path / "torch_fast_bf16_compiled.json").write_text(json.dumps({"peak_gbps": 4800, "results": [
-        row("reference", 1, 9.1), row("compiled", 1, 1.0)]}))
+        row("reference", 1, 9.1), row("compiled", 1, 1.0)], "checks": {"fast eager": True, "compiled graphs": False}}))
     (tmp_path / "torch_fast_bf16_eager.json").write_text(json.dumps({"peak_gbps": 4800, "results": [row("fast", 1, 6.0)]}))
     text = summary(tmp_path)
     rows = [line for line in text.splitlines() if line.startswith("| reference") or line.startswith("| fast")
@@ -84,3 +84,5 @@ def test_the_compiled_path_gets_its_rows_and_the_reference_is_listed_once(tmp_pa
                     "| fast | on | 1 | 3.00 | 600.0 | 0.125 | 24.0 |  |",
                     "| compiled | on | 1 | 1.00 | 600.0 | 0.125 | 8.0 |  |",
                     "| fast | off | 1 | 6.00 | 600.0 | 0.125 | 48.0 |  |"]
+    assert ("frames against the reference loop (tiny checkpoint, float32): fast eager equal; compiled graphs "
+            "**differ**") in text

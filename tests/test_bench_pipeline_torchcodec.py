@@ -146,6 +146,9 @@ def test_a_sessions_json_becomes_the_summary_on_the_gpu_host(on_a_gpu_host, tmp_
     assert "| 2,4,8,32 | 2 |" in text or "| 4,16 | 2 |" in text  # the level of two streams, its default schedule
     assert "| fast | on | 2 |" in text and "| reference | - | 2 |" in text and "at 50 GB/s" in text
     assert "| compiled | on | 2 |" in text and text.count("| reference | - | 2 |") == 1
-    assert json.loads((out / "torch_fast_bf16_compiled.json").read_text())["frames_equal"] == {"2": True}
+    compiled = json.loads((out / "torch_fast_bf16_compiled.json").read_text())
+    assert compiled["frames_equal"] == {"2": True}
+    assert compiled["checks"] == {"fast eager": True, "compiled graphs": True}  # its frame check ran first
+    assert "compiled graphs equal" in text
     assert "## codec on the device" in text and "| 1 | 27 |" in text
     assert not (tmp_path / "bench" / "tiny-stop0-engine").exists()  # no second checkpoint was written
