@@ -84,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         cpu32 = load_torch_decoder(path, "cpu", torch.float32)
         dev32 = load_torch_decoder(path, device, torch.float32)
         run = load_torch_decoder(path, device, dtype)
+    def save() -> None:  # after every stage: a run cut short by its time cap keeps what it measured
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(out, indent=2))
+
     sample = codes(2, 8, seed=1)
     want = cpu32.decode_codes(sample)
     # 1) float32 on the device vs the CPU
@@ -91,12 +96,14 @@ def main(argv: list[str] | None = None) -> int:
     out["fp32_device_vs_cpu"] = diff32
     failed |= diff32 > 1e-4
     print(f"1) float32 {device} vs cpu: max abs diff {diff32:.3g} ({'ok' if diff32 <= 1e-4 else 'FAIL'})", flush=True)
+    save()
     # 2) run dtype vs float32
     got = run.decode_codes(sample).cpu()
     err = float((got - want).abs().max())
     snr = float(10 * torch.log10(want.pow(2).mean() / (got - want).pow(2).mean().clamp_min(1e-20)))
     out["run_dtype_vs_fp32"] = {"max_abs": err, "snr_db": snr}
     print(f"2) {dtype} vs float32: max abs diff {err:.3g}, SNR {snr:.1f} dB", flush=True)
+    save()
     # 3) batched streaming on the device == whole decode, same dtype
     utterances = [codes(1, n, seed=10 + n)[0] for n in (40, 17, 65, 5)]
     streamed = asyncio.run(stream_all(run, utterances))
@@ -107,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     out["streaming_vs_whole"] = diff_stream
     print(f"3) BatchingCodecDecoder (2,4,8,32{', own CUDA stream' if device.type == 'cuda' else ''}) vs whole: "
           f"max abs diff {diff_stream:.3g} ({'ok' if diff_stream <= bound else 'FAIL'})", flush=True)
+    save()
     # 4) timings
     print(f"4) decode ms per call ({dtype}), median of {args.reps}:", flush=True)
     for b in (int(x) for x in args.batches.split(",")):
@@ -130,12 +138,11 @@ def main(argv: list[str] | None = None) -> int:
                                    "audio_s_per_s": b * (w - 25) * 1024 / 22050 / (ms / 1000) if ok else None})
             line.append(f"W={w}: {ms:8.2f}")
         print(f"   B={b:4d}  " + "  ".join(line), flush=True)
+        save()
     if device.type == "cuda":
         out["peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
         print(f"# peak torch memory {out['peak_gib']:.2f} GiB", flush=True)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2))
+    save()
     return 1 if failed else 0
 
 

@@ -273,6 +273,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'path':>16} {'B':>4} {'step p50':>9} {'step p90':>9} {'frames/s':>9} {'xRT':>7} {'read MB':>8} "
           f"{'floor':>7} {'x floor':>7}  shape (times in ms)", flush=True)
     results, same = [], {}
+
+    def save() -> None:  # after every row: a run cut short by its time cap keeps what it measured
+        if args.json:
+            args.json.write_text(json.dumps({"machine": machine(), "size": args.size, "dtype": str(dtype),
+                                             "device": str(device), "peak_gbps": gbps, "frames_equal": same,
+                                             "checks": checks, "results": [asdict(r) for r in results]}, indent=2))
+
+    save()
     try:
         for batch in (int(b) for b in args.batch.split(",")):
             codes = {}
@@ -280,6 +288,7 @@ def main(argv: list[str] | None = None) -> None:
                 r, codes[path] = time_path(path, model, engine, batch, args.steps, not args.no_graphs, not args.sampled,
                                            gbps)
                 results.append(r)
+                save()
                 floor = f"{r.floor_ms:7.3f} {r.step_ms_p50 / r.floor_ms:7.1f}" if r.floor_ms else f"{'-':>7} {'-':>7}"
                 print(f"{r.path:>16} {r.batch:4d} {r.step_ms_p50:9.2f} {r.step_ms_p90:9.2f} {r.frames_per_s:9.1f} "
                       f"{r.xrt:7.2f} {r.read_mb:8.1f} {floor}  {r.shape}", flush=True)
@@ -288,16 +297,13 @@ def main(argv: list[str] | None = None) -> None:
                 same[batch] = all(torch.equal(ref[k], c[k]) for c in codes.values() for k in ref)
                 others = " and ".join(p for p in codes if p != "reference")
                 print(f"# batch {batch}: reference and {others} frames {'equal' if same[batch] else 'DIFFER'}", flush=True)
+                save()
         if args.profile:
             profile_step(model, engine, max(int(b) for b in args.batch.split(",")), not args.no_graphs, args.profile)
     finally:
         import asyncio
 
         asyncio.run(engine.aclose())
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine(), "size": args.size, "dtype": str(dtype),
-                                         "device": str(device), "peak_gbps": gbps, "frames_equal": same, "checks": checks,
-                                         "results": [asdict(r) for r in results]}, indent=2))
 
 
 if __name__ == "__main__":

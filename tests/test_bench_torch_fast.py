@@ -1,7 +1,8 @@
-"""bench/torch_fast.py's physical floor: what a decode step must read, and the bandwidth it is read at."""
+"""bench/torch_fast.py: the physical floor (what a decode step must read, the bandwidth it is read at) and its JSON."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from bench.torch_fast import peak_gbps, step_read_bytes
@@ -32,3 +33,26 @@ def test_the_bandwidth_comes_from_the_gpus_name_or_the_option(monkeypatch):
                        ("Some Future GPU", None)]:
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None, n=name: n)
         assert peak_gbps(cuda, None) == gbps, name
+
+
+def test_a_run_cut_short_keeps_the_rows_it_measured(tiny_gepard_dir, tmp_path, monkeypatch):
+    """gpu_session.sh stops a part at its cap with SIGINT: the JSON must hold what was measured."""
+    import json
+
+    from bench import torch_fast
+
+    real, calls = torch_fast.time_path, []
+
+    def cut_at_the_second(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # what SIGINT raises in the middle of the second row
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch_fast, "time_path", cut_at_the_second)
+    out = tmp_path / "fast.json"
+    with pytest.raises(KeyboardInterrupt):
+        torch_fast.main(["--size", "tiny", "--checkpoint", str(tiny_gepard_dir), "--batch", "1", "--steps", "2",
+                         "--paths", "reference,fast", "--json", str(out)])
+    result = json.loads(out.read_text())
+    assert [(r["path"], r["batch"]) for r in result["results"]] == [("reference", 1)]
