@@ -204,8 +204,10 @@ def test_the_gpu_bench_check_passes_with_graphs(tiny_gepard_dir, monkeypatch, ca
 
     sim = simulated_cuda_graphs(monkeypatch)
     monkeypatch.setattr(bench, "engine_checkpoint_tiny", lambda: tiny_gepard_dir)
-    assert bench.check(torch.device("cpu")) is True
+    # the fast path, and with its steps overlapped (as gpu_session.sh checks it), both replaying graphs
+    assert bench.check(torch.device("cpu"), ("fast", "overlap")) == {"fast eager": True, "fast graphs": True,
+                                                                     "overlap graphs": True}
     out = capsys.readouterr().out
-    assert "fast graphs equals the reference loop" in out
+    assert "fast graphs equals the reference loop" in out and "overlap graphs equals the reference loop" in out
     assert sim.graphs and sum(g.replays for g in sim.graphs) > 0
     assert f"# check: {len(sim.graphs)} CUDA graphs replayed" in out
