@@ -56,3 +56,13 @@ def test_a_run_cut_short_keeps_the_rows_it_measured(tiny_gepard_dir, tmp_path, m
                          "--paths", "reference,fast", "--json", str(out)])
     result = json.loads(out.read_text())
     assert [(r["path"], r["batch"]) for r in result["results"]] == [("reference", 1)]
+
+
+def test_an_unknown_path_is_refused_not_run_as_the_reference_loop(capsys):
+    from bench import torch_fast
+
+    with pytest.raises(SystemExit) as exit_info:
+        torch_fast.parse_args(["--paths", "reference,fastt"])
+    assert exit_info.value.code == 2
+    assert "unknown path(s) fastt; choose from reference, fast, compiled, overlap, compiled+overlap" in capsys.readouterr().err
+    assert torch_fast.parse_args(["--paths", "compiled+overlap"]).paths == "compiled+overlap"
