@@ -389,9 +389,4 @@ class DeviceStep:
         self.state.clear()
 
 
-def prefill_rows(hidden_rows: int, device: torch.device, scratch: int) -> RowTables:
-    """Eager tables for sampling a prefill batch (built per batch; prefill is not graphed)."""
-    return RowTables.allocate(hidden_rows, scratch, device)
-
-
-__all__ = ["DeviceStep", "HostRows", "RowTables", "SlotState", "OUT_BAD", "OUT_STOP", "prefill_rows"]
+__all__ = ["DeviceStep", "HostRows", "RowTables", "SlotState", "OUT_BAD", "OUT_STOP"]

@@ -115,6 +115,7 @@ class FastGenerator(BatchLoop):
         self.level_counts = list(model.config.audio_heads)
         self._tables: dict[int, RowTables] = {}
         self._upload = TableUpload(self.slots, device)
+        self._prefill_upload = TableUpload(self.slots, device)  # a prefill's rows: one per slot it fills
         # two result buffers: with ``overlap`` one step's copy lands while the host reads the last one's
         self._decode_outs = (HostCopy(self.slots, 34, device), HostCopy(self.slots, 34, device))
         self._launches = 0
@@ -341,7 +342,7 @@ class FastGenerator(BatchLoop):
                 image.uncond[i], image.cfg_scale[i] = j, float(st.req.sampling.cfg_scale)
                 st.uncond_length = st.req.uncond_embeds.shape[0]
                 j += 1
-        TableUpload(r, model.device)(tables, image)
+        self._prefill_upload(tables, image)
         step.sample_and_commit(hidden, tables)
         self._prefill_out.start(tables.out[: len(batch)])
 

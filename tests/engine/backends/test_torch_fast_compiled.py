@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
@@ -104,3 +105,21 @@ async def test_a_compile_that_fails_at_start_leaves_the_engine_serving_uncompile
         await eng.aclose()
     assert ("compiling the decode step failed (RuntimeError: InvalidCxxCompiler: No working C++ compiler found); "
             "running it uncompiled") in caplog.text
+
+
+def test_a_lost_device_during_the_compile_stops_the_engine_instead_of_falling_back(tiny_model, monkeypatch):
+    """Falling back is for compile failures; a dead accelerator would fail the uncompiled step too."""
+    import engine.backends.fast_step as fast_step
+    from engine.backends.torch_generator import _DEVICE_LOST_MARKERS
+
+    lost = RuntimeError(f"CUDA error: {_DEVICE_LOST_MARKERS[0]}")
+
+    def broken(fn):
+        def compiled(*args, **kwargs):
+            raise lost
+        return compiled
+
+    monkeypatch.setattr(fast_step, "compile_part", broken)
+    with pytest.raises(RuntimeError) as info:
+        TorchEngine(tiny_model, TorchEngineConfig(max_batch=2, path="fast", max_positions=512, compile=True))
+    assert info.value is lost
