@@ -21,8 +21,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     the adapter the CPU tests cover, on GPU too)
     GEPARD_TORCH_PATH                  torch_path                   auto (auto | reference | fast: the torch
                                                                     backend's loop; auto: fast on CUDA only)
-    GEPARD_TORCH_COMPILE               torch_compile                false (the fast path's decode step through
-                                                                    torch.compile; off until measured on a GPU)
+    GEPARD_TORCH_COMPILE               torch_compile                false (the fast path's decode step and prefill
+                                                                    through torch.compile; off until measured on a
+                                                                    GPU)
     GEPARD_TORCH_OVERLAP               torch_overlap                false (the fast path launches each decode step
                                                                     before reading the last one's results; off
                                                                     until measured on a GPU)

@@ -6,8 +6,9 @@ reads its inputs from ``RowTables`` (rows -> cache slots, written by the host on
 changes) and from per-slot state tensors, and writes its results into ``RowTables.out``. It calls
 nothing that synchronises with the host, so on CUDA it can be captured once as a graph and
 replayed (engine.backends.cuda_graphs); on CPU it runs eagerly. It runs in three parts (its
-inputs, ``decode_layer`` once per layer, its sampling), which ``compiled`` puts through
-torch.compile (``compile_part``). The math is the reference loop's
+inputs, ``decode_layer`` once per layer, its sampling), and so does ``prefill`` (whole prompts into
+fresh slots, then their first frames); ``compiled`` puts each part through torch.compile
+(``compile_part``). The math is the reference loop's
 (engine.backends.torch_generator), op for op where it matters for frame identity:
 
 - frame embedding, decoder layers and heads reuse the model's own modules and the same fused
@@ -32,6 +33,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -187,17 +190,32 @@ class LayerWeights:
 
 
 def compile_part(fn):
-    """A part of the decode step (DeviceStep.start_decode, decode_layer, finish_decode) through
-    torch.compile (TorchInductor: Triton kernels on CUDA, C++ on CPU). An eager step launches
-    ~1,300 kernels at full size, most of them the small element-wise ops of the norms, rotary,
-    gating and sampling; at batch 1 on a GPU their launch gaps, not memory traffic, bound the step.
-    Inductor fuses each part's into a handful.
+    """A part of the decode step (DeviceStep.start_decode, decode_layer, finish_decode) or of the
+    prefill (start_prefill, prefill_layer, finish_prefill) through torch.compile (TorchInductor:
+    Triton kernels on CUDA, C++ on CPU). An eager step launches ~1,300 kernels at full size, most
+    of them the small element-wise ops of the norms, rotary, gating and sampling; at batch 1 on a
+    GPU their launch gaps, not memory traffic, bound the step, and likewise a lone prompt's prefill,
+    which is most of a stream's time to first audio. Inductor fuses each part's into a handful.
 
-    Shapes are dynamic from the start (one graph for every bucket > 1 and span; size 1 is always
-    specialised), and a layer's weights are graph inputs, so one compiled layer serves all layers.
-    Graphs are compiled at a step's first run, which the fast path makes outside CUDA graph capture
-    (StepGraphs runs each shape once before capturing it)."""
+    Shapes are dynamic from the start (one graph for every bucket > 1, span and prompt length; size
+    1 is always specialised), and a layer's weights are graph inputs, so one compiled layer serves
+    all layers. The fast path compiles every graph at start (FastGenerator.compile_all), outside
+    CUDA graph capture."""
     return torch.compile(fn, dynamic=True, fullgraph=True)
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """The three parts a decode step or a prefill runs in: its inputs, one decoder layer (called
+    once per layer) and its sampling; each through torch.compile (``compile_part``) or eager."""
+
+    start: Callable
+    layer: Callable
+    finish: Callable
+
+    @classmethod
+    def of(cls, start: Callable, layer: Callable, finish: Callable, compiled: bool) -> "StepParts":
+        return cls(*(compile_part(f) for f in (start, layer, finish))) if compiled else cls(start, layer, finish)
 
 
 class DeviceStep:
@@ -219,14 +237,15 @@ class DeviceStep:
         bb = model.config.backbone
         self.num_heads, self.num_kv_heads, self.head_dim = bb.num_attention_heads, bb.num_key_value_heads, bb.head_dim
         self.group = self.num_heads // self.num_kv_heads
+        self.gqa = self.group > 1  # a bool here: compared inside a compiled part, the sizes are symbolic
         self.scale = 1.0 / math.sqrt(self.head_dim)
         self._channel_idx = torch.arange(self.channels, device=device)
         # 4 matrix products per layer instead of 7 (kernels, and weight reads in fewer, larger passes)
         with torch.no_grad():
             self.weights = [LayerWeights.fuse(layer) for layer in model.backbone.layers]
         self.compiled = compiled
-        parts = (self.start_decode, self.decode_layer, self.finish_decode)
-        self._start_fn, self._layer_fn, self._finish_fn = (compile_part(f) for f in parts) if compiled else parts
+        self.decode_parts = StepParts.of(self.start_decode, self.decode_layer, self.finish_decode, compiled)
+        self.prefill_parts = StepParts.of(self.start_prefill, self.prefill_layer, self.finish_prefill, compiled)
 
     # -- model pieces ------------------------------------------------------------------------------
     def embed_frames(self, codes: torch.Tensor) -> torch.Tensor:
@@ -261,12 +280,6 @@ class DeviceStep:
         """SwiGLU with gate and up as one product (LayerWeights.gate_up)."""
         gate, up = F.linear(x, gate_up_weight).chunk(2, dim=-1)
         return layer.mlp.down_proj(F.silu(gate) * up)
-
-    def _layers(self, x: torch.Tensor, attend) -> torch.Tensor:
-        for i, (layer, w) in enumerate(zip(self.model.backbone.layers, self.weights)):
-            x = x + attend(i, layer, w, layer.input_layernorm(x))
-            x = x + self._mlp(layer, w.gate_up, layer.post_attention_layernorm(x))
-        return self.model.backbone.norm(x)
 
     def start_decode(self, tables: RowTables, span: int):
         """The inputs of a decode step's layers: each row's last frame embedded (x [B, H]), the
@@ -303,32 +316,50 @@ class DeviceStep:
         x = x + layer.self_attn.o_proj(out)
         return x + self._mlp(layer, gate_up_weight, layer.post_attention_layernorm(x))
 
-    def forward_prefill(self, embeds: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-        """Prompts of several requests at once: embeds [R, T, H] right-padded to T, lengths [R] (on
-        CPU), into fresh slots at positions [0, T). Padding positions are written too (zeros in,
-        finite out) and lie past each slot's length, where the mask hides them and later decode
-        steps overwrite them. Returns the hidden state at each prompt's last token [R, H]."""
-        cache = self.cache
+    def start_prefill(self, embeds: torch.Tensor, slots: torch.Tensor):
+        """The inputs of a prefill's layers, for R prompts right-padded to T tokens (embeds [R, T, H])
+        going into fresh ``slots`` [R] at positions [0, T): each token's position and rotary, the
+        causal mask [R, 1, T, T] and the slot each token's key and value go to ([R, T])."""
         r, t, _ = embeds.shape
-        device = embeds.device
-        positions = torch.arange(t, device=device).view(1, t).expand(r, t)
+        positions = torch.arange(t, device=embeds.device).view(1, t).expand(r, t)
         cos, sin = self.model.backbone.rotary.cos_sin(positions)
-        mask = (torch.arange(t, device=device).view(1, 1, 1, t) <= positions.reshape(r, 1, t, 1))
-        slot_idx = slots.view(r, 1).expand(r, t)
+        mask = torch.arange(t, device=embeds.device).view(1, 1, 1, t) <= positions.reshape(r, 1, t, 1)
+        return cos, sin, mask, slots.view(r, 1).expand(r, t), positions
 
-        def attend(i: int, layer, w: LayerWeights, h: torch.Tensor) -> torch.Tensor:
-            q, gate, k, v = self._qkv(layer, w.qkv, h, cos, sin)
-            cache.keys[i][slot_idx, :, positions] = k.transpose(1, 2)
-            cache.values[i][slot_idx, :, positions] = v.transpose(1, 2)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
-                                                 enable_gqa=self.num_heads != self.num_kv_heads)
-            out = out.transpose(1, 2).reshape(r, t, self.num_heads * self.head_dim) * torch.sigmoid(gate)
-            return layer.self_attn.o_proj(out)
+    def prefill_layer(self, layer, qkv_weight: torch.Tensor, gate_up_weight: torch.Tensor, x: torch.Tensor,
+                      cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, slots: torch.Tensor,
+                      positions: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) -> torch.Tensor:
+        """One decoder layer over whole prompts: x [R, T, H] -> [R, T, H], every token's key and
+        value written into the layer's cache at (slots, positions) ([R, T] each). Padding positions
+        are written too (zeros in, finite out) and lie past each slot's length, where the mask hides
+        them and later decode steps overwrite them. Like ``decode_layer``, R and T are read off
+        shapes, so one compiled graph serves every layer and prompt length."""
+        r, t, _ = x.shape
+        q, gate, k, v = self._qkv(layer, qkv_weight, layer.input_layernorm(x), cos, sin)
+        kc[slots, :, positions] = k.transpose(1, 2)
+        vc[slots, :, positions] = v.transpose(1, 2)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
+                                             enable_gqa=self.gqa)
+        out = out.transpose(1, 2).reshape(r, t, self.num_heads * self.head_dim) * torch.sigmoid(gate)
+        x = x + layer.self_attn.o_proj(out)
+        return x + self._mlp(layer, gate_up_weight, layer.post_attention_layernorm(x))
 
-        hidden = self._layers(embeds, attend)
-        cache.lengths[slots] = lengths.to(device)
-        last = (lengths - 1).to(device)
-        return hidden[torch.arange(r, device=device), last]
+    def finish_prefill(self, x: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor, tables: RowTables) -> None:
+        """After the layers: each slot's length set to its prompt's, then the final norm of each
+        prompt's last token and the sampling of frame 0 (``sample_and_commit``; ``tables`` row i
+        is prompt i)."""
+        self.cache.lengths[slots] = lengths
+        last = x[torch.arange(x.shape[0], device=x.device), lengths - 1]
+        self.sample_and_commit(self.model.backbone.norm(last), tables)
+
+    def prefill(self, embeds: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor, tables: RowTables) -> None:
+        """Prompts of several requests at once (embeds [R, T, H] right-padded to T, their lengths
+        [R] and fresh slots [R], both on the device), then frame 0 of each into ``tables.out``.
+        Three parts like ``decode``, each through torch.compile when ``compiled``."""
+        parts = self.prefill_parts
+        cos, sin, mask, slot_idx, positions = parts.start(embeds, slots)
+        x = self._layers(parts, embeds, cos, sin, mask, slot_idx, positions)
+        parts.finish(x, lengths, slots, tables)
 
     # -- sampling ----------------------------------------------------------------------------------
     def sample_and_commit(self, hidden: torch.Tensor, tables: RowTables) -> None:
@@ -377,16 +408,21 @@ class DeviceStep:
         """The whole fixed-shape decode step for one (bucket, span); capturable. Three parts, each
         through torch.compile when ``compiled``: the inputs, the layers (one call per layer), the
         sampling."""
-        x, pos, cos, sin, mask = self._start_fn(tables, span)
+        parts = self.decode_parts
+        x, pos, cos, sin, mask = parts.start(tables, span)
+        parts.finish(self._layers(parts, x, cos, sin, mask, tables.slot, pos), tables)
+
+    def _layers(self, parts: StepParts, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                slots: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Every decoder layer in turn (``parts.layer``), with that layer's fused weights and cache."""
         cache = self.cache
         for i, (layer, w) in enumerate(zip(self.model.backbone.layers, self.weights)):
-            x = self._layer_fn(layer, w.qkv, w.gate_up, x, cos, sin, mask, tables.slot, pos, cache.keys[i],
-                               cache.values[i])
-        self._finish_fn(x, tables)
+            x = parts.layer(layer, w.qkv, w.gate_up, x, cos, sin, mask, slots, positions, cache.keys[i], cache.values[i])
+        return x
 
     def clear(self) -> None:
         self.cache.clear()
         self.state.clear()
 
 
-__all__ = ["DeviceStep", "HostRows", "RowTables", "SlotState", "OUT_BAD", "OUT_STOP"]
+__all__ = ["DeviceStep", "HostRows", "RowTables", "SlotState", "StepParts", "OUT_BAD", "OUT_STOP"]

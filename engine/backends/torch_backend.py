@@ -56,8 +56,9 @@ class TorchEngineConfig:
     max_positions: int = 4096  # fast path: KV cache positions per slot (prompt + max_frames must fit)
     kv_slots: Optional[int] = None  # fast path: KV cache slots (None: max_batch; a CFG request takes two)
     cuda_graphs: bool = True  # fast path on CUDA: replay captured decode steps (False: run them eagerly)
-    # fast path: the decode step (inputs, layers, sampling) through torch.compile (Inductor: Triton kernels
-    # on CUDA), fusing its small element-wise kernels. Off until a GPU has measured it (bench/gpu_session.sh)
+    # fast path: the decode step and the prefill (inputs, layers, sampling) through torch.compile (Inductor:
+    # Triton kernels on CUDA), fusing their small element-wise kernels. Off until a GPU has measured it
+    # (bench/gpu_session.sh)
     compile: bool = False
     # fast path: launch each decode step before reading the last one's results, so the host's
     # bookkeeping runs while the device computes (frames come one step later; a stopping request
@@ -118,8 +119,8 @@ class TorchEngine(TtsEngine):
             except Exception as exc:  # no C++ compiler, a Triton or Inductor failure: serve uncompiled
                 if device_lost(exc):
                     raise
-                logger.error("torch fast path: compiling the decode step failed (%s: %s); running it uncompiled",
-                             type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                logger.error("torch fast path: compiling the decode step and the prefill failed (%s: %s); "
+                             "running them uncompiled", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
         return self._warm_fast_path(model, compiled=False)
 
     def _warm_fast_path(self, model: GepardModel, compiled: bool) -> FastGenerator:
@@ -128,14 +129,15 @@ class TorchEngine(TtsEngine):
         cfg = self.config
         gen = FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
                             cuda_graphs=cfg.cuda_graphs, compiled=compiled, overlap=cfg.overlap)
-        started = time.perf_counter()
+        if compiled:
+            started = time.perf_counter()
+            count = gen.compile_all()
+            logger.info("torch fast path: compiled the decode step and the prefill (%d shapes) in %.1f s", count,
+                        time.perf_counter() - started)
         if gen.graphs is not None:
+            started = time.perf_counter()
             count = gen.capture_all()
             logger.info("torch fast path: captured %d decode-step graphs in %.1f s", count, time.perf_counter() - started)
-        elif compiled:
-            count = gen.compile_all()
-            logger.info("torch fast path: compiled the decode step (%d shapes) in %.1f s", count,
-                        time.perf_counter() - started)
         return gen
 
     @classmethod

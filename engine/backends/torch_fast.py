@@ -325,11 +325,11 @@ class FastGenerator(BatchLoop):
         embeds = torch.zeros(r, t, model.config.hidden_size, device=model.device, dtype=model.dtype)
         for i, (_, e) in enumerate(prompts):
             embeds[i, : e.shape[0]] = e
-        lengths = torch.tensor([e.shape[0] for _, e in prompts], dtype=torch.int64)
-        slots = torch.tensor([s for s, _ in prompts], dtype=torch.int64, device=model.device)
-        hidden = step.forward_prefill(embeds, lengths, slots)
+        lengths = torch.tensor([e.shape[0] for _, e in prompts], dtype=torch.int64).to(model.device)
+        slots = torch.tensor([s for s, _ in prompts], dtype=torch.int64).to(model.device)
 
-        # sample frame 0 of each request: rows as in a decode step (cond rows, then CFG rows)
+        # frame 0 of each request is sampled from its prompt's row: rows as in a decode step (cond
+        # rows, then CFG rows)
         tables = RowTables.allocate(r, self.cache.scratch, model.device)
         image = HostRows.padding(r, self.cache.scratch)
         j = len(batch)
@@ -343,7 +343,7 @@ class FastGenerator(BatchLoop):
                 st.uncond_length = st.req.uncond_embeds.shape[0]
                 j += 1
         self._prefill_upload(tables, image)
-        step.sample_and_commit(hidden, tables)
+        step.prefill(embeds, lengths, slots, tables)
         self._prefill_out.start(tables.out[: len(batch)])
 
     # -- results -------------------------------------------------------------------------------------
@@ -376,19 +376,44 @@ class FastGenerator(BatchLoop):
 
     # -- warm-up ---------------------------------------------------------------------------------------
     def compile_all(self) -> int:
-        """Compile the decode step now rather than at first use (``compiled`` without CUDA
-        graphs; ``capture_all`` runs every shape anyway). torch.compile specialises a batch of 1 and
-        a span equal to the whole cache, so one step per such shape class, on padding rows only,
-        compiles everything. Returns the number of warm-up steps (0 when not compiled)."""
+        """Compile the decode step and the prefill now rather than at their first use (``compiled``).
+        torch.compile specialises a size of 1 and a span equal to the whole cache, so one decode step
+        per such shape class, on padding rows only, and a prefill of one prompt and of several, into
+        the scratch slot only, compile everything: no request waits for a compile later. On CUDA,
+        ``capture_all`` then captures the compiled decode step. Returns the number of warm-up runs
+        (0 when not compiled); the cache and every slot's state are as before."""
         if not self.device_step.compiled:
             return 0
+        if self.active or self._inflight is not None:
+            raise RuntimeError("compile_all() runs before the first request")
+        step, scratch, device = self.device_step, self.cache.scratch, self.model.device
         shapes = {(bucket, span) for bucket in (self.batch_buckets[0], self.batch_buckets[-1])
                   for span in (self.span_buckets[0], self.span_buckets[-1])}
+        prompts = self._warm_up_prompts()
         with on_stream(self.stream), torch.no_grad():
+            for rows, tokens in prompts:
+                step.prefill(torch.zeros(rows, tokens, self.model.config.hidden_size, device=device, dtype=self.model.dtype),
+                             torch.full((rows,), tokens, dtype=torch.int64, device=device),
+                             torch.full((rows,), scratch, dtype=torch.int64, device=device),
+                             RowTables.allocate(rows, scratch, device))
+            self.cache.lengths[scratch] = 0
             for bucket, span in sorted(shapes):
-                tables = RowTables.allocate(bucket, self.cache.scratch, self.model.device)  # every row padding
-                self.device_step.decode(tables, span)
-        return len(shapes)
+                step.decode(RowTables.allocate(bucket, scratch, device), span)  # every row padding
+        return len(prompts) + len(shapes)
+
+    def _warm_up_prompts(self) -> list[tuple[int, int]]:
+        """(rows, tokens) of the prefills that compile the prefill: one prompt, then several. Their
+        sizes differ from every size of the model and the cache, because torch.compile gives sizes
+        that are equal when it traces one symbol, and would compile again for the first prefill
+        whose sizes are not."""
+        bb = self.model.config.backbone
+        taken = {1, self.slots + 1, self.max_positions, self.model.config.hidden_size, bb.num_attention_heads,
+                 bb.num_key_value_heads, bb.head_dim, bb.num_attention_heads * bb.head_dim,
+                 bb.rotary_dim, bb.intermediate_size,
+                 *self.device_step.weights[0].qkv.shape, *self.device_step.weights[0].gate_up.shape}
+        rows = next(n for n in range(3, 1000) if n not in taken)
+        tokens = next(n for n in range(min(37, self.max_positions - 1), 0, -1) if n not in taken | {rows})
+        return [(1, tokens), (rows, tokens)]
 
     def capture_all(self, max_span: Optional[int] = None) -> int:
         """Capture every (bucket, span) graph up to ``max_span`` now rather than at first use

@@ -1,9 +1,10 @@
-"""The fast path with its decode step through torch.compile (``compiled``), on CPU.
+"""The fast path with its decode step and prefill through torch.compile (``compiled``), on CPU.
 
-TorchInductor compiles the same code to C++ here (Triton on a GPU). The compiled step (its inputs,
-each layer, its sampling) must still give every request the reference loop's frames, and one
-compiled layer must serve every layer, batch bucket and span: a graph per shape would mean minutes
-of compiling at start on a GPU and a recompile limit hit in service.
+TorchInductor compiles the same code to C++ here (Triton on a GPU). The compiled step and prefill
+(each in three parts: inputs, each layer, sampling) must still give every request the reference
+loop's frames, and one compiled layer must serve every layer, batch bucket, span and prompt length: a
+graph per shape would mean minutes of compiling at start on a GPU, a compile in the middle of
+serving, and a recompile limit hit in service.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from engine.backends.fast_step import StepParts
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
 from engine.backends.torch_fast import FastGenerator
 from engine.backends.torch_generator import BatchGenerator
@@ -40,24 +42,35 @@ def test_compiled_layers_give_the_reference_frames_with_one_graph_for_every_laye
     assert got.finish[reqs[1].request_id] is FinishReason.ABORT
     # the run went through several buckets and spans (1 row alone, then up to 8 with CFG branches)
     assert {b for b, _ in shapes} >= {1, 2, 4, 8} and len({s for _, s in shapes}) >= 2, shapes
-    # ... and the step's three parts (inputs, a layer, sampling) compiled: each a graph for a batch of 1
-    # and one for the rest (torch.compile always specialises size 1), not one per layer, bucket or span
+    # ... and the three parts (inputs, a layer, sampling) of the decode step and of the prefill compiled:
+    # each a graph for a size of 1 and one for the rest (torch.compile always specialises size 1), not
+    # one per layer, bucket, span or prompt length
     made = compiled_graphs() - before
-    assert 3 <= made <= 6, made
+    assert 6 <= made <= 12, made
     step = gen.device_step  # the compiled parts ran, not a fallback
-    assert step.compiled and (step._start_fn, step._layer_fn, step._finish_fn) != (
-        step.start_decode, step.decode_layer, step.finish_decode)
+    assert step.compiled and step.decode_parts != StepParts(step.start_decode, step.decode_layer, step.finish_decode)
+    assert step.prefill_parts != StepParts(step.start_prefill, step.prefill_layer, step.finish_prefill)
 
 
 def test_compile_all_compiles_every_shape_class_up_front_and_changes_no_state(tiny_model, preparer):
-    gen = FastGenerator(tiny_model, max_batch=4, max_positions=256, compiled=True)
-    assert gen.compile_all() == 4  # batch 1 and the largest bucket, at the smallest and the whole span
+    gen = FastGenerator(tiny_model, max_batch=4, max_positions=1024, compiled=True)
+    # decode: batch 1 and the largest bucket, at the smallest and the whole span; prefill: 1 prompt and several
+    assert gen.compile_all() == 6
     assert gen.cache.lengths.count_nonzero() == 0 and gen.device_step.state.frames.count_nonzero() == 0
     assert gen.allocator.used == 0
     before = compiled_graphs()
-    req = prepare(preparer, tiny_model, "after", TEXTS[0], KNOBS["seeded"])
-    assert_same(drive(BatchGenerator(tiny_model, max_batch=4), {0: [req]}), drive(gen, {0: [req]}), "after")
-    assert compiled_graphs() == before  # nothing left to compile while serving
+    # prompts of many lengths, alone (one prompt), two at once and with CFG (several): nothing left to
+    # compile while serving
+    reqs = [prepare(preparer, tiny_model, f"after{i}", text, sp) for i, (text, sp) in
+            enumerate(zip(TEXTS + ["A much longer sentence than the others, to make the longest prompt."],
+                          [KNOBS["seeded"], KNOBS["greedy"], KNOBS["cfg_onset"], KNOBS["topk_penalty"], KNOBS["greedy"]]))]
+    joins = {0: reqs[:1], 1: reqs[1:3], 2: reqs[3:4], 4: reqs[4:]}
+    assert len({r.prompt_embeds.shape[0] for r in reqs}) >= 4
+    ref = drive(BatchGenerator(tiny_model, max_batch=4), joins)
+    got = drive(gen, joins)
+    for req in reqs:
+        assert_same(ref, got, req.request_id)
+    assert compiled_graphs() == before
     assert FastGenerator(tiny_model, max_batch=4, max_positions=256).compile_all() == 0  # not compiled: nothing to do
 
 
@@ -80,7 +93,7 @@ async def test_the_engine_compiles_at_start_and_serves_the_reference_frames(tiny
             await eng.aclose()
     for ref, comp in zip(got["reference"], got["compiled"]):
         assert ref.shape == (32, 24) and torch.equal(ref, comp)
-    assert "compiled the decode step (4 shapes)" in caplog.text
+    assert "compiled the decode step and the prefill (6 shapes)" in caplog.text
 
 
 async def test_a_compile_that_fails_at_start_leaves_the_engine_serving_uncompiled(tiny_model, monkeypatch, caplog):
@@ -103,8 +116,8 @@ async def test_a_compile_that_fails_at_start_leaves_the_engine_serving_uncompile
         assert chunks[-1].finish_reason is FinishReason.STOP and sum(c.codes.shape[1] for c in chunks) == 24
     finally:
         await eng.aclose()
-    assert ("compiling the decode step failed (RuntimeError: InvalidCxxCompiler: No working C++ compiler found); "
-            "running it uncompiled") in caplog.text
+    assert ("compiling the decode step and the prefill failed (RuntimeError: InvalidCxxCompiler: No working C++ "
+            "compiler found); running them uncompiled") in caplog.text
 
 
 def test_a_lost_device_during_the_compile_stops_the_engine_instead_of_falling_back(tiny_model, monkeypatch):

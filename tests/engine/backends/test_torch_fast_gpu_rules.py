@@ -86,11 +86,10 @@ def test_a_prompt_and_its_prefill_run_on_the_gpu(gpu_model):
         step.state.admit([0, 1], [(1.0, 0, 5, 0.5, 1.0, 0), (0.0, 3, 7, 0.5, 2.0, 4)])
         longest = max(p.shape[0] for p in prompts)
         embeds = torch.zeros(2, longest, gpu_model.config.hidden_size, device=GPU, dtype=gpu_model.dtype)
-        lengths = torch.tensor([p.shape[0] for p in prompts])  # on the host, as FastGenerator passes them
-        hidden = step.forward_prefill(embeds, lengths, torch.tensor([0, 1], device=GPU))
+        lengths = torch.tensor([p.shape[0] for p in prompts], device=GPU)
         tables = RowTables.allocate(2, step.cache.scratch, GPU)
-        step.sample_and_commit(hidden, tables)
-    assert hidden.device == GPU and hidden.dtype == torch.bfloat16 and tables.out.device == GPU
+        step.prefill(embeds, lengths, torch.tensor([0, 1], device=GPU), tables)
+    assert tables.out.device == GPU and step.cache.keys[0].dtype == torch.bfloat16
 
 
 def test_the_torch_codec_decodes_on_the_gpu(tmp_path):
