@@ -13,10 +13,10 @@
 #      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (250).
 #   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
 #      physical floor, reference loop and fast path (graphs on), its steps serial and overlapped
-#      (GEPARD_TORCH_OVERLAP).                                               Cap GEPARD_SESSION_STEP_S (70).
-#   3. the same for the fast path with its step through torch.compile (Triton kernels; graphs
-#      on), serial and overlapped, which no GPU has run yet: a part of its own, so a failure or a
-#      slow compile costs only this part. Parts 2 and 3 first check each variant's frames
+#      (GEPARD_TORCH_OVERLAP); then the prefill of 1 and of 8 prompts.     Cap GEPARD_SESSION_STEP_S (70).
+#   3. the same for the fast path with its step and prefill through torch.compile (Triton
+#      kernels; graphs on), serial and overlapped, which no GPU has run yet: a part of its own, so
+#      a failure or a slow compile costs only this part. Parts 2 and 3 first check each variant's frames
 #      against the reference loop's (tiny checkpoint, float32), then time it.
 #                                                                            Cap GEPARD_SESSION_COMPILED_S (80).
 #   4. the fast path with graphs off (what the graphs save), and the PyTorch profiler's table of
@@ -100,7 +100,7 @@ part 03-compiled "$COMPILED_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/be
   --batch 1,32,256 --steps 20 --paths reference,compiled,compiled+overlap --json "$OUT_DIR/torch_fast_bf16_compiled.json" \
   "${REUSE[@]}"
 part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
-  --batch 1,256 --steps 20 --paths fast --no-graphs --json "$OUT_DIR/torch_fast_bf16_eager.json" \
+  --batch 1,256 --steps 20 --paths fast --no-graphs --prefills 0 --json "$OUT_DIR/torch_fast_bf16_eager.json" \
   --profile "$OUT_DIR/torch_fast_profile_b256.txt" "${REUSE[@]}"
 
 # 5) the codec on the device

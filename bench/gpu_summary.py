@@ -113,6 +113,21 @@ def step_table(*results: tuple[Optional[dict], str]) -> list[str]:
     return lines
 
 
+def prefill_table(*results: Optional[dict]) -> list[str]:
+    """The prefill rows of each bench/torch_fast.py JSON (reference listed once): the engine's part of
+    a lone stream's first audio before its decode steps."""
+    lines = ["| path | prompts | tokens each | prefill p50 ms | p90 ms |", "|---|---:|---:|---:|---:|"]
+    listed: set[tuple[str, int]] = set()
+    for result in results:
+        for r in (result or {}).get("prefills", []):
+            if (r["path"], r["prompts"]) in listed:
+                continue
+            listed.add((r["path"], r["prompts"]))
+            lines.append(f"| {r['path']} | {r['prompts']} | {r['tokens']} | {_fmt(r['prefill_ms_p50'], 2)} | "
+                         f"{_fmt(r['prefill_ms_p90'], 2)} |")
+    return lines if listed else []
+
+
 def codec_lines(codec: dict) -> list[str]:
     run = codec.get("run_dtype_vs_fp32") or {}
     lines = [f"{codec.get('device', '?')}, {codec.get('dtype', '?')}, {codec.get('size', '?')} codec: float32 on the device "
@@ -143,6 +158,10 @@ def summary(out_dir: Path) -> str:
         parts += ["## engine step against its physical floor", "",
                   f"floor = the bytes a step must read at {_fmt(peak, 0)} GB/s peak bandwidth; path compiled = "
                   "the fast path with its step through torch.compile", "", *step_table(*steps), ""]
+        prefills = prefill_table(*(result for result, _ in steps))
+        if prefills:
+            parts += ["## prefill (one prompt: the engine's part of first audio before its decode steps)", "",
+                      *prefills, ""]
         checks = {name: ok for result, _ in steps for name, ok in ((result or {}).get("checks") or {}).items()}
         if checks:
             parts += ["frames against the reference loop (tiny checkpoint, float32): " + "; ".join(

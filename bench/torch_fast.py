@@ -3,7 +3,7 @@
     python bench/torch_fast.py [--size full] [--batch 1,8] [--steps 30]
                                [--paths reference,fast,compiled,overlap,compiled+overlap]
                                [--device auto] [--dtype auto] [--no-graphs] [--json OUT]
-                               [--profile OUT.txt] [--check]
+                               [--prefills 10] [--profile OUT.txt] [--check]
 
 Drives the generators directly (no engine thread, no asyncio), on a random checkpoint whose stop
 head never fires: B requests are prefilled, a few warm-up steps run (on CUDA this captures the
@@ -17,6 +17,11 @@ only read by prompts; plus each request's cached keys and values) over the GPU's
 bandwidth (by its name, or ``--hbm-gbps``; 0.11 ms at batch 1 on an H200). "x floor" says how far
 the step is from it. It also checks on the way that both paths produce the same frames for greedy
 requests (float32: expected equal; bf16: reported).
+
+Then the prefill, per path: the step that prefills 1 (and then 8) new requests in an otherwise idle
+generator, to their first frames on the host, p50 / p90 of ``--prefills`` runs after two untimed
+ones. With one prompt, that is the engine's part of a lone stream's time to first audio before its
+decode steps; on a GPU an eager prefill is bound by its ~1,300 kernel launches, not its arithmetic.
 
 ``--check`` (no pytest needed, for a bare GPU host): on the tiny checkpoint in float32, requests
 with every kind of knob (greedy, seeded, top-k + repetition penalty, CFG) joining a running batch
@@ -69,6 +74,16 @@ class Result:
     shape: str  # fast path: (batch bucket, span) of the timed steps
     read_mb: float  # bytes one step must read at least: the weights it uses once, each row's cached keys/values
     floor_ms: Optional[float]  # read_mb at the GPU's peak memory bandwidth (None: bandwidth unknown)
+
+
+@dataclass
+class PrefillResult:
+    path: str
+    prompts: int  # prompts prefilled at once, in an otherwise idle generator
+    tokens: int  # each prompt's length
+    repeats: int
+    prefill_ms_p50: float  # the step that prefills them and samples their first frames, to the frames on the host
+    prefill_ms_p90: float
 
 
 # Peak memory bandwidth (GB/s) by GPU name, from the vendors' data sheets; --hbm-gbps overrides.
@@ -158,6 +173,33 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
             {k: torch.stack(v, 1) for k, v in frames.items()})
 
 
+def time_prefill(path: str, model: GepardModel, engine: TorchEngine, prompts: int, repeats: int,
+                 graphs: bool) -> PrefillResult:
+    """The step that prefills ``prompts`` new requests while nothing else runs, to their first
+    frames on the host: the engine's share of a lone stream's time to first audio. Two untimed
+    prefills first (on CUDA they compile, with ``compiled``); each request ends at its first frame."""
+    if path in FAST_PATHS:
+        gen = FastGenerator(model, max_batch=max(8, prompts), max_positions=512, prefill_batch=prompts,
+                            cuda_graphs=graphs, **FAST_PATHS[path])
+    else:
+        gen = BatchGenerator(model, max_batch=max(8, prompts))
+    sp = SamplingParams(temperature=0.0, max_frames=1)
+    times = []
+    for i in range(2 + repeats):
+        for j in range(prompts):
+            gen.add(engine.prepare(SynthesisRequest(f"prefill-{i}-{j}", TEXT, None, sp)))
+        sync(model.device)
+        t0 = time.perf_counter()
+        outs = gen.step()
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+        assert len(outs) == prompts and not gen.has_work(), "a prefill step should end every request at frame 1"
+    tokens = engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
+    ordered = sorted(times)
+    return PrefillResult(path, prompts, tokens, repeats, statistics.median(times) * 1000,
+                         ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))] * 1000)
+
+
 def check(device: torch.device, variants: tuple[str, ...] = ("fast",)) -> dict[str, bool]:
     """Frame identity against the reference loop on the tiny checkpoint (float32): the fast path run
     eagerly, then each of ``variants`` (FAST_PATHS) with CUDA graphs; whether each equals it."""
@@ -244,6 +286,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", type=Path, help="write the profiler table of fast-path steps at the largest batch")
     p.add_argument("--check", action="store_true", help="only check frame identity (tiny, float32); exit 1 if not")
     p.add_argument("--hbm-gbps", type=float, help="the GPU's peak memory bandwidth, GB/s (default: by its name)")
+    p.add_argument("--prefills", type=int, default=10, metavar="N",
+                   help="timed prefills of 1 and of 8 prompts per path, after the steps (0: none)")
     p.add_argument("--checkpoint", type=Path, help="a random checkpoint of --size whose stop head never fires "
                    "(e.g. bench/pipeline.py's), instead of writing one")
     args = p.parse_args(argv)
@@ -272,13 +316,14 @@ def main(argv: list[str] | None = None) -> None:
           f"{f'{gbps:.0f} GB/s' if gbps else 'unknown (--hbm-gbps)'}", flush=True)
     print(f"{'path':>16} {'B':>4} {'step p50':>9} {'step p90':>9} {'frames/s':>9} {'xRT':>7} {'read MB':>8} "
           f"{'floor':>7} {'x floor':>7}  shape (times in ms)", flush=True)
-    results, same = [], {}
+    results, same, prefills = [], {}, []
 
     def save() -> None:  # after every row: a run cut short by its time cap keeps what it measured
         if args.json:
             args.json.write_text(json.dumps({"machine": machine(), "size": args.size, "dtype": str(dtype),
                                              "device": str(device), "peak_gbps": gbps, "frames_equal": same,
-                                             "checks": checks, "results": [asdict(r) for r in results]}, indent=2))
+                                             "checks": checks, "results": [asdict(r) for r in results],
+                                             "prefills": [asdict(r) for r in prefills]}, indent=2))
 
     save()
     try:
@@ -298,6 +343,19 @@ def main(argv: list[str] | None = None) -> None:
                 others = " and ".join(p for p in codes if p != "reference")
                 print(f"# batch {batch}: reference and {others} frames {'equal' if same[batch] else 'DIFFER'}", flush=True)
                 save()
+        if args.prefills > 0:
+            print(f"{'path':>16} {'prompts':>7} {'tokens':>6} {'prefill p50':>11} {'prefill p90':>11}  (ms, to the "
+                  "first frames on the host)", flush=True)
+            # overlapping steps changes nothing in a prefill: overlap is timed as fast, compiled+overlap as compiled
+            prefill_paths = dict.fromkeys("fast" if p == "overlap" else p.removesuffix("+overlap")
+                                          for p in args.paths.split(","))
+            for prompts in (1, 8):
+                for path in prefill_paths:
+                    r = time_prefill(path, model, engine, prompts, args.prefills, not args.no_graphs)
+                    prefills.append(r)
+                    save()
+                    print(f"{r.path:>16} {r.prompts:7d} {r.tokens:6d} {r.prefill_ms_p50:11.2f} {r.prefill_ms_p90:11.2f}",
+                          flush=True)
         if args.profile:
             profile_step(model, engine, max(int(b) for b in args.batch.split(",")), not args.no_graphs, args.profile)
     finally:

@@ -169,6 +169,8 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert comp.json == out / "torch_fast_bf16_compiled.json" and comp.batch == "1,32,256"
     eager = torch_fast.parse_args(profile[profile.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert eager.no_graphs and eager.paths == "fast" and eager.profile == out / "torch_fast_profile_b256.txt"
+    # prefills are timed with graphs on (parts 2 and 3); a prefill is never graphed, so part 4 skips them
+    assert fast.prefills > 0 and comp.prefills > 0 and eager.prefills == 0
     assert fast.checkpoint == comp.checkpoint == eager.checkpoint == full
     c = torch_codec.parse_args(codec[codec.index(str(ROOT / "bench/torch_codec.py")) + 1:])
     assert c.size == "full" and c.json == out / "torch_codec_full.json"

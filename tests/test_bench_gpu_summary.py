@@ -86,3 +86,22 @@ def test_the_compiled_path_gets_its_rows_and_the_reference_is_listed_once(tmp_pa
                     "| fast | off | 1 | 6.00 | 600.0 | 0.125 | 48.0 |  |"]
     assert ("frames against the reference loop (tiny checkpoint, float32): fast eager equal; compiled graphs "
             "**differ**") in text
+
+
+def test_prefill_times_get_a_table_of_their_own_with_the_reference_listed_once(tmp_path):
+    def prefill(path, prompts, ms):
+        return {"path": path, "prompts": prompts, "tokens": 57, "repeats": 10, "prefill_ms_p50": ms,
+                "prefill_ms_p90": ms + 1}
+
+    (tmp_path / "torch_fast_bf16.json").write_text(json.dumps({"peak_gbps": 4800, "results": [], "prefills": [
+        prefill("reference", 1, 12.0), prefill("fast", 1, 11.0), prefill("fast", 8, 14.0)]}))
+    (tmp_path / "torch_fast_bf16_compiled.json").write_text(json.dumps({"peak_gbps": 4800, "results": [], "prefills": [
+        prefill("reference", 1, 12.5), prefill("compiled", 1, 3.0)]}))
+    text = summary(tmp_path)
+    assert "## prefill (one prompt" in text
+    rows = [line for line in text.splitlines() if line.startswith(("| reference | 1 ", "| fast | ", "| compiled | 1 "))]
+    assert rows == ["| reference | 1 | 57 | 12.00 | 13.00 |", "| fast | 1 | 57 | 11.00 | 12.00 |",
+                    "| fast | 8 | 57 | 14.00 | 15.00 |", "| compiled | 1 | 57 | 3.00 | 4.00 |"]
+    (tmp_path / "torch_fast_bf16.json").write_text(json.dumps({"peak_gbps": 4800, "results": []}))  # an older JSON
+    (tmp_path / "torch_fast_bf16_compiled.json").unlink()
+    assert "## prefill" not in summary(tmp_path)

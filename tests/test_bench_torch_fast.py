@@ -66,3 +66,18 @@ def test_an_unknown_path_is_refused_not_run_as_the_reference_loop(capsys):
     assert exit_info.value.code == 2
     assert "unknown path(s) fastt; choose from reference, fast, compiled, overlap, compiled+overlap" in capsys.readouterr().err
     assert torch_fast.parse_args(["--paths", "compiled+overlap"]).paths == "compiled+overlap"
+
+
+def test_prefills_are_timed_per_path_once_each_with_every_request_ended_at_its_first_frame(tiny_gepard_dir, tmp_path):
+    """An overlapped path prefills exactly as its serial one, so it is not timed again."""
+    import json
+
+    from bench import torch_fast
+
+    out = tmp_path / "fast.json"
+    torch_fast.main(["--size", "tiny", "--checkpoint", str(tiny_gepard_dir), "--batch", "1", "--steps", "2",
+                     "--paths", "reference,fast,overlap", "--prefills", "3", "--json", str(out)])
+    prefills = json.loads(out.read_text())["prefills"]
+    assert [(r["path"], r["prompts"]) for r in prefills] == [("reference", 1), ("fast", 1), ("reference", 8), ("fast", 8)]
+    for r in prefills:
+        assert r["repeats"] == 3 and r["tokens"] > 10 and 0 < r["prefill_ms_p50"] <= r["prefill_ms_p90"]
