@@ -42,7 +42,7 @@ from api.synthesis import SynthesisService
 from api.text.errors import TextError
 from codec_worker.errors import CodecError, CodecLoadError
 from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder
-from codec_worker.nanocodec import NanoCodec, load_codec
+from codec_worker.nanocodec import NanoCodec, compile_decoder, load_codec
 from codec_worker.schedule import default_schedule
 from codec_worker.torchcodec import TorchNanoCodec
 from engine.device import pick_device, pick_dtype
@@ -123,6 +123,8 @@ async def open_runtime(settings: Settings) -> Runtime:
             raise CodecLoadError(f"GEPARD_PRELOAD_DIR clones voices at start, but the codec is the torch decoder "
                                  f"({codec.impl}), which cannot encode; install NeMo or unset GEPARD_PRELOAD_DIR")
         decoder = BatchingCodecDecoder(codec, schedule=settings.chunk_schedule or default_schedule(device))
+        if settings.codec_compile:  # for every decode the batching decoder makes, before the first request
+            await loop.run_in_executor(None, compile_decoder, codec, decoder.max_batch, decoder.max_window_frames)
         encoder = NanoCodecEncoder(codec)
         voices = open_voice_store(settings.redis_url, settings.data_dir)
         voices.register_builtin(VoiceRecord(

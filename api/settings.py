@@ -14,6 +14,8 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     NeMo's modules, or the torch decoder, which
                                                                     decodes identically but cannot clone voices;
                                                                     auto: NeMo when it imports)
+    GEPARD_CODEC_COMPILE               codec_compile                false (the torch decoder through torch.compile;
+                                                                    off until measured on a GPU)
     GEPARD_BACKEND                     backend                      auto (auto | vllm | torch)
     GEPARD_DEVICE                      device                       auto (cpu, cuda, cuda:1, ...)
     GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
@@ -151,6 +153,7 @@ class Settings:
     model: str = field(default=DEFAULT_MODEL, metadata=_env("GEPARD_MODEL"))
     codec: Optional[str] = field(default=None, metadata=_env("GEPARD_CODEC"))
     codec_impl: str = field(default="auto", metadata=_env("GEPARD_CODEC_IMPL"))
+    codec_compile: bool = field(default=False, metadata=_env("GEPARD_CODEC_COMPILE"))
     backend: str = field(default="auto", metadata=_env("GEPARD_BACKEND"))
     device: str = field(default="auto", metadata=_env("GEPARD_DEVICE"))
     dtype: str = field(default="auto", metadata=_env("GEPARD_DTYPE"))
@@ -434,6 +437,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "port": _parse_int,
     "api_keys": lambda raw: frozenset(_parse_list(raw)),
     "require_auth": _parse_bool,
+    "codec_compile": _parse_bool,
     "torch_compile": _parse_bool,
     "torch_overlap": _parse_bool,
     "token_secret": _parse_secret,

@@ -10,7 +10,7 @@
 #   1. bench/gpu.sh (no network: the torch backend on the machine's own PyTorch): first the fast
 #      path's CUDA graphs == its eager step == the reference loop, frame for frame (tiny, float32),
 #      then, full size in bf16, TTFA and RTF of one stream, aggregate xRT and per-stream RTF/TTFA
-#      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (250).
+#      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (240).
 #   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
 #      physical floor, reference loop and fast path (graphs on), its steps serial and overlapped
 #      (GEPARD_TORCH_OVERLAP); then the prefill of 1 and of 8 prompts.     Cap GEPARD_SESSION_STEP_S (70).
@@ -22,8 +22,9 @@
 #   4. the fast path with graphs off (what the graphs save), and the PyTorch profiler's table of
 #      the worst step (batch 256).                                           Cap GEPARD_SESSION_PROFILE_S (45).
 #   5. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
-#      bf16 error, batched streams against whole decodes, decode time per batch.
-#                                                                            Cap GEPARD_SESSION_CODEC_S (50).
+#      bf16 error, batched streams against whole decodes, decode time per batch; last, a stream's
+#      first window (2 frames) eager and through torch.compile (GEPARD_CODEC_COMPILE).
+#                                                                            Cap GEPARD_SESSION_CODEC_S (60).
 #   6. bench/gpu_summary.py: the figures above against issue 10's targets, as Markdown in
 #      OUT_DIR/summary.md (for the README).                                  Cap 15 s.
 #
@@ -47,11 +48,11 @@ for arg in "$@"; do
   esac
 done
 TESTS_S="${GEPARD_SESSION_TESTS_S:-45}"
-PIPELINE_S="${GEPARD_SESSION_PIPELINE_S:-250}"
+PIPELINE_S="${GEPARD_SESSION_PIPELINE_S:-240}"
 STEP_S="${GEPARD_SESSION_STEP_S:-70}"
 COMPILED_S="${GEPARD_SESSION_COMPILED_S:-80}"
 PROFILE_S="${GEPARD_SESSION_PROFILE_S:-45}"
-CODEC_S="${GEPARD_SESSION_CODEC_S:-50}"
+CODEC_S="${GEPARD_SESSION_CODEC_S:-60}"
 for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S"; do
   case "$v" in ''|*[!0-9]*) echo "bench/gpu_session.sh: GEPARD_SESSION_*_S must be whole seconds, got '$v'" >&2; exit 2 ;; esac
 done
@@ -105,7 +106,7 @@ part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/benc
 
 # 5) the codec on the device
 part 05-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
-  --json "$OUT_DIR/torch_codec_full.json"
+  --compile 2 --json "$OUT_DIR/torch_codec_full.json"
 
 # 6) the figures against the issue's targets, as Markdown (OUT_DIR/summary.md)
 part 06-summary 15 "$PY" "$ROOT/bench/gpu_summary.py" "$OUT_DIR"

@@ -136,6 +136,12 @@ def codec_lines(codec: dict) -> list[str]:
              "| windows | frames each | ms per call | audio s per s |", "|---:|---:|---:|---:|"]
     for t in codec.get("timings", []):
         lines.append(f"| {t['batch']} | {t['width']} | {_fmt(t['ms'], 2)} | {_fmt(t['audio_s_per_s'])} |")
+    if codec.get("compiled"):
+        lines += ["", f"compiled (GEPARD_CODEC_COMPILE; compiled in {_fmt(codec.get('compile_s'))} s), one window:", "",
+                  "| frames | eager ms | compiled ms | max abs diff |", "|---:|---:|---:|---:|"]
+        for t in codec["compiled"]:
+            lines.append(f"| {t['width']} | {_fmt(t['eager_ms'], 2)} | {_fmt(t['compiled_ms'], 2)} | "
+                         f"{_fmt(t['max_abs_vs_eager'], 6)} |")
     return lines
 
 

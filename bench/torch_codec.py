@@ -1,6 +1,6 @@
 """The torch NanoCodec decoder on a device: exactness checks and decode timings, without NeMo.
 
-    python bench/torch_codec.py [--device auto|cpu|cuda] [--size tiny|full] [--json OUT]
+    python bench/torch_codec.py [--device auto|cpu|cuda] [--size tiny|full] [--compile 2,6] [--json OUT]
 
 Writes a random decoder-only codec (codec_worker.torchcodec.random) and reports, each as one line:
   1) float32 on the device == float32 on the CPU (max abs diff; CUDA convs are not bit-exact);
@@ -8,7 +8,12 @@ Writes a random decoder-only codec (codec_worker.torchcodec.random) and reports,
   3) BatchingCodecDecoder on the device (on CUDA: its own CUDA stream), schedule 2,4,8,32, several
      concurrent streams == each utterance decoded whole (max abs diff);
   4) decode time per batch of windows (B windows of W frames: W = 25 context + the new frames),
-     median of --reps, in the run dtype.
+     median of --reps, in the run dtype;
+  5) with --compile W,...: the decoder through torch.compile (GEPARD_CODEC_COMPILE) for one window of
+     up to max(W) frames, its compile time, then per width W the decode time eager and compiled and
+     their max abs diff. W = 2 is a stream's first window on the 2,4,8,32 schedule (no context yet),
+     the decode in every stream's time to first audio; eager, a full-size decode launches ~1,100
+     kernels whatever its width, so on a GPU a short window is bound by their launches.
 Exit 1 when a check's difference is past its bound (float32: 1e-4; batching: 1e-3 in bf16), else 0.
 """
 
@@ -59,6 +64,40 @@ async def stream_all(codec: TorchNanoCodec, utterances: list[torch.Tensor]) -> l
         return list(await asyncio.gather(*(one(decoder, c) for c in utterances)))
 
 
+def time_decode(codec: TorchNanoCodec, device: torch.device, c: torch.Tensor, reps: int) -> float:
+    """Median ms of ``reps`` decodes of ``c``, with the copy to host as decode_windows does."""
+    times = []
+    for _ in range(reps):
+        sync(device)
+        t0 = time.perf_counter()
+        codec.decode_codes(c).cpu()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def time_compiled(run: TorchNanoCodec, device: torch.device, widths: list[int], reps: int, out: dict, save,
+                  backend: str = "inductor") -> None:
+    """Stage 5: one window of each width, eager then compiled (compiled for one window of up to the widest)."""
+    eager = {}
+    for w in widths:  # eager first: compiling swaps the codec's decode path in place
+        c = codes(1, w, seed=7000 + w)
+        run.decode_codes(c)
+        eager[w] = (time_decode(run, device, c, reps), run.decode_codes(c).cpu())
+    t0 = time.perf_counter()
+    shapes = run.compile(1, max(widths), backend=backend)
+    out["compile_s"], out["compile_backend"] = time.perf_counter() - t0, backend
+    print(f"5) compiled ({backend}) for 1 window of up to {max(widths)} frames ({shapes} shapes) in {out['compile_s']:.1f} s; "
+          f"ms per call, median of {reps}:", flush=True)
+    out["compiled"] = []
+    for w in widths:
+        c = codes(1, w, seed=7000 + w)
+        ms = time_decode(run, device, c, reps)
+        diff = float((run.decode_codes(c).cpu() - eager[w][1]).abs().max())
+        out["compiled"].append({"batch": 1, "width": w, "eager_ms": eager[w][0], "compiled_ms": ms, "max_abs_vs_eager": diff})
+        print(f"   B=1 W={w:3d}: eager {eager[w][0]:8.2f}  compiled {ms:8.2f}  max abs diff {diff:.3g}", flush=True)
+        save()
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto")
@@ -66,6 +105,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batches", default="1,8,32,128", help="windows per decode call")
     p.add_argument("--widths", default="27,29,33,57", help="frames per window (25 context + 2, 4, 8, 32 new)")
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--compile", default="", metavar="W,...",
+                   help="also time the compiled decoder on one window of each width (e.g. 2: a stream's first)")
+    p.add_argument("--compile-backend", default="inductor", help="torch.compile's backend for --compile")
     p.add_argument("--json", type=Path)
     return p.parse_args(argv)
 
@@ -139,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             line.append(f"W={w}: {ms:8.2f}")
         print(f"   B={b:4d}  " + "  ".join(line), flush=True)
         save()
+    if args.compile:
+        time_compiled(run, device, [int(w) for w in args.compile.split(",")], args.reps, out, save, args.compile_backend)
     if device.type == "cuda":
         out["peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
         print(f"# peak torch memory {out['peak_gib']:.2f} GiB", flush=True)

@@ -152,6 +152,12 @@ class BatchingCodecDecoder(CodecDecoder):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def max_window_frames(self) -> int:
+        """The widest window a stream cuts: its left context plus the schedule's largest chunk (what
+        a compiled decoder must be compiled for, see nanocodec.compile_decoder)."""
+        return self._codec.receptive_field_frames + max(self.schedule.sizes)
+
     def open_stream(self) -> BatchedDecodeStream:
         if self._closed:
             raise CodecClosedError("codec decoder is closed; create a new one")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -352,9 +353,31 @@ def load_codec(
     return NanoCodec.load(source, device=device, dtype=dtype)
 
 
+def compile_decoder(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frames: int) -> bool:
+    """Compile the torch decoder for decodes of up to ``max_batch`` windows of ``max_frames`` frames
+    (TorchNanoCodec.compile); whether it is compiled. NeMo's decoder syncs with the host inside (an
+    ``.item()`` in its length masking), so it stays uncompiled, with a warning; a compile that fails
+    (no C++ compiler, an Inductor or Triton error) is logged and the codec decodes uncompiled."""
+    if codec.impl != "torch":
+        logger.warning("codec: compiling applies to the torch decoder only (GEPARD_CODEC_IMPL=torch); NeMo's "
+                       "decoder runs uncompiled")
+        return False
+    started = time.perf_counter()
+    try:
+        count = codec.compile(max_batch, max_frames)
+    except Exception as exc:
+        logger.error("codec: compiling the torch decoder failed (%s: %s); decoding uncompiled", type(exc).__name__,
+                     str(exc).splitlines()[0] if str(exc) else "")
+        return False
+    logger.info("codec: compiled the torch decoder for up to %d windows of %d frames (%d shapes) in %.1f s",
+                max_batch, max_frames, count, time.perf_counter() - started)
+    return True
+
+
 __all__ = [
     "CODEC_IMPLS",
     "CodecConfig",
+    "compile_decoder",
     "DEFAULT_HF_REPO",
     "NanoCodec",
     "decoder_left_context_frames",

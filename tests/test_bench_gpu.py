@@ -174,6 +174,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert fast.checkpoint == comp.checkpoint == eager.checkpoint == full
     c = torch_codec.parse_args(codec[codec.index(str(ROOT / "bench/torch_codec.py")) + 1:])
     assert c.size == "full" and c.json == out / "torch_codec_full.json"
+    assert c.compile == "2"  # last in its part: a stream's first window, eager and compiled
     assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, compiled, profile, codec))
     assert not out.exists()  # a dry run writes nothing
 

@@ -105,3 +105,17 @@ def test_prefill_times_get_a_table_of_their_own_with_the_reference_listed_once(t
     (tmp_path / "torch_fast_bf16.json").write_text(json.dumps({"peak_gbps": 4800, "results": []}))  # an older JSON
     (tmp_path / "torch_fast_bf16_compiled.json").unlink()
     assert "## prefill" not in summary(tmp_path)
+
+
+def test_the_compiled_codec_gets_its_rows_beside_the_eager_ones(tmp_path):
+    codec = {"device": "cuda", "dtype": "torch.bfloat16", "size": "full", "fp32_device_vs_cpu": 1e-6,
+             "run_dtype_vs_fp32": {"snr_db": 40.0}, "streaming_vs_whole": 0.0,
+             "timings": [{"batch": 1, "width": 27, "ms": 6.0, "audio_s_per_s": 20.0}], "compile_s": 31.4,
+             "compiled": [{"batch": 1, "width": 2, "eager_ms": 5.5, "compiled_ms": 1.25, "max_abs_vs_eager": 0.0039}]}
+    (tmp_path / "torch_codec_full.json").write_text(json.dumps(codec))
+    text = summary(tmp_path)
+    assert "compiled (GEPARD_CODEC_COMPILE; compiled in 31.4 s), one window:" in text
+    assert "| 2 | 5.50 | 1.25 | 0.003900 |" in text
+    del codec["compiled"]
+    (tmp_path / "torch_codec_full.json").write_text(json.dumps(codec))
+    assert "GEPARD_CODEC_COMPILE" not in summary(tmp_path)

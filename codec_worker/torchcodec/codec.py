@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -91,6 +91,16 @@ def _check_stored_levels(state_dict: Mapping[str, Any], origin: str) -> None:
                 raise CodecFormatError(f"{origin}: {key} is {levels}, expected {list(fsq.FSQ_LEVELS)}")
 
 
+def padded_size(n: int) -> int:
+    """The power of two a compiled decode pads ``n`` (windows or frames) up to."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def padded_sizes(limit: int) -> list[int]:
+    """Every padded size up to ``padded_size(limit)``: 1, 2, 4, ..."""
+    return [1 << i for i in range(padded_size(limit).bit_length())]
+
+
 class TorchNanoCodec(DecodesLatents):
     """NanoCodec's decoder in plain torch (decode only). Built by :func:`load_torch_decoder`.
 
@@ -116,6 +126,8 @@ class TorchNanoCodec(DecodesLatents):
         self.dtype = dtype
         self.origin = origin
         self._decoder = decoder
+        self._compiled: Callable[..., torch.Tensor] | None = None  # the decoder through torch.compile (``compile``)
+        self._compiled_limits = (0, 0)  # (batch, frames): the largest padded shape compiled
         self._fingerprint = fingerprint
         self._receptive_field_frames = decoder_left_context_frames(decoder.config.as_mapping())
 
@@ -124,8 +136,48 @@ class TorchNanoCodec(DecodesLatents):
         """The same SHA-256 NanoCodec reports for this checkpoint (config + stored tensors)."""
         return self._fingerprint
 
+    @property
+    def compiled(self) -> bool:
+        return self._compiled is not None
+
     def _run_decoder(self, latents: torch.Tensor, input_len: torch.Tensor) -> torch.Tensor:
-        return self._decoder(latents, input_len)
+        batch, _, frames = latents.shape
+        max_batch, max_frames = self._compiled_limits
+        if self._compiled is None or batch > max_batch or frames > max_frames:
+            return self._decoder(latents, input_len)  # uncompiled, or beyond the shapes compiled: eager
+        rows, width = padded_size(batch), padded_size(frames)
+        if (rows, width) != (batch, frames):  # right-padding: the decoder is causal, real samples stay as they are
+            padded = latents.new_zeros(rows, latents.shape[1], width)
+            padded[:batch, :, :frames] = latents
+            lengths = input_len.new_zeros(rows)  # padding rows: length 0, all zeros out
+            lengths[:batch] = input_len
+            latents, input_len = padded, lengths
+        return self._compiled(latents, input_len)[:batch, : frames * self.samples_per_frame]
+
+    def compile(self, max_batch: int, max_frames: int, backend: str = "inductor") -> int:
+        """Put the decoder through torch.compile (TorchInductor: Triton kernels on CUDA, C++ on CPU)
+        and compile it now for every shape up to ``max_batch`` windows of ``max_frames`` frames, so no
+        decode waits for a compile. Eager, a full-size decode launches about 1,100 kernels whatever
+        its length (per convolution: the half-snake activation's element-wise ops and the causal
+        padding); a short window, such as a stream's first chunk of 2 frames, is bound by those
+        launches on a GPU, and fusing removes most of them.
+
+        Batches and widths are padded to powers of two (``padded_size``): the compiled graphs are
+        dynamic, but torch.compile guards each on ranges of sizes (a size of 1; the convolution
+        algorithm the sizes select), and only decoding every padded shape once here shows which
+        ranges serving will meet. Larger decodes run uncompiled. Returns the number of warm-up
+        decodes. Raises what the compiler raises (no C++ compiler, an Inductor or Triton error);
+        the codec then decodes as before. ``backend``: torch.compile's (the CPU tests use "eager":
+        the same graphs and guards, run with PyTorch's kernels, since generating this network's
+        kernels in C++ takes minutes on a small CPU)."""
+        run = torch.compile(self._decoder.forward, dynamic=True, fullgraph=True, backend=backend)
+        shapes = [(b, t) for b in padded_sizes(max_batch) for t in padded_sizes(max_frames)]
+        with torch.no_grad():
+            for b, t in shapes:
+                run(torch.zeros(b, fsq.NUM_CHANNELS, t, device=self.device, dtype=self.dtype),
+                    torch.full((b,), t, dtype=torch.long, device=self.device))
+        self._compiled, self._compiled_limits = run, (padded_size(max_batch), padded_size(max_frames))
+        return len(shapes)
 
     def encode(self, audio: torch.Tensor | np.ndarray, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
         raise EncodeUnavailableError(

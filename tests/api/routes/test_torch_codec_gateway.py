@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import numpy as np
+import torch
 import pytest
 
 from api.app import open_runtime
@@ -57,3 +59,40 @@ def test_the_setting_takes_only_known_implementations():
     assert Settings.from_env({"GEPARD_CODEC_IMPL": "torch"}).codec_impl == "torch"
     with pytest.raises(ValueError, match="GEPARD_CODEC_IMPL"):
         Settings.from_env({"GEPARD_CODEC_IMPL": "onnx"})
+
+
+def test_the_codec_compile_setting_compiles_the_torch_decoder_for_every_window_the_gateway_cuts(
+        tiny_ckpt_dir, tmp_path, monkeypatch, caplog):
+    """GEPARD_CODEC_COMPILE: the gateway compiles the torch decoder for its batching decoder's largest
+    batch and widest window before serving (the compile itself is tested in
+    tests/codec_worker/test_torch_decoder_compiled.py; here it fails, as without a C++ compiler, and
+    the gateway must still decode)."""
+    from codec_worker.torchcodec import TorchNanoCodec
+
+    asked = []
+
+    def no_compiler(self, max_batch, max_frames):
+        asked.append((max_batch, max_frames))
+        raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
+
+    monkeypatch.setattr(TorchNanoCodec, "compile", no_compiler)
+    caplog.set_level("INFO", logger="codec_worker.nanocodec")
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path / "data", codec_impl="torch", codec_compile=True,
+                                chunk_schedule=(2, 4, 8, 48))
+
+    async def open_and_decode():
+        rt = await open_runtime(settings)
+        try:
+            stream = rt.decoder.open_stream()
+            pcm = await stream.push(torch.zeros(32, 3, dtype=torch.long))
+            pcm = np.concatenate([pcm, await stream.finish()])
+            await stream.aclose()
+            return rt.decoder.max_batch, rt.codec.receptive_field_frames, rt.codec.compiled, pcm
+        finally:
+            await rt.aclose()
+
+    max_batch, context, compiled, pcm = asyncio.run(open_and_decode())
+    assert asked == [(max_batch, context + 48)] and not compiled
+    assert pcm.shape == (3 * 1024,)
+    assert "compiling the torch decoder failed (RuntimeError: InvalidCxxCompiler" in caplog.text
+    assert Settings.from_env({"GEPARD_CODEC_COMPILE": "true"}).codec_compile

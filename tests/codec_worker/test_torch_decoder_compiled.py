@@ -1,0 +1,113 @@
+"""The torch decoder through torch.compile (GEPARD_CODEC_COMPILE), on CPU.
+
+The compiled decoder must give the eager decoder's audio for any batch and window width (padded to
+powers of two, larger ones eager), streams decoded window by window must still join into the whole
+utterance's audio, and everything must be compiled before serving: a compile while serving would
+stall every stream for seconds. Here the graphs go through torch.compile's "eager" backend: Dynamo
+captures the same whole graphs with the same guards (which decide what compiles when) and runs them
+with PyTorch's own kernels, because TorchInductor takes minutes to generate this network's C++ kernels
+on these CPUs (10 minutes for this module's shapes, measured). A GPU session compiles it with
+Inductor (bench/torch_codec.py --compile).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from codec_worker.batching import BatchingCodecDecoder
+from codec_worker.nanocodec import NanoCodec, compile_decoder
+from codec_worker.torchcodec import TorchNanoCodec, load_torch_decoder
+from codec_worker.torchcodec.codec import padded_size, padded_sizes
+from tests.codec_worker.conftest import random_codes
+from tests.codec_worker.test_torch_decoder import TOLERANCE, _max_diff, _stream
+
+
+@pytest.fixture(scope="module")
+def eager_codec(codec_path: Path) -> TorchNanoCodec:
+    return load_torch_decoder(codec_path)
+
+
+MAX_BATCH = 4
+
+
+@pytest.fixture(scope="module")
+def compiled_codec(codec_path: Path) -> TorchNanoCodec:
+    codec = load_torch_decoder(codec_path)
+    # what the gateway asks for (compile_decoder): every window a batching decoder on the 2,4,8,32
+    # schedule cuts; 3 batch sizes x 7 widths
+    assert codec.compile(MAX_BATCH, codec.receptive_field_frames + 32, backend="eager") == 21
+    assert codec.compiled
+    return codec
+
+
+def test_sizes_pad_to_powers_of_two():
+    assert [padded_size(n) for n in (1, 2, 3, 4, 5, 31, 32, 33, 57)] == [1, 2, 4, 4, 8, 32, 32, 64, 64]
+    assert padded_sizes(1) == [1] and padded_sizes(5) == [1, 2, 4, 8] and padded_sizes(32) == [1, 2, 4, 8, 16, 32]
+
+
+def compiled_graphs() -> int:
+    return counters["stats"]["unique_graphs"]
+
+
+@pytest.mark.parametrize("batch, frames", [(1, 1), (1, 2), (1, 27), (3, 1), (2, 7), (4, 26), (3, 57), (5, 9), (2, 80)])
+def test_the_compiled_decoder_gives_the_eager_audio_without_compiling_again(
+    eager_codec: TorchNanoCodec, compiled_codec: TorchNanoCodec, batch: int, frames: int
+) -> None:
+    codes = random_codes(frames, batch=batch, seed=batch * 100 + frames)
+    lengths = [frames] + [max(1, frames - 3 * i) for i in range(1, batch)]  # right-padded rows
+    before = compiled_graphs()
+    got = compiled_codec.decode_codes(codes, lengths=lengths)
+    # everything was compiled up front; larger decodes (5 windows, 80 frames) run uncompiled
+    assert compiled_graphs() == before
+    want = eager_codec.decode_codes(codes, lengths=lengths)
+    assert got.shape == want.shape == (batch, frames * 1024) and got.dtype == torch.float32
+    assert float(want.abs().max()) > 0.01  # real audio
+    assert _max_diff(got, want) <= TOLERANCE
+    for row, length in enumerate(lengths):
+        assert not bool(got[row, length * 1024 :].any())
+
+
+async def test_streams_through_the_compiled_decoder_join_into_the_whole_utterance(
+    eager_codec: TorchNanoCodec, compiled_codec: TorchNanoCodec
+) -> None:
+    utterances = [random_codes(frames, seed=80 + i) for i, frames in enumerate([50, 17, 3])]
+    pushes = [[1] * 50, [5, 5, 7], [3]]
+    before = compiled_graphs()
+    async with BatchingCodecDecoder(compiled_codec, max_batch=3, schedule="2,4,8,32") as decoder:
+        results = [await _stream(decoder, c, p) for c, p in zip(utterances, pushes)]
+    assert compiled_graphs() == before
+    for codes, got in zip(utterances, results):
+        whole = eager_codec.decode_codes(codes.unsqueeze(0))[0].numpy()
+        assert got.shape == whole.shape and _max_diff(got, whole) <= TOLERANCE
+
+
+def test_a_compile_that_fails_leaves_the_decoder_decoding_uncompiled(codec_path, monkeypatch, caplog):
+    """No C++ compiler, an Inductor or Triton failure: the server must still speak."""
+
+    def broken(fn, **kwargs):
+        def compiled(*args):
+            raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found\nmore detail")
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", broken)
+    caplog.set_level(logging.INFO, logger="codec_worker.nanocodec")
+    codec = load_torch_decoder(codec_path)
+    assert not compile_decoder(codec, 2, 8)
+    assert not codec.compiled
+    audio = codec.decode_codes(random_codes(4, batch=1))
+    assert audio.shape == (1, 4096) and float(audio.abs().max()) > 0.01
+    assert ("codec: compiling the torch decoder failed (RuntimeError: InvalidCxxCompiler: No working C++ compiler "
+            "found); decoding uncompiled") in caplog.text
+
+
+def test_nemos_decoder_is_not_compiled_and_says_so(codec: NanoCodec, caplog):
+    caplog.set_level(logging.WARNING, logger="codec_worker.nanocodec")
+    assert not compile_decoder(codec, 2, 8)
+    assert "compiling applies to the torch decoder only (GEPARD_CODEC_IMPL=torch)" in caplog.text
+    assert np.isfinite(codec.decode_codes(random_codes(2, batch=1)).numpy()).all()
