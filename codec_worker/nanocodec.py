@@ -377,9 +377,9 @@ def compile_decoder(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frame
 __all__ = [
     "CODEC_IMPLS",
     "CodecConfig",
-    "compile_decoder",
     "DEFAULT_HF_REPO",
     "NanoCodec",
+    "compile_decoder",
     "decoder_left_context_frames",
     "load_codec",
     "nemo_available",
