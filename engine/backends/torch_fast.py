@@ -382,10 +382,10 @@ class FastGenerator(BatchLoop):
         the scratch slot only, compile everything: no request waits for a compile later. On CUDA,
         ``capture_all`` then captures the compiled decode step. Returns the number of warm-up runs
         (0 when not compiled); the cache and every slot's state are as before."""
+        if self.active or self._inflight is not None:  # its warm-ups write the scratch slot's length
+            raise RuntimeError("compile_all() runs before the first request")
         if not self.device_step.compiled:
             return 0
-        if self.active or self._inflight is not None:
-            raise RuntimeError("compile_all() runs before the first request")
         step, scratch, device = self.device_step, self.cache.scratch, self.model.device
         shapes = {(bucket, span) for bucket in (self.batch_buckets[0], self.batch_buckets[-1])
                   for span in (self.span_buckets[0], self.span_buckets[-1])}

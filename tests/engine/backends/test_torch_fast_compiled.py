@@ -74,6 +74,15 @@ def test_compile_all_compiles_every_shape_class_up_front_and_changes_no_state(ti
     assert FastGenerator(tiny_model, max_batch=4, max_positions=256).compile_all() == 0  # not compiled: nothing to do
 
 
+def test_compile_all_refuses_once_requests_run(tiny_model, preparer):
+    gen = FastGenerator(tiny_model, max_batch=2, max_positions=256)
+    gen.add(prepare(preparer, tiny_model, "running", TEXTS[0], KNOBS["greedy"]))
+    assert gen.compile_all() == 0  # only pending: nothing has touched the cache yet
+    gen.step()
+    with pytest.raises(RuntimeError, match="before the first request"):
+        gen.compile_all()
+
+
 async def test_the_engine_compiles_at_start_and_serves_the_reference_frames(tiny_model, caplog):
     caplog.set_level("INFO", logger="engine.backends.torch_backend")
     engines = {}
