@@ -30,11 +30,8 @@ _CALIBRATION_FRAMES = 3
 
 
 @torch.no_grad()
-def random_decoder(size: CodecSize = "tiny", seed: int = 0) -> tuple[dict, CausalHiFiGANDecoder]:
-    """(model_config mapping, a torch decoder with random weights, audio RMS ~0.1)."""
-    config = codec_config(size)
-    decoder = CausalHiFiGANDecoder(DecoderConfig.from_mapping(config["audio_decoder"], f"<random {size} codec>"))
-    generator = torch.Generator().manual_seed(seed)
+def randomize(decoder: CausalHiFiGANDecoder, generator: torch.Generator) -> None:
+    """Random weights in place: torch's default conv init, snake's alpha at 1."""
     for name, tensor in decoder.named_parameters():
         if name.endswith("alpha"):
             tensor.fill_(1.0)  # snake's own init
@@ -43,6 +40,15 @@ def random_decoder(size: CodecSize = "tiny", seed: int = 0) -> tuple[dict, Causa
         owner = decoder.get_submodule(name.rpartition(".")[0])
         bound = owner.weight[0].numel() ** -0.5
         tensor.copy_((torch.rand(tensor.shape, generator=generator) * 2 - 1) * bound)
+
+
+@torch.no_grad()
+def random_decoder(size: CodecSize = "tiny", seed: int = 0) -> tuple[dict, CausalHiFiGANDecoder]:
+    """(model_config mapping, a torch decoder with random weights, audio RMS ~0.1)."""
+    config = codec_config(size)
+    decoder = CausalHiFiGANDecoder(DecoderConfig.from_mapping(config["audio_decoder"], f"<random {size} codec>"))
+    generator = torch.Generator().manual_seed(seed)
+    randomize(decoder, generator)
     latents = fsq.dequantize(torch.stack(
         [torch.randint(0, level, (1, _CALIBRATION_FRAMES), generator=generator) for level in fsq.channel_levels()], dim=1))
     decoder.post_conv.bias.zero_()
@@ -93,4 +99,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["decoder_state_dict", "random_decoder", "write_random_decoder_codec"]
+__all__ = ["decoder_state_dict", "random_decoder", "randomize", "write_random_decoder_codec"]
