@@ -165,13 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             c = codes(b, w, seed=b * 1000 + w)
             try:
                 run.decode_codes(c)  # warm-up (cuDNN picks its algorithms)
-                sync(device)
-                times = []
-                for _ in range(args.reps):
-                    t0 = time.perf_counter()
-                    run.decode_codes(c).cpu()  # with the copy to host, as decode_windows does
-                    times.append(time.perf_counter() - t0)
-                ms = statistics.median(times) * 1000
+                ms = time_decode(run, device, c, args.reps)
             except torch.OutOfMemoryError:
                 ms = float("nan")
                 torch.cuda.empty_cache()

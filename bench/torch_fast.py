@@ -130,6 +130,11 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def p50_p90(times: list[float]) -> tuple[float, float]:
+    ordered = sorted(times)
+    return statistics.median(times), ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
 def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, steps: int, graphs: bool,
               greedy: bool, gbps: Optional[float] = None) -> tuple[Result, dict[str, torch.Tensor]]:
     total = 4 + steps
@@ -163,8 +168,7 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
     shape = str(getattr(gen, "last_shape", "")) if path in FAST_PATHS else ""  # of the timed steps, not the drain's
     while gen.has_work():
         collect(gen.step())
-    ordered = sorted(times)
-    p50, p90 = statistics.median(times), ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    p50, p90 = p50_p90(times)
     fps = batch / p50
     spf = model.config.codec.samples_per_frame / model.config.codec.sample_rate
     read = step_read_bytes(model, batch, prompt + 4 + steps // 2)  # the mean cached length over the timed steps
@@ -195,9 +199,8 @@ def time_prefill(path: str, model: GepardModel, engine: TorchEngine, prompts: in
             times.append(time.perf_counter() - t0)
         assert len(outs) == prompts and not gen.has_work(), "a prefill step should end every request at frame 1"
     tokens = engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
-    ordered = sorted(times)
-    return PrefillResult(path, prompts, tokens, repeats, statistics.median(times) * 1000,
-                         ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))] * 1000)
+    p50, p90 = p50_p90(times)
+    return PrefillResult(path, prompts, tokens, repeats, p50 * 1000, p90 * 1000)
 
 
 def check(device: torch.device, variants: tuple[str, ...] = ("fast",)) -> dict[str, bool]:
