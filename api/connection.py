@@ -220,7 +220,7 @@ class WsContext:
                         self._queued_chars -= len(job.text)
                 elif job.kind == "flush_done":
                     await self._end_section(job.flush_id)
-                    await self.conn.send(FlushDoneEvent(flush_id=job.flush_id, context_id=self.context_id))
+                    await self._send(FlushDoneEvent(flush_id=job.flush_id, context_id=self.context_id))
                 elif self._late_input is not None:  # done, but input came after continue=false
                     await self._end_section(job.flush_id)
                     await self.fail(self._late_input)
@@ -228,7 +228,7 @@ class WsContext:
                 else:  # done
                     await self._end_section(job.flush_id)
                     self.state = ContextState.DONE
-                    await self.conn.send(DoneEvent(context_id=self.context_id))
+                    await self._send(DoneEvent(context_id=self.context_id))
                     logger.info("context %s done (%d segments)", self.request_id, self._segments)
                     return
         except asyncio.CancelledError:
@@ -278,8 +278,15 @@ class WsContext:
             pcm = np.concatenate(pieces)
             ts = segment_timestamps(segment.normalized, pcm, offset_s, use_normalized=bool(cfg.use_normalized_timestamps))
             if ts.words:
-                await self.conn.send(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end),
+                await self._send(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end),
                                                      context_id=self.context_id, flush_id=job.flush_id))
+
+    async def _send(self, event: ServerEvent) -> None:
+        """Send one of this context's events. Nothing goes out once the context is cancelled
+        (protocol 10), even where a cancel has not reached this task: its state says so first."""
+        if self.state is ContextState.CANCELLED:
+            raise asyncio.CancelledError()
+        await self.conn.send(event)
 
     def _section_writer(self) -> ContainerWriter:
         if self._section is None:
@@ -306,7 +313,7 @@ class WsContext:
                 self.conn.metrics.first_audio.labels("ws").observe(now - self._opened_at)
         width = self.config.output_format.unit_bytes
         for piece in (p for unit in units for p in split_audio(unit, width, self.context_id)):
-            await self.conn.send(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=self.context_id, flush_id=flush_id))
+            await self._send(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=self.context_id, flush_id=flush_id))
         return time.perf_counter()
 
 
@@ -368,8 +375,9 @@ class WsConnection:
         while not self._stalled:  # a client that stopped reading gets no new work started
             timeout = self._last_activity + self.idle_timeout_s - time.monotonic()
             try:
-                message = await asyncio.wait_for(self.ws.receive(), timeout=max(timeout, 0.001))
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(max(timeout, 0.001)):
+                    message = await self.ws.receive()
+            except TimeoutError:
                 if any(ctx.working for ctx in self.contexts.values()):
                     self._last_activity = time.monotonic()
                     continue
@@ -551,9 +559,12 @@ class WsConnection:
         if self._stalled:
             raise ClientNotReadingError(self.limits.send_timeout_s)
         text = event.to_json()
+        # asyncio.timeout, not asyncio.wait_for: on Python 3.11, wait_for swallows a cancel that lands
+        # in the step where the send completes, and a cancelled context then spoke to its end.
         try:
-            await asyncio.wait_for(self._send_text(text), self.limits.send_timeout_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.limits.send_timeout_s):
+                await self._send_text(text)
+        except TimeoutError:
             self._stall()
             raise ClientNotReadingError(self.limits.send_timeout_s) from None
         self._last_activity = time.monotonic()
