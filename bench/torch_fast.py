@@ -4,6 +4,7 @@
                                [--paths reference,fast,compiled,overlap,compiled+overlap]
                                [--device auto] [--dtype auto] [--no-graphs] [--json OUT]
                                [--prefills 10] [--profile OUT.txt] [--check]
+                               [--compile-backend inductor]
 
 Drives the generators directly (no engine thread, no asyncio), on a random checkpoint whose stop
 head never fires: B requests are prefilled, a few warm-up steps run (on CUDA this captures the
@@ -29,7 +30,9 @@ must get the same frames from the reference loop, the fast path run eagerly and 
 replaying CUDA graphs; exits 1 when they differ. A timed run with other fast-path variants in
 ``--paths`` (compiled, overlap, compiled+overlap) first runs the same check for them, with graphs,
 and reports it (printed, and under "checks" in the JSON). ``--profile`` writes the PyTorch profiler's table
-of one fast-path step at the largest batch (CPU and CUDA time per op).
+of one fast-path step at the largest batch (CPU and CUDA time per op). ``--compile-backend``
+names torch.compile's backend for the compiled paths: Inductor (the default, and what the engine
+uses), or eager for a CPU stand-in run that traces the same graphs without generating kernels.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from bench._common import CACHE, machine  # noqa: E402
+from engine.backends import fast_step  # noqa: E402
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig  # noqa: E402
 from engine.backends.torch_fast import FastGenerator  # noqa: E402
 from engine.backends.torch_generator import BatchGenerator  # noqa: E402
@@ -291,6 +295,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hbm-gbps", type=float, help="the GPU's peak memory bandwidth, GB/s (default: by its name)")
     p.add_argument("--prefills", type=int, default=10, metavar="N",
                    help="timed prefills of 1 and of 8 prompts per path, after the steps (0: none)")
+    p.add_argument("--compile-backend", default="inductor",
+                   help="torch.compile backend of the compiled paths (eager: the same graphs, no kernels)")
     p.add_argument("--checkpoint", type=Path, help="a random checkpoint of --size whose stop head never fires "
                    "(e.g. bench/pipeline.py's), instead of writing one")
     args = p.parse_args(argv)
@@ -304,6 +310,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     device = pick_device(args.device)
     dtype = pick_dtype(device, args.dtype)
+    fast_step.COMPILE_BACKEND = args.compile_backend
     if args.check:
         sys.exit(0 if all(check(device).values()) else 1)
     # variants no GPU has run yet: their frames against the reference loop's first (reported; float32
@@ -325,7 +332,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.json:
             args.json.write_text(json.dumps({"machine": machine(), "size": args.size, "dtype": str(dtype),
                                              "device": str(device), "peak_gbps": gbps, "frames_equal": same,
-                                             "checks": checks, "results": [asdict(r) for r in results],
+                                             "checks": checks, "compile_backend": args.compile_backend, "results": [asdict(r) for r in results],
                                              "prefills": [asdict(r) for r in prefills]}, indent=2))
 
     save()

@@ -70,6 +70,11 @@ def test_the_gpu_host_stand_in_lacks_what_gpu_hosts_lack(on_a_gpu_host, tmp_path
     done = on_a_gpu_host(str(probe))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['torch', 'numpy', 'yaml']"
+    # what torch.compile's Inductor imports comes with torch (sympy and the rest of its requirements)
+    inductor = tmp_path / "inductor.py"
+    inductor.write_text("import torch._inductor.compile_fx\nprint('inductor imports')\n")
+    done = on_a_gpu_host(str(inductor))
+    assert done.returncode == 0 and done.stdout.strip() == "inductor imports", done.stderr[-2000:]
 
 
 def test_measures_time_to_first_audio_without_nemo(on_a_gpu_host, tmp_path: Path) -> None:
@@ -138,8 +143,12 @@ def test_a_sessions_json_becomes_the_summary_on_the_gpu_host(on_a_gpu_host, tmp_
             ("bench/torch_fast.py", "--size", "tiny", "--batch", "2", "--steps", "3", "--hbm-gbps", "50",
              "--checkpoint", str(tmp_path / "ckpt"), "--json", str(out / "torch_fast_bf16.json")),
             # the compiled path: torch.compile needs nothing but torch's own requirements there
-            # (its prefill compiles as the step does; tests/test_bench_torch_fast.py times prefills)
+            # (its prefill compiles as the step does; tests/test_bench_torch_fast.py times prefills).
+            # the eager backend traces the same graphs; Inductor's C++ adds a minute here, and a GPU
+            # generates Triton kernels instead (tests/engine/backends/test_torch_fast_compiled.py
+            # runs Inductor's C++ on these parts)
             ("bench/torch_fast.py", "--size", "tiny", "--batch", "2", "--steps", "3", "--paths", "reference,compiled",
+             "--compile-backend", "eager",
              "--prefills", "0", "--checkpoint", str(tmp_path / "ckpt"), "--json", str(out / "torch_fast_bf16_compiled.json")),
             ("bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
              "--reps", "1", "--json", str(out / "torch_codec_full.json")),
@@ -159,6 +168,7 @@ def test_a_sessions_json_becomes_the_summary_on_the_gpu_host(on_a_gpu_host, tmp_
     compiled = json.loads((out / "torch_fast_bf16_compiled.json").read_text())
     assert compiled["frames_equal"] == {"2": True}
     assert compiled["checks"] == {"fast eager": True, "compiled graphs": True}  # its frame check ran first
+    assert compiled["compile_backend"] == "eager"
     assert "compiled graphs equal" in text
     assert "## codec on the device" in text and "| 1 | 27 |" in text
     assert not (tmp_path / "bench" / "tiny-stop0-engine").exists()  # no second checkpoint was written

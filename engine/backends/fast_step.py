@@ -189,6 +189,13 @@ class LayerWeights:
         return cls(fuse_rows([attn.q_proj, attn.k_proj, attn.v_proj]), fuse_rows([mlp.gate_proj, mlp.up_proj]))
 
 
+# torch.compile's backend for the parts, read when a DeviceStep is built. Another backend
+# ("aot_eager", "eager") traces the same graphs with the same guards but generates no kernels: the
+# CPU tests of what surrounds the compile and the benches' CPU stand-in runs set it, because
+# Inductor's C++ for these parts takes about a minute on 2 cores with a cold cache.
+COMPILE_BACKEND = "inductor"
+
+
 def compile_part(fn):
     """A part of the decode step (DeviceStep.start_decode, decode_layer, finish_decode) or of the
     prefill (start_prefill, prefill_layer, finish_prefill) through torch.compile (TorchInductor:
@@ -201,7 +208,7 @@ def compile_part(fn):
     1 is always specialised), and a layer's weights are graph inputs, so one compiled layer serves
     all layers. The fast path compiles every graph at start (FastGenerator.compile_all), outside
     CUDA graph capture."""
-    return torch.compile(fn, dynamic=True, fullgraph=True)
+    return torch.compile(fn, dynamic=True, fullgraph=True, backend=COMPILE_BACKEND)
 
 
 @dataclass(frozen=True)

@@ -130,10 +130,13 @@ async def test_the_engine_serves_the_reference_frames_with_overlapped_steps(tiny
         assert ref.shape == (32, 24) and torch.equal(ref, lap)
 
 
-async def test_the_engine_options_reach_the_fast_path(tiny_gepard_dir):
-    """GEPARD_TORCH_COMPILE / GEPARD_TORCH_OVERLAP arrive as EngineOptions (api.app.open_runtime)."""
+async def test_the_engine_options_reach_the_fast_path(tiny_gepard_dir, monkeypatch):
+    """GEPARD_TORCH_COMPILE / GEPARD_TORCH_OVERLAP arrive as EngineOptions (api.app.open_runtime).
+    (eager backend: the same traced parts without Inductor's C++, which test_torch_fast_compiled runs.)"""
+    from engine.backends import fast_step
     from engine.factory import EngineOptions, create_engine
 
+    monkeypatch.setattr(fast_step, "COMPILE_BACKEND", "eager")
     eng = await create_engine(EngineOptions(model=tiny_gepard_dir, backend="torch", device="cpu", max_batch=2,
                                             torch_path="fast", torch_compile=True, torch_overlap=True))
     try:
