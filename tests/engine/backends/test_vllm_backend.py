@@ -243,6 +243,20 @@ async def test_the_unconditioned_voice_equals_the_torch_backend(engine, referenc
     assert not torch.equal(got, (await collect(engine, "vd", TEXTS[1], sampling))[0])
 
 
+async def test_the_engine_reports_its_scheduler_steps_queue_waits_and_an_idle_snapshot(engine):
+    """engine/stats.py on vLLM (tests/engine/backends/test_stats.py has the torch form): ten
+    requests on room for eight, so two wait."""
+    from tests.engine.backends.test_stats import Recorder, check_after, run_many
+
+    rec = Recorder(engine)
+    engine.set_step_observer(rec)
+    try:
+        await run_many(engine, "stats", n=10)
+    finally:
+        engine.set_step_observer(None)
+    check_after(rec, engine, requests=10, max_batch=8)
+
+
 async def test_engine_is_empty_after_the_requests(engine):
     for _ in range(50):
         load = engine.load()
