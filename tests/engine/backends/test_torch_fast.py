@@ -312,7 +312,7 @@ def test_cancel_frees_the_slot_within_one_step(never_stop_model, preparer):
 
 
 async def test_cancel_through_the_engine_and_its_stats(never_stop_model, tiny_model):
-    from tests.engine.backends.test_stats import Recorder, check_after_four, run_four
+    from tests.engine.backends.test_stats import Recorder, check_after, run_many
 
     eng = TorchEngine(never_stop_model, TorchEngineConfig(max_batch=2, path="fast", max_positions=2200))
     try:
@@ -333,8 +333,8 @@ async def test_cancel_through_the_engine_and_its_stats(never_stop_model, tiny_mo
     try:  # the step observer and the snapshot, as the reference loop reports them
         rec = Recorder(eng)
         eng.set_step_observer(rec)
-        await run_four(eng, "s")
-        check_after_four(rec, eng)
+        await run_many(eng, "s")
+        check_after(rec, eng)
         assert max(s.kv_cache_usage for s in rec.snapshots) == 1.0  # 2 of 2 slots
     finally:
         await eng.aclose()
