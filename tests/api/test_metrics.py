@@ -1,6 +1,7 @@
 """The operator metrics of issue 8 move after real traffic on a live gateway (tiny checkpoint).
 
-Real synthesis on all three routes (a cloned voice and the default one), voice store calls, then a
+Real synthesis on every route, the OpenAI-compatible one too (a cloned voice and the default one),
+voice store calls, then a
 scrape of /metrics: every histogram counted, the counters traffic implies went up, and the engine's
 running/waiting/KV gauges are back at 0 once the streams ended. Figures are compared with a scrape
 taken before, because the ``gateway`` server is shared by the session.
@@ -27,7 +28,7 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 HISTOGRAMS = ["gepard_engine_step_seconds", "gepard_engine_batch_size", "gepard_codec_decode_seconds",
               "gepard_codec_batch_size", "gepard_queue_wait_seconds"]
-ROUTES = ("bytes", "sse", "ws")
+ROUTES = ("bytes", "sse", "ws", "openai")  # openai: POST /v1/audio/speech
 
 
 def scrape(url: str) -> Samples:
@@ -41,6 +42,10 @@ def scrape(url: str) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
+
+
+def labelled(samples: Samples, name: str, labels: dict[str, str]) -> bool:
+    return (name, tuple(sorted(labels.items()))) in samples
 
 
 def wait_for(url: str, check: Callable[[Samples], bool], timeout_s: float = 10.0) -> Samples:
@@ -93,6 +98,9 @@ def test_every_operator_metric_moves_after_real_traffic(gateway, default_voice_i
     missing = tts_http(url, "bytes", str(uuid.uuid4()), "Hi.")
     assert missing.status_code == 404  # looked up in the prompt cache first: a miss
     asyncio.run(ws_context_with_a_pause(gateway.ws_url, default_voice_id))
+    openai = httpx.post(f"{url}/v1/audio/speech", timeout=60,
+                        json={"model": "tts-1", "input": "Good evening.", "voice": "alloy", "response_format": "pcm"})
+    assert openai.status_code == 200 and openai.content, openai.text
     assert httpx.delete(f"{url}/voices/{voice_id}", timeout=10).status_code in (200, 204)
 
     def settled(s: Samples) -> bool:
@@ -102,7 +110,8 @@ def test_every_operator_metric_moves_after_real_traffic(gateway, default_voice_i
     after = wait_for(url, settled)
 
     def moved(name: str, **labels: str) -> float:
-        return value(after, name, **labels) - value(before, name, **labels)
+        # a labelled sample appears at its first use: absent before means 0 then (never after)
+        return value(after, name, **labels) - (value(before, name, **labels) if labelled(before, name, labels) else 0.0)
 
     for name in HISTOGRAMS:
         assert moved(name + "_count") > 0, name
@@ -110,6 +119,9 @@ def test_every_operator_metric_moves_after_real_traffic(gateway, default_voice_i
     assert moved("gepard_queue_wait_seconds_count") >= 6
     assert moved("gepard_engine_batch_size_sum") >= moved("gepard_engine_batch_size_count")  # >= 1 request a step
     for route in ROUTES:
+        assert moved("gepard_requests_total", route=route) >= 1, route
+        assert moved("gepard_time_to_first_audio_seconds_count", route=route) >= 1, route
+        assert moved("gepard_audio_seconds_total", route=route) > 0, route
         assert moved("gepard_stream_rtf_count", route=route) >= 1, route
         assert moved("gepard_stream_rtf_sum", route=route) > 0, route
         assert moved("gepard_stream_underrun_seconds_count", route=route) >= 1, route
