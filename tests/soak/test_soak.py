@@ -186,7 +186,7 @@ async def test_soak_leaves_nothing_behind(soak_server: ServerProcess):
     rss0, rss1 = base["process_resident_memory_bytes"], after["process_resident_memory_bytes"]
     rss_mid = next(v for t, v in rss_over_time + [(math.inf, rss1)] if t >= SOAK_S / 2)
     print(f"\nsoak {SOAK_S:g} s, {AGENTS} agents: {s['streams']} streams, outcomes {s['outcomes']}, "
-          f"errors {s['errors_by_code']}, xRT {s['xrt']:.2f}")
+          f"errors {s['errors_by_code']}, xRT {s['xrt']:.2f}, last message {s['max_after_cancel_s']:.2f} s after a client's cancel or close")
     print(format_row(s))
     print(f"RSS {rss0 / 2**20:.0f} MB -> {rss_mid / 2**20:.0f} MB halfway -> {rss1 / 2**20:.0f} MB (peak {peaks.get('process_resident_memory_bytes', 0) / 2**20:.0f} MB); "
           f"tasks {base['gepard_event_loop_tasks']:.0f} -> {after['gepard_event_loop_tasks']:.0f}; "
