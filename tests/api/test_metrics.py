@@ -1,10 +1,10 @@
 """The operator metrics of issue 8 move after real traffic on a live gateway (tiny checkpoint).
 
 Real synthesis on every route, the OpenAI-compatible one too (a cloned voice and the default one),
-voice store calls, then a
-scrape of /metrics: every histogram counted, the counters traffic implies went up, and the engine's
-running/waiting/KV gauges are back at 0 once the streams ended. Figures are compared with a scrape
-taken before, because the ``gateway`` server is shared by the session.
+voice store calls, then a scrape of /metrics: every histogram counted, the counters traffic implies
+went up, and the engine's running/waiting/KV gauges are back at 0 once the streams ended. Figures
+are compared with a scrape taken before, because the ``gateway`` server is shared by the session
+(a labelled sample that first appears with this traffic counts from 0).
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ def scrape(url: str) -> Samples:
     return out
 
 
+def key(name: str, labels: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return name, tuple(sorted(labels.items()))
+
+
 def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples[(name, tuple(sorted(labels.items())))]
-
-
-def labelled(samples: Samples, name: str, labels: dict[str, str]) -> bool:
-    return (name, tuple(sorted(labels.items()))) in samples
+    return samples[key(name, labels)]
 
 
 def wait_for(url: str, check: Callable[[Samples], bool], timeout_s: float = 10.0) -> Samples:
@@ -110,8 +110,7 @@ def test_every_operator_metric_moves_after_real_traffic(gateway, default_voice_i
     after = wait_for(url, settled)
 
     def moved(name: str, **labels: str) -> float:
-        # a labelled sample appears at its first use: absent before means 0 then (never after)
-        return value(after, name, **labels) - (value(before, name, **labels) if labelled(before, name, labels) else 0.0)
+        return value(after, name, **labels) - before.get(key(name, labels), 0.0)
 
     for name in HISTOGRAMS:
         assert moved(name + "_count") > 0, name
