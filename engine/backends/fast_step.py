@@ -145,6 +145,21 @@ class SlotState:
         for t in (self.frames, self.last_codes, self.counts, self.history):
             t[idx] = 0
 
+    def per_slot(self) -> tuple[torch.Tensor, ...]:
+        """Every tensor indexed by slot (dim 0)."""
+        return (self.temperature, self.top_k, self.seed, self.stop_threshold, self.penalty, self.window,
+                self.frames, self.last_codes, self.counts, self.history)
+
+    def move(self, src: list[int], dst: list[int]) -> None:
+        """Copy slots ``src`` into slots ``dst`` (pairwise): knobs and running state alike. The
+        noise of a frame depends on the request's seed and frame index only, never on its slot, so
+        a moved request samples exactly what it would have sampled where it was."""
+        device = self.frames.device
+        s = torch.tensor(src, dtype=torch.int64).to(device)
+        d = torch.tensor(dst, dtype=torch.int64).to(device)
+        for t in self.per_slot():
+            t[d] = t[s]
+
     def clear(self) -> None:
         for t in (self.frames, self.last_codes, self.counts, self.history, self.top_k, self.seed, self.window):
             t.zero_()
@@ -426,6 +441,12 @@ class DeviceStep:
         for i, (layer, w) in enumerate(zip(self.model.backbone.layers, self.weights)):
             x = parts.layer(layer, w.qkv, w.gate_up, x, cos, sin, mask, slots, positions, cache.keys[i], cache.values[i])
         return x
+
+    def move_slots(self, src: list[int], dst: list[int], positions: int) -> None:
+        """Move requests from slots ``src`` to free slots ``dst``: their cached keys and values (the
+        first ``positions``), lengths and sampling state. Not captured: it runs between steps."""
+        self.cache.move(src, dst, positions)
+        self.state.move(src, dst)
 
     def clear(self) -> None:
         self.cache.clear()

@@ -1,7 +1,9 @@
 """A preallocated KV cache of fixed slots, and the shape buckets of the fast decode step.
 
-The fast path (``engine.backends.torch_fast``) never reallocates or compacts its cache: every
-tensor here is created once, so a CUDA graph captured over it stays valid for the engine's life.
+The fast path (``engine.backends.torch_fast``) never reallocates its cache: every tensor here is
+created once, so a CUDA graph captured over it stays valid for the engine's life. It compacts in
+place instead (``move``): a request is copied from a high slot into a free low one when that lets
+the decode step run at a smaller batch bucket.
 
     keys[layer], values[layer]   [slots + 1, kv_heads, max_positions, head_dim]
     lengths                      [slots + 1] int64 on the device: tokens cached per slot
@@ -102,6 +104,17 @@ class StaticKVCache:
         multiplies masked positions' values by 0 (0 * NaN is NaN) for the slot's next owner."""
         for t in (*self.keys, *self.values):
             t[slot].zero_()
+
+    def move(self, src: list[int], dst: list[int], positions: int) -> None:
+        """Copy slots ``src`` into slots ``dst`` (pairwise): the first ``positions`` keys and values
+        of every layer (nothing past them is ever read) and the lengths. Two gathers and two
+        scatters per layer, whatever the number of slots moved; the sources are left as they were."""
+        device = self.lengths.device
+        s = torch.tensor(src, dtype=torch.int64).to(device)
+        d = torch.tensor(dst, dtype=torch.int64).to(device)
+        for t in (*self.keys, *self.values):
+            t[d, :, :positions] = t[s, :, :positions]
+        self.lengths[d] = self.lengths[s]
 
     def clear(self) -> None:
         """Zero everything in place (the tensors, and so any captured graph, stay valid)."""

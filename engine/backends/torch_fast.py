@@ -4,12 +4,16 @@ Same contract as the reference loop (engine.backends.torch_generator, the source
 ``abort``, ``step() -> [StepOutput]``, and the same frames for the same request, seed and knobs.
 What differs is how a step runs:
 
-- a ``StaticKVCache`` of ``slots`` x ``max_positions`` allocated once; a request takes the lowest
-  free slot (two with CFG) and gives it back when it leaves, so nothing is ever moved or grown;
+- a ``StaticKVCache`` of ``slots`` x ``max_positions`` allocated once and never grown; a request
+  takes the lowest free slot (two with CFG) and gives it back when it leaves;
 - the decode step has a fixed shape per (batch bucket, span bucket): row i of the step is cache
   slot i, for the first B slots (B = 1, 2, 4, ... up to the slots: the smallest bucket holding
   every slot in use), so attention reads the cache as a view and the next power-of-two span of
-  positions; rows of free slots are padding, which write only a scratch slot. On CUDA each shape
+  positions; rows of free slots are padding, which write only a scratch slot. When requests leave
+  from low slots while others run on in high ones, the step would stay at the high slots' bucket:
+  before a decode step, requests in slots at or past the bucket their number needs are moved into
+  the free slots below it (``_compact``: one copy of their cached keys, values and sampling state),
+  so the step's shape follows the number of rows, not the history of joins. On CUDA each shape
   is a captured graph, replayed; on CPU the same step runs eagerly (engine.backends.cuda_graphs);
   with ``compiled`` its parts go through torch.compile first (fast_step.compile_part);
 - sampling (all 32 heads, the stop head, CFG, repetition penalty, the per-request noise streams)
@@ -127,6 +131,7 @@ class FastGenerator(BatchLoop):
         self._rows: list[_Running] = []  # the order of the requests in the uploaded row tables
         self._bucket = 0  # the bucket whose tables hold ``_rows`` (0: none uploaded / stale)
         self.last_shape: tuple[int, int] = (0, 0)  # (batch bucket, span) of the last decode step
+        self.slot_moves = 0  # requests' slots moved down by ``_compact`` so far
         logger.info("torch fast path: %d KV slots x %d positions (%.2f GiB, %s), batch buckets %s, CUDA graphs %s, "
                     "compiled step %s, overlapped steps %s", self.slots, max_positions, self.cache.nbytes / 2**30,
                     model.dtype, list(self.batch_buckets), "on" if self.graphs is not None else "off",
@@ -169,6 +174,8 @@ class FastGenerator(BatchLoop):
 
             # 2) launch the running requests' decode step; 3) then one prefill batch behind it
             rows = self._decode_rows()
+            if rows:
+                self._compact()
             self.last_batch_size = len(rows)
             launched = self._guarded(outputs, lambda: self._launch_decode(rows)) if rows else None
             admitted = self._admit(outputs)
@@ -239,6 +246,40 @@ class FastGenerator(BatchLoop):
             if st.launched < st.req.max_frames:
                 rows.append(st)
         return rows
+
+    def _compact(self) -> None:
+        """Move the requests in slots at or past the bucket that the slots in use need into the
+        lowest free slots, so the decode step runs at that bucket (row i is slot i: the bucket
+        otherwise follows the highest slot in use). Frames do not change: a request's noise depends
+        on its seed and frame index, not its slot. Everything on the device runs in stream order, so
+        with ``overlap`` the copy reads the slots after the step in flight has written them (whose
+        results are still read by the rows they were launched at)."""
+        owners: dict[int, tuple[_Running, bool]] = {}  # slot -> (request, is its CFG slot)
+        for st in self.active.values():
+            owners[st.slot] = (st, False)
+            if st.uncond_slot >= 0:
+                owners[st.uncond_slot] = (st, True)
+        if not owners:
+            return
+        limit = pick_bucket(self.batch_buckets, self.allocator.used)
+        movers = sorted(slot for slot in owners if slot >= limit)
+        if not movers:
+            return
+        # the lowest free slots; there are enough below ``limit``: it holds all the slots in use
+        targets = [self.allocator.take() for _ in movers]
+        assert max(targets) < limit, (targets, limit)
+        positions = max(owners[s][0].uncond_length if owners[s][1] else owners[s][0].length for s in movers)
+        self.device_step.move_slots(movers, targets, positions)
+        for src, dst in zip(movers, targets):
+            st, is_uncond = owners[src]
+            if is_uncond:
+                st.uncond_slot = dst
+            else:
+                st.slot = dst
+            self.allocator.give_back(src)
+        self.slot_moves += len(movers)
+        self._bucket = 0  # the rows moved: new row tables
+        logger.debug("compacted %d request slot(s) into the first %d", len(movers), limit)
 
     def _launch_decode(self, rows: list[_Running]) -> "_Launched":
         """Start the decode step of ``rows``; its results come through the returned ``_Launched``."""

@@ -243,6 +243,71 @@ def test_slot_allocator_hands_out_the_lowest_free_slot():
         empty.take()
 
 
+def compaction_schedule(preparer, m) -> tuple[list[PreparedRequest], dict[int, list[PreparedRequest]]]:
+    """a, b, c (slots 0-2) leave after 5 frames while d (CFG: slots 3 and 4) and e (slot 5) run on;
+    f joins later; d's CFG branch ends at frame 25, d at 30, e at 40."""
+    sp = lambda seed, **kw: SamplingParams(temperature=1.0, seed=seed, **kw)  # noqa: E731
+    a, b, c = (prepare(preparer, m, rid, TEXTS[i], sp(10 + i, max_frames=5)) for i, rid in enumerate("abc"))
+    d = prepare(preparer, m, "d", TEXTS[3], sp(13, max_frames=30, cfg_scale=2.0, cfg_frames=25))
+    e = prepare(preparer, m, "e", TEXTS[1], sp(14, max_frames=40, top_k=4, repetition_penalty=1.5))
+    f = prepare(preparer, m, "f", TEXTS[2], sp(15, max_frames=10))
+    return [a, b, c, d, e, f], {0: [a, b, c, d, e], 12: [f]}
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])
+def test_requests_move_down_to_free_slots_so_the_step_shrinks_with_the_batch(never_stop_model, preparer, overlap):
+    m = never_stop_model
+    reqs, joins = compaction_schedule(preparer, m)
+    gen = fast(m, overlap=overlap)
+    launches: list[tuple[int, int]] = []  # (bucket, slots in use) of every decode step
+    launch = gen._launch_decode
+
+    def recording_launch(rows):
+        out = launch(rows)
+        launches.append((gen.last_shape[0], gen.allocator.used))
+        return out
+
+    gen._launch_decode = recording_launch
+    slots: dict[str, list[tuple[int, int]]] = {}
+
+    def watch(step, g):
+        for rid, st in g.active.items():
+            seen = slots.setdefault(rid, [])
+            if not seen or seen[-1] != (st.slot, st.uncond_slot):
+                seen.append((st.slot, st.uncond_slot))
+
+    got = drive(gen, joins, on_step=watch)
+    for req in reqs:  # moving a request changes none of its frames, nor its neighbours'
+        assert_same(solo(m, req), got, req.request_id)
+    # every decode step ran at the smallest bucket holding the slots in use, on the way down too
+    assert all(bucket == pick_bucket(gen.batch_buckets, used) for bucket, used in launches), launches
+    assert [b for i, (b, _) in enumerate(launches) if i == 0 or launches[i - 1][0] != b] == [8, 4, 2, 1]
+    # d's CFG slot and e moved below bucket 4 when a, b, c left; d itself in the step its CFG
+    # branch ended (before that step ran); f took the lowest free slot; e moved to 0 when alone
+    assert slots["d"] == [(3, 4), (3, 0), (0, -1)]
+    assert slots["e"] == [(5, -1), (1, -1), (0, -1)]
+    assert slots["f"] == [(2, -1)]
+    assert gen.slot_moves == 4
+
+
+def test_moving_a_slot_copies_its_cache_and_state_and_leaves_the_rest(tiny_model):
+    gen = fast(tiny_model, max_batch=4, max_positions=256)
+    cache, state = gen.cache, gen.device_step.state
+    for t in (*cache.keys, *cache.values):
+        t.normal_()
+    for t in state.per_slot():
+        t.copy_(torch.randint(0, 5, t.shape, dtype=t.dtype) if not t.is_floating_point() else torch.rand(t.shape))
+    cache.lengths.copy_(torch.tensor([7, 9, 11, 13, 0]))
+    keys, state_before = cache.keys[0].clone(), [t.clone() for t in state.per_slot()]
+    gen.device_step.move_slots([3, 2], [0, 1], positions=13)
+    assert cache.lengths.tolist() == [13, 11, 11, 13, 0]
+    assert torch.equal(cache.keys[0][0, :, :13], keys[3, :, :13]) and torch.equal(cache.keys[0][1, :, :13], keys[2, :, :13])
+    assert torch.equal(cache.keys[0][0, :, 13:], keys[0, :, 13:])  # past the positions asked: untouched
+    assert torch.equal(cache.keys[0][2:], keys[2:])  # the sources and the scratch slot: untouched
+    for t, before in zip(state.per_slot(), state_before):
+        assert torch.equal(t[0], before[3]) and torch.equal(t[1], before[2]) and torch.equal(t[2:], before[2:])
+
+
 def test_a_freed_slot_is_reused_and_keeps_nothing_of_its_last_owner(never_stop_model, preparer):
     m = never_stop_model
     long = prepare(preparer, m, "long", TEXTS[1], SamplingParams(temperature=1.0, seed=3, max_frames=30))

@@ -40,8 +40,8 @@ def test_compiled_layers_give_the_reference_frames_with_one_graph_for_every_laye
     for req in reqs:
         assert_same(ref, got, req.request_id)
     assert got.finish[reqs[1].request_id] is FinishReason.ABORT
-    # the run went through several buckets and spans (1 row alone, then up to 8 with CFG branches)
-    assert {b for b, _ in shapes} >= {1, 2, 4, 8} and len({s for _, s in shapes}) >= 2, shapes
+    # the run went through several buckets and spans (1 row alone, then 4 and 8 with CFG branches)
+    assert {b for b, _ in shapes} >= {1, 4, 8} and len({s for _, s in shapes}) >= 2, shapes
     # ... and the three parts (inputs, a layer, sampling) of the decode step and of the prefill compiled:
     # each a graph for a size of 1 and one for the rest (torch.compile always specialises size 1), not
     # one per layer, bucket, span or prompt length
