@@ -79,6 +79,7 @@ __all__ = [
     "Principal",
     "PrincipalKind",
     "TokenClaims",
+    "check_metrics_token",
     "key_digest",
     "key_id",
 ]
@@ -194,6 +195,19 @@ class TokenClaims:
     def subject(self) -> str:
         """The minting key's credential_id (``key:<8 hex>``), or ``anonymous``."""
         return _key_id_of_digest(self.key_digest) if self.key_digest else "anonymous"
+
+
+def check_metrics_token(conn: HTTPConnection, token: str) -> None:
+    """AuthenticationError (401 invalid_credentials) unless ``conn`` carries ``Authorization: Bearer
+    <token>``: the credential Prometheus sends with a scrape job's ``authorization``. Not an API key:
+    a customer's key does not open the operator's metrics, and the token opens nothing else."""
+    scheme, _, value = (conn.headers.get("authorization") or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise AuthenticationError("GET /metrics needs 'Authorization: Bearer <GEPARD_METRICS_TOKEN>'",
+                                  error_code="invalid_credentials")
+    if not hmac.compare_digest(value.strip().encode("utf-8"), token.encode("utf-8")):
+        raise AuthenticationError("the metrics token does not match GEPARD_METRICS_TOKEN",
+                                  error_code="invalid_credentials")
 
 
 def _b64encode(data: bytes) -> str:

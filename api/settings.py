@@ -33,6 +33,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
     GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
                                                                     verify on this replica; a warning says so)
+    GEPARD_METRICS_TOKEN               metrics_token                none: /metrics answers anyone; set (16+
+                                                                    characters): only ``Authorization: Bearer
+                                                                    <token>`` (Prometheus' ``authorization``)
     GEPARD_TLS_CERTFILE / _KEYFILE     tls_certfile, tls_keyfile    none (both or neither; JS SDKs need wss)
     GEPARD_REDIS_URL, else REDIS_URL   redis_url                    none (embedded stores)
     GEPARD_DATA_DIR                    data_dir                     ./data
@@ -116,6 +119,7 @@ TORCH_PATHS = ("auto", "reference", "fast")  # engine.backends.torch_fast.PATHS
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 MIN_TOKEN_SECRET_BYTES = 16
+MIN_METRICS_TOKEN_CHARS = 16  # a scrape credential, guessable when short
 # Frames per audio chunk, growing; the last repeats (codec_worker.schedule, whose limits these are:
 # api/ validates here so a bad value stops the server at start with the variable's name). Unset,
 # the codec's device picks it (codec_worker.schedule.default_schedule).
@@ -167,6 +171,7 @@ class Settings:
         default_factory=lambda: secrets.token_bytes(32), repr=False, metadata=_env("GEPARD_TOKEN_SECRET")
     )
     token_secret_ephemeral: bool = True  # True when token_secret was generated for this process
+    metrics_token: Optional[str] = field(default=None, repr=False, metadata=_env("GEPARD_METRICS_TOKEN"))
     tls_certfile: Optional[Path] = field(default=None, metadata=_env("GEPARD_TLS_CERTFILE"))
     tls_keyfile: Optional[Path] = field(default=None, metadata=_env("GEPARD_TLS_KEYFILE"))
     redis_url: Optional[str] = field(default=None, repr=False, metadata=_env("GEPARD_REDIS_URL", fallback="REDIS_URL"))
@@ -270,6 +275,10 @@ class Settings:
                 "so no request could authenticate")
         if not isinstance(self.token_secret, (bytes, bytearray)) or len(self.token_secret) < MIN_TOKEN_SECRET_BYTES:
             bad("token_secret", f"must be at least {MIN_TOKEN_SECRET_BYTES} bytes long")
+        token = self.metrics_token
+        if token is not None and (len(token) < MIN_METRICS_TOKEN_CHARS or any(c.isspace() for c in token)):
+            bad("metrics_token", f"must be at least {MIN_METRICS_TOKEN_CHARS} characters without spaces "
+                "(e.g. openssl rand -hex 32)")
         if (self.tls_certfile is None) != (self.tls_keyfile is None):
             problems.append("GEPARD_TLS_CERTFILE and GEPARD_TLS_KEYFILE: set both or neither")
         for name in ("tls_certfile", "tls_keyfile"):

@@ -103,6 +103,9 @@ async def run(args: argparse.Namespace) -> None:
                                   cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL)
         ws_url, pid = f"ws://127.0.0.1:{port}", server.pid
     http_url = ws_url.replace("ws", "http", 1)
+    # a server with GEPARD_METRICS_TOKEN set answers /metrics only to it (README, Metrics)
+    token = os.environ.get("GEPARD_METRICS_TOKEN", "").strip()
+    scrape_headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         async with httpx.AsyncClient(timeout=5) as client:
             for _ in range(600):
@@ -123,7 +126,7 @@ async def run(args: argparse.Namespace) -> None:
             t0 = time.monotonic()
             while time.monotonic() < stop_at:
                 await asyncio.sleep(1.0)
-                text = (await client.get(http_url + "/metrics")).text
+                text = (await client.get(http_url + "/metrics", headers=scrape_headers)).text
                 sample = (time.monotonic() - t0, rss_mib(pid) if pid else float("nan"),
                           metric(text, "gepard_generations_in_flight"))
                 samples.append(sample)
@@ -131,7 +134,7 @@ async def run(args: argparse.Namespace) -> None:
                     print(f"t={sample[0]:5.1f} s  RSS {sample[1]:7.0f} MiB  generations in flight {sample[2]:.0f}")
             opened = sum(await asyncio.gather(*clients))
             await asyncio.sleep(args.send_timeout + 5)
-            text = (await client.get(http_url + "/metrics")).text
+            text = (await client.get(http_url + "/metrics", headers=scrape_headers)).text
             after = rss_mib(pid) if pid else float("nan")
             peak = max(s[1] for s in samples)
             print(f"contexts opened by the silent clients: {opened}")

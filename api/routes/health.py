@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from api.auth import check_metrics_token
 from api.lifecycle import Phase
 from api.metrics import CONTENT_TYPE_LATEST
 from api.routes._common import runtime_of
@@ -68,7 +69,10 @@ async def _checks(rt: "Runtime") -> dict[str, str]:
 
 
 async def metrics(request: Request) -> Response:
+    """The Prometheus exposition; with GEPARD_METRICS_TOKEN set, only for a scrape that carries it."""
     rt = runtime_of(request)
+    if rt.settings.metrics_token is not None:
+        check_metrics_token(request, rt.settings.metrics_token)
     rt.metrics.generations.set(rt.service.in_flight)
     rt.metrics.engine_requests.set(rt.engine.num_requests)
     rt.metrics.refresh_engine(rt.engine.stats())  # running / waiting / KV-cache gauges: the engine's scheduler now

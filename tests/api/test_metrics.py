@@ -139,3 +139,48 @@ def test_every_operator_metric_moves_after_real_traffic(gateway, default_voice_i
         assert value(after, gauge) == 0, gauge
     assert value(after, "gepard_engine_preemptions_total") == 0
     assert 0 <= value(after, "gepard_saturation")
+
+
+# -- GEPARD_METRICS_TOKEN ------------------------------------------------------------------------------
+
+METRICS_TOKEN = "scrape-0123456789abcdef"
+API_KEY = "sk_test_metrics_0123456789"
+
+
+def test_a_metrics_token_closes_metrics_to_everyone_but_the_scrape(tiny_ckpt_dir, tmp_path, default_voice_id):
+    from tests.api.conftest import gateway_settings
+    from tests.api.live import LiveServer
+
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path, metrics_token=METRICS_TOKEN, api_keys={API_KEY})
+    assert METRICS_TOKEN not in repr(settings)
+    with LiveServer(settings) as server:
+        url = f"{server.url}/metrics"
+        refused = {
+            "no credential": {},
+            "another scheme": {"Authorization": f"Basic {METRICS_TOKEN}"},
+            "a wrong token": {"Authorization": f"Bearer {METRICS_TOKEN}x"},
+            "an API key": {"Authorization": f"Bearer {API_KEY}"},
+            "the token as an API key header": {"X-API-Key": METRICS_TOKEN},
+        }
+        for why, headers in refused.items():
+            r = httpx.get(url, headers=headers)
+            assert r.status_code == 401, why
+            body = r.json()
+            assert body["error_code"] == "invalid_credentials" and body["request_id"] == r.headers["x-request-id"], why
+            assert "gepard_" not in r.text and METRICS_TOKEN not in r.text, why
+        r = httpx.get(url, headers={"Authorization": f"bearer  {METRICS_TOKEN}"})
+        assert r.status_code == 200 and "gepard_requests_total" in r.text
+        # the token opens nothing else: a synthesis with it is refused like any unknown credential
+        tts = httpx.post(f"{server.url}/tts/bytes", headers={"Authorization": f"Bearer {METRICS_TOKEN}"},
+                         json={"model_id": "sonic-3", "transcript": "Hi.", "voice": {"mode": "id", "id": default_voice_id},
+                               "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000}})
+        assert tts.status_code == 401
+        # health and readiness stay open for probes
+        assert httpx.get(f"{server.url}/health").status_code == 200
+        assert httpx.get(f"{server.url}/ready").status_code == 200
+
+
+def test_metrics_stay_open_without_a_token(gateway):
+    assert gateway.settings.metrics_token is None
+    r = httpx.get(f"{gateway.url}/metrics")
+    assert r.status_code == 200 and "gepard_requests_total" in r.text

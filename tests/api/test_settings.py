@@ -69,9 +69,10 @@ def test_every_variable(tmp_path):
 
 def test_secrets_stay_out_of_repr():
     s = Settings.from_env({"GEPARD_API_KEYS": "sk_very_secret", "GEPARD_TOKEN_SECRET": SECRET,
-                           "REDIS_URL": "redis://:hunter2@redis:6379"})
+                           "REDIS_URL": "redis://:hunter2@redis:6379", "GEPARD_METRICS_TOKEN": "scrape_0123456789ab"})
     text = repr(s)
     assert "sk_very_secret" not in text and SECRET not in text and "hunter2" not in text
+    assert s.metrics_token == "scrape_0123456789ab" and "scrape_0123456789ab" not in text
 
 
 def test_gepard_redis_url_wins_over_redis_url():
@@ -109,6 +110,8 @@ def test_require_auth_can_be_forced_off_with_keys():
         ({"GEPARD_REQUIRE_AUTH": "maybe"}, "GEPARD_REQUIRE_AUTH: 'maybe' is not a boolean"),
         ({"GEPARD_REQUIRE_AUTH": "true"}, "GEPARD_REQUIRE_AUTH: is true but GEPARD_API_KEYS is empty"),
         ({"GEPARD_TOKEN_SECRET": "short"}, "GEPARD_TOKEN_SECRET: must be at least 16 bytes long"),
+        ({"GEPARD_METRICS_TOKEN": "short"}, "GEPARD_METRICS_TOKEN: must be at least 16 characters without spaces"),
+        ({"GEPARD_METRICS_TOKEN": "a token with spaces in it"}, "GEPARD_METRICS_TOKEN: must be at least 16 characters"),
         ({"GEPARD_TLS_CERTFILE": "/etc/hostname"}, "GEPARD_TLS_CERTFILE and GEPARD_TLS_KEYFILE: set both or neither"),
         ({"GEPARD_TLS_CERTFILE": "/nonexistent/cert.pem", "GEPARD_TLS_KEYFILE": "/nonexistent/key.pem"},
          "GEPARD_TLS_CERTFILE: file '/nonexistent/cert.pem' does not exist"),

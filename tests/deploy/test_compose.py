@@ -78,7 +78,7 @@ def test_gateway_environment_names_only_real_settings(compose):
         env = compose["services"][name]["environment"]
         assert isinstance(env, dict)
         assert unknown_env_names(set(env)) == [], f"{name} sets variables the gateway does not read"
-        for secret in ("GEPARD_API_KEYS", "GEPARD_TOKEN_SECRET", "HF_TOKEN"):
+        for secret in ("GEPARD_API_KEYS", "GEPARD_TOKEN_SECRET", "GEPARD_METRICS_TOKEN", "HF_TOKEN"):
             value = str(env.get(secret, ""))
             assert value == "" or re.fullmatch(r"\$\{[A-Z_]+:-\}", value), f"{name}: {secret} holds a literal value"
         assert env["REDIS_URL"] == "redis://redis:6379/0"

@@ -125,7 +125,9 @@ def test_settings_exist_and_secrets_come_from_a_secret(objects):
     assert env["GEPARD_API_KEYS"]["valueFrom"]["secretKeyRef"]["name"] == "gepard-secrets"
     assert not any(kind == "Secret" for kind, _ in objects), "a Secret with real data must not be committed"
     assert {ref["configMapRef"]["name"] for ref in container["envFrom"]} == {"gepard-config"}
-    for secret in ("GEPARD_TOKEN_SECRET", "GEPARD_API_KEYS"):
+    assert env["GEPARD_METRICS_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "gepard-secrets", "key": "GEPARD_METRICS_TOKEN", "optional": True}
+    for secret in ("GEPARD_TOKEN_SECRET", "GEPARD_API_KEYS", "GEPARD_METRICS_TOKEN"):
         assert secret not in config
 
 
