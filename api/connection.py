@@ -88,6 +88,11 @@ class ClientNotReadingError(WebSocketDisconnect):
 
 
 _MAX_QUEUED_JOBS = 4096  # flushes are jobs too: bound them like the text
+# How long a cancel waits for its context's work to stop (the engine abort and the codec stream's
+# close take milliseconds). The socket's reader waits inside the cancel, so a context stuck while
+# stopping would hold up the input of every other context on the socket: past this the reader goes
+# on, and the context is finished (its stream slot released) when its task does stop.
+CANCEL_WAIT_S = 5.0
 
 
 class ContextState(enum.Enum):
@@ -103,6 +108,12 @@ class _Job:
     kind: str  # "segment" | "flush_done" | "done"
     flush_id: int
     text: str = ""
+
+
+def _retrieve_outcome(task: asyncio.Task) -> None:
+    """Mark a finished task's exception as seen: the context reported it already (or was cancelled)."""
+    if not task.cancelled():
+        task.exception()
 
 
 class WsContext:
@@ -188,12 +199,17 @@ class WsContext:
         self.state = ContextState.CANCELLED
         if self._timer is not None:
             self._timer.cancel()
-        self.task.cancel()
-        if self.task is not asyncio.current_task():
-            try:
-                await self.task
-            except (asyncio.CancelledError, Exception):
-                pass
+        task = self.task
+        task.cancel()
+        if task is not asyncio.current_task():
+            done, _ = await asyncio.wait({task}, timeout=CANCEL_WAIT_S)
+            if not done:
+                # it started (a task never run stops at once), so its finally finishes the context
+                logger.warning("context %s: still stopping %.0f s after its cancel; the socket goes on, and "
+                               "its stream slot is released when it stops", self.request_id, CANCEL_WAIT_S)
+                task.add_done_callback(_retrieve_outcome)
+                return
+            _retrieve_outcome(task)
         # a task cancelled before it first ran never reaches its finally
         self.conn.context_finished(self)
 
@@ -592,8 +608,7 @@ class WsConnection:
 
         The close frame cannot get past unread data either; the WebSocket library gives up on the
         close handshake after its close timeout and drops the connection, which ends the reader."""
-        for ctx in list(self.contexts.values()):
-            await ctx.cancel()
+        await asyncio.gather(*(ctx.cancel() for ctx in list(self.contexts.values())))
         try:
             await self.ws.close(code=1008, reason="client stopped reading")
         except Exception:  # already closing or gone: the reader loop ends either way
@@ -604,8 +619,7 @@ class WsConnection:
             await asyncio.gather(self._stall_task, return_exceptions=True)
         contexts = list(self.contexts.values())
         self.contexts.clear()
-        for ctx in contexts:
-            await ctx.cancel()
+        await asyncio.gather(*(ctx.cancel() for ctx in contexts))  # at once: each may wait up to CANCEL_WAIT_S
         if contexts:
             logger.info("ws %s: cancelled %d open context(s) on close", self.connection_id, len(contexts))
         logger.info("ws %s closed", self.connection_id)

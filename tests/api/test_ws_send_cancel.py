@@ -99,3 +99,57 @@ async def test_a_cancelled_context_sends_nothing_even_if_its_task_missed_the_can
     with pytest.raises(asyncio.CancelledError):
         await ctx._send(DoneEvent(context_id="c"))
     assert len(channel.sent) == 1
+
+
+def context_with_worker(conn: WsConnection, worker, finished: list) -> WsContext:
+    """A WsContext around ``worker`` (no engine or ticket); ``finished`` records context_finished."""
+    ctx = WsContext.__new__(WsContext)
+    ctx.conn, ctx.state, ctx.context_id, ctx.request_id, ctx._timer = conn, ContextState.OPEN, "c", "conn:c", None
+    conn.context_finished = finished.append  # the connection's bookkeeping, recorded
+    ctx.task = asyncio.create_task(worker(ctx))
+    return ctx
+
+
+async def test_a_cancel_waits_for_the_work_to_stop_then_finishes_the_context():
+    conn = await accepted_connection(HeldChannel())
+    finished: list = []
+    stopped = []
+
+    async def worker(ctx):
+        try:
+            await asyncio.sleep(3600)  # speaking
+        finally:
+            await asyncio.sleep(0.01)  # the engine abort and codec close
+            stopped.append(True)
+
+    ctx = context_with_worker(conn, worker, finished)
+    await asyncio.sleep(0)
+    await ctx.cancel()
+    assert stopped == [True] and finished == [ctx] and ctx.state is ContextState.CANCELLED
+
+
+async def test_a_context_stuck_stopping_holds_the_reader_only_for_the_cancel_wait(monkeypatch):
+    """A worker whose stopping hangs (say an engine abort that never returns) may not hold up the
+    socket's reader: the cancel returns after CANCEL_WAIT_S, and the context is finished (its stream
+    slot released) when the worker does stop, not before."""
+    import api.connection
+
+    monkeypatch.setattr(api.connection, "CANCEL_WAIT_S", 0.05)
+    conn = await accepted_connection(HeldChannel())
+    finished: list = []
+    unstick = asyncio.Event()
+
+    async def worker(ctx):
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await asyncio.shield(unstick.wait())  # deaf to the cancel until the test lets it go
+            conn.context_finished(ctx)
+
+    ctx = context_with_worker(conn, worker, finished)
+    await asyncio.sleep(0)
+    await asyncio.wait_for(ctx.cancel(), timeout=30)  # returns: the reader goes on
+    assert not ctx.task.done() and finished == [] and ctx.state is ContextState.CANCELLED
+    unstick.set()
+    await asyncio.wait({ctx.task})
+    assert ctx.task.cancelled() and finished == [ctx]
