@@ -8,7 +8,9 @@
                Without httptools: h11, whose own head bound gets the same number.
     ws         uvicorn's ``websockets-sansio`` implementation (its legacy ``websockets`` one is deprecated),
                refusals answered without a false error line (api/ws_protocol.py),
-               pinging every 20 s, closing after 20 s without pong, frames over 4 MiB closed with 1009
+               pinging every 20 s, closing after 20 s without pong, frames over 4 MiB closed with 1009,
+               permessage-deflate only with ``GEPARD_WS_COMPRESSION`` (uvicorn accepts it by default;
+               deflating every audio chunk is the largest cost of the event loop, bench/loop_cost.py)
     TLS        ``GEPARD_TLS_CERTFILE`` / ``GEPARD_TLS_KEYFILE`` (https and wss on the same port)
     logging    ``log_config=None``: uvicorn's loggers propagate to the root handler that
                api.logging_setup installs (with its credential redaction)
@@ -71,6 +73,7 @@ def uvicorn_config(settings: Settings, app: Any = None, *, host: Optional[str] =
         h11_max_incomplete_event_size=settings.max_header_bytes,
         ws=GatewayWebSocketProtocol,
         ws_max_size=WS_MAX_FRAME_BYTES,
+        ws_per_message_deflate=settings.ws_compression,
         ws_ping_interval=WS_PING_INTERVAL_S,
         ws_ping_timeout=WS_PING_TIMEOUT_S,
         ssl_certfile=str(settings.tls_certfile) if settings.tls_certfile else None,

@@ -66,6 +66,10 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     streams generating would stay at or under
                                                                     this real-time factor; 0 turns it off)
     GEPARD_ADMIT_MIN_STREAMS           admit_min_streams            1 (always admitted, whatever the load)
+    GEPARD_WS_COMPRESSION              ws_compression               false (accept permessage-deflate when a client
+                                                                    offers it: a third less bandwidth for speech,
+                                                                    but the event loop then deflates every chunk,
+                                                                    its largest cost; bench/loop_cost.py)
     GEPARD_WS_SEND_TIMEOUT_S           ws_send_timeout_s            10 (a socket whose client reads nothing for
                                                                     this long is closed, its contexts cancelled)
     GEPARD_MAX_CONTEXT_TEXT_CHARS      max_context_text_chars       50000 (text a context may hold unspoken)
@@ -196,6 +200,7 @@ class Settings:
     max_streams_per_key: int = field(default=0, metadata=_env("GEPARD_MAX_STREAMS_PER_KEY"))
     admit_max_saturation: float = field(default=0.9, metadata=_env("GEPARD_ADMIT_MAX_SATURATION"))
     admit_min_streams: int = field(default=1, metadata=_env("GEPARD_ADMIT_MIN_STREAMS"))
+    ws_compression: bool = field(default=False, metadata=_env("GEPARD_WS_COMPRESSION"))
     ws_send_timeout_s: float = field(default=10.0, metadata=_env("GEPARD_WS_SEND_TIMEOUT_S"))
     max_context_text_chars: int = field(default=50_000, metadata=_env("GEPARD_MAX_CONTEXT_TEXT_CHARS"))
     max_socket_text_chars: int = field(default=200_000, metadata=_env("GEPARD_MAX_SOCKET_TEXT_CHARS"))
@@ -473,6 +478,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "max_streams_per_key": _parse_int,
     "admit_max_saturation": _parse_float,
     "admit_min_streams": _parse_int,
+    "ws_compression": _parse_bool,
     "ws_send_timeout_s": _parse_float,
     "max_context_text_chars": _parse_int,
     "max_socket_text_chars": _parse_int,

@@ -1,5 +1,6 @@
 """The WebSocket implementation ``uvicorn_config`` picks (``websockets-sansio``): no deprecation
-warning, keepalive pings still end a peer that stopped answering, and a peer that answers stays.
+warning, keepalive pings still end a peer that stopped answering, a peer that answers stays, and
+permessage-deflate is accepted only when ``GEPARD_WS_COMPRESSION`` asks for it.
 
 The production intervals (20 s) are shortened on the same config object for the test; everything
 else is the configuration ``gepard serve`` runs. The 1009 close for frames past
@@ -9,11 +10,13 @@ else is the configuration ``gepard serve`` runs. The 1009 close for frames past
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import socket
 import threading
 import time
 import warnings
+from typing import Iterator
 
 import pytest
 import uvicorn
@@ -41,11 +44,11 @@ async def echo(ws: WebSocket) -> None:
         pass
 
 
-@pytest.fixture
-def echo_server():
-    port = free_port()
-    config = uvicorn_config(Settings(port=port), app=Starlette(routes=[WebSocketRoute("/ws", echo),
-                                                                                   WebSocketRoute("/deny", deny)]), host="127.0.0.1")
+@contextlib.contextmanager
+def echo_serving(settings: Settings) -> Iterator[int]:
+    """The echo app on the production uvicorn config for ``settings``, with short keepalive pings."""
+    config = uvicorn_config(settings, app=Starlette(routes=[WebSocketRoute("/ws", echo), WebSocketRoute("/deny", deny)]),
+                            host="127.0.0.1", port=free_port())
     config.ws_ping_interval, config.ws_ping_timeout = 0.2, 0.3
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -54,9 +57,17 @@ def echo_server():
     while not server.started:
         assert time.monotonic() < deadline and thread.is_alive(), "echo server did not start"
         time.sleep(0.02)
-    yield port
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield config.port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def echo_server():
+    with echo_serving(Settings()) as port:
+        yield port
 
 
 def test_the_configured_implementation_loads_without_a_deprecation_warning():
@@ -103,3 +114,17 @@ def test_a_refused_upgrade_gets_its_status_and_logs_no_error(echo_server, caplog
     assert refused.value.response.status_code == 401
     assert b"invalid_credentials" in refused.value.response.body
     assert not [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+
+
+@pytest.mark.parametrize("compression", [False, True], ids=["default", "GEPARD_WS_COMPRESSION"])
+def test_permessage_deflate_is_accepted_only_when_configured(compression):
+    # the websockets client offers permessage-deflate by default, as the Cartesia SDK and pipecat do
+    # through it; uvicorn alone would accept the offer and deflate every chunk on the event loop
+    with echo_serving(Settings(ws_compression=compression)) as port:
+        with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as ws:
+            assert "permessage-deflate" in ws.request.headers["Sec-WebSocket-Extensions"]
+            accepted = ws.response.headers.get("Sec-WebSocket-Extensions", "")
+            assert ("permessage-deflate" in accepted) is compression, accepted
+            text = "UklGRiQAAABXQVZF" * 4096  # base64 audio, as a chunk carries it
+            ws.send(text)
+            assert ws.recv(timeout=10) == text

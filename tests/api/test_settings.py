@@ -26,6 +26,7 @@ def test_defaults():
     assert s.tls_certfile is None and s.tls_keyfile is None and not s.tls_enabled
     assert s.redis_url is None and s.data_dir == Path("./data")
     assert s.max_transcript_chars == 5000 and s.ws_idle_timeout_s == 300.0
+    assert s.ws_compression is False  # permessage-deflate refused: the event loop deflates nothing
     assert s.max_contexts_per_socket == 64 and s.max_concurrent_generations == 64
     assert s.model_ids == DEFAULT_MODEL_IDS
     assert s.default_sampling == SamplingParams(temperature=0.4, top_k=0, repetition_penalty=1.0, stop_threshold=0.5,
@@ -45,7 +46,7 @@ def test_every_variable(tmp_path):
         "GEPARD_API_KEYS": " sk_a , sk_b,,", "GEPARD_TOKEN_SECRET": SECRET,
         "GEPARD_TLS_CERTFILE": str(cert), "GEPARD_TLS_KEYFILE": str(key), "REDIS_URL": "redis://localhost:6379/0",
         "GEPARD_DATA_DIR": str(tmp_path / "data"), "GEPARD_MAX_TRANSCRIPT_CHARS": "10000",
-        "GEPARD_WS_IDLE_TIMEOUT_S": "120.5", "GEPARD_MAX_CONTEXTS_PER_SOCKET": "8",
+        "GEPARD_WS_IDLE_TIMEOUT_S": "120.5", "GEPARD_WS_COMPRESSION": "on", "GEPARD_MAX_CONTEXTS_PER_SOCKET": "8",
         "GEPARD_MAX_CONCURRENT_GENERATIONS": "128", "GEPARD_MODEL_IDS": "gepard-1.0, custom-*",
         "GEPARD_TEMPERATURE": "0.7", "GEPARD_TOP_K": "50", "GEPARD_REPETITION_PENALTY": "1.1",
         "GEPARD_STOP_THRESHOLD": "0.8", "GEPARD_MAX_FRAMES": "1000", "GEPARD_CFG_SCALE": "2.0", "GEPARD_CFG_FRAMES": "20",
@@ -55,6 +56,7 @@ def test_every_variable(tmp_path):
     assert (s.host, s.port, s.model, s.codec) == ("0.0.0.0", 9443, "/models/gepard", "/models/codec.nemo")
     assert (s.backend, s.device, s.dtype, s.vllm_runner) == ("vllm", "cuda:1", "bfloat16", "v2")
     assert (s.torch_path, s.torch_compile, s.torch_overlap, s.codec_compile) == ("fast", True, True, True)
+    assert s.ws_compression is True
     assert s.api_keys == {"sk_a", "sk_b"} and s.require_auth is True
     assert s.token_secret == SECRET.encode() and not s.token_secret_ephemeral
     assert s.tls_certfile == cert and s.tls_keyfile == key and s.tls_enabled
@@ -142,6 +144,7 @@ def test_require_auth_can_be_forced_off_with_keys():
         ({"GEPARD_TORCH_COMPILE": "fast"}, "GEPARD_TORCH_COMPILE: 'fast' is not a boolean"),
         ({"GEPARD_TORCH_OVERLAP": "2"}, "GEPARD_TORCH_OVERLAP: '2' is not a boolean"),
         ({"GEPARD_CODEC_COMPILE": "on?"}, "GEPARD_CODEC_COMPILE: 'on?' is not a boolean"),
+        ({"GEPARD_WS_COMPRESSION": "deflate"}, "GEPARD_WS_COMPRESSION: 'deflate' is not a boolean"),
         ({"GEPARD_LOG_FORMAT": "xml"}, "GEPARD_LOG_FORMAT: 'xml' is not supported; expected one of text, json"),
     ],
 )
