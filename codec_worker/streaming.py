@@ -55,6 +55,9 @@ class DecodeWindow:
         return self.width - self.skip_frames
 
 
+_CHANNEL_LIMITS = torch.tensor(fsq.channel_levels()).unsqueeze(-1)  # [32, 1]: codes of channel c are < this
+
+
 def check_stream_codes(codes: object) -> torch.Tensor:
     """Validate pushed frames [32, T] (T may be 0); return them as CPU int64."""
     if not isinstance(codes, torch.Tensor):
@@ -64,9 +67,9 @@ def check_stream_codes(codes: object) -> torch.Tensor:
     if codes.dim() != 2 or codes.shape[0] != fsq.NUM_CHANNELS:
         raise InvalidCodesError(f"expected codes [{fsq.NUM_CHANNELS}, T], got shape {tuple(codes.shape)}")
     codes = codes.detach().to("cpu", torch.long)
-    limits = torch.tensor(fsq.channel_levels()).unsqueeze(-1)
-    bad = (codes < 0) | (codes >= limits)
-    if bool(bad.any()):
+    # runs on the event loop for every frame of every stream: two small ops on the good path
+    if codes.numel() and (int(codes.min()) < 0 or bool((codes >= _CHANNEL_LIMITS).any())):
+        bad = (codes < 0) | (codes >= _CHANNEL_LIMITS)
         channel, frame = (int(i) for i in bad.nonzero()[0])
         raise InvalidCodesError(
             f"code {int(codes[channel, frame])} out of range [0, {fsq.channel_levels()[channel]}) "

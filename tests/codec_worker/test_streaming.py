@@ -186,13 +186,24 @@ def test_bad_pushes_are_rejected(codes, message: str) -> None:
         StreamingDecodeState(25).push(codes)
 
 
-def test_out_of_range_push_names_channel_and_frame() -> None:
+@pytest.mark.parametrize(
+    ("channel", "frame", "code", "levels"),
+    [(0, 2, 8, 8), (1, 0, 7, 7), (31, 3, 6, 6), (5, 1, -1, 7), (30, 3, -7, 6)],  # levels per channel: [8, 7, 6, 6] * 8
+)
+def test_out_of_range_push_names_channel_and_frame(channel: int, frame: int, code: int, levels: int) -> None:
     codes = random_codes(4)
-    codes[0, 2] = 8  # channel 0 has 8 levels
+    codes[channel, frame] = code
     state = StreamingDecodeState(25)
-    with pytest.raises(InvalidCodesError, match=r"code 8 out of range \[0, 8\) at channel 0, frame 2"):
+    with pytest.raises(InvalidCodesError, match=rf"code {code} out of range \[0, {levels}\) at channel {channel}, frame {frame}"):
         state.push(codes)
     assert state.pending_frames == 0  # nothing was buffered
+
+
+def test_every_channels_extreme_codes_are_accepted() -> None:
+    highest = torch.tensor([8, 7, 6, 6] * 8).unsqueeze(-1) - 1
+    state = StreamingDecodeState(25)
+    state.push(torch.cat([highest, torch.zeros_like(highest)], dim=1))
+    assert state.emitted_frames + state.pending_frames == 2
 
 
 @pytest.mark.parametrize(
