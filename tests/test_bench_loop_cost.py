@@ -1,0 +1,82 @@
+"""bench/loop_cost.py: what it reads from /proc and /metrics, its configs, and one real short run
+against `gepard serve` (the figure it reports must come from the server's own main thread)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from bench.loop_cost import Config, Usage, audio_seconds, cpu_seconds, main, measure, parse_config, written_bytes
+
+
+def test_cpu_seconds_reads_utime_and_stime_after_a_name_with_spaces_and_parentheses():
+    # proc(5): pid (comm) state ppid ... field 14 utime, 15 stime, in clock ticks
+    rest = ["S"] + [str(i) for i in range(4, 14)] + ["250", "50"] + ["0"] * 30
+    stat = "4242 (gepard (serve) x) " + " ".join(rest)
+    assert cpu_seconds(stat, 100) == pytest.approx(3.0)
+
+
+def test_cpu_seconds_of_this_thread_grows_with_work_done_on_it():
+    ticks = os.sysconf("SC_CLK_TCK")
+    path = f"/proc/{os.getpid()}/task/{threading.get_native_id()}/stat"
+    before = cpu_seconds(open(path).read(), ticks)
+    x = 0
+    while cpu_seconds(open(path).read(), ticks) - before < 0.05:
+        x += sum(range(10_000))
+    assert x > 0
+
+
+def test_written_bytes_and_audio_seconds_come_from_their_lines():
+    assert written_bytes("rchar: 10\nwchar: 12345\nsyscr: 3\n") == 12345
+    with pytest.raises(ValueError):
+        written_bytes("rchar: 10\n")
+    metrics = "\n".join([
+        "# HELP gepard_audio_seconds_total Seconds of audio produced",
+        "# TYPE gepard_audio_seconds_total counter",
+        'gepard_audio_seconds_total{route="websocket"} 12.5',
+        'gepard_audio_seconds_total{route="bytes"} 2.25',
+        'gepard_audio_seconds_created{route="bytes"} 1.7e+09',
+        'gepard_requests_total{route="websocket"} 9.0',
+    ])
+    assert audio_seconds(metrics) == 14.75
+
+
+def test_usage_subtracts_field_by_field():
+    assert Usage(3.0, 10.0, 500, 20.0) - Usage(1.0, 4.0, 100, 5.0) == Usage(2.0, 6.0, 400, 15.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "config"),
+    [
+        ("plain", Config("plain", {})),
+        ("deflate:GEPARD_WS_COMPRESSION=true", Config("deflate", {"GEPARD_WS_COMPRESSION": "true"})),
+        ("x:GEPARD_A=1, GEPARD_B=two", Config("x", {"GEPARD_A": "1", "GEPARD_B": "two"})),
+        ("gpu:GEPARD_CHUNK_SCHEDULE=2,4,8,32,GEPARD_WS_COMPRESSION=false",
+         Config("gpu", {"GEPARD_CHUNK_SCHEDULE": "2,4,8,32", "GEPARD_WS_COMPRESSION": "false"})),
+    ],
+)
+def test_configs_are_named_variable_sets(text, config):
+    assert parse_config(text) == config
+
+
+@pytest.mark.parametrize("text", [":GEPARD_A=1", "x:GEPARD_A", "x:PATH=/tmp"])
+def test_bad_configs_are_refused(text, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--config", text])
+    assert exit_.value.code == 2
+    assert "config" in capsys.readouterr().err
+
+
+def test_a_short_run_measures_the_servers_main_thread_per_audio_second(tiny_ckpt_dir, tmp_path):
+    result = measure(Config("plain", {"GEPARD_BACKEND": "torch", "GEPARD_DATA_DIR": str(tmp_path / "data")}),
+                     tiny_ckpt_dir, agents=2, duration_s=3.0, ramp_s=0.0, log_dir=tmp_path)
+    spent = result.usage
+    assert spent.audio_s > 1.0 and result.summary["streams"] >= 2
+    # the loop's thread is one of the process's: it cannot have spent more CPU than the process
+    assert 0 < spent.loop_cpu_s < spent.process_cpu_s
+    # the chunks went out as base64 in JSON: at least 4/3 of the PCM's 2 bytes per sample at 22.05 kHz
+    assert result.out_kb_per_audio_s > 22.05 * 2 * 4 / 3
+    assert result.loop_ms_per_audio_s == pytest.approx(1000 * spent.loop_cpu_s / spent.audio_s)
+    assert "plain" in result.row()
