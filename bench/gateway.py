@@ -34,6 +34,7 @@ import uvicorn  # noqa: E402
 import websockets  # noqa: E402
 
 from api.app import DEFAULT_VOICE_ID, build_app, open_runtime  # noqa: E402
+from api.server import uvicorn_config  # noqa: E402
 from api.settings import Settings  # noqa: E402
 from bench._common import machine, random_checkpoint  # noqa: E402
 from engine.requests import SamplingParams  # noqa: E402
@@ -80,10 +81,11 @@ async def main_async(args: argparse.Namespace) -> None:
     ckpt = random_checkpoint(args.size)  # default counter: every stream stops after a fixed frame count
     with tempfile.TemporaryDirectory() as data_dir:
         settings = Settings(model=str(ckpt), backend=args.backend, data_dir=Path(data_dir), port=args.port,
-                            max_concurrent_generations=max(64, max(args.levels)))
+                            max_concurrent_generations=max(64, max(args.levels)), max_streams=max(64, max(args.levels)),
+                            admit_max_saturation=0.0)  # every level runs all its streams: no load-aware refusals
         rt = await open_runtime(settings)
-        server = uvicorn.Server(uvicorn.Config(build_app(settings, rt), host="127.0.0.1", port=args.port,
-                                               log_level="warning", ws="websockets"))
+        # the production server configuration (WebSocket implementation, frame limits, pings, no deflate)
+        server = uvicorn.Server(uvicorn_config(settings, build_app(settings, rt), host="127.0.0.1", port=args.port))
         serving = asyncio.create_task(server.serve())
         while not server.started:
             await asyncio.sleep(0.05)
