@@ -257,6 +257,19 @@ async def test_the_engine_reports_its_scheduler_steps_queue_waits_and_an_idle_sn
     check_after(rec, engine, requests=10, max_batch=8)
 
 
+async def test_vllms_own_prometheus_logger_is_not_built(engine):
+    """vLLM adds a PrometheusStatLogger beside custom loggers unless one of them is one; ours
+    stands in for it, so no step pays for metrics /metrics never serves (the gateway has its own
+    registry), and the scheduler probe still gets every step (the test above)."""
+    from prometheus_client import REGISTRY
+    from vllm.v1.metrics.loggers import PrometheusStatLogger
+
+    loggers = engine._llm.logger_manager.stat_loggers
+    assert len(loggers) == 1 and isinstance(loggers[0], PrometheusStatLogger)
+    assert type(loggers[0]).__name__ == "_ProbeLogger"
+    assert not [m.name for m in REGISTRY.collect() if m.name.startswith("vllm:")]
+
+
 async def test_engine_is_empty_after_the_requests(engine):
     for _ in range(50):
         load = engine.load()
