@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 import math
 import os
@@ -127,6 +128,10 @@ class EngineLoad:
     unfinished: int  # requests the API side still tracks
 
 
+def _do_nothing(self: Any, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
 class _SchedulerProbe:
     """Receives vLLM's per-step scheduler stats (stat-logger hook, on this process's event loop).
 
@@ -166,18 +171,12 @@ class _SchedulerProbe:
                        engine_idx: int = 0, *args: Any, **kwargs: Any) -> None:
                 probe.record(scheduler_stats, iteration_stats)
 
-            def record_sleep_state(self, *args: Any, **kwargs: Any) -> None:
-                pass
-
-            def record_admission_rejection(self, *args: Any, **kwargs: Any) -> None:
-                pass
-
-            def log(self) -> None:
-                pass
-
-            def log_engine_initialized(self) -> None:
-                pass
-
+        # Every other public method of the real logger (log, log_engine_initialized,
+        # record_sleep_state, ... and whatever a later vLLM adds) would touch the metrics that
+        # were never built: each does nothing here.
+        for name, _ in inspect.getmembers(PrometheusStatLogger, inspect.isfunction):
+            if not name.startswith("_") and name != "record":
+                setattr(_ProbeLogger, name, _do_nothing)
         return _ProbeLogger
 
     def record(self, scheduler_stats: Any, iteration_stats: Any) -> None:

@@ -267,6 +267,10 @@ async def test_vllms_own_prometheus_logger_is_not_built(engine):
     loggers = engine._llm.logger_manager.stat_loggers
     assert len(loggers) == 1 and isinstance(loggers[0], PrometheusStatLogger)
     assert type(loggers[0]).__name__ == "_ProbeLogger"
+    # what vLLM calls on its loggers besides record() does nothing, rather than touch unbuilt metrics
+    engine._llm.logger_manager.log()
+    engine._llm.logger_manager.record_sleep_state(0, 0)
+    engine._llm.logger_manager.record_admission_rejection("test")
     assert not [m.name for m in REGISTRY.collect() if m.name.startswith("vllm:")]
 
 
