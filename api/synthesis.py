@@ -180,7 +180,8 @@ class SynthesisService:
             )
         self._in_flight += 1
         stream = self.decoder.open_stream()
-        request = SynthesisRequest(request_id, segment.speech_text, prefix, sampling)
+        # frames are taken a codec chunk at a time: the engine need not wake this task for each one
+        request = SynthesisRequest(request_id, segment.speech_text, prefix, sampling, delivery=self.decoder.schedule.sizes)
         if timing is not None:
             timing.owe(time.perf_counter())
         # The load meter sees this stream as busy from its first audio to its last; the first

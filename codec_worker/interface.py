@@ -19,6 +19,8 @@ import abc
 import numpy as np
 import torch
 
+from codec_worker.schedule import ChunkSchedule
+
 
 class DecodeStream(abc.ABC):
     """Incremental decode of one utterance. Not safe to use from several tasks at once."""
@@ -39,6 +41,7 @@ class DecodeStream(abc.ABC):
 class CodecDecoder(abc.ABC):
     sample_rate_hz: int
     samples_per_frame: int
+    schedule: ChunkSchedule  # where every stream's chunks end: a producer need not hand frames over sooner
 
     @abc.abstractmethod
     def open_stream(self) -> DecodeStream: ...

@@ -75,6 +75,12 @@ class SynthesisRequest:
     text: str
     speaker_prefix: Optional[torch.Tensor] = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    # How the caller takes frames: frames per delivery, growing, the last size repeating (a codec
+    # chunk schedule). A backend may hold a request's frames until the next boundary or its end
+    # instead of handing over every frame as it comes; () asks for every frame. A hint: the torch
+    # backend follows it (one wake-up of the caller per chunk instead of per frame), vLLM's output
+    # stream merges frames by itself when the caller is slower than the steps.
+    delivery: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,9 @@ fast path, engine.backends.torch_fast: static KV cache, CUDA graphs), chosen by
 
 The asyncio side never blocks: requests are handed to the worker through a locked queue, and frames
 come back through per-request mailboxes filled with ``loop.call_soon_threadsafe``. A mailbox merges
-frames when the consumer lags (one pending chunk, not an unbounded queue of messages).
+frames when the consumer lags (one pending chunk, not an unbounded queue of messages), and wakes its
+consumer only at the boundaries of the request's ``delivery`` cadence (the codec's chunk schedule,
+when the gateway asks) or at its end: one task wake-up per chunk of audio instead of per frame.
 Cancelling or closing a ``generate`` iterator aborts the request; the worker drops it at the start
 of its next step, so it stops within one step.
 
@@ -68,11 +70,21 @@ class TorchEngineConfig:
 
 @dataclass
 class _Mailbox:
+    """One request's frames on their way to its caller; wakes the caller at each boundary of the
+    request's ``delivery`` cadence (every frame when it has none), at its end, or on an error."""
+
     loop: asyncio.AbstractEventLoop
+    delivery: tuple[int, ...] = ()
     event: asyncio.Event = field(default_factory=asyncio.Event)
     frames: list[torch.Tensor] = field(default_factory=list)
     finish: Optional[FinishReason] = None
     error: Optional[BaseException] = None
+    received: int = 0  # frames put so far
+    _deliveries: int = 0  # boundaries passed so far
+    _boundary: int = 0  # frames at which the caller is woken next
+
+    def __post_init__(self) -> None:
+        self._advance()
 
     def put(self, out: StepOutput) -> None:  # runs on the event loop
         if out.error is not None:
@@ -80,9 +92,21 @@ class _Mailbox:
             return
         if out.codes is not None:
             self.frames.append(out.codes)
+            self.received += 1
         if out.finish_reason is not None:
             self.finish = out.finish_reason
-        self.event.set()
+        if self.finish is not None or self.received >= self._boundary:
+            self.event.set()
+            self._advance()
+
+    def _advance(self) -> None:
+        """Move the next wake-up past the frames received: the next boundary of the cadence."""
+        if not self.delivery:
+            self._boundary = self.received + 1
+            return
+        while self._boundary <= self.received:
+            self._boundary += self.delivery[min(self._deliveries, len(self.delivery) - 1)]
+            self._deliveries += 1
 
     def fail(self, exc: BaseException) -> None:
         self.error = exc
@@ -180,7 +204,7 @@ class TorchEngine(TtsEngine):
         if rid in self._mailboxes:
             raise InvalidRequestError(f"request id {rid!r} is already running")
         prepared = self.prepare(request)
-        box = _Mailbox(asyncio.get_running_loop())
+        box = _Mailbox(asyncio.get_running_loop(), delivery=request.delivery)
         with self._lock:
             if len(self._incoming) + self._generator.num_active >= self.config.max_batch + self.config.max_queue:
                 raise OverloadedError(f"engine is at capacity ({self.config.max_batch} running, {self.config.max_queue} queued)")

@@ -65,6 +65,52 @@ async def test_stop_is_never_evaluated_at_sos(always_stop_dir):
     assert reason is FinishReason.STOP and codes.shape == (32, 1)  # frame 0 comes from SOS unconditionally
 
 
+def wakes(delivery, frames, finish_at_end=True):
+    """The frame counts at which a mailbox with this cadence wakes its caller (who takes all)."""
+    from engine.backends.torch_backend import _Mailbox
+    from engine.backends.torch_generator import StepOutput
+
+    box = _Mailbox(asyncio.new_event_loop(), delivery=delivery)
+    seen = []
+    for i in range(1, frames + 1):
+        last = finish_at_end and i == frames
+        box.put(StepOutput("r", torch.zeros(32, dtype=torch.long), FinishReason.STOP if last else None))
+        if box.event.is_set():
+            seen.append(i)
+            box.event.clear()
+            box.frames = []
+    box.loop.close()
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("delivery", "frames", "expected"),
+    [
+        ((), 5, [1, 2, 3, 4, 5]),  # no cadence: every frame
+        ((2, 3), 12, [2, 5, 8, 11, 12]),  # the boundaries of 2, then 3 repeating, then the end
+        ((2, 4, 8, 32), 20, [2, 6, 14, 20]),  # the GPU cadence: chunks end at 2, 6, 14, 46...
+        ((4, 16), 4, [4]),  # ending on a boundary wakes once
+        ((4, 16), 2, [2]),  # shorter than the first chunk: woken by the end
+    ],
+)
+def test_a_mailbox_wakes_its_caller_at_the_delivery_boundaries_and_the_end(delivery, frames, expected):
+    assert wakes(delivery, frames) == expected
+
+
+async def test_frames_held_to_a_cadence_are_the_frames_delivered_one_by_one(engine):
+    plain = [c async for c in engine.generate(SynthesisRequest("p", TEXTS[1], None, GREEDY))]
+    held = [c async for c in engine.generate(SynthesisRequest("h", TEXTS[1], None, GREEDY, delivery=(2, 3)))]
+    assert torch.equal(torch.cat([c.codes for c in plain], 1), torch.cat([c.codes for c in held], 1))
+    assert held[-1].finish_reason is FinishReason.STOP and all(c.finish_reason is None for c in held[:-1])
+    # the caller is only woken at a boundary (2, 5, 8, ...) and takes what is there: each chunk
+    # but the last ends on or after a boundary it did not reach before
+    boundaries = {2 + 3 * k for k in range(100)}
+    for chunk in held[:-1]:
+        end = chunk.start_frame + chunk.num_frames
+        assert any(chunk.start_frame < b <= end for b in boundaries), [(c.start_frame, c.num_frames) for c in held]
+    assert len(held) <= len([b for b in boundaries if b <= 24]) + 1  # 24 frames: at most 8 boundaries and the end
+
+
 async def test_greedy_is_deterministic_and_depends_on_text(engine):
     a, _ = await collect(engine, "a", TEXTS[0])
     b, _ = await collect(engine, "b", TEXTS[0])

@@ -1,0 +1,38 @@
+"""The synthesis service asks the engine for frames a codec chunk at a time (SynthesisRequest.delivery):
+its task is then woken once per chunk of audio, not once per engine step."""
+
+from __future__ import annotations
+
+import contextlib
+
+from api.app import DEFAULT_VOICE_ID, open_runtime
+from engine.requests import SamplingParams
+from tests.api.conftest import gateway_settings
+
+
+async def test_each_engine_request_carries_the_codecs_chunk_schedule(tiny_ckpt_dir, tmp_path):
+    rt = await open_runtime(gateway_settings(tiny_ckpt_dir, tmp_path / "data", chunk_schedule=(3, 5)))
+    try:
+        svc = rt.service
+        real_generate, requests, chunks = rt.engine.generate, [], []
+
+        async def recording_generate(request):  # the real engine, with each request and chunk noted
+            requests.append(request)
+            async for chunk in real_generate(request):
+                chunks.append(chunk)
+                yield chunk
+
+        rt.engine.generate = recording_generate
+        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        pcm = []
+        async with contextlib.aclosing(svc.speak(svc.segment("Hello there, how are you?", "en"), prefix,
+                                                 SamplingParams(temperature=0.0), "delivery-1")) as stream:
+            async for piece in stream:
+                pcm.append(piece)
+    finally:
+        await rt.aclose()
+    assert [r.delivery for r in requests] == [(3, 5)] == [rt.decoder.schedule.sizes]
+    frames = sum(c.num_frames for c in chunks)
+    assert sum(p.size for p in pcm) == frames * rt.decoder.samples_per_frame
+    # woken at 3, 8, 13, ... and at the end: never more chunks than boundaries plus one
+    assert len(chunks) <= 1 + len(range(3, frames + 1, 5)) < frames
