@@ -175,6 +175,10 @@ def validated_text(request: SynthesisRequest, max_frames_ceiling: int) -> str:
     if not text:
         raise InvalidRequestError("text is empty: Gepard cannot synthesise an empty transcript")
     problems = sampling_problems(request.sampling, max_frames_ceiling)
+    delivery = request.delivery
+    if not isinstance(delivery, tuple) or not all(type(n) is int and n >= 1 for n in delivery):
+        # a size of 0 would never move the next delivery past the frames received
+        problems.append(f"delivery must be a tuple of frame counts >= 1, got {delivery!r}")
     if problems:
         raise InvalidRequestError("; ".join(problems))
     return text

@@ -97,6 +97,14 @@ def test_a_mailbox_wakes_its_caller_at_the_delivery_boundaries_and_the_end(deliv
     assert wakes(delivery, frames) == expected
 
 
+@pytest.mark.parametrize("delivery", [(0,), (2, -1), (2.5,), (True,), [2, 4]])
+async def test_a_cadence_that_could_never_deliver_is_refused_before_generation(engine, delivery):
+    with pytest.raises(InvalidRequestError, match=r"delivery must be a tuple of frame counts >= 1"):
+        async for _ in engine.generate(SynthesisRequest("bad", TEXTS[0], None, GREEDY, delivery=delivery)):
+            pass
+    assert engine.num_requests == 0
+
+
 async def test_frames_held_to_a_cadence_are_the_frames_delivered_one_by_one(engine):
     plain = [c async for c in engine.generate(SynthesisRequest("p", TEXTS[1], None, GREEDY))]
     held = [c async for c in engine.generate(SynthesisRequest("h", TEXTS[1], None, GREEDY, delivery=(2, 3)))]
