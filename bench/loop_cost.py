@@ -1,7 +1,7 @@
 """The gateway's event-loop CPU per second of audio streamed: how much audio one process can carry.
 
     python bench/loop_cost.py [--size tiny|full] [--backend torch] [--agents 16] [--duration 20] \\
-        [--config deflate:GEPARD_WS_COMPRESSION=true --config plain:GEPARD_WS_COMPRESSION=false] [--out FILE]
+        [--config deflate:GEPARD_WS_COMPRESSION=true --config plain:GEPARD_WS_COMPRESSION=false] [--rounds 2] [--out FILE]
 
 Everything the gateway does for a stream outside the engine and the codec runs on one thread,
 uvicorn's event loop: reading and validating text, JSON, base64, WebSocket framing (and
@@ -21,7 +21,9 @@ the measured level:
     audio s             gepard_audio_seconds_total from /metrics
 
 Linux only (/proc). The agents run in this process, beside the server: on a small machine they take
-CPU from it, which changes throughput but not the per-audio-second costs.
+CPU from it, which changes throughput but not the per-audio-second costs. A machine's speed can drift
+by a fifth over hours (seen on a shared 2-core VM): compare configs run side by side, and use
+``--rounds`` to interleave them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import asyncio
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -69,6 +72,11 @@ def parse_config(text: str) -> Config:
             raise ValueError(f"config {text!r}: {item!r} is not GEPARD_VAR=VALUE")
         env[var] = value
     return Config(name, env)
+
+
+def run_order(configs: Sequence[Config], rounds: int) -> list[Config]:
+    """Every config once per round, rounds one after another (a, b, a, b): drift hits all alike."""
+    return [config for _ in range(max(rounds, 1)) for config in configs]
 
 
 @dataclass(frozen=True)
@@ -188,8 +196,6 @@ class ServerProcess:
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -223,6 +229,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--duration", type=float, default=20.0, help="seconds of load after the ramp")
     p.add_argument("--ramp", type=float, default=3.0)
     p.add_argument("--config", action="append", help=f"NAME:VAR=VALUE,... (repeatable; default {' '.join(DEFAULT_CONFIGS)})")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the configs this many times, interleaved (a, b, a, b): a machine's speed drifts over hours")
     p.add_argument("--out", type=Path, help="JSON results")
     args = p.parse_args(argv)
     if not Path("/proc/self/io").exists():
@@ -236,10 +244,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"{args.agents} agents, {args.ramp:g} s ramp + {args.duration:g} s")
     print(HEADER, flush=True)
     results = []
-    with tempfile.TemporaryDirectory() as logs:
-        for config in configs:
-            config = Config(config.name, {"GEPARD_BACKEND": args.backend, **config.env})
-            result = measure(config, model, args.agents, args.duration, args.ramp, Path(logs))
+    with tempfile.TemporaryDirectory() as work:
+        for config in run_order(configs, args.rounds):
+            # each server gets a voice store of its own, out of the checkout, unless the config names one
+            env = {"GEPARD_BACKEND": args.backend, "GEPARD_DATA_DIR": str(Path(work) / f"{config.name}-data"), **config.env}
+            result = measure(Config(config.name, env), model, args.agents, args.duration, args.ramp, Path(work))
             results.append(result)
             print(result.row(), flush=True)
     print("loop ms/as: event-loop CPU ms per audio second; loop max: the xRT at which the loop never rests")

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from bench.loop_cost import Config, Usage, audio_seconds, cpu_seconds, main, measure, parse_config, written_bytes
+from bench.loop_cost import (Config, Usage, audio_seconds, cpu_seconds, main, measure, parse_config, run_order,
+                              written_bytes)
 
 
 def test_cpu_seconds_reads_utime_and_stime_after_a_name_with_spaces_and_parentheses():
@@ -59,6 +60,12 @@ def test_usage_subtracts_field_by_field():
 )
 def test_configs_are_named_variable_sets(text, config):
     assert parse_config(text) == config
+
+
+def test_rounds_interleave_the_configs():
+    a, b = Config("a"), Config("b")
+    assert run_order([a, b], 2) == [a, b, a, b]
+    assert run_order([a, b], 0) == run_order([a, b], 1) == [a, b]
 
 
 @pytest.mark.parametrize("text", [":GEPARD_A=1", "x:GEPARD_A", "x:PATH=/tmp"])
