@@ -164,7 +164,7 @@ class _SchedulerProbe:
         probe = self
 
         class _ProbeLogger(PrometheusStatLogger):
-            def __init__(self, vllm_config: Any, engine_indexes: Any = None) -> None:  # noqa: D401
+            def __init__(self, vllm_config: Any, engine_indexes: Any = None) -> None:
                 pass  # no metrics registered: vLLM calls this with its config, nothing to keep
 
             def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None,
