@@ -38,7 +38,8 @@ def new_engine_stream(device: torch.device) -> Optional["torch.cuda.Stream"]:
 @contextlib.contextmanager
 def on_stream(stream: Optional["torch.cuda.Stream"]) -> Iterator[None]:
     """Run the block on ``stream`` (CUDA), after what the default stream queued so far (the
-    prompts' embeddings are computed there, on the caller's thread); a no-op on CPU."""
+    prompts' embeddings are computed there, by the engine's worker before it adds a request); a
+    no-op on CPU."""
     if stream is None:
         yield
         return

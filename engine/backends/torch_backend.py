@@ -4,8 +4,12 @@ The loop is BatchGenerator (the reference, engine.backends.torch_generator) or F
 fast path, engine.backends.torch_fast: static KV cache, CUDA graphs), chosen by
 ``TorchEngineConfig.path``: ``auto`` takes the fast path on CUDA and the reference elsewhere.
 
-The asyncio side never blocks: requests are handed to the worker through a locked queue, and frames
-come back through per-request mailboxes filled with ``loop.call_soon_threadsafe``. A mailbox merges
+The asyncio side never blocks and never touches the device: a request is checked and tokenised on
+the event loop (``plan``) and handed to the worker through a locked queue as token ids; the worker
+embeds its prompt (``embed``) and adds it to the loop. (PyTorch's blocking copy to a CUDA device
+waits for everything queued on the stream, on the reference path the worker's steps too; and the
+embedding's own compute is the worker's, not the loop's.) Frames come back through per-request
+mailboxes filled with ``loop.call_soon_threadsafe``. A mailbox merges
 frames when the consumer lags (one pending chunk, not an unbounded queue of messages), and wakes its
 consumer only at the boundaries of the request's ``delivery`` cadence (the codec's chunk schedule,
 when the gateway asks) or at its end: one task wake-up per chunk of audio instead of per frame.
@@ -31,7 +35,7 @@ from typing import AsyncIterator, Optional
 import torch
 
 from engine.backends.torch_fast import FastGenerator, choose_path
-from engine.backends.torch_generator import BatchGenerator, PreparedRequest, StepOutput, device_lost
+from engine.backends.torch_generator import BatchGenerator, PlannedRequest, PreparedRequest, StepOutput, device_lost
 from engine.device import pick_device, pick_dtype
 from engine.errors import EngineDeadError, GenerationError, InvalidRequestError, OverloadedError
 from engine.interface import TtsEngine
@@ -121,7 +125,8 @@ class TorchEngine(TtsEngine):
         self._generator = self._make_generator(model)
         logger.info("torch backend: %s path on %s (%s)", self.path, model.device, model.dtype)
         self._lock = threading.Condition()
-        self._incoming: list[PreparedRequest] = []
+        self._incoming: list[PlannedRequest] = []  # handed over by the event loop, embedded by the worker
+        self._embedding = 0  # requests the worker took from _incoming and is embedding now
         self._aborts: list[str] = []
         self._mailboxes: dict[str, _Mailbox] = {}
         self._generated: dict[str, int] = {}  # frames produced per running request (worker thread writes)
@@ -175,26 +180,41 @@ class TorchEngine(TtsEngine):
     def model_info(self) -> ModelInfo:
         return self._info
 
-    # -- request preparation (caller's thread; cheap) -------------------------------------------
-    def prepare(self, request: SynthesisRequest) -> PreparedRequest:
+    # -- request preparation ----------------------------------------------------------------------
+    def plan(self, request: SynthesisRequest) -> PlannedRequest:
+        """Check ``request`` and build its prompt as token ids (InvalidRequestError names the bad
+        field). Runs on the caller's thread, the event loop, so it does no device work (see the
+        module's docstring)."""
         model, cfg, sp = self.model, self.model.config, request.sampling
         text = validated_text(request, self.config.max_frames_ceiling)
-        if request.speaker_prefix is not None:
-            model.check_prefix(request.speaker_prefix)
+        prefix = request.speaker_prefix
+        if prefix is not None:
+            model.check_prefix(prefix)  # on the CPU, where the voice store keeps prefixes
         assert model.tokenizer is not None
         text_ids = build_text_ids(model.tokenizer.encode(text), cfg.special_tokens, cfg.text_repetition)
-        with torch.no_grad():
-            embeds = model.prompt_embeds(text_ids, request.speaker_prefix)
-            uncond = None
-            if sp.uses_cfg:
-                uncond = model.prompt_embeds(uncond_text_ids(cfg.special_tokens, sp.cfg_uncond_mode), request.speaker_prefix)
+        uncond_ids = uncond_text_ids(cfg.special_tokens, sp.cfg_uncond_mode) if sp.uses_cfg else None
         max_frames = sp.max_frames or adaptive_max_frames(text, cfg.codec.exact_frame_rate_hz, self.config.max_frames_ceiling)
         seed = sp.seed if sp.seed is not None else new_seed()
-        prepared = PreparedRequest(request.request_id, embeds, uncond, sp, seed & ((1 << 63) - 1), max_frames,
-                                   submitted_at=time.monotonic())
+        planned = PlannedRequest(request.request_id, text_ids, uncond_ids, prefix,
+                                 model.null_prefix.shape[0] if prefix is None else prefix.shape[0],
+                                 sp, seed & ((1 << 63) - 1), max_frames, submitted_at=time.monotonic())
         if isinstance(self._generator, FastGenerator):
-            self._generator.check_fits(prepared)  # too long for the static cache: refused before it starts
-        return prepared
+            self._generator.check_fits(planned)  # too long for the static cache: refused before it starts
+        return planned
+
+    def embed(self, planned: PlannedRequest) -> PreparedRequest:
+        """The planned prompt's embeddings on the model's device (the worker thread's job)."""
+        with torch.no_grad():
+            embeds = self.model.prompt_embeds(planned.text_ids, planned.speaker_prefix)
+            uncond = None
+            if planned.uncond_ids is not None:
+                uncond = self.model.prompt_embeds(planned.uncond_ids, planned.speaker_prefix)
+        return PreparedRequest(planned.request_id, embeds, uncond, planned.sampling, planned.seed, planned.max_frames,
+                               submitted_at=planned.submitted_at)
+
+    def prepare(self, request: SynthesisRequest) -> PreparedRequest:
+        """``plan`` and ``embed`` in one call, on the caller's thread (tests and benches)."""
+        return self.embed(self.plan(request))
 
     # -- TtsEngine --------------------------------------------------------------------------------
     async def generate(self, request: SynthesisRequest) -> AsyncIterator[FrameChunk]:
@@ -203,15 +223,15 @@ class TorchEngine(TtsEngine):
         rid = request.request_id
         if rid in self._mailboxes:
             raise InvalidRequestError(f"request id {rid!r} is already running")
-        prepared = self.prepare(request)
+        planned = self.plan(request)
         box = _Mailbox(asyncio.get_running_loop(), delivery=request.delivery)
         with self._lock:
-            if len(self._incoming) + self._generator.num_active >= self.config.max_batch + self.config.max_queue:
+            if self._queued() + self._generator.num_active >= self.config.max_batch + self.config.max_queue:
                 raise OverloadedError(f"engine is at capacity ({self.config.max_batch} running, {self.config.max_queue} queued)")
             self._mailboxes[rid] = box
-            self._incoming.append(prepared)
+            self._incoming.append(planned)
             self._lock.notify()
-        logger.info("request %s added (max_frames=%d)", rid, prepared.max_frames)
+        logger.info("request %s added (max_frames=%d)", rid, planned.max_frames)
         sent = 0
         finished = False
         try:
@@ -272,12 +292,15 @@ class TorchEngine(TtsEngine):
                         self._lock.wait()
                     if self._closed:
                         return
-                    for req in self._incoming:
-                        gen.add(req)
-                    self._incoming.clear()
+                    planned, self._incoming = self._incoming, []
+                    self._embedding = len(planned)
                     for rid in self._aborts:
-                        gen.abort(rid)
+                        gen.abort(rid)  # applied at the start of the next step, after the adds below
                     self._aborts.clear()
+                # outside the lock, so that the event loop never waits for device work to hand a request over
+                failed = self._embed_into(gen, planned)
+                if failed:
+                    self._dispatch(failed)
                 started = time.perf_counter()
                 outputs = gen.step()  # per-request failures come back as outputs with an error
                 duration = time.perf_counter() - started
@@ -292,6 +315,23 @@ class TorchEngine(TtsEngine):
             for box in list(self._mailboxes.values()):
                 box.loop.call_soon_threadsafe(box.fail, err)
 
+    def _embed_into(self, gen: BatchGenerator | FastGenerator, planned: list[PlannedRequest]) -> list[StepOutput]:
+        """Embed each newly planned request and queue it on ``gen``; one whose prompt cannot be
+        built fails alone (GenerationError), unless the device is lost."""
+        failed = []
+        for req in planned:
+            try:
+                gen.add(self.embed(req))
+            except Exception as exc:
+                if device_lost(exc):
+                    raise
+                message = f"request {req.request_id}: building its prompt failed: {type(exc).__name__}: {exc}"
+                logger.error("%s", message)
+                failed.append(StepOutput(req.request_id, None, error=GenerationError(message)))
+            finally:
+                self._embedding -= 1
+        return failed
+
     def generated_frames(self, request_id: str) -> int:
         """Frames the worker has produced so far for a running request (0 once it is gone)."""
         return self._generated.get(request_id, 0)
@@ -302,7 +342,7 @@ class TorchEngine(TtsEngine):
 
     def stats(self) -> EngineStats:
         gen = self._generator  # read from another thread: each figure is one atomic read, good enough for monitoring
-        return EngineStats(running=gen.num_active, waiting=len(gen.pending) + len(self._incoming),
+        return EngineStats(running=gen.num_active, waiting=self._queued(),
                            kv_cache_usage=gen.kv_cache_usage, preemptions=0, steps=self._steps)
 
     def set_step_observer(self, observer: Optional[StepObserver]) -> None:
@@ -311,7 +351,13 @@ class TorchEngine(TtsEngine):
     @property
     def num_requests(self) -> int:
         # the asyncio side (mailboxes) or the worker (queued + running): a leak shows in either
-        return max(len(self._mailboxes), self._generator.num_active + len(self._generator.pending) + len(self._incoming))
+        return max(len(self._mailboxes), self._generator.num_active + self._queued())
+
+    def _queued(self) -> int:
+        """Requests accepted and not running yet: handed over, being embedded, or waiting in the
+        generator for a batch place (each an atomic read from the worker's side: good enough for
+        a limit and for monitoring)."""
+        return len(self._incoming) + self._embedding + len(self._generator.pending)
 
     def _dispatch(self, outputs: list[StepOutput]) -> None:
         """Hand a step's outputs to their mailboxes: one call into each event loop per step, not

@@ -51,7 +51,7 @@ import torch
 from engine.backends.cuda_graphs import HostCopy, StepGraphs, TableUpload, is_cuda, new_engine_stream, on_stream
 from engine.backends.fast_step import OUT_BAD, OUT_STOP, DeviceStep, HostRows, RowTables
 from engine.backends.static_cache import SlotAllocator, StaticKVCache, pick_bucket, power_buckets
-from engine.backends.torch_generator import BatchLoop, PreparedRequest, StepOutput, _check_knobs, device_lost
+from engine.backends.torch_generator import BatchLoop, PlannedRequest, PreparedRequest, StepOutput, _check_knobs, device_lost
 from engine.errors import InvalidRequestError
 from engine.model.gepard import GepardModel
 from engine.requests import MAX_FRAMES, FinishReason
@@ -72,12 +72,9 @@ def choose_path(path: str, device: torch.device) -> str:
     return path
 
 
-def positions_needed(req: PreparedRequest) -> int:
+def positions_needed(req: PreparedRequest | PlannedRequest) -> int:
     """Cache positions a request may use: its prompt plus its frame cap (CFG branch likewise)."""
-    need = req.prompt_embeds.shape[0] + req.max_frames
-    if req.uncond_embeds is not None:
-        need = max(need, req.uncond_embeds.shape[0] + req.max_frames)
-    return need
+    return max(req.prompt_len, req.uncond_len or 0) + req.max_frames
 
 
 @dataclass(eq=False)  # compared by identity: the row tables hold exactly these objects
@@ -143,12 +140,12 @@ class FastGenerator(BatchLoop):
         """Slots in use / slots (0..1; see engine.stats)."""
         return self.allocator.used / self.slots
 
-    def check_fits(self, req: PreparedRequest) -> None:
+    def check_fits(self, req: PreparedRequest | PlannedRequest) -> None:
         """InvalidRequestError when the request could never fit the cache (before it starts)."""
         need = positions_needed(req)
         if need > self.max_positions:
             raise InvalidRequestError(
-                f"request needs {need} KV cache positions (prompt {req.prompt_embeds.shape[0]} + max_frames "
+                f"request needs {need} KV cache positions (prompt {max(req.prompt_len, req.uncond_len or 0)} + max_frames "
                 f"{req.max_frames}) but the torch fast path's cache holds {self.max_positions} per request; "
                 "lower max_frames or shorten the text")
 
@@ -316,7 +313,7 @@ class FastGenerator(BatchLoop):
             need = 1 + (req.uncond_embeds is not None)
             if self.allocator.free < need:
                 break  # wait for slots; the queue keeps its order
-            length = max(req.prompt_embeds.shape[0], req.uncond_embeds.shape[0] if req.uncond_embeds is not None else 0)
+            length = max(req.prompt_len, req.uncond_len or 0)
             rows = sum(1 + (b.uncond_slot >= 0) for b in batch) + need
             if batch and rows * max(longest, length) > self.prefill_tokens:
                 break

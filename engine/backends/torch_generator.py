@@ -66,6 +66,30 @@ def device_lost(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in _DEVICE_LOST_MARKERS)
 
 
+@dataclass(frozen=True)
+class PlannedRequest:
+    """A checked request whose prompt is still token ids: built on the caller's thread (the event
+    loop) with no device work; the engine's worker embeds it into a PreparedRequest."""
+
+    request_id: str
+    text_ids: list[int]
+    uncond_ids: Optional[list[int]]  # CFG's unconditional prompt, when CFG is on
+    speaker_prefix: Optional[torch.Tensor]  # [K, H] on the CPU ([0, H]: no prefix); None: the model's null prefix
+    prefix_len: int  # K: rows the prefix puts before the text
+    sampling: SamplingParams
+    seed: int
+    max_frames: int
+    submitted_at: float = 0.0  # time.monotonic() when the engine accepted it (0: unknown); for queue-wait stats
+
+    @property
+    def prompt_len(self) -> int:
+        return self.prefix_len + len(self.text_ids)
+
+    @property
+    def uncond_len(self) -> Optional[int]:
+        return None if self.uncond_ids is None else self.prefix_len + len(self.uncond_ids)
+
+
 @dataclass
 class PreparedRequest:
     """A request with its prompt built and every sampling choice resolved."""
@@ -77,6 +101,14 @@ class PreparedRequest:
     seed: int
     max_frames: int
     submitted_at: float = 0.0  # time.monotonic() when the engine accepted it (0: unknown); for queue-wait stats
+
+    @property
+    def prompt_len(self) -> int:
+        return int(self.prompt_embeds.shape[0])
+
+    @property
+    def uncond_len(self) -> Optional[int]:
+        return None if self.uncond_embeds is None else int(self.uncond_embeds.shape[0])
 
 
 @dataclass

@@ -1,5 +1,6 @@
 import asyncio
 import shutil
+import threading
 
 import pytest
 import torch
@@ -251,6 +252,27 @@ async def test_overload_is_reported(tiny_model):
         await eng.aclose()
 
 
+async def test_requests_queued_in_the_generator_count_towards_max_queue(tiny_model, never_stop_dir):
+    # max_batch 1 + max_queue 1: one running, one waiting for its place, a third refused. The waiting
+    # one sits in the generator's own queue once the worker has taken it over, and counts there too.
+    eng = TorchEngine(GepardModel.from_pretrained(never_stop_dir), TorchEngineConfig(max_batch=1, max_queue=1))
+    try:
+        running = eng.generate(SynthesisRequest("running", TEXTS[0], None, SamplingParams(temperature=0.0, max_frames=2000)))
+        await running.__anext__()
+        waiting = asyncio.create_task(anext(eng.generate(SynthesisRequest("waiting", TEXTS[0], None, GREEDY))))
+        for _ in range(500):
+            if len(eng._generator.pending) == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert len(eng._generator.pending) == 1 and eng.stats().waiting == 1
+        with pytest.raises(OverloadedError, match=r"engine is at capacity \(1 running, 1 queued\)"):
+            await collect(eng, "third", TEXTS[0])
+        waiting.cancel()
+        await running.aclose()
+    finally:
+        await eng.aclose()
+
+
 # -- failures stay with their request (issue 9) ----------------------------------------------------
 
 import dataclasses  # noqa: E402
@@ -268,16 +290,16 @@ def valid(codes: torch.Tensor) -> bool:
 
 def let_through(engine: TorchEngine, rid: str, **knobs) -> None:
     """Hand request ``rid`` to the worker with knobs no entry point accepts, as if a check were
-    missing: it is prepared (and validated) as sent, then its knobs are swapped."""
-    prepare = engine.prepare
+    missing: it is planned (and validated) as sent, then its knobs are swapped."""
+    plan = engine.plan
 
-    def prepare_poisoned(request):
-        prepared = prepare(request)
+    def plan_poisoned(request):
+        planned = plan(request)
         if request.request_id == rid:
-            prepared.sampling = dataclasses.replace(prepared.sampling, **knobs)
-        return prepared
+            planned = dataclasses.replace(planned, sampling=dataclasses.replace(planned.sampling, **knobs))
+        return planned
 
-    engine.prepare = prepare_poisoned
+    engine.plan = plan_poisoned
 
 
 @pytest.mark.parametrize("seed", [620977, 74326])
@@ -425,3 +447,53 @@ def test_each_step_reaches_each_event_loop_in_one_call(tiny_model):
             assert reason is want_reason is FinishReason.STOP and torch.equal(codes, want)
         frames = sum(codes.shape[1] for codes, _ in got[side])
         assert frames == 4 * 24 and 0 < wakeups[side] <= steps < frames
+
+
+# -- the event loop does no device work ------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+async def test_prompts_are_embedded_by_the_worker_not_the_event_loop(tiny_model, monkeypatch, path):
+    # on CUDA a blocking copy to the device from the event loop waits for the stream's queued work;
+    # the loop only checks and tokenises, the engine's worker thread builds the embeddings
+    embedded_on = []
+    prompt_embeds = tiny_model.prompt_embeds
+
+    def recording(*args, **kwargs):
+        embedded_on.append(threading.current_thread().name)
+        return prompt_embeds(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_model, "prompt_embeds", recording)
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=4, path=path))
+    try:
+        plain, _ = await collect(eng, "plain", TEXTS[0])
+        guided, _ = await collect(eng, "cfg", TEXTS[1], SamplingParams(temperature=0.0, cfg_scale=1.5))
+    finally:
+        await eng.aclose()
+    assert embedded_on == ["gepard-torch-engine"] * 3  # one prompt, then CFG's two
+    monkeypatch.setattr(tiny_model, "prompt_embeds", prompt_embeds)
+    reference = TorchEngine(tiny_model, TorchEngineConfig(max_batch=4, path="reference"))
+    try:  # the frames are the reference loop's, as before
+        assert torch.equal(plain, (await collect(reference, "plain", TEXTS[0]))[0])
+        assert torch.equal(guided, (await collect(reference, "cfg", TEXTS[1], SamplingParams(temperature=0.0, cfg_scale=1.5)))[0])
+    finally:
+        await reference.aclose()
+
+
+async def test_a_prompt_that_cannot_be_built_fails_its_request_alone(engine, monkeypatch):
+    alone = [(await collect(engine, f"solo{i}", t))[0] for i, t in enumerate(TEXTS[:2])]
+    embed = engine.embed
+
+    def embed_failing(planned):
+        if planned.request_id == "bad":
+            raise RuntimeError("injected embedding fault")
+        return embed(planned)
+
+    monkeypatch.setattr(engine, "embed", embed_failing)
+    results = await asyncio.gather(*[collect(engine, f"ok{i}", t) for i, t in enumerate(TEXTS[:2])],
+                                   collect(engine, "bad", TEXTS[2]), return_exceptions=True)
+    assert isinstance(results[2], GenerationError) and not isinstance(results[2], EngineDeadError)
+    assert str(results[2]) == "request bad: building its prompt failed: RuntimeError: injected embedding fault"
+    for solo, (codes, reason) in zip(alone, results[:2]):
+        assert torch.equal(solo, codes) and reason is FinishReason.STOP
+    await engine.check_health()
+    assert engine.num_requests == 0 and engine.stats().waiting == 0
