@@ -76,10 +76,8 @@ class SynthesisRequest:
     speaker_prefix: Optional[torch.Tensor] = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     # How the caller takes frames: frames per delivery, growing, the last size repeating (a codec
-    # chunk schedule). A backend may hold a request's frames until the next boundary or its end
-    # instead of handing over every frame as it comes; () asks for every frame. A hint: the torch
-    # backend follows it (one wake-up of the caller per chunk instead of per frame), vLLM's output
-    # stream merges frames by itself when the caller is slower than the steps.
+    # chunk schedule). Both backends hold a request's frames until the next boundary or its end
+    # instead of handing over every frame as it comes (DeliveryCadence); () asks for every frame.
     delivery: tuple[int, ...] = ()
 
 
@@ -182,6 +180,34 @@ def validated_text(request: SynthesisRequest, max_frames_ceiling: int) -> str:
     if problems:
         raise InvalidRequestError("; ".join(problems))
     return text
+
+
+class DeliveryCadence:
+    """Where a request's frames are handed to its caller: at the cumulative boundaries of its
+    ``delivery`` sizes (the last size repeating), or at every frame when it has none. A chunk of
+    audio needs all its frames, so the caller loses nothing by waiting for a boundary, and the
+    handing over (a task wake-up, a codec push) happens once per chunk instead of once per frame."""
+
+    __slots__ = ("sizes", "_passed", "_boundary")
+
+    def __init__(self, sizes: tuple[int, ...] = ()) -> None:
+        self.sizes = sizes
+        self._passed = 0  # boundaries passed so far
+        self._boundary = 0  # frames at which the next delivery is due
+        self.advance(0)
+
+    def due(self, received: int) -> bool:
+        """Whether ``received`` frames reach the next boundary."""
+        return received >= self._boundary
+
+    def advance(self, received: int) -> None:
+        """Move the next boundary past ``received`` frames (call after a delivery)."""
+        if not self.sizes:
+            self._boundary = received + 1
+            return
+        while self._boundary <= received:
+            self._boundary += self.sizes[min(self._passed, len(self.sizes) - 1)]
+            self._passed += 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ from engine.errors import EngineDeadError, GenerationError, InvalidRequestError,
 from engine.interface import TtsEngine
 from engine.model.gepard import GepardModel
 from engine.prompt import adaptive_max_frames, build_text_ids, uncond_text_ids
-from engine.requests import FinishReason, FrameChunk, ModelInfo, SynthesisRequest, validated_text
+from engine.requests import DeliveryCadence, FinishReason, FrameChunk, ModelInfo, SynthesisRequest, validated_text
 from engine.sampling import new_seed
 from engine.stats import EngineStats, StepEvent, StepObserver, notify
 
@@ -84,11 +84,10 @@ class _Mailbox:
     finish: Optional[FinishReason] = None
     error: Optional[BaseException] = None
     received: int = 0  # frames put so far
-    _deliveries: int = 0  # boundaries passed so far
-    _boundary: int = 0  # frames at which the caller is woken next
+    cadence: DeliveryCadence = field(init=False)
 
     def __post_init__(self) -> None:
-        self._advance()
+        self.cadence = DeliveryCadence(self.delivery)
 
     def put(self, out: StepOutput) -> None:  # runs on the event loop
         if out.error is not None:
@@ -99,18 +98,9 @@ class _Mailbox:
             self.received += 1
         if out.finish_reason is not None:
             self.finish = out.finish_reason
-        if self.finish is not None or self.received >= self._boundary:
+        if self.finish is not None or self.cadence.due(self.received):
             self.event.set()
-            self._advance()
-
-    def _advance(self) -> None:
-        """Move the next wake-up past the frames received: the next boundary of the cadence."""
-        if not self.delivery:
-            self._boundary = self.received + 1
-            return
-        while self._boundary <= self.received:
-            self._boundary += self.delivery[min(self._deliveries, len(self.delivery) - 1)]
-            self._deliveries += 1
+            self.cadence.advance(self.received)
 
     def fail(self, exc: BaseException) -> None:
         self.error = exc

@@ -60,7 +60,7 @@ from engine.errors import (
     OverloadedError,
 )
 from engine.interface import TtsEngine
-from engine.requests import FinishReason, FrameChunk, ModelInfo, SamplingParams, SynthesisRequest
+from engine.requests import DeliveryCadence, FinishReason, FrameChunk, ModelInfo, SamplingParams, SynthesisRequest
 from engine.stats import EngineStats, StepEvent, StepObserver, notify
 
 logger = logging.getLogger(__name__)
@@ -429,6 +429,9 @@ class VllmEngine(TtsEngine):
         self._streams.add(rid)
         logger.info("request %s added (max_frames=%d, prompt %d tokens)", rid, prepared.max_frames, prepared.prompt_len)
         stream = self._llm.generate(prompt, params, rid)
+        # frames are held until the caller's next delivery boundary (or the end): one hand-over per
+        # codec chunk, not one per engine step
+        cadence, held, received = DeliveryCadence(request.delivery), [], 0
         sent, finish = 0, None
         try:
             while finish is None:
@@ -440,11 +443,16 @@ class VllmEngine(TtsEngine):
                     codes = self._layout.decode_frames(completion.token_ids, completion.logprobs)
                 except ValueError as exc:
                     raise GenerationError(f"request {rid}: {exc}") from None
+                if codes.shape[1]:
+                    held.append(codes)
+                    received += codes.shape[1]
                 if out.finished:
-                    finish = self._finish_reason(rid, completion, sent + codes.shape[1])
-                if codes.shape[1] or finish is not None:
+                    finish = self._finish_reason(rid, completion, received)
+                if finish is not None or (held and cadence.due(received)):
+                    codes = torch.cat(held, dim=1) if len(held) > 1 else held[0] if held else codes
                     chunk = FrameChunk(rid, codes, sent, finish)
-                    sent += codes.shape[1]
+                    sent, held = received, []
+                    cadence.advance(received)
                     if finish is not None:
                         logger.info("request %s finished: %s after %d frames", rid, finish.value, sent)
                     yield chunk

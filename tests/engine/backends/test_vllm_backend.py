@@ -144,6 +144,33 @@ async def test_max_frames_caps_generation(engine):
     assert reason is FinishReason.LENGTH and codes.shape == (32, 24)  # the stop head is not asked after the cap
 
 
+def boundaries(delivery, frames):
+    """Cumulative frame counts of a delivery cadence (the last size repeating), up to ``frames``."""
+    out, at, i = [], 0, 0
+    while True:
+        at += delivery[min(i, len(delivery) - 1)]
+        i += 1
+        if at > frames:
+            return out
+        out.append(at)
+
+
+@pytest.mark.parametrize("delivery", [(2, 3), (4, 16), (30,)])
+async def test_frames_are_handed_over_at_the_delivery_boundaries(engine, delivery):
+    # the codec cuts chunks only at these boundaries, so the caller (the synthesis service) is
+    # handed frames once per chunk instead of once per engine step, with the same frames
+    plain = [c async for c in engine.generate(SynthesisRequest("every", TEXTS[0], None, GREEDY))]
+    held = [c async for c in engine.generate(SynthesisRequest("held", TEXTS[0], None, GREEDY, delivery=delivery))]
+    assert torch.equal(torch.cat([c.codes for c in plain], 1), torch.cat([c.codes for c in held], 1))
+    assert held[-1].finish_reason is FinishReason.STOP and all(c.finish_reason is None for c in held[:-1])
+    assert [c.start_frame for c in held] == [sum(c.num_frames for c in held[:i]) for i in range(len(held))]
+    cuts = boundaries(delivery, 24)  # the tiny checkpoint stops after 24 frames
+    for chunk in held[:-1]:  # each reaches a boundary it had not reached before
+        assert any(chunk.start_frame < b <= chunk.start_frame + chunk.num_frames for b in cuts), \
+            [(c.start_frame, c.num_frames) for c in held]
+    assert len(held) <= len(cuts) + 1 < len(plain)
+
+
 async def test_bad_requests_are_rejected_and_the_engine_keeps_serving(engine, voice):
     with pytest.raises(InvalidRequestError, match="text is empty"):
         await collect(engine, "empty", "   ")
