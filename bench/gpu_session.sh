@@ -25,15 +25,24 @@
 #      bf16 error, batched streams against whole decodes, decode time per batch; last, a stream's
 #      first window (2 frames) eager and through torch.compile (GEPARD_CODEC_COMPILE).
 #                                                                            Cap GEPARD_SESSION_CODEC_S (60).
-#   6. bench/gpu_summary.py: the figures above against issue 10's targets, as Markdown in
+#   6, 7. only in the time the parts above left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's:
+#      the real gateway on this machine (`gepard serve`, torch backend, the fast path on the GPU, part
+#      1's full-size checkpoint) under bench/loop_cost.py's agents: its event loop's CPU per second of
+#      audio, the ceiling of one process whatever the GPU. The gateway's packages the image lacks
+#      come as wheels in GEPARD_SESSION_WHEELS (default .whl: bench/gpu_wheels.sh writes them here;
+#      carry it), installed by part 6 into a folder of their own for part 7 only. Without them both
+#      are skipped.                                    Caps 20 s and GEPARD_SESSION_GATEWAY_S (150), or what is left.
+#   8. bench/gpu_summary.py: the figures above against issue 10's targets, as Markdown in
 #      OUT_DIR/summary.md (for the README).                                  Cap 15 s.
 #
 #   bash bench/gpu_session.sh [OUT_DIR] [--dry-run]      (OUT_DIR: default $OUT, else bench/out)
 #
 # Each part's output goes to OUT_DIR/NN-part.log (and to stdout); JSON and the profile beside it.
-# Needs: CUDA PyTorch, pytest (part 0) and the numpy, safetensors, tokenizers and PyYAML wheels (bench/gpu.sh).
+# Needs: CUDA PyTorch, pytest (part 0) and the numpy, safetensors, tokenizers and PyYAML wheels (bench/gpu.sh);
+# parts 6 and 7 the wheels of bench/gpu_wheels.sh.
 # Exit codes: 0 every part ran (read the logs for their verdicts), 1 a part failed or timed out,
-# 2 bad usage, 3 no NVIDIA GPU. --dry-run prints the commands (one "+ cmd" line each), runs none.
+# 2 bad usage, 3 no NVIDIA GPU. --dry-run prints the commands (one "+ cmd" line each), runs none; it
+# counts each part as taking its whole cap, so parts 6 and 7 show what is left in the worst case.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,19 +62,27 @@ STEP_S="${GEPARD_SESSION_STEP_S:-70}"
 COMPILED_S="${GEPARD_SESSION_COMPILED_S:-80}"
 PROFILE_S="${GEPARD_SESSION_PROFILE_S:-45}"
 CODEC_S="${GEPARD_SESSION_CODEC_S:-60}"
-for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S"; do
+GATEWAY_S="${GEPARD_SESSION_GATEWAY_S:-150}"
+TOTAL_S="${GEPARD_SESSION_TOTAL_S:-570}"  # the device tool runs a command for at most 600 s
+WHEELS_S=20
+SUMMARY_S=15
+for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S" "$GATEWAY_S" "$TOTAL_S"; do
   case "$v" in ''|*[!0-9]*) echo "bench/gpu_session.sh: GEPARD_SESSION_*_S must be whole seconds, got '$v'" >&2; exit 2 ;; esac
 done
 PY="${PYTHON:-python3}"
 SMI="${GEPARD_GPU_SMI:-nvidia-smi}"
 BENCH_DIR="${GEPARD_BENCH_DIR:-$ROOT/models/bench}"
+WHEELS="${GEPARD_SESSION_WHEELS:-$ROOT/.whl}"
+SITE="${TMPDIR:-/tmp}/gepard-gateway-site"  # the gateway's wheels, installed for part 7 alone
 
 started=$(date +%s)
 say() { echo "== [$(( $(date +%s) - started ))s] $*"; }
 failed=0
+worst=0  # a dry run's clock: every part taking its whole cap
+spent() { if [ "$DRY" = 1 ]; then echo "$worst"; else echo $(( $(date +%s) - started )); fi; }
 part() {  # part NN-name CAP_S cmd...: run under a cap, output to OUT_DIR/NN-name.log and stdout
   local name="$1" cap="$2"; shift 2
-  if [ "$DRY" = 1 ]; then printf '+ timeout %q' "$cap"; printf ' %q' "$@"; printf '\n'; return 0; fi
+  if [ "$DRY" = 1 ]; then worst=$(( worst + cap )); printf '+ timeout %q' "$cap"; printf ' %q' "$@"; printf '\n'; return 0; fi
   say "part $name (cap ${cap}s)"
   timeout --signal=INT --kill-after=10 "$cap" "$@" 2>&1 | tee "$OUT_DIR/$name.log"
   local rc="${PIPESTATUS[0]}"
@@ -108,8 +125,25 @@ part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/benc
 part 05-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
   --compile 2 --json "$OUT_DIR/torch_codec_full.json"
 
-# 6) the figures against the issue's targets, as Markdown (OUT_DIR/summary.md)
-part 06-summary 15 "$PY" "$ROOT/bench/gpu_summary.py" "$OUT_DIR"
+# 6, 7) with the time left: the gateway's event loop next to the GPU (bench/loop_cost.py serves part 1's
+# checkpoint, whose codec is decoder-only: the torch decoder; admission off, so every agent is served)
+left=$(( TOTAL_S - $(spent) - SUMMARY_S ))
+gateway_cap=$(( left - WHEELS_S < GATEWAY_S ? left - WHEELS_S : GATEWAY_S ))
+if ! compgen -G "$WHEELS/*.whl" >/dev/null; then
+  say "parts 06-wheels and 07-gateway skipped: no wheels in $WHEELS (bench/gpu_wheels.sh writes them; carry .whl)"
+elif [ "$gateway_cap" -lt 60 ]; then
+  say "parts 06-wheels and 07-gateway skipped: ${left}s left of GEPARD_SESSION_TOTAL_S=${TOTAL_S}s, parts 6 and 7 need $(( WHEELS_S + 60 ))"
+else
+  part 06-wheels "$WHEELS_S" "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$SITE" "$WHEELS"/*.whl
+  part 07-gateway "$gateway_cap" env PYTHONPATH="$SITE" GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/loop_cost.py" \
+    --checkpoint "$BENCH_DIR/gpu-full" --backend torch --agents 64 --duration 10 --ramp 3 \
+    --config "gpu:GEPARD_CODEC_IMPL=torch,GEPARD_ADMIT_MAX_SATURATION=0,GEPARD_MAX_STREAMS=256" \
+    --out "$OUT_DIR/loop_cost_gpu.json"
+fi
+
+# 8) the figures against the issue's targets, as Markdown (OUT_DIR/summary.md)
+part 08-summary "$SUMMARY_S" "$PY" "$ROOT/bench/gpu_summary.py" "$OUT_DIR"
 
 say "done (exit $failed); logs and JSON in $OUT_DIR"
 exit "$failed"

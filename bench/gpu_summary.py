@@ -8,6 +8,7 @@ Reads what bench/gpu_session.sh leaves in OUT_DIR, each file optional:
   torch_fast_bf16_compiled.json    the same, the fast path's step through torch.compile, graphs on
   torch_fast_bf16_eager.json       the fast path with graphs off
   torch_codec_full.json            bench/torch_codec.py: the codec on the device
+  loop_cost_gpu.json               bench/loop_cost.py: the gateway's event loop on this machine
 and sets the pipeline figures against the issue's targets for one H200-class GPU (one stream: first
 audio <= 20 ms, RTF <= 0.02; 256 streams: p99 RTF < 1, TTFA p99 < 300 ms, aggregate xRT above the
 published 203.9x). Only the default chunk schedule's rows count for the targets; the others are the
@@ -145,6 +146,22 @@ def codec_lines(codec: dict) -> list[str]:
     return lines
 
 
+def gateway_lines(loop: dict) -> list[str]:
+    """The gateway served on this machine: its event loop's CPU per second of audio, and the
+    aggregate xRT at which that one thread would never rest (one process's ceiling)."""
+    lines = [f"{loop.get('machine', '?')}; `gepard serve` (backend {loop.get('backend', '?')}) under bench/loop_cost.py's "
+             "agents on the same machine; ceiling = 1000 / loop ms per audio second, to set against the published "
+             f"{PUBLISHED_XRT_256}x", "",
+             "| agents | audio s | xRT | loop ms per audio s | loop ceiling | process ms per audio s |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for r in loop.get("results", []):
+        loop_ms = r.get("loop_ms_per_audio_s")
+        ceiling = 1000 / loop_ms if loop_ms else None
+        lines.append(f"| {r.get('agents')} | {_fmt(r.get('audio_s'))} | {_fmt((r.get('load') or {}).get('xrt'), 2)} | "
+                     f"{_fmt(loop_ms, 2)} | {f'{ceiling:.0f}x' if ceiling else '-'} | {_fmt(r.get('process_ms_per_audio_s'))} |")
+    return lines
+
+
 def _load(path: Path) -> Optional[dict]:
     return json.loads(path.read_text()) if path.is_file() else None
 
@@ -175,6 +192,9 @@ def summary(out_dir: Path) -> str:
     codec = _load(out_dir / "torch_codec_full.json")
     if codec:
         parts += ["## codec on the device", "", *codec_lines(codec), ""]
+    loop = _load(out_dir / "loop_cost_gpu.json")
+    if loop:
+        parts += ["## the gateway's event loop on this machine", "", *gateway_lines(loop), ""]
     if len(parts) == 2:
         parts.append(f"No results in {out_dir}.")
     return "\n".join(parts) + "\n"

@@ -1,6 +1,6 @@
 """The gateway's event-loop CPU per second of audio streamed: how much audio one process can carry.
 
-    python bench/loop_cost.py [--size tiny|full] [--backend torch] [--agents 16] [--duration 20] \\
+    python bench/loop_cost.py [--size tiny|full | --checkpoint DIR] [--backend torch] [--agents 16] [--duration 20] \\
         [--config deflate:GEPARD_WS_COMPRESSION=true --config plain:GEPARD_WS_COMPRESSION=false] [--rounds 2] [--out FILE]
 
 Everything the gateway does for a stream outside the engine and the codec runs on one thread,
@@ -221,9 +221,12 @@ def measure(config: Config, model: Path, agents: int, duration_s: float, ramp_s:
     return Result(config, agents, spent, summary)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", choices=("tiny", "full"), default="tiny")
+    p.add_argument("--checkpoint", type=Path,
+                   help="serve this checkpoint instead of the bench cache's random one of --size (a GPU session "
+                        "serves its gpu-full, whose codec is decoder-only: add GEPARD_CODEC_IMPL=torch to the config)")
     p.add_argument("--backend", choices=("torch", "vllm", "auto"), default="torch")
     p.add_argument("--agents", type=int, default=16)
     p.add_argument("--duration", type=float, default=20.0, help="seconds of load after the ramp")
@@ -233,14 +236,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="run the configs this many times, interleaved (a, b, a, b): a machine's speed drifts over hours")
     p.add_argument("--out", type=Path, help="JSON results")
     args = p.parse_args(argv)
-    if not Path("/proc/self/io").exists():
-        p.error("needs Linux's /proc (thread CPU time and bytes written per process)")
     try:
-        configs = [parse_config(c) for c in (args.config or DEFAULT_CONFIGS)]
+        args.configs = [parse_config(c) for c in (args.config or DEFAULT_CONFIGS)]
     except ValueError as exc:
         p.error(str(exc))
-    model = random_checkpoint(args.size)
-    print(f"machine: {machine()}\nmodel: {args.size} random checkpoint, backend {args.backend}, "
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    if not Path("/proc/self/io").exists():
+        sys.exit("bench/loop_cost.py needs Linux's /proc (thread CPU time and bytes written per process)")
+    if args.checkpoint is not None and not (args.checkpoint / "model.safetensors").is_file():
+        sys.exit(f"bench/loop_cost.py: --checkpoint {args.checkpoint}: no model.safetensors there")
+    configs = args.configs
+    model = args.checkpoint or random_checkpoint(args.size)
+    described = f"checkpoint {args.checkpoint}" if args.checkpoint else f"{args.size} random checkpoint"
+    print(f"machine: {machine()}\nmodel: {described}, backend {args.backend}, "
           f"{args.agents} agents, {args.ramp:g} s ramp + {args.duration:g} s")
     print(HEADER, flush=True)
     results = []
@@ -254,7 +266,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print("loop ms/as: event-loop CPU ms per audio second; loop max: the xRT at which the loop never rests")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"machine": machine(), "size": args.size, "backend": args.backend, "results": [
+        args.out.write_text(json.dumps({"machine": machine(), "size": args.size, "backend": args.backend,
+                                        "checkpoint": str(args.checkpoint) if args.checkpoint else None, "results": [
             {"config": asdict(r.config), "agents": r.agents, **asdict(r.usage),
              "loop_ms_per_audio_s": r.loop_ms_per_audio_s, "process_ms_per_audio_s": r.process_ms_per_audio_s,
              "out_kb_per_audio_s": r.out_kb_per_audio_s, "load": r.summary} for r in results]}, indent=2))

@@ -123,7 +123,7 @@ def test_the_sessions_help_is_its_whole_header(tmp_path):
     done = gpu_session(tmp_path, "--help")
     header = SESSION.read_text().split("\nset -uo pipefail", 1)[0].splitlines()[1:]
     assert done.returncode == 0 and done.stdout.splitlines() == header
-    assert "Cap GEPARD_SESSION_COMPILED_S" in done.stdout and done.stdout.rstrip().endswith("runs none.")
+    assert "Cap GEPARD_SESSION_COMPILED_S" in done.stdout and done.stdout.rstrip().endswith("left in the worst case.")
 
 
 def test_the_session_refuses_without_a_gpu_and_on_bad_caps(tmp_path):
@@ -142,13 +142,19 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     full = tmp_path / "bench" / "gpu-full"  # as part 1 leaves it: parts 2 and 3 reuse it
     full.mkdir(parents=True)
     (full / "model.safetensors").write_bytes(b"")
-    done = gpu_session(tmp_path, "--dry-run", PYTHON="/opt/py312/bin/python3", OUT=str(out))
+    wheels = tmp_path / "whl"
+    wheels.mkdir()
+    (wheels / "starlette-1.0-py3-none-any.whl").write_bytes(b"")
+    done = gpu_session(tmp_path, "--dry-run", PYTHON="/opt/py312/bin/python3", OUT=str(out),
+                       GEPARD_SESSION_WHEELS=str(wheels))
     assert done.returncode == 0, done.stderr
     cmds = commands(done.stdout)
     caps = [int(cmd[1]) for cmd in cmds]
     assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 7
     # the device tool runs one command for at most 600 s: the parts leave room for starting up
     assert sum(caps) <= 570
+    # parts 6 and 7 only get the time the others leave: none when each takes its whole cap
+    assert "parts 06-wheels and 07-gateway skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s" in done.stdout
     tests, pipeline, steps, compiled, profile, codec, summary = (cmd[2:] for cmd in cmds)
     # 0) the suite's CUDA cases that need no vLLM
     assert tests[:3] == ["/opt/py312/bin/python3", "-m", "pytest"] and tests[-2:] == ["-k", "cuda"]
@@ -179,6 +185,37 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert not out.exists()  # a dry run writes nothing
 
 
+def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_path):
+    from bench import loop_cost
+
+    out, wheels = tmp_path / "out", tmp_path / "whl"
+    wheels.mkdir()
+    (wheels / "starlette-1.0-py3-none-any.whl").write_bytes(b"")
+    done = gpu_session(tmp_path, "--dry-run", PYTHON="/opt/py312/bin/python3", OUT=str(out),
+                       GEPARD_SESSION_WHEELS=str(wheels), GEPARD_SESSION_PIPELINE_S="100")
+    assert done.returncode == 0, done.stderr
+    cmds = commands(done.stdout)
+    caps = [int(cmd[1]) for cmd in cmds]
+    assert len(cmds) == 9 and sum(caps) <= 570
+    install, gateway, summary = (cmd[2:] for cmd in cmds[-3:])
+    # 570 - (45 + 100 + 70 + 80 + 45 + 60) - 15 for the summary = 155: 20 for the wheels, the gateway's 150 at most
+    assert caps[-3:] == [20, 135, 15]
+    site = install[install.index("--target") + 1]
+    assert install[:4] == ["/opt/py312/bin/python3", "-m", "pip", "install"] and "--no-index" in install
+    assert install[-1] == str(wheels / "starlette-1.0-py3-none-any.whl")
+    assert gateway[:2] == ["env", f"PYTHONPATH={site}"]  # the wheels are seen by part 7 alone
+    args = loop_cost.parse_args(gateway[gateway.index(str(ROOT / "bench/loop_cost.py")) + 1:])
+    assert args.checkpoint == tmp_path / "bench" / "gpu-full" and args.backend == "torch" and args.agents == 64
+    assert args.out == out / "loop_cost_gpu.json"
+    [config] = args.configs
+    assert config.env == {"GEPARD_CODEC_IMPL": "torch", "GEPARD_ADMIT_MAX_SATURATION": "0", "GEPARD_MAX_STREAMS": "256"}
+    assert summary[-2:] == [str(ROOT / "bench" / "gpu_summary.py"), str(out)]
+    # no wheels: both skipped, saying how to get them
+    none = gpu_session(tmp_path, "--dry-run", OUT=str(out), GEPARD_SESSION_WHEELS=str(tmp_path / "nowhere"),
+                       GEPARD_SESSION_PIPELINE_S="100")
+    assert len(commands(none.stdout)) == 7 and "no wheels in" in none.stdout and "bench/gpu_wheels.sh" in none.stdout
+
+
 def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
     """A stand-in nvidia-smi and python: part 1 fails (a wheel is missing), part 2 overruns its
     cap, the parts after it still run, and the session exits 1."""
@@ -189,13 +226,18 @@ def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
                   '  *--paths\\ reference,fast,overlap*) sleep 30 ;;\nesac\necho "ran: $*"\n')
     for f in (smi, py):
         f.chmod(0o755)
-    out = tmp_path / "out"
-    done = gpu_session(tmp_path, str(out), GEPARD_GPU_SMI=str(smi), PYTHON=str(py), GEPARD_SESSION_STEP_S="2")
+    out, wheels = tmp_path / "out", tmp_path / "whl"
+    wheels.mkdir()
+    (wheels / "starlette-1.0-py3-none-any.whl").write_bytes(b"")
+    done = gpu_session(tmp_path, str(out), GEPARD_GPU_SMI=str(smi), PYTHON=str(py), GEPARD_SESSION_STEP_S="2",
+                       GEPARD_SESSION_WHEELS=str(wheels))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "GPU: NVIDIA H200" in done.stdout
     assert "part 01-pipeline FAILED (exit 4)" in done.stdout and "missing: tokenizers" in (out / "01-pipeline.log").read_text()
     assert "part 02-steps TIMED OUT after 2s" in done.stdout
     assert "part 03-compiled done" in done.stdout and "part 04-profile done" in done.stdout
     assert "part 05-codec done" in done.stdout
-    assert "part 06-summary done" in done.stdout and "part 00-tests done" in done.stdout
+    assert "part 06-wheels done" in done.stdout and "part 07-gateway done" in done.stdout  # time was left
+    assert "bench/loop_cost.py --checkpoint" in (out / "07-gateway.log").read_text()
+    assert "part 08-summary done" in done.stdout and "part 00-tests done" in done.stdout
     assert "--no-graphs" in (out / "04-profile.log").read_text()

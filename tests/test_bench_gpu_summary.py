@@ -119,3 +119,12 @@ def test_the_compiled_codec_gets_its_rows_beside_the_eager_ones(tmp_path):
     del codec["compiled"]
     (tmp_path / "torch_codec_full.json").write_text(json.dumps(codec))
     assert "GEPARD_CODEC_COMPILE" not in summary(tmp_path)
+
+
+def test_the_gateways_event_loop_is_set_against_the_published_aggregate(tmp_path):
+    loop = {"machine": "Xeon, 16 cores, NVIDIA H200", "backend": "torch", "results": [
+        {"agents": 64, "audio_s": 500.0, "loop_ms_per_audio_s": 4.0, "process_ms_per_audio_s": 30.0, "load": {"xrt": 50.0}}]}
+    (tmp_path / "loop_cost_gpu.json").write_text(json.dumps(loop))
+    text = summary(tmp_path)
+    assert "## the gateway's event loop on this machine" in text and "published 203.9x" in text
+    assert "| 64 | 500.0 | 50.00 | 4.00 | 250x | 30.0 |" in text  # 1000 / 4 ms per audio second

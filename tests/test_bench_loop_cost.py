@@ -96,3 +96,8 @@ def test_a_short_run_measures_the_servers_main_thread_per_audio_second(tiny_ckpt
     assert result.out_kb_per_audio_s > 22.05 * 2 * 4 / 3
     assert result.loop_ms_per_audio_s == pytest.approx(1000 * spent.loop_cpu_s / spent.audio_s)
     assert "plain" in result.row()
+
+
+def test_a_checkpoint_without_weights_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="no model.safetensors there"):
+        main(["--checkpoint", str(tmp_path), "--config", "x"])
