@@ -314,11 +314,16 @@ class RedisVoiceStore(VoiceStore):
 
     async def _close(self) -> None:
         self._stop_listening = True
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, Exception):
-                await asyncio.wait_for(self._listener, timeout=3.0)
-            self._listener = None
-        if self._owns_client:
-            with contextlib.suppress(Exception):
-                await self._client.aclose()
+        try:
+            if self._listener is not None:
+                self._listener.cancel()
+                # asyncio.wait neither raises the listener's own cancellation nor swallows one aimed
+                # at this close, as suppressing CancelledError around an await of the listener did
+                # (the caller then carried on as if never cancelled). The listener may take up to its
+                # get_message timeout to see the flag: redis-py can swallow the cancel in there.
+                await asyncio.wait({self._listener}, timeout=3.0)
+                self._listener = None
+        finally:  # cancelled or not, the client this store opened is closed
+            if self._owns_client:
+                with contextlib.suppress(Exception):
+                    await self._client.aclose()

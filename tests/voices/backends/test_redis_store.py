@@ -188,3 +188,38 @@ async def test_hot_voice_costs_no_round_trip_and_a_delete_elsewhere_evicts_it(re
         await probe.aclose()
         await a.aclose()
         await b.aclose()
+
+
+async def test_a_cancelled_close_is_cancelled_and_still_closes_the_connections(redis_server: RedisServer) -> None:
+    """Closing waits for the invalidation listener to stop; a cancel that arrives meanwhile must not
+    be swallowed (the caller would carry on as if it had not been cancelled), and the store's own
+    client must be closed all the same."""
+    import asyncio
+
+    probe = aioredis.Redis.from_url(redis_server.url)
+    store = RedisVoiceStore.from_url(redis_server.url, namespace="cancelled-close")
+    try:
+        await store.put(make_record("a"))
+        await store.get_prompt("a")  # a cached prompt starts the listener (its own connection)
+        for _ in range(100):
+            if store._listening:
+                break
+            await asyncio.sleep(0.02)
+        assert store._listening
+        before = len(await probe.client_list())
+        assert before >= 3  # the probe, the store's pool and its listener
+
+        closer = asyncio.create_task(store.aclose())
+        await asyncio.sleep(0)  # the close has begun and waits for the listener
+        assert not closer.done()
+        closer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closer
+        for _ in range(100):  # the server drops the store's connections as they close
+            if len(await probe.client_list()) == 1:
+                break
+            await asyncio.sleep(0.02)
+        assert len(await probe.client_list()) == 1, await probe.client_list()
+    finally:
+        await store.aclose()
+        await probe.aclose()
