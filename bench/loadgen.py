@@ -533,9 +533,11 @@ class Socket:
             return
         self.closing = True
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.ws.close(), 5)
+            async with asyncio.timeout(5):
+                await self.ws.close()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(self.reader), 5)
+            async with asyncio.timeout(5):
+                await asyncio.shield(self.reader)
         if not self.reader.done():
             self.reader.cancel()
             with contextlib.suppress(BaseException):
@@ -707,8 +709,11 @@ class Agent:
                     deadlines.append(action_at)
                 wait = min(deadlines) - now
                 if wait > 0:
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(stream.ended.wait(), timeout=wait)
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancel
+                    # that arrives as the inner wait completes (the gateway's sends had that bug)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(wait):
+                            await stream.ended.wait()
                 elif action_at is not None and now >= action_at:
                     if utt.action == "disconnect":
                         stream.end_by_client("disconnected")
@@ -732,7 +737,8 @@ class Agent:
         # we stop listening and tell the server, as a client would
         stream.end_by_client(outcome)
         with contextlib.suppress(Exception):  # bounded: a server that stops reading must not hang us
-            await asyncio.wait_for(sock.send({"context_id": stream.record.context_id, "cancel": True}), 5.0)
+            async with asyncio.timeout(5.0):
+                await sock.send({"context_id": stream.record.context_id, "cancel": True})
 
 
 # --------------------------------------------------------------------------------------------------
