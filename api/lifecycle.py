@@ -81,6 +81,7 @@ class Lifecycle:
         self.phase = Phase.STARTING
         self.warm_up_problem: Optional[str] = None  # why the last warm-up attempt failed
         self._listeners: set[DrainListener] = set()
+        self._on_ready: list[Callable[[], None]] = []
         self._on_drain: list[Callable[[], None]] = []
         self._on_cut: list[Callable[[DrainCutError], None]] = []
         self._drain_task: Optional[asyncio.Task[bool]] = None
@@ -92,6 +93,11 @@ class Lifecycle:
 
     def mark_ready(self) -> None:
         if self.phase is Phase.STARTING:
+            for callback in self._on_ready:  # before /ready says so: traffic may follow at once
+                try:
+                    callback()
+                except Exception:  # a helper's failure must not keep a working gateway out of service
+                    logger.exception("a ready callback failed; the gateway turns ready all the same")
             self.phase = Phase.READY
             self.warm_up_problem = None
             logger.info("ready: warm-up done")
@@ -110,6 +116,14 @@ class Lifecycle:
 
     def unsubscribe(self, listener: DrainListener) -> None:
         self._listeners.discard(listener)
+
+    def on_ready(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the warm-up is done, just before the phase turns ``ready`` (at
+        once when it already has)."""
+        if self.phase is Phase.STARTING:
+            self._on_ready.append(callback)
+        elif self.phase is Phase.READY:
+            callback()
 
     def on_drain(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` when the drain begins (e.g. to close admission with ``refusal``)."""

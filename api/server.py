@@ -14,6 +14,8 @@
     TLS        ``GEPARD_TLS_CERTFILE`` / ``GEPARD_TLS_KEYFILE`` (https and wss on the same port)
     logging    ``log_config=None``: uvicorn's loggers propagate to the root handler that
                api.logging_setup installs (with its credential redaction)
+    heap       once warm, just before ``/ready`` turns 200, the start-up heap is frozen out of the
+               garbage collector's way (api/heap.py; ``serve`` only, not the in-process test servers)
     shutdown   SIGTERM or SIGINT drains (``GracefulServer``, api/lifecycle.py): /ready turns 503,
                new work gets 503, open streams get ``GEPARD_DRAIN_TIMEOUT_S`` to finish, the rest
                is cut with in-band errors, then uvicorn shuts down (10 s more for any other open
@@ -28,15 +30,19 @@ import dataclasses
 import logging
 import signal
 from types import FrameType
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import uvicorn
 
+from api.heap import freeze_startup_heap
 from api.logging_setup import configure_logging
 from api.settings import Settings, SettingsError
 from api.ws_protocol import GatewayWebSocketProtocol
 from engine.checkpoint import resolve_model_dir
 from engine.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from api.app import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +100,11 @@ class GracefulServer(uvicorn.Server):
     ``serve`` returns normally (exit 0). A second signal skips the rest of the drain.
     """
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config, *, freeze_heap_when_ready: bool = False) -> None:
         super().__init__(config)
+        # the process that serves freezes its start-up heap once ready (api/heap.py); a test
+        # process that runs many gateways must not, hence off by default
+        self.freeze_heap_when_ready = freeze_heap_when_ready
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._drain: Optional["asyncio.Task[bool]"] = None
         self.drained_clean: Optional[bool] = None  # the drain's result, once it ran
@@ -103,6 +112,12 @@ class GracefulServer(uvicorn.Server):
     async def serve(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        runtime = self._runtime()
+        if self.freeze_heap_when_ready and runtime is not None and not self.should_exit:
+            runtime.lifecycle.on_ready(freeze_startup_heap)
 
     def handle_exit(self, sig: int, frame: Optional[FrameType]) -> None:
         # not recorded in _captured_signals: uvicorn would re-raise it after a clean shutdown
@@ -121,7 +136,7 @@ class GracefulServer(uvicorn.Server):
     def _start_drain(self, cause: str) -> None:
         if self._drain is not None:
             return
-        runtime = getattr(self.config.app.state, "runtime", None) if hasattr(self.config.app, "state") else None
+        runtime = self._runtime()
         if runtime is None:
             self.should_exit = True
             return
@@ -132,6 +147,10 @@ class GracefulServer(uvicorn.Server):
     def _drained(self, task: "asyncio.Task[bool]") -> None:
         self.drained_clean = None if task.cancelled() or task.exception() else task.result()
         self.should_exit = True
+
+    def _runtime(self) -> Optional["Runtime"]:
+        """The gateway's runtime, once the app's lifespan has opened it."""
+        return getattr(self.config.app.state, "runtime", None) if hasattr(self.config.app, "state") else None
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -154,6 +173,6 @@ def serve(args: argparse.Namespace) -> int:
     settings = dataclasses.replace(settings, model=str(model_dir))
     scheme = "https" if settings.tls_certfile else "http"
     logger.info("serving on %s://%s:%d (model %s, backend %s)", scheme, settings.host, settings.port, settings.model, settings.backend)
-    server = GracefulServer(uvicorn_config(settings))
+    server = GracefulServer(uvicorn_config(settings), freeze_heap_when_ready=True)
     server.run()
     return 0 if server.started else 3  # 3: start-up failed (what uvicorn.run exits with)

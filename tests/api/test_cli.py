@@ -1,6 +1,7 @@
 """The ``gepard`` command: synth writes a WAV of the expected length, serve fails clearly offline, and a
 serving gateway redacts credentials from its log and bounds request heads."""
 
+import re
 import subprocess
 import sys
 
@@ -82,3 +83,7 @@ def test_serve_logs_no_credentials_and_bounds_headers(tiny_ckpt_dir, tmp_path):
     log = (tmp_path / "server.log").read_text()
     assert "WebSocket /tts/websocket?api_key=[REDACTED]" in log and "access_token=[REDACTED]" in log
     assert key not in log and token not in log and token.split(".")[2] not in log
+    # the serving process froze its start-up heap (api/heap.py) once warm, before it said ready
+    frozen = re.search(r"garbage collector: (\d+) objects from start-up frozen", log)
+    assert frozen and int(frozen.group(1)) > 100_000, log[-3000:]
+    assert frozen.start() < log.index("ready: warm-up done")
