@@ -94,10 +94,7 @@ class Lifecycle:
     def mark_ready(self) -> None:
         if self.phase is Phase.STARTING:
             for callback in self._on_ready:  # before /ready says so: traffic may follow at once
-                try:
-                    callback()
-                except Exception:  # a helper's failure must not keep a working gateway out of service
-                    logger.exception("a ready callback failed; the gateway turns ready all the same")
+                _call_ready(callback)
             self.phase = Phase.READY
             self.warm_up_problem = None
             logger.info("ready: warm-up done")
@@ -123,7 +120,7 @@ class Lifecycle:
         if self.phase is Phase.STARTING:
             self._on_ready.append(callback)
         elif self.phase is Phase.READY:
-            callback()
+            _call_ready(callback)
 
     def on_drain(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` when the drain begins (e.g. to close admission with ``refusal``)."""
@@ -181,6 +178,13 @@ async def _wait_for(condition: Callable[[], bool], timeout_s: float, poll_s: flo
             return False
         await asyncio.sleep(poll_s)
     return True
+
+
+def _call_ready(callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception:  # a helper's failure must not keep a working gateway out of service
+        logger.exception("a ready callback failed; the gateway turns ready all the same")
 
 
 async def warm_up(rt: "Runtime", lifecycle: Lifecycle) -> None:

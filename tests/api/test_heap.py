@@ -40,6 +40,10 @@ def test_a_failing_ready_callback_is_logged_and_the_gateway_turns_ready(caplog):
         lifecycle.mark_ready()
     assert lifecycle.phase is Phase.READY and seen == ["next"]
     assert "a ready callback failed" in caplog.text and "no heap for you" in caplog.text
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="api.lifecycle"):
+        lifecycle.on_ready(broken)  # registered once ready (warm-up won the race): logged, not raised
+    assert "a ready callback failed" in caplog.text
 
 
 def test_a_gateway_that_drains_before_it_was_ready_calls_nothing():
