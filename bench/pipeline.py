@@ -224,7 +224,8 @@ async def burst(engine: TtsEngine, decoder: Optional[BatchingCodecDecoder], conc
     try:
         with GpuMemory() as memory:
             jobs = [one_stream(engine, decoder, f"{tag}-{i}", i, frames, rate) for i in range(concurrency)]
-            streams = await asyncio.wait_for(asyncio.gather(*jobs), timeout_s)
+            async with asyncio.timeout(timeout_s):  # not wait_for: on 3.11 it can lose a cancel
+                streams = await asyncio.gather(*jobs)
     finally:
         engine.set_step_observer(None)
         if decoder is not None:

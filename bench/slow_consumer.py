@@ -78,7 +78,8 @@ async def silent_client(ws_url: str, voice: str, stop_at: float) -> int:
                 while time.monotonic() < stop_at:
                     msg = {"context_id": str(uuid.uuid4()), "model_id": "sonic-3", "transcript": TEXT[:1800],
                            "voice": voice, "output_format": FORMAT, "continue": False}
-                    await asyncio.wait_for(ws.send(json.dumps(msg)), 5)
+                    async with asyncio.timeout(5):  # not wait_for: on 3.11 it can lose a cancel
+                        await ws.send(json.dumps(msg))
                     opened += 1
                     await asyncio.sleep(0.5)
         except Exception:  # closed by the server for not reading: reconnect, as a careless client would
