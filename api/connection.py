@@ -423,6 +423,10 @@ class WsConnection:
                 await ctx.fail(exc)
             else:
                 await self.send_error(exc, f"{self.connection_id}:{exc.context_id}", exc.context_id)
+                if exc.context_id and exc.context_id not in self._closed_ids:
+                    # a context's first message was unreadable: its id is closed like a refused one,
+                    # so the rest of that utterance never opens a context that starts mid-sentence
+                    self._remember(exc.context_id, ContextState.FAILED)
             return
         if isinstance(msg, WsCancelRequest):
             ctx = self.contexts.pop(msg.context_id, None)
@@ -442,6 +446,7 @@ class WsConnection:
                 return
             if sum(c.working for c in self.contexts.values()) >= self.max_contexts:
                 await self.send_error(TooManyContextsError(self.max_contexts), f"{self.connection_id}:{cid}", cid)
+                self._remember(cid, ContextState.FAILED)  # as below: the rest of it is context_closed
                 return
             try:
                 self.service.check_request(msg)

@@ -346,6 +346,18 @@ async def test_every_in_band_error_names_its_context(gateway, default_voice_id):
         check_context(await read_until_terminal(ws, ["ok"]), [1], FMT_22K)
 
 
+async def test_an_unreadable_first_message_closes_its_context_id(gateway, default_voice_id):
+    v = default_voice_id
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("bad-start", "Hello", v, output_format={"container": "raw"}))
+        assert_ws_error(await recv(ws), "bad-start", 400, "invalid_output_format")
+        # the rest of that utterance: answered context_closed, never spoken from mid-sentence
+        await send(ws, gen("bad-start", " there.", v, cont=False))
+        assert_ws_error(await recv(ws), "bad-start", 400, "context_closed")
+        await send(ws, gen("good", "Fine.", v, cont=False))
+        check_context(await read_until_terminal(ws, ["good"]), [1], FMT_22K)
+
+
 async def test_unknown_voice_is_reported_at_once_not_after_the_buffer_delay(gateway, default_voice_id):
     async with connect(ws_url(gateway)) as ws:
         await send(ws, gen("v-late", "no sentence end yet", "missing-voice-0001", max_buffer_delay_ms=5000))
@@ -426,11 +438,16 @@ async def test_too_many_contexts_on_one_socket(tight_gateway, default_voice_id):
         await send(ws, gen("c3", "third", v))
         assert_ws_error(await recv(ws), "c3", 429, "too_many_contexts", "2")
         await send(ws, {"context_id": "c1", "cancel": True})
+        # a place is free now, but the rest of the refused utterance must not open a context that
+        # starts mid-sentence (and would give c3 a second terminal event)
+        await send(ws, gen("c3", " and the rest of it.", v, cont=False))
         await send(ws, gen("c4", "Fourth.", v, cont=False))
         await send(ws, gen("c2", "", v, cont=False, flush=True))
-        msgs = await read_until_terminal(ws, ["c2", "c4"])
+        msgs = await read_until_terminal(ws, ["c2", "c3", "c4"])
         ctx = by_context(msgs)
         assert "c1" not in ctx
+        assert len(ctx["c3"]) == 1, [short(m) for m in ctx["c3"]]
+        assert_ws_error(ctx["c3"][0], "c3", 400, "context_closed")
         check_context(ctx["c4"], [1], FMT_22K)
         check_context(ctx["c2"], [1, 0], FMT_22K)
 
