@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import AsyncIterator, Optional
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -30,7 +31,7 @@ from api.key_store import RedisKeyStore
 from api.drain_gate import DrainGate
 from api.lifecycle import Lifecycle, warm_up
 from api.audio.errors import AudioFormatError
-from api.errors import ApiError, ProtocolError, error_response, new_request_id
+from api.errors import ApiError, MethodNotAllowedError, NotFoundError, ProtocolError, error_response, new_request_id
 from api.metrics import Metrics
 from api.routes import access_token, health, tts_bytes, tts_sse, tts_ws, voices as voice_routes
 from api.routes import pronunciation_dicts
@@ -192,6 +193,21 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
     async def on_error(request: Request, exc: Exception) -> Response:
         return error_response(exc, getattr(request.state, "request_id", None) or new_request_id())
 
+    async def on_no_route(request: Request, exc: HTTPException) -> Response:
+        # Starlette's router answers an unknown path (404) or a known path with another method
+        # (405) in plain text; clients parse Cartesia's JSON error body, so answer in that instead
+        where = f"{request.method} {request.url.path}"
+        if exc.status_code == 405:
+            allow = (exc.headers or {}).get("Allow", "")
+            error: ApiError = MethodNotAllowedError(f"{where}: this path does not take {request.method}"
+                                                    + (f"; it takes {allow}" if allow else ""), allow=allow)
+        elif exc.status_code == 404:
+            error = NotFoundError(f"{where}: no such endpoint")
+        else:  # no route of ours raises HTTPException; keep Starlette's status if one ever does
+            error = ApiError(f"{where}: {exc.detail}")
+            error.status_code = exc.status_code  # type: ignore[misc]
+        return error_response(error, getattr(request.state, "request_id", None) or new_request_id())
+
     routes = [
         Route("/", health.status, methods=["GET"]),
         Route("/health", health.health, methods=["GET"]),
@@ -210,7 +226,7 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
     # unexpected ones reach the catch-all (ServerErrorMiddleware), which re-raises after answering,
     # so uvicorn logs the traceback and closes the connection; expected 4xx/5xx answers must not
     # close keep-alive connections the SDKs reuse from their pools.
-    handlers = {cls: on_error for cls in EXPECTED_ERRORS}
+    handlers = {cls: on_error for cls in EXPECTED_ERRORS} | {HTTPException: on_no_route}
     # a client that hangs up is one INFO line, not an unexpected error (api/disconnects.py); it
     # sits inside the catch-all, so a disconnect never reaches it. While draining, DrainGate
     # answers new requests and upgrades 503 before any route runs.

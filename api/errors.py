@@ -9,7 +9,8 @@ Gateway errors raised by ``api/`` itself (HTTP status in brackets):
     ├── ContextClosedError           [400] context_closed: input after the context's continue=false
     ├── AuthenticationError          [401] missing / invalid credentials, expired token
     ├── PermissionDeniedError        [403] the credential lacks the grant (token without "tts"...)
-    ├── NotFoundError                [404] not_found
+    ├── NotFoundError                [404] not_found (also: no route at that path)
+    ├── MethodNotAllowedError        [405] method_not_allowed: a route, but not for that method
     ├── RequestTooLargeError         [413] request_too_large
     ├── RateLimitedError             [429] concurrency_limited (retryable only with retry_after_s)
     │   └── TooManyContextsError     [429] too_many_contexts on one WebSocket
@@ -80,6 +81,7 @@ __all__ = [
     "InvalidJsonError",
     "MAX_ERROR_MESSAGE_CHARS",
     "MessageTooLargeError",
+    "MethodNotAllowedError",
     "MissingFieldError",
     "NotFoundError",
     "PermissionDeniedError",
@@ -196,6 +198,18 @@ class NotFoundError(ApiError):
     status_code = 404
     default_error_code = "not_found"
     title = "Not found"
+
+
+class MethodNotAllowedError(ApiError):
+    """The path is served, but not with this method; ``allow`` lists the methods that are."""
+
+    status_code = 405
+    default_error_code = "method_not_allowed"
+    title = "Method not allowed"
+
+    def __init__(self, message: str, allow: str = "") -> None:
+        super().__init__(message)
+        self.allow = allow
 
 
 class RequestTooLargeError(ApiError):
@@ -384,6 +398,8 @@ def error_response(exc: BaseException, request_id: str) -> JSONResponse:
     info = describe_error(exc, request_id)
     body = {"error_code": info.error_code, "title": info.title, "message": info.message, "request_id": request_id}
     headers = {"x-request-id": request_id, **_retry_headers(info)}
+    if isinstance(exc, MethodNotAllowedError) and exc.allow:
+        headers["allow"] = exc.allow  # RFC 9110: a 405 says which methods the path has
     return JSONResponse(body, status_code=info.status_code, headers=headers)
 
 
