@@ -28,8 +28,9 @@ decode steps; on a GPU an eager prefill is bound by its ~1,300 kernel launches, 
 with every kind of knob (greedy, seeded, top-k + repetition penalty, CFG) joining a running batch
 must get the same frames from the reference loop, the fast path run eagerly and the fast path
 replaying CUDA graphs; exits 1 when they differ. A timed run with other fast-path variants in
-``--paths`` (compiled, overlap, compiled+overlap) first runs the same check for them, with graphs,
-and reports it (printed, and under "checks" in the JSON). ``--profile`` writes the PyTorch profiler's table
+``--paths`` (compiled, overlap, compiled+overlap) runs the same check for them, with graphs, after
+its timings (a compiled variant compiles again for the tiny checkpoint's dtype and sizes, so under a
+time cap the timings come first), and reports it (printed, and under "checks" in the JSON). ``--profile`` writes the PyTorch profiler's table
 of one fast-path step at the largest batch (CPU and CUDA time per op). ``--compile-backend``
 names torch.compile's backend for the compiled paths: Inductor (the default, and what the engine
 uses), or eager for a CPU stand-in run that traces the same graphs without generating kernels.
@@ -78,6 +79,7 @@ class Result:
     shape: str  # fast path: (batch bucket, span) of the timed steps
     read_mb: float  # bytes one step must read at least: the weights it uses once, each row's cached keys/values
     floor_ms: Optional[float]  # read_mb at the GPU's peak memory bandwidth (None: bandwidth unknown)
+    rows: int  # the fewest requests a timed step decoded (== batch: every timed step ran the whole batch)
 
 
 @dataclass
@@ -142,13 +144,18 @@ def p50_p90(times: list[float]) -> tuple[float, float]:
 def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, steps: int, graphs: bool,
               greedy: bool, gbps: Optional[float] = None) -> tuple[Result, dict[str, torch.Tensor]]:
     total = 4 + steps
+    sp = SamplingParams(temperature=0.0) if greedy else SamplingParams(temperature=0.4)
+    prompt = engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
     if path in FAST_PATHS:
         # compiled: the warm-up steps below compile the shapes the timed steps use (the spans stay
-        # below the whole cache, which would be a graph of its own), so no compile_all() here
-        gen = FastGenerator(model, max_batch=batch, max_positions=256 + total, cuda_graphs=graphs, **FAST_PATHS[path])
+        # below the whole cache, which would be a graph of its own), so no compile_all() here.
+        # The whole batch is prefilled in the first step, as the reference loop does: with the
+        # server's prefill limits (8 prompts a step) a batch of 256 would still be filling up, its
+        # first requests ending, while the steps are timed
+        gen = FastGenerator(model, max_batch=batch, max_positions=256 + total, cuda_graphs=graphs, prefill_batch=batch,
+                            prefill_tokens=batch * prompt, **FAST_PATHS[path])
     else:
         gen = BatchGenerator(model, max_batch=batch)
-    sp = SamplingParams(temperature=0.0) if greedy else SamplingParams(temperature=0.4)
     for i in range(batch):
         req = engine.prepare(SynthesisRequest(f"{path}-{i}", TEXT, None, dataclasses.replace(sp, seed=i, max_frames=total)))
         gen.add(req)
@@ -161,14 +168,15 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
                 frames.setdefault(o.request_id.split("-", 1)[1], []).append(o.codes)
 
     collect(gen.step())  # prefill
-    prompt = engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
     for _ in range(3):  # warm-up decode steps (graph capture on CUDA)
         collect(gen.step())
     sync(model.device)
+    rows = batch
     for _ in range(steps):
         t0 = time.perf_counter()
         collect(gen.step())  # each step ends with its results on the host: no extra sync needed
         times.append(time.perf_counter() - t0)
+        rows = min(rows, gen.last_batch_size)
     shape = str(getattr(gen, "last_shape", "")) if path in FAST_PATHS else ""  # of the timed steps, not the drain's
     while gen.has_work():
         collect(gen.step())
@@ -177,7 +185,7 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
     spf = model.config.codec.samples_per_frame / model.config.codec.sample_rate
     read = step_read_bytes(model, batch, prompt + 4 + steps // 2)  # the mean cached length over the timed steps
     floor_ms = read / (gbps * 1e9) * 1000 if gbps else None
-    return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape, read / 1e6, floor_ms),
+    return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape, read / 1e6, floor_ms, rows),
             {k: torch.stack(v, 1) for k, v in frames.items()})
 
 
@@ -261,11 +269,17 @@ def engine_checkpoint_tiny() -> Path:
 def profile_step(model: GepardModel, engine: TorchEngine, batch: int, graphs: bool, out: Path) -> None:
     from torch.profiler import ProfilerActivity, profile
 
-    gen = FastGenerator(model, max_batch=batch, max_positions=512, cuda_graphs=graphs)
+    sp = SamplingParams(temperature=0.4, max_frames=100)
+    prompt = engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
+    # the whole batch prefilled at once (as in time_path), so the profiled steps decode all of it
+    gen = FastGenerator(model, max_batch=batch, max_positions=512, cuda_graphs=graphs, prefill_batch=batch,
+                        prefill_tokens=batch * prompt)
     for i in range(batch):
-        gen.add(engine.prepare(SynthesisRequest(f"p{i}", TEXT, None, SamplingParams(temperature=0.4, seed=i, max_frames=100))))
+        gen.add(engine.prepare(SynthesisRequest(f"p{i}", TEXT, None, dataclasses.replace(sp, seed=i))))
     for _ in range(5):
         gen.step()
+    if gen.last_batch_size != batch:
+        raise RuntimeError(f"profile: the steps decode {gen.last_batch_size} requests, not the batch of {batch}")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if model.device.type == "cuda" else [])
     with profile(activities=activities) as prof:
         for _ in range(3):
@@ -313,11 +327,11 @@ def main(argv: list[str] | None = None) -> None:
     fast_step.COMPILE_BACKEND = args.compile_backend
     if args.check:
         sys.exit(0 if all(check(device).values()) else 1)
-    # variants no GPU has run yet: their frames against the reference loop's first (reported; float32
-    # on the tiny checkpoint, where the eager fast path is expected equal; compiled kernels may round
-    # differently on a GPU, so a difference there is worth reading, not a verdict)
+    # variants no GPU has run yet: their frames against the reference loop's, after the timings
+    # (reported; float32 on the tiny checkpoint, where the eager fast path is expected equal; compiled
+    # kernels may round differently on a GPU, so a difference there is worth reading, not a verdict)
     variants = tuple(p for p in args.paths.split(",") if p not in ("reference", "fast"))
-    checks = check(device, variants) if variants else {}
+    checks: dict[str, bool] = {}
     checkpoint = args.checkpoint or engine_checkpoint(args.size)
     model = GepardModel.from_pretrained(checkpoint, device=device, dtype=dtype)
     engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))  # its prepare() only
@@ -347,6 +361,8 @@ def main(argv: list[str] | None = None) -> None:
                 floor = f"{r.floor_ms:7.3f} {r.step_ms_p50 / r.floor_ms:7.1f}" if r.floor_ms else f"{'-':>7} {'-':>7}"
                 print(f"{r.path:>16} {r.batch:4d} {r.step_ms_p50:9.2f} {r.step_ms_p90:9.2f} {r.frames_per_s:9.1f} "
                       f"{r.xrt:7.2f} {r.read_mb:8.1f} {floor}  {r.shape}", flush=True)
+                if r.rows != r.batch:
+                    print(f"# {r.path} at batch {r.batch}: a timed step decoded only {r.rows} requests", flush=True)
             if "reference" in codes and len(codes) > 1:
                 ref = codes["reference"]
                 same[batch] = all(torch.equal(ref[k], c[k]) for c in codes.values() for k in ref)
@@ -368,6 +384,9 @@ def main(argv: list[str] | None = None) -> None:
                           flush=True)
         if args.profile:
             profile_step(model, engine, max(int(b) for b in args.batch.split(",")), not args.no_graphs, args.profile)
+        if variants:
+            checks.update(check(device, variants))
+            save()
     finally:
         import asyncio
 

@@ -81,3 +81,25 @@ def test_prefills_are_timed_per_path_once_each_with_every_request_ended_at_its_f
     assert [(r["path"], r["prompts"]) for r in prefills] == [("reference", 1), ("fast", 1), ("reference", 8), ("fast", 8)]
     for r in prefills:
         assert r["repeats"] == 3 and r["tokens"] > 10 and 0 < r["prefill_ms_p50"] <= r["prefill_ms_p90"]
+
+
+def test_every_timed_step_decodes_the_whole_batch(tiny_gepard_dir):
+    """The server's prefill limit (8 prompts a step) would still be filling a large batch while the
+    steps are timed: the bench prefills the whole batch first, as the reference loop does."""
+    from bench import torch_fast
+    from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
+
+    model = GepardModel.from_pretrained(tiny_gepard_dir, device=torch.device("cpu"), dtype=torch.float32)
+    engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))
+    try:
+        results = {path: torch_fast.time_path(path, model, engine, 48, 3, graphs=False, greedy=True)
+                   for path in ("reference", "fast", "overlap")}
+    finally:
+        import asyncio
+
+        asyncio.run(engine.aclose())
+    for path, (r, _) in results.items():
+        assert (r.batch, r.rows) == (48, 48), path
+    assert results["fast"][0].shape.startswith("(48,")  # the largest bucket: the slots, all in use
+    ref = results["reference"][1]
+    assert all(torch.equal(ref[k], results[p][1][k]) for p in ("fast", "overlap") for k in ref)
