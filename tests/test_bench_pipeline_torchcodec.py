@@ -167,8 +167,26 @@ def test_a_sessions_json_becomes_the_summary_on_the_gpu_host(on_a_gpu_host, tmp_
     assert "## prefill" in text and "| fast | 1 |" in text and "| fast | 8 |" in text
     compiled = json.loads((out / "torch_fast_bf16_compiled.json").read_text())
     assert compiled["frames_equal"] == {"2": True}
-    assert compiled["checks"] == {"fast eager": True, "compiled graphs": True}  # its frame check ran first
+    assert compiled["checks"] == {"fast eager": True, "compiled graphs": True}  # its frame check, after the timings
     assert compiled["compile_backend"] == "eager"
     assert "compiled graphs equal" in text
     assert "## codec on the device" in text and "| 1 | 27 |" in text
     assert not (tmp_path / "bench" / "tiny-stop0-engine").exists()  # no second checkpoint was written
+
+
+def test_the_codecs_float32_check_runs_without_tf32_and_puts_the_flags_back():
+    """cuDNN rounds float32 convolutions to TF32 by default, which alone can come near the check's
+    1e-4 bound on a GPU: the device-vs-CPU check turns it off, and restores it even on an error."""
+    import torch
+
+    from bench.torch_codec import no_tf32
+
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        with pytest.raises(RuntimeError), no_tf32():
+            assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+            raise RuntimeError("a failed decode")
+        assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
