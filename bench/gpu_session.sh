@@ -16,8 +16,9 @@
 #      (GEPARD_TORCH_OVERLAP); then the prefill of 1 and of 8 prompts.     Cap GEPARD_SESSION_STEP_S (70).
 #   3. the same for the fast path with its step and prefill through torch.compile (Triton
 #      kernels; graphs on), serial and overlapped, which no GPU has run yet: a part of its own, so
-#      a failure or a slow compile costs only this part. Parts 2 and 3 first check each variant's frames
-#      against the reference loop's (tiny checkpoint, float32), then time it.
+#      a failure or a slow compile costs only this part (the reference loop is part 2's). Parts 2 and 3
+#      time each variant, then check its frames against the reference loop's (tiny checkpoint,
+#      float32: compiled, that is a second compile, so it comes after the timings).
 #                                                                            Cap GEPARD_SESSION_COMPILED_S (80).
 #   4. the fast path with graphs off (what the graphs save), and the PyTorch profiler's table of
 #      the worst step (batch 256).                                           Cap GEPARD_SESSION_PROFILE_S (45).
@@ -35,9 +36,13 @@
 #   8. bench/gpu_summary.py: the figures above against issue 10's targets, as Markdown in
 #      OUT_DIR/summary.md (for the README).                                  Cap 15 s.
 #
-#   bash bench/gpu_session.sh [OUT_DIR] [--dry-run]      (OUT_DIR: default $OUT, else bench/out)
+#   bash bench/gpu_session.sh [OUT_DIR] [--dry-run]      (OUT_DIR: default bench/out)
 #
 # Each part's output goes to OUT_DIR/NN-part.log (and to stdout); JSON and the profile beside it.
+# On the device machine ($OUT set) OUT_DIR defaults to ${TMPDIR:-/tmp}/gepard-session instead: the
+# device tool brings back at most 8 files from $OUT, and a session writes ~17. After every part the
+# whole of OUT_DIR is packed into $OUT/gepard-session.tgz (replaced whole, so a session cut short
+# still returns every part that ran), and summary.md is copied beside it at the end.
 # Needs: CUDA PyTorch, pytest (part 0) and the numpy, safetensors, tokenizers and PyYAML wheels (bench/gpu.sh);
 # parts 6 and 7 the wheels of bench/gpu_wheels.sh.
 # Exit codes: 0 every part ran (read the logs for their verdicts), 1 a part failed or timed out,
@@ -47,7 +52,12 @@ set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DRY=0
-OUT_DIR="${OUT:-$ROOT/bench/out}"
+ARCHIVE=""
+OUT_DIR="$ROOT/bench/out"
+if [ -n "${OUT:-}" ]; then  # the device tool's return folder: one archive, not ~17 files
+  OUT_DIR="${GEPARD_SESSION_DIR:-${TMPDIR:-/tmp}/gepard-session}"
+  ARCHIVE="$OUT/gepard-session.tgz"
+fi
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY=1 ;;
@@ -56,6 +66,7 @@ for arg in "$@"; do
     *) OUT_DIR="$arg" ;;
   esac
 done
+[ "$(realpath -m "$OUT_DIR")" = "$(realpath -m "${OUT:-/nonexistent}")" ] && ARCHIVE=""  # results in $OUT itself
 TESTS_S="${GEPARD_SESSION_TESTS_S:-45}"
 PIPELINE_S="${GEPARD_SESSION_PIPELINE_S:-240}"
 STEP_S="${GEPARD_SESSION_STEP_S:-70}"
@@ -91,13 +102,18 @@ part() {  # part NN-name CAP_S cmd...: run under a cap, output to OUT_DIR/NN-nam
     124|137) say "part $name TIMED OUT after ${cap}s (partial output above)"; failed=1 ;;
     *) say "part $name FAILED (exit $rc)"; failed=1 ;;
   esac
+  pack
+}
+pack() {  # OUT_DIR -> ARCHIVE, replaced whole (a cut during tar leaves the last good archive)
+  [ -n "$ARCHIVE" ] || return 0
+  tar -czf "$ARCHIVE.part" -C "$OUT_DIR" . && mv -f "$ARCHIVE.part" "$ARCHIVE" || say "could not pack $OUT_DIR into $ARCHIVE"
 }
 
 # shellcheck source=bench/_gpu.sh
 source "$ROOT/bench/_gpu.sh"
 require_gpu bench/gpu_session.sh "$SMI" "$DRY"
 [ "$DRY" = 1 ] || mkdir -p "$OUT_DIR"
-say "out: $OUT_DIR; caps: tests ${TESTS_S}s, pipeline ${PIPELINE_S}s, steps ${STEP_S}s, compiled ${COMPILED_S}s," \
+say "out: $OUT_DIR${ARCHIVE:+ (packed into $ARCHIVE after every part)}; caps: tests ${TESTS_S}s, pipeline ${PIPELINE_S}s, steps ${STEP_S}s, compiled ${COMPILED_S}s," \
   "profile ${PROFILE_S}s, codec ${CODEC_S}s"
 
 # 0) CUDA cases of the test suite (pytest is on the GPU image; pytest-asyncio need not be: none is async)
@@ -115,7 +131,7 @@ REUSE=()
 part 02-steps "$STEP_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,32,256 --steps 20 --paths reference,fast,overlap --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
 part 03-compiled "$COMPILED_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
-  --batch 1,32,256 --steps 20 --paths reference,compiled,compiled+overlap --json "$OUT_DIR/torch_fast_bf16_compiled.json" \
+  --batch 1,32,256 --steps 20 --paths compiled,compiled+overlap --json "$OUT_DIR/torch_fast_bf16_compiled.json" \
   "${REUSE[@]}"
 part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,256 --steps 20 --paths fast --no-graphs --prefills 0 --json "$OUT_DIR/torch_fast_bf16_eager.json" \
@@ -145,5 +161,6 @@ fi
 # 8) the figures against the issue's targets, as Markdown (OUT_DIR/summary.md)
 part 08-summary "$SUMMARY_S" "$PY" "$ROOT/bench/gpu_summary.py" "$OUT_DIR"
 
-say "done (exit $failed); logs and JSON in $OUT_DIR"
+[ "$DRY" = 1 ] || [ -z "$ARCHIVE" ] || cp "$OUT_DIR/summary.md" "$OUT/" 2>/dev/null || true
+say "done (exit $failed); logs and JSON in $OUT_DIR${ARCHIVE:+, packed into $ARCHIVE}"
 exit "$failed"

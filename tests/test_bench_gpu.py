@@ -138,16 +138,18 @@ def test_the_session_refuses_without_a_gpu_and_on_bad_caps(tmp_path):
 def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_path):
     from bench import torch_codec, torch_fast
 
-    out = tmp_path / "out"
+    # on the device machine ($OUT set) the parts write to a folder of their own, packed into $OUT
+    out, device_out = tmp_path / "out", tmp_path / "device-out"
     full = tmp_path / "bench" / "gpu-full"  # as part 1 leaves it: parts 2 and 3 reuse it
     full.mkdir(parents=True)
     (full / "model.safetensors").write_bytes(b"")
     wheels = tmp_path / "whl"
     wheels.mkdir()
     (wheels / "starlette-1.0-py3-none-any.whl").write_bytes(b"")
-    done = gpu_session(tmp_path, "--dry-run", PYTHON="/opt/py312/bin/python3", OUT=str(out),
-                       GEPARD_SESSION_WHEELS=str(wheels))
+    done = gpu_session(tmp_path, "--dry-run", PYTHON="/opt/py312/bin/python3", OUT=str(device_out),
+                       GEPARD_SESSION_DIR=str(out), GEPARD_SESSION_WHEELS=str(wheels))
     assert done.returncode == 0, done.stderr
+    assert f"out: {out} (packed into {device_out / 'gepard-session.tgz'} after every part)" in done.stdout
     cmds = commands(done.stdout)
     caps = [int(cmd[1]) for cmd in cmds]
     assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 7
@@ -171,7 +173,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert (fast.size, fast.batch, fast.no_graphs, fast.json) == ("full", "1,32,256", False, out / "torch_fast_bf16.json")
     assert fast.paths.split(",") == ["reference", "fast", "overlap"]
     comp = torch_fast.parse_args(compiled[compiled.index(str(ROOT / "bench/torch_fast.py")) + 1:])
-    assert comp.paths.split(",") == ["reference", "compiled", "compiled+overlap"] and not comp.no_graphs
+    assert comp.paths.split(",") == ["compiled", "compiled+overlap"] and not comp.no_graphs
     assert comp.json == out / "torch_fast_bf16_compiled.json" and comp.batch == "1,32,256"
     eager = torch_fast.parse_args(profile[profile.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert eager.no_graphs and eager.paths == "fast" and eager.profile == out / "torch_fast_profile_b256.txt"
@@ -182,7 +184,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert c.size == "full" and c.json == out / "torch_codec_full.json"
     assert c.compile == "2"  # last in its part: a stream's first window, eager and compiled
     assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, compiled, profile, codec))
-    assert not out.exists()  # a dry run writes nothing
+    assert not out.exists() and not device_out.exists()  # a dry run writes nothing
 
 
 def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_path):
@@ -191,7 +193,7 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     out, wheels = tmp_path / "out", tmp_path / "whl"
     wheels.mkdir()
     (wheels / "starlette-1.0-py3-none-any.whl").write_bytes(b"")
-    done = gpu_session(tmp_path, "--dry-run", PYTHON="/opt/py312/bin/python3", OUT=str(out),
+    done = gpu_session(tmp_path, "--dry-run", str(out), PYTHON="/opt/py312/bin/python3",
                        GEPARD_SESSION_WHEELS=str(wheels), GEPARD_SESSION_PIPELINE_S="100")
     assert done.returncode == 0, done.stderr
     cmds = commands(done.stdout)
@@ -211,7 +213,7 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     assert config.env == {"GEPARD_CODEC_IMPL": "torch", "GEPARD_ADMIT_MAX_SATURATION": "0", "GEPARD_MAX_STREAMS": "256"}
     assert summary[-2:] == [str(ROOT / "bench" / "gpu_summary.py"), str(out)]
     # no wheels: both skipped, saying how to get them
-    none = gpu_session(tmp_path, "--dry-run", OUT=str(out), GEPARD_SESSION_WHEELS=str(tmp_path / "nowhere"),
+    none = gpu_session(tmp_path, "--dry-run", str(out), GEPARD_SESSION_WHEELS=str(tmp_path / "nowhere"),
                        GEPARD_SESSION_PIPELINE_S="100")
     assert len(commands(none.stdout)) == 7 and "no wheels in" in none.stdout and "bench/gpu_wheels.sh" in none.stdout
 
@@ -241,3 +243,29 @@ def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
     assert "bench/loop_cost.py --checkpoint" in (out / "07-gateway.log").read_text()
     assert "part 08-summary done" in done.stdout and "part 00-tests done" in done.stdout
     assert "--no-graphs" in (out / "04-profile.log").read_text()
+
+
+def test_on_the_device_machine_every_part_comes_back_in_one_archive(tmp_path):
+    """The device tool returns at most 8 files from $OUT; a session writes more. Each part's output
+    is packed into $OUT/gepard-session.tgz as soon as the part ends, and summary.md is copied beside."""
+    import tarfile
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771 MiB, 570.00'\n")
+    py = tmp_path / "python"  # the summary part writes its summary.md; every other part just runs
+    py.write_text('#!/bin/sh\ncase "$*" in\n  *gpu_summary.py*) echo "# summary" > "$2/summary.md" ;;\n'
+                  '  *--paths\\ reference,fast,overlap*) sleep 30 ;;\nesac\necho "ran: $*"\n')
+    for f in (smi, py):
+        f.chmod(0o755)
+    device_out, results = tmp_path / "device-out", tmp_path / "session"
+    device_out.mkdir()
+    done = gpu_session(tmp_path, GEPARD_GPU_SMI=str(smi), PYTHON=str(py), OUT=str(device_out),
+                       GEPARD_SESSION_DIR=str(results), GEPARD_SESSION_STEP_S="2")
+    assert done.returncode == 1 and "part 02-steps TIMED OUT" in done.stdout, done.stdout + done.stderr
+    assert sorted(f.name for f in device_out.iterdir()) == ["gepard-session.tgz", "summary.md"]
+    with tarfile.open(device_out / "gepard-session.tgz") as tar:
+        names = {Path(n).name for n in tar.getnames()}
+        steps_log = tar.extractfile("./02-steps.log").read().decode()
+    assert {"00-tests.log", "01-pipeline.log", "02-steps.log", "05-codec.log", "08-summary.log", "summary.md"} <= names
+    assert "ran:" not in steps_log  # cut at its cap, and still there
+    assert (device_out / "summary.md").read_text() == "# summary\n"
