@@ -140,6 +140,10 @@ class WsContext:
         self._finished = False
         self._section: Optional[ContainerWriter] = None  # raw Opus: the open flush section's encoder (see _speak)
         self.task = asyncio.create_task(self._worker(), name=f"ws-context-{self.context_id}")
+        # However the task ends, the context is finished (its stream place released): a task
+        # cancelled before it first ran (a fail() or cancel() for a message the reader had already
+        # queued behind the first) never reaches the worker's finally
+        self.task.add_done_callback(lambda _task: conn.context_finished(self))
 
     @property
     def working(self) -> bool:
@@ -210,8 +214,7 @@ class WsContext:
                 task.add_done_callback(_retrieve_outcome)
                 return
             _retrieve_outcome(task)
-        # a task cancelled before it first ran never reaches its finally
-        self.conn.context_finished(self)
+        self.conn.context_finished(self)  # done already by the task's callback; here for readers
 
     async def fail(self, exc: BaseException) -> None:
         """Send one error event for this context and stop its work."""

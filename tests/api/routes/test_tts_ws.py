@@ -358,6 +358,32 @@ async def test_an_unreadable_first_message_closes_its_context_id(gateway, defaul
         check_context(await read_until_terminal(ws, ["good"]), [1], FMT_22K)
 
 
+async def test_a_context_failed_before_its_worker_ran_gives_its_stream_place_back(gateway, default_voice_id):
+    """A context's first message and a bad one for it in one TCP write: the reader opens the context
+    and fails it before its worker task first runs. Its place must come back at once, not when the
+    socket closes (else one socket could hold every place of the server)."""
+    from websockets.frames import Frame, Opcode
+
+    admission = gateway.runtime.service.admission
+    before = admission.open_streams
+    pairs = [(gen(f"early-{i}", "Hi", default_voice_id), gen(f"early-{i}", "", default_voice_id) | {"transcript": 5})
+             for i in range(6)]
+    async with connect(ws_url(gateway)) as ws:
+        frames = [Frame(Opcode.TEXT, json.dumps(m).encode()).serialize(mask=True, extensions=[])
+                  for pair in pairs for m in pair]
+        ws.transport.write(b"".join(frames))  # one write: the server reads both of each pair at once
+        for first, _ in pairs:
+            msg = await recv(ws)
+            assert msg["type"] == "error" and msg["context_id"] == first["context_id"], short(msg)
+            assert msg["status_code"] == 400 and "transcript" in msg["message"], short(msg)
+        deadline = time.monotonic() + 5
+        while admission.open_streams != before and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert admission.open_streams == before  # the socket is still open
+        await send(ws, gen("after", "Fine.", default_voice_id, cont=False))
+        check_context(await read_until_terminal(ws, ["after"]), [1], FMT_22K)
+
+
 async def test_unknown_voice_is_reported_at_once_not_after_the_buffer_delay(gateway, default_voice_id):
     async with connect(ws_url(gateway)) as ws:
         await send(ws, gen("v-late", "no sentence end yet", "missing-voice-0001", max_buffer_delay_ms=5000))
