@@ -22,7 +22,8 @@ time, 1.0 means streams are exactly real-time, above 1 they fall behind and list
 Engine, codec and gateway CPU time all count, since audio is measured after all of them. A
 stream's wait for its first audio is not counted as busy time (so a burst of new streams does
 not read as overload before any of them produced anything); what that burst does to throughput
-is seen as soon as audio flows.
+is seen as soon as audio flows. Nor is the time a stream waits for its client to take a piece of
+audio (api/synthesis.py): a client reading at its own pace is not load on the server.
 
 For the prediction the meter also keeps the *capacity*: the aggregate audio seconds per second
 measured while the gateway was saturated (>= ``capacity_saturation``), with the number of busy

@@ -16,6 +16,7 @@ the codec stream.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -184,7 +185,9 @@ class SynthesisService:
         request = SynthesisRequest(request_id, segment.speech_text, prefix, sampling, delivery=self.decoder.schedule.sizes)
         if timing is not None:
             timing.owe(time.perf_counter())
-        # The load meter sees this stream as busy from its first audio to its last; the first
+        # The load meter sees this stream as busy from its first audio to its last, except while
+        # it waits for its consumer at a yield (a client reading at its own pace, a player at real
+        # time, is not load: counted, it read as saturation and refused other streams). The first
         # chunk's audio is not counted, so the busy time covers exactly the audio counted.
         busy = False
         try:
@@ -192,16 +195,21 @@ class SynthesisService:
                 async for chunk in frames:
                     if self._interrupted is not None:  # the drain timeout cut the streams left
                         raise self._interrupted
+                    decodes = []  # in order, each piece handed over before the next is decoded
                     if chunk.num_frames:
-                        pcm = await stream.push(chunk.codes)
-                        if pcm.size:
-                            busy = self._measure(pcm, busy, timing)
-                            yield _gain(pcm, volume)
+                        decodes.append(functools.partial(stream.push, chunk.codes))
                     if chunk.finished:
-                        pcm = await stream.finish()
-                        if pcm.size:
-                            busy = self._measure(pcm, busy, timing)
+                        decodes.append(stream.finish)
+                    for decode in decodes:
+                        pcm = await decode()
+                        if not pcm.size:
+                            continue
+                        busy = self._measure(pcm, busy, timing)
+                        self.meter.stream_busy(-1)  # the consumer's time, until it asks for more
+                        try:
                             yield _gain(pcm, volume)
+                        finally:
+                            self.meter.stream_busy(+1)
         finally:
             if timing is not None:
                 timing.settle(time.perf_counter())

@@ -36,3 +36,31 @@ async def test_each_engine_request_carries_the_codecs_chunk_schedule(tiny_ckpt_d
     assert sum(p.size for p in pcm) == frames * rt.decoder.samples_per_frame
     # woken at 3, 8, 13, ... and at the end: never more chunks than boundaries plus one
     assert len(chunks) <= 1 + len(range(3, frames + 1, 5)) < frames
+
+
+async def test_a_stream_waiting_for_its_consumer_is_not_counted_as_busy(tiny_ckpt_dir, tmp_path):
+    """The load meter's busy streams are those generating: a stream held at its yield by a client
+    reading at its own pace (a player at real time, a stalled HTTP reader) is not load, and counted
+    as busy it read as saturation that refused other streams."""
+    import asyncio
+
+    rt = await open_runtime(gateway_settings(tiny_ckpt_dir, tmp_path / "data", chunk_schedule=(3, 5)))
+    try:
+        svc = rt.service
+        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        held, pieces = [], 0
+        segment = svc.segment("Hello there, how are you today?", "en")
+        async with contextlib.aclosing(svc.speak(segment, prefix, SamplingParams(temperature=0.0), "slow-reader")) as stream:
+            async for _ in stream:
+                pieces += 1
+                await asyncio.sleep(0.05)  # the client takes its time with each piece
+                held.append(svc.meter.busy_streams)
+        assert pieces > 2 and held == [0] * pieces
+        assert svc.meter.busy_streams == 0
+        # a consumer that leaves at a yield leaves nothing counted either
+        async with contextlib.aclosing(svc.speak(segment, prefix, SamplingParams(temperature=0.0), "leaver")) as stream:
+            async for _ in stream:
+                break
+        assert svc.meter.busy_streams == 0
+    finally:
+        await rt.aclose()
