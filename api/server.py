@@ -55,12 +55,13 @@ GRACEFUL_SHUTDOWN_S = 10
 
 
 def http_protocol() -> Union[type, str]:
-    """httptools bounded by api.header_limit, or h11 (bounded by uvicorn) where httptools is missing."""
+    """httptools with its heads and stalled readers bounded (api.http_protocol), or h11 (heads bounded
+    by uvicorn, stalled readers not) where httptools is missing."""
     try:
-        from api.header_limit import BoundedHttpToolsProtocol
+        from api.http_protocol import GatewayHttpProtocol
     except ImportError:  # uvicorn without [standard]
         return "h11"
-    return BoundedHttpToolsProtocol
+    return GatewayHttpProtocol
 
 
 def uvicorn_config(settings: Settings, app: Any = None, *, host: Optional[str] = None,
@@ -71,7 +72,7 @@ def uvicorn_config(settings: Settings, app: Any = None, *, host: Optional[str] =
         from api.app import build_app
 
         app = build_app(settings)
-    return uvicorn.Config(
+    config = uvicorn.Config(
         app,
         host=settings.host if host is None else host,
         port=settings.port if port is None else port,
@@ -88,6 +89,8 @@ def uvicorn_config(settings: Settings, app: Any = None, *, host: Optional[str] =
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    config.http_send_timeout_s = settings.http_send_timeout_s  # read by api.http_protocol (uvicorn has no such option)
+    return config
 
 
 class GracefulServer(uvicorn.Server):

@@ -72,6 +72,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     its largest cost; bench/loop_cost.py)
     GEPARD_WS_SEND_TIMEOUT_S           ws_send_timeout_s            10 (a socket whose client reads nothing for
                                                                     this long is closed, its contexts cancelled)
+    GEPARD_HTTP_SEND_TIMEOUT_S         http_send_timeout_s          10 (an HTTP response whose client reads
+                                                                    nothing for this long is dropped, its
+                                                                    stream's work stopped)
     GEPARD_MAX_CONTEXT_TEXT_CHARS      max_context_text_chars       50000 (text a context may hold unspoken)
     GEPARD_MAX_SOCKET_TEXT_CHARS       max_socket_text_chars        200000 (text all contexts of a socket may
                                                                     hold unspoken)
@@ -202,6 +205,7 @@ class Settings:
     admit_min_streams: int = field(default=1, metadata=_env("GEPARD_ADMIT_MIN_STREAMS"))
     ws_compression: bool = field(default=False, metadata=_env("GEPARD_WS_COMPRESSION"))
     ws_send_timeout_s: float = field(default=10.0, metadata=_env("GEPARD_WS_SEND_TIMEOUT_S"))
+    http_send_timeout_s: float = field(default=10.0, metadata=_env("GEPARD_HTTP_SEND_TIMEOUT_S"))
     max_context_text_chars: int = field(default=50_000, metadata=_env("GEPARD_MAX_CONTEXT_TEXT_CHARS"))
     max_socket_text_chars: int = field(default=200_000, metadata=_env("GEPARD_MAX_SOCKET_TEXT_CHARS"))
     log_level: str = field(default="INFO", metadata=_env("GEPARD_LOG_LEVEL"))
@@ -321,6 +325,7 @@ class Settings:
         in_range("admit_max_saturation", 0)
         in_range("admit_min_streams", 0)
         in_range("ws_send_timeout_s", 0, lo_open=True)
+        in_range("http_send_timeout_s", 0, lo_open=True)
         in_range("max_context_text_chars", 1)
         in_range("max_socket_text_chars", 1)
         choice("log_level", LOG_LEVELS)
@@ -480,6 +485,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "admit_min_streams": _parse_int,
     "ws_compression": _parse_bool,
     "ws_send_timeout_s": _parse_float,
+    "http_send_timeout_s": _parse_float,
     "max_context_text_chars": _parse_int,
     "max_socket_text_chars": _parse_int,
     "key_cache_ttl_s": _parse_float,

@@ -6,6 +6,7 @@ after the send timeout while other clients are served, and new streams past the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 
@@ -41,7 +42,7 @@ def limited_gateway(tiny_ckpt_dir, tmp_path_factory):
     settings = gateway_settings(
         tiny_ckpt_dir, tmp_path_factory.mktemp("limited-data"), api_keys={KEY_A, KEY_B},
         max_streams=3, max_streams_per_key=2, max_context_text_chars=300, max_socket_text_chars=500,
-        ws_send_timeout_s=2.0,
+        ws_send_timeout_s=2.0, http_send_timeout_s=2.0,
     )
     with LiveServer(settings) as server:
         yield server
@@ -146,10 +147,15 @@ def tiny_receive_buffer_socket(port: int) -> socket.socket:
     return sock
 
 
-async def test_a_client_that_stops_reading_loses_its_slots_and_others_are_served(limited_gateway, default_voice_id):
+async def test_a_client_that_stops_reading_loses_its_slots_and_others_are_served(limited_gateway, default_voice_id,
+                                                                                 monkeypatch):
+    from api.ws_protocol import GatewayWebSocketProtocol
+
+    monkeypatch.setattr(GatewayWebSocketProtocol, "close_wait_s", 1.0)  # the server's close gives up sooner
     v = default_voice_id
     rt = limited_gateway.runtime
     errors_before = rt.metrics.errors.labels("ws", "client_not_reading")._value.get()
+    sockets_before = rt.metrics.ws_connections._value.get()
     text = " ".join(f"Sentence number {i} is here." for i in range(9))  # 9 segments of 48 kHz f32 audio
     sock = tiny_receive_buffer_socket(limited_gateway.port)
     stalled = await connect(ws_url(limited_gateway, KEY_A), sock=sock, max_queue=1)
@@ -168,6 +174,10 @@ async def test_a_client_that_stops_reading_loses_its_slots_and_others_are_served
         assert time.monotonic() - t0 < 30
         assert rt.engine.num_running == 0
         assert rt.metrics.errors.labels("ws", "client_not_reading")._value.get() == errors_before + 1
+        # the client still holds its end and reads nothing: its close frame can never get past the
+        # unread audio, so the server drops the connection rather than wait for it forever
+        await wait_until(lambda: rt.metrics.ws_connections._value.get() == sockets_before, 15,
+                         "the server to drop the stalled connection")
     finally:
         stalled.transport.abort()
         sock.close()
@@ -175,6 +185,39 @@ async def test_a_client_that_stops_reading_loses_its_slots_and_others_are_served
     async with connect(ws_url(limited_gateway, KEY_A)) as ws:
         await send(ws, gen("after", "Hello there.", v, cont=False))
         assert (await read_until_terminal(ws, ["after"]))[-1]["type"] == "done"
+
+
+async def test_an_http_client_that_stops_reading_is_dropped_and_its_stream_stopped(limited_gateway, default_voice_id):
+    import json
+
+    rt = limited_gateway.runtime
+    # ~60 s of 48 kHz f32 audio, base64 in SSE events: far more than the socket buffers hold
+    text = " ".join(f"Sentence number {i} is here." for i in range(60))
+    body = json.dumps({"model_id": "sonic-3", "transcript": text, "voice": default_voice_id,
+                       "output_format": FMT_48K_F32}).encode()
+    sock = tiny_receive_buffer_socket(limited_gateway.port)
+    try:
+        sock.setblocking(True)
+        sock.sendall(f"POST /tts/sse HTTP/1.1\r\nHost: x\r\nX-API-Key: {KEY_A}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        await wait_until(lambda: rt.service.admission.open_streams == 1, 10, "the stream to open")
+        # the client reads nothing and keeps its end open: after the send timeout the server drops
+        # it, which stops the stream (engine request, codec stream, stream place) as a hang-up does
+        await wait_until(lambda: rt.service.admission.open_streams == 0 and rt.service.in_flight == 0, 30,
+                         "the stalled response to be dropped")
+        assert rt.engine.num_running == 0
+        sock.settimeout(10)  # the server's end is closed: reading now ends (what it buffered, then EOF)
+        with contextlib.suppress(ConnectionResetError):
+            while sock.recv(65536):
+                pass
+    finally:
+        sock.close()
+    # a client that reads gets the whole answer
+    async with httpx.AsyncClient(timeout=60) as http:
+        r = await http.post(limited_gateway.url + "/tts/bytes", headers={"X-API-Key": KEY_A},
+                            json={"model_id": "sonic-3", "transcript": "Hello there.", "voice": default_voice_id,
+                                  "output_format": FMT_48K_F32})
+        assert r.status_code == 200 and r.content
 
 
 # --- the load-aware limit on a live server ---------------------------------------------------------------

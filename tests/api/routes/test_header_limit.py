@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from api.header_limit import BoundedHttpToolsProtocol
+from api.http_protocol import GatewayHttpProtocol
 from api.server import uvicorn_config
 from api.settings import Settings, SettingsError
 from api.ws_protocol import GatewayWebSocketProtocol
@@ -87,8 +88,9 @@ def test_heads_under_the_limit_and_big_bodies_are_served(gateway):
 
 
 def test_the_server_configuration_comes_from_settings():
-    config = uvicorn_config(Settings(max_header_bytes=8192, port=9001), app=object())
-    assert config.http is BoundedHttpToolsProtocol and config.h11_max_incomplete_event_size == 8192
+    config = uvicorn_config(Settings(max_header_bytes=8192, port=9001, http_send_timeout_s=7.5), app=object())
+    assert issubclass(config.http, BoundedHttpToolsProtocol) and config.h11_max_incomplete_event_size == 8192
+    assert config.http is GatewayHttpProtocol and config.http_send_timeout_s == 7.5
     assert (config.ws, config.ws_ping_interval, config.log_config, config.port) == (GatewayWebSocketProtocol, 20.0, None, 9001)
     with pytest.raises(SettingsError, match="GEPARD_MAX_HEADER_BYTES"):
         Settings.from_env({"GEPARD_MAX_HEADER_BYTES": "100"})
