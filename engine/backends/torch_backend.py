@@ -216,6 +216,8 @@ class TorchEngine(TtsEngine):
         planned = self.plan(request)
         box = _Mailbox(asyncio.get_running_loop(), delivery=request.delivery)
         with self._lock:
+            if self._dead is not None:  # died since the check above: its failure notice went to the boxes it knew
+                raise EngineDeadError(f"engine is dead: {self._dead}")
             if self._queued() + self._generator.num_active >= self.config.max_batch + self.config.max_queue:
                 raise OverloadedError(f"engine is at capacity ({self.config.max_batch} running, {self.config.max_queue} queued)")
             self._mailboxes[rid] = box
@@ -300,9 +302,11 @@ class TorchEngine(TtsEngine):
                     notify(self._observer, StepEvent(duration, gen.last_batch_size, tuple(gen.last_queue_waits)))
         except BaseException as exc:  # device lost, or the batched step keeps failing: the loop must never die silently
             logger.exception("torch engine worker died")
-            self._dead = exc
             err = EngineDeadError(f"engine failed: {type(exc).__name__}: {exc}")
-            for box in list(self._mailboxes.values()):
+            with self._lock:  # a request registers under the lock too: it sees _dead, or its box is told
+                self._dead = exc
+                boxes = list(self._mailboxes.values())
+            for box in boxes:
                 box.loop.call_soon_threadsafe(box.fail, err)
 
     def _embed_into(self, gen: BatchGenerator | FastGenerator, planned: list[PlannedRequest]) -> list[StepOutput]:

@@ -385,6 +385,28 @@ async def test_a_lost_device_is_fatal_at_once(engine, monkeypatch):
         await engine.check_health()
 
 
+async def test_a_request_that_races_the_engines_death_is_told_not_left_waiting(engine, monkeypatch):
+    """The worker dies after generate() checked the engine was alive and before it registered its
+    mailbox: the death's notice went to the mailboxes it knew, so the request must find out itself."""
+    lost = RuntimeError("CUDA error: an illegal memory access was encountered")
+    plan = engine.plan
+
+    def plan_while_the_worker_dies(request):
+        planned = plan(request)
+        monkeypatch.setattr(engine._generator, "step", lambda: (_ for _ in ()).throw(lost))
+        with engine._lock:
+            engine._aborts.append("nobody")  # wakes the worker, whose next step fails
+            engine._lock.notify()
+        engine._thread.join(10)
+        assert not engine._thread.is_alive()
+        return planned
+
+    engine.plan = plan_while_the_worker_dies
+    with pytest.raises(EngineDeadError, match="illegal memory access"):
+        await asyncio.wait_for(collect(engine, "late", TEXTS[0]), 10)
+    assert "late" not in engine._mailboxes
+
+
 @pytest.mark.parametrize("knobs, message", [
     (dict(top_k=2**63), r"top_k must be in \[0, 1024\], got 2\*\*63"),
     (dict(top_k=int(1e300)), r"top_k must be in \[0, 1024\], got 1e\+300"),
