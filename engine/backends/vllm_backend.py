@@ -457,10 +457,14 @@ class VllmEngine(TtsEngine):
                         logger.info("request %s finished: %s after %d frames", rid, finish.value, sent)
                     yield chunk
         finally:
-            if finish is None and not self._closed:
-                await self.abort(rid)
-            await stream.aclose()
+            # first, and with nothing to await: a second cancel landing in the awaits below must not
+            # keep the id counted against capacity forever
             self._streams.discard(rid)
+            try:
+                if finish is None and not self._closed:
+                    await asyncio.shield(self.abort(rid))  # goes through even if that second cancel comes
+            finally:
+                await stream.aclose()
 
     async def _next_output(self, stream: Any, rid: str) -> Any:
         """The next RequestOutput (None at the end), with vLLM's errors translated."""

@@ -68,6 +68,36 @@ async def wait_until_idle(engine):
     return engine.load()
 
 
+async def test_a_second_cancel_during_the_abort_still_frees_the_request(engine, monkeypatch):
+    """A consumer cancelled twice (say, its context and then its socket): the second cancel lands
+    while the stream's cleanup awaits the abort. The request must still be aborted and stop counting
+    against the engine's capacity."""
+    abort, aborting = engine.abort, asyncio.Event()
+
+    async def slow_abort(request_id):
+        aborting.set()
+        await asyncio.sleep(0.3)
+        await abort(request_id)
+
+    monkeypatch.setattr(engine, "abort", slow_abort)
+    started = asyncio.Event()
+
+    async def consume():
+        async for _ in engine.generate(request(3, max_frames=400)):
+            started.set()
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    task.cancel()
+    await aborting.wait()
+    task.cancel()  # the second cancel, while the first one's cleanup awaits the abort
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert request(3).request_id not in engine._streams
+    load = await wait_until_idle(engine)
+    assert (load.unfinished, load.running, load.kv_cache_usage) == (0, 0, 0.0)
+
+
 async def test_aborting_one_of_eight_stops_it_within_two_steps_and_spares_the_others(engine):
     solo = [(await collect(engine, request(i)))[0] for i in range(1, 8)]
     victim = 0
