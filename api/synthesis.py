@@ -179,8 +179,8 @@ class SynthesisService:
                 f"too many concurrent generations ({self.settings.max_concurrent_generations}); retry shortly",
                 error_code="concurrency_limited",
             )
+        stream = self.decoder.open_stream()  # may refuse (the codec is closing): before anything is counted
         self._in_flight += 1
-        stream = self.decoder.open_stream()
         # frames are taken a codec chunk at a time: the engine need not wake this task for each one
         request = SynthesisRequest(request_id, segment.speech_text, prefix, sampling, delivery=self.decoder.schedule.sizes)
         if timing is not None:

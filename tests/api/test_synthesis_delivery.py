@@ -1,9 +1,13 @@
-"""The synthesis service asks the engine for frames a codec chunk at a time (SynthesisRequest.delivery):
-its task is then woken once per chunk of audio, not once per engine step."""
+"""The synthesis service's stream of one segment: it asks the engine for frames a codec chunk at a
+time (SynthesisRequest.delivery), so its task is woken once per chunk of audio, not once per engine
+step; and what it counts (generations in flight, busy streams for admission) is right however the
+stream goes."""
 
 from __future__ import annotations
 
 import contextlib
+
+import pytest
 
 from api.app import DEFAULT_VOICE_ID, open_runtime
 from engine.requests import SamplingParams
@@ -62,5 +66,29 @@ async def test_a_stream_waiting_for_its_consumer_is_not_counted_as_busy(tiny_ckp
             async for _ in stream:
                 break
         assert svc.meter.busy_streams == 0
+    finally:
+        await rt.aclose()
+
+
+async def test_a_codec_that_refuses_a_stream_leaves_no_generation_counted(tiny_ckpt_dir, tmp_path):
+    from codec_worker.errors import CodecClosedError
+
+    rt = await open_runtime(gateway_settings(tiny_ckpt_dir, tmp_path / "data"))
+    try:
+        svc = rt.service
+        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        real_open = rt.decoder.open_stream
+
+        def closing():
+            raise CodecClosedError("the codec is shutting down")
+
+        rt.decoder.open_stream = closing
+        segment = svc.segment("Hello there.", "en")
+        with pytest.raises(CodecClosedError):
+            async with contextlib.aclosing(svc.speak(segment, prefix, SamplingParams(), "refused")) as stream:
+                async for _ in stream:
+                    pass
+        assert svc.in_flight == 0  # else each refusal would shrink GEPARD_MAX_CONCURRENT_GENERATIONS for good
+        rt.decoder.open_stream = real_open
     finally:
         await rt.aclose()
