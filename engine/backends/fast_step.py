@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -340,28 +340,32 @@ class DeviceStep:
 
     def start_prefill(self, embeds: torch.Tensor, slots: torch.Tensor):
         """The inputs of a prefill's layers, for R prompts right-padded to T tokens (embeds [R, T, H])
-        going into fresh ``slots`` [R] at positions [0, T): each token's position and rotary, the
-        causal mask [R, 1, T, T] and the slot each token's key and value go to ([R, T])."""
+        going into fresh ``slots`` [R] at positions [0, T): each token's position and rotary, no mask
+        (None: see ``prefill_layer``) and the slot each token's key and value go to ([R, T])."""
         r, t, _ = embeds.shape
         positions = torch.arange(t, device=embeds.device).view(1, t).expand(r, t)
         cos, sin = self.model.backbone.rotary.cos_sin(positions)
-        mask = torch.arange(t, device=embeds.device).view(1, 1, 1, t) <= positions.reshape(r, 1, t, 1)
-        return cos, sin, mask, slots.view(r, 1).expand(r, t), positions
+        return cos, sin, None, slots.view(r, 1).expand(r, t), positions
 
     def prefill_layer(self, layer, qkv_weight: torch.Tensor, gate_up_weight: torch.Tensor, x: torch.Tensor,
-                      cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, slots: torch.Tensor,
+                      cos: torch.Tensor, sin: torch.Tensor, mask: None, slots: torch.Tensor,
                       positions: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) -> torch.Tensor:
         """One decoder layer over whole prompts: x [R, T, H] -> [R, T, H], every token's key and
         value written into the layer's cache at (slots, positions) ([R, T] each). Padding positions
-        are written too (zeros in, finite out) and lie past each slot's length, where the mask hides
-        them and later decode steps overwrite them. Like ``decode_layer``, R and T are read off
-        shapes, so one compiled graph serves every layer and prompt length."""
+        are written too (zeros in, finite out) and lie past each slot's length, where decode steps
+        never look and later ones overwrite them. Like ``decode_layer``, R and T are read off
+        shapes, so one compiled graph serves every layer and prompt length.
+
+        Attention is plain causal (``is_causal``), no mask tensor (``mask`` is None): prompts are
+        right-padded, so every real token comes before its row's padding and causal masking alone
+        keeps it from seeing any. Without a mask tensor a fused kernel can run (flash attention on a
+        GPU, grouped-query heads included); an explicit [R, 1, T, T] mask forces the math path, which
+        materialises every score."""
         r, t, _ = x.shape
         q, gate, k, v = self._qkv(layer, qkv_weight, layer.input_layernorm(x), cos, sin)
         kc[slots, :, positions] = k.transpose(1, 2)
         vc[slots, :, positions] = v.transpose(1, 2)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
-                                             enable_gqa=self.gqa)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=self.gqa)
         out = out.transpose(1, 2).reshape(r, t, self.num_heads * self.head_dim) * torch.sigmoid(gate)
         x = x + layer.self_attn.o_proj(out)
         return x + self._mlp(layer, gate_up_weight, layer.post_attention_layernorm(x))
@@ -434,7 +438,7 @@ class DeviceStep:
         x, pos, cos, sin, mask = parts.start(tables, span)
         parts.finish(self._layers(parts, x, cos, sin, mask, tables.slot, pos), tables)
 
-    def _layers(self, parts: StepParts, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+    def _layers(self, parts: StepParts, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: Optional[torch.Tensor],
                 slots: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Every decoder layer in turn (``parts.layer``), with that layer's fused weights and cache."""
         cache = self.cache

@@ -135,6 +135,29 @@ def test_a_batch_equals_the_reference_batch_and_each_alone(tiny_model, preparer)
         assert_same(solo(tiny_model, req), got, req.request_id)
 
 
+def test_a_prefill_attends_with_no_mask_tensor_so_a_fused_kernel_can_run(tiny_model, preparer, monkeypatch):
+    """Prompts of different lengths, right-padded into one prefill: plain causal attention
+    (``is_causal``) hides each row's padding from its real tokens, and with no mask tensor SDPA may
+    pick a fused kernel on a GPU (an explicit [R, 1, T, T] mask forces the math path there). The
+    frames are the reference loop's (checked above for batches); here, the calls themselves."""
+    import engine.backends.fast_step as fast_step
+
+    calls, sdpa = [], F.scaled_dot_product_attention
+
+    def recording(q, k, v, *args, **kwargs):
+        calls.append((q.shape[-2], kwargs.get("attn_mask"), kwargs.get("is_causal", False)))
+        return sdpa(q, k, v, *args, **kwargs)
+
+    monkeypatch.setattr(fast_step.F, "scaled_dot_product_attention", recording)
+    gen = fast(tiny_model)
+    for i, text in enumerate(TEXTS):
+        gen.add(prepare(preparer, tiny_model, f"mask{i}", text, dataclasses.replace(GREEDY, max_frames=3)))
+    gen.step()  # the prefill of all four (nothing is decoding yet)
+    layers = tiny_model.config.backbone.num_hidden_layers
+    assert len(calls) == layers and all(mask is None and causal for _, mask, causal in calls), calls[:2]
+    assert all(tokens > 1 for tokens, _, _ in calls)  # whole prompts, right-padded to the longest
+
+
 def mid_batch_schedule(preparer, m) -> tuple[list[PreparedRequest], dict[int, list[PreparedRequest]]]:
     """Requests a..e joining a running batch at steps 0, 3, 9 and 14 (b is cancelled at step 20 by
     the tests): c's CFG row leaves at frame 8, d leaves early at its frame cap of 6."""
