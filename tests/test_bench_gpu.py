@@ -218,16 +218,23 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     assert len(commands(none.stdout)) == 7 and "no wheels in" in none.stdout and "bench/gpu_wheels.sh" in none.stdout
 
 
-def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
-    """A stand-in nvidia-smi and python: part 1 fails (a wheel is missing), part 2 overruns its
-    cap, the parts after it still run, and the session exits 1."""
+def stand_in_gpu_host(tmp_path: Path, case: str) -> tuple[Path, Path]:
+    """A stand-in nvidia-smi naming an H200, and a python that prints what it was asked to run,
+    sleeps 30 s for part 2's step table (past a short cap), and does ``case`` (a sh case arm) too."""
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771 MiB, 570.00'\n")
     py = tmp_path / "python"
-    py.write_text('#!/bin/sh\ncase "$*" in\n  *pipeline.py\\ --check*) echo "missing: tokenizers"; exit 4 ;;\n'
-                  '  *--paths\\ reference,fast,overlap*) sleep 30 ;;\nesac\necho "ran: $*"\n')
+    py.write_text('#!/bin/sh\ncase "$*" in\n' + case + '  *--paths\\ reference,fast,overlap*) sleep 30 ;;\nesac\n'
+                  'echo "ran: $*"\n')
     for f in (smi, py):
         f.chmod(0o755)
+    return smi, py
+
+
+def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
+    """A stand-in nvidia-smi and python: part 1 fails (a wheel is missing), part 2 overruns its
+    cap, the parts after it still run, and the session exits 1."""
+    smi, py = stand_in_gpu_host(tmp_path, '  *pipeline.py\\ --check*) echo "missing: tokenizers"; exit 4 ;;\n')
     out, wheels = tmp_path / "out", tmp_path / "whl"
     wheels.mkdir()
     (wheels / "starlette-1.0-py3-none-any.whl").write_bytes(b"")
@@ -250,13 +257,8 @@ def test_on_the_device_machine_every_part_comes_back_in_one_archive(tmp_path):
     is packed into $OUT/gepard-session.tgz as soon as the part ends, and summary.md is copied beside."""
     import tarfile
 
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771 MiB, 570.00'\n")
-    py = tmp_path / "python"  # the summary part writes its summary.md; every other part just runs
-    py.write_text('#!/bin/sh\ncase "$*" in\n  *gpu_summary.py*) echo "# summary" > "$2/summary.md" ;;\n'
-                  '  *--paths\\ reference,fast,overlap*) sleep 30 ;;\nesac\necho "ran: $*"\n')
-    for f in (smi, py):
-        f.chmod(0o755)
+    # the summary part writes its summary.md; every other part just runs
+    smi, py = stand_in_gpu_host(tmp_path, '  *gpu_summary.py*) echo "# summary" > "$2/summary.md" ;;\n')
     device_out, results = tmp_path / "device-out", tmp_path / "session"
     device_out.mkdir()
     done = gpu_session(tmp_path, GEPARD_GPU_SMI=str(smi), PYTHON=str(py), OUT=str(device_out),

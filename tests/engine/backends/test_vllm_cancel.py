@@ -59,6 +59,19 @@ async def collect(engine, req):
     return torch.cat([c.codes for c in chunks], dim=1), chunks[-1].finish_reason
 
 
+async def consuming(engine, req) -> asyncio.Task:
+    """A task reading ``req``'s stream to its end, returned once the first chunk has come."""
+    started = asyncio.Event()
+
+    async def consume():
+        async for _ in engine.generate(req):
+            started.set()
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    return task
+
+
 async def wait_until_idle(engine):
     for _ in range(100):
         load = engine.load()
@@ -80,14 +93,7 @@ async def test_a_second_cancel_during_the_abort_still_frees_the_request(engine, 
         await abort(request_id)
 
     monkeypatch.setattr(engine, "abort", slow_abort)
-    started = asyncio.Event()
-
-    async def consume():
-        async for _ in engine.generate(request(3, max_frames=400)):
-            started.set()
-
-    task = asyncio.create_task(consume())
-    await started.wait()
+    task = await consuming(engine, request(3, max_frames=400))
     task.cancel()
     await aborting.wait()
     task.cancel()  # the second cancel, while the first one's cleanup awaits the abort
@@ -134,14 +140,7 @@ async def test_closing_or_cancelling_the_stream_aborts_the_request(engine):
     load = await wait_until_idle(engine)
     assert (load.unfinished, load.running, load.kv_cache_usage) == (0, 0, 0.0)
 
-    started = asyncio.Event()
-
-    async def consume():
-        async for _ in engine.generate(request(2, max_frames=400)):
-            started.set()
-
-    task = asyncio.create_task(consume())
-    await started.wait()
+    task = await consuming(engine, request(2, max_frames=400))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
