@@ -214,7 +214,7 @@ class WsContext:
                 task.add_done_callback(_retrieve_outcome)
                 return
             _retrieve_outcome(task)
-        self.conn.context_finished(self)  # done already by the task's callback; here for readers
+        self.conn.context_finished(self)  # finished on return, whether or not the task's callback ran yet
 
     async def fail(self, exc: BaseException) -> None:
         """Send one error event for this context and stop its work."""

@@ -141,19 +141,28 @@ def p50_p90(times: list[float]) -> tuple[float, float]:
     return statistics.median(times), ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
 
 
+def prompt_tokens(engine: TorchEngine, sp: SamplingParams) -> int:
+    """The prompt length of TEXT (no voice prefix), as the engine builds it."""
+    return engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
+
+
+def whole_batch_generator(model: GepardModel, batch: int, prompt: int, **kw) -> FastGenerator:
+    """A fast path that prefills a whole batch of ``prompt``-token prompts in its first step, as the
+    reference loop does: with the server's prefill limits (8 prompts a step) a batch of 256 would
+    still be filling up, its first requests ending, while the steps are timed or profiled."""
+    return FastGenerator(model, max_batch=batch, prefill_batch=batch, prefill_tokens=batch * prompt, **kw)
+
+
 def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, steps: int, graphs: bool,
               greedy: bool, gbps: Optional[float] = None) -> tuple[Result, dict[str, torch.Tensor]]:
     total = 4 + steps
     sp = SamplingParams(temperature=0.0) if greedy else SamplingParams(temperature=0.4)
-    prompt = engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
+    prompt = prompt_tokens(engine, sp)
     if path in FAST_PATHS:
         # compiled: the warm-up steps below compile the shapes the timed steps use (the spans stay
-        # below the whole cache, which would be a graph of its own), so no compile_all() here.
-        # The whole batch is prefilled in the first step, as the reference loop does: with the
-        # server's prefill limits (8 prompts a step) a batch of 256 would still be filling up, its
-        # first requests ending, while the steps are timed
-        gen = FastGenerator(model, max_batch=batch, max_positions=256 + total, cuda_graphs=graphs, prefill_batch=batch,
-                            prefill_tokens=batch * prompt, **FAST_PATHS[path])
+        # below the whole cache, which would be a graph of its own), so no compile_all() here
+        gen = whole_batch_generator(model, batch, prompt, max_positions=256 + total, cuda_graphs=graphs,
+                                    **FAST_PATHS[path])
     else:
         gen = BatchGenerator(model, max_batch=batch)
     for i in range(batch):
@@ -270,10 +279,7 @@ def profile_step(model: GepardModel, engine: TorchEngine, batch: int, graphs: bo
     from torch.profiler import ProfilerActivity, profile
 
     sp = SamplingParams(temperature=0.4, max_frames=100)
-    prompt = engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
-    # the whole batch prefilled at once (as in time_path), so the profiled steps decode all of it
-    gen = FastGenerator(model, max_batch=batch, max_positions=512, cuda_graphs=graphs, prefill_batch=batch,
-                        prefill_tokens=batch * prompt)
+    gen = whole_batch_generator(model, batch, prompt_tokens(engine, sp), max_positions=512, cuda_graphs=graphs)
     for i in range(batch):
         gen.add(engine.prepare(SynthesisRequest(f"p{i}", TEXT, None, dataclasses.replace(sp, seed=i))))
     for _ in range(5):
