@@ -79,6 +79,9 @@ class TableUpload:
     def __init__(self, rows: int, device: torch.device) -> None:
         self.cuda = is_cuda(device)
         self.ints = torch.zeros(5, rows, dtype=torch.int64, pin_memory=self.cuda)
+        # the bool columns (real, commit) get pinned staging of their own: a .bool() of the ints
+        # would be a pageable temporary, whose copy makes the host wait for the stream
+        self.flags = torch.zeros(2, rows, dtype=torch.bool, pin_memory=self.cuda)
         self.floats = torch.zeros(rows, dtype=torch.float32, pin_memory=self.cuda)
         self.copied = torch.cuda.Event() if self.cuda else None
 
@@ -88,12 +91,13 @@ class TableUpload:
         if self.copied is not None:
             self.copied.synchronize()  # a no-op before the first record
         self.ints[:, :b].copy_(ints)
+        self.flags[:, :b].copy_(ints[2:4])  # on the host: 0/1 -> False/True
         self.floats[:b].copy_(floats)
         nb = self.cuda
         tables.slot.copy_(self.ints[0, :b], non_blocking=nb)
         tables.feed.copy_(self.ints[1, :b], non_blocking=nb)
-        tables.real.copy_(self.ints[2, :b].bool(), non_blocking=nb)
-        tables.commit.copy_(self.ints[3, :b].bool(), non_blocking=nb)
+        tables.real.copy_(self.flags[0, :b], non_blocking=nb)
+        tables.commit.copy_(self.flags[1, :b], non_blocking=nb)
         tables.uncond.copy_(self.ints[4, :b], non_blocking=nb)
         tables.cfg_scale.copy_(self.floats[:b], non_blocking=nb)
         if self.copied is not None:

@@ -38,7 +38,7 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
-from engine.backends.static_cache import StaticKVCache
+from engine.backends.static_cache import StaticKVCache, to_device
 from engine.model.gepard import GepardModel
 from engine.requests import MAX_FRAMES
 from engine.sampling import cfg_combine, invalid_codes, repetition_penalty, sample_codes, stop_decision
@@ -133,9 +133,9 @@ class SlotState:
         """Reset ``slots`` for new requests: knobs = (temperature, top_k, seed, stop_threshold,
         repetition_penalty, repetition_window) each. A few small copies per admission batch."""
         device = self.frames.device
-        idx = torch.tensor(slots, dtype=torch.int64, device=device)
-        floats = torch.tensor([[k[0], k[3], k[4]] for k in knobs], dtype=torch.float32).to(device)
-        ints = torch.tensor([[k[1], k[2], k[5]] for k in knobs], dtype=torch.int64).to(device)
+        idx = to_device(slots, torch.int64, device)
+        floats = to_device([[k[0], k[3], k[4]] for k in knobs], torch.float32, device)
+        ints = to_device([[k[1], k[2], k[5]] for k in knobs], torch.int64, device)
         self.temperature[idx] = floats[:, 0]
         self.stop_threshold[idx] = floats[:, 1]
         self.penalty[idx] = floats[:, 2]
@@ -155,8 +155,7 @@ class SlotState:
         noise of a frame depends on the request's seed and frame index only, never on its slot, so
         a moved request samples exactly what it would have sampled where it was."""
         device = self.frames.device
-        s = torch.tensor(src, dtype=torch.int64).to(device)
-        d = torch.tensor(dst, dtype=torch.int64).to(device)
+        s, d = to_device(src, torch.int64, device), to_device(dst, torch.int64, device)
         for t in self.per_slot():
             t[d] = t[s]
 

@@ -24,6 +24,17 @@ import torch
 from engine.config import BackboneConfig
 
 
+def to_device(values: list, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A small host list as a tensor on ``device``. On CUDA it is staged in pinned memory and copied
+    without blocking, in the current stream's order: a copy from pageable memory makes the host wait
+    for everything already queued on the stream, which would stall the host behind an overlapped
+    decode step each time requests are admitted or moved."""
+    t = torch.tensor(values, dtype=dtype)
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)  # the pinned block is kept until the copy ran
+    return t.to(device)
+
+
 def power_buckets(limit: int, smallest: int = 1) -> tuple[int, ...]:
     """1, 2, 4, ... below ``limit``, then ``limit`` itself: the shapes a step is compiled for."""
     if limit < 1:
@@ -110,8 +121,7 @@ class StaticKVCache:
         of every layer (nothing past them is ever read) and the lengths. Two gathers and two
         scatters per layer, whatever the number of slots moved; the sources are left as they were."""
         device = self.lengths.device
-        s = torch.tensor(src, dtype=torch.int64).to(device)
-        d = torch.tensor(dst, dtype=torch.int64).to(device)
+        s, d = to_device(src, torch.int64, device), to_device(dst, torch.int64, device)
         for t in (*self.keys, *self.values):
             t[d, :, :positions] = t[s, :, :positions]
         self.lengths[d] = self.lengths[s]
@@ -128,4 +138,4 @@ class StaticKVCache:
         return per_position * max_positions * torch.empty(0, dtype=dtype).element_size()
 
 
-__all__ = ["SlotAllocator", "StaticKVCache", "pick_bucket", "power_buckets"]
+__all__ = ["SlotAllocator", "StaticKVCache", "pick_bucket", "power_buckets", "to_device"]

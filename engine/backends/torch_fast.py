@@ -50,7 +50,7 @@ import torch
 
 from engine.backends.cuda_graphs import HostCopy, StepGraphs, TableUpload, is_cuda, new_engine_stream, on_stream
 from engine.backends.fast_step import OUT_BAD, OUT_STOP, DeviceStep, HostRows, RowTables
-from engine.backends.static_cache import SlotAllocator, StaticKVCache, pick_bucket, power_buckets
+from engine.backends.static_cache import SlotAllocator, StaticKVCache, pick_bucket, power_buckets, to_device
 from engine.backends.torch_generator import BatchLoop, PlannedRequest, PreparedRequest, StepOutput, _check_knobs, device_lost
 from engine.errors import InvalidRequestError
 from engine.model.gepard import GepardModel
@@ -363,8 +363,8 @@ class FastGenerator(BatchLoop):
         embeds = torch.zeros(r, t, model.config.hidden_size, device=model.device, dtype=model.dtype)
         for i, (_, e) in enumerate(prompts):
             embeds[i, : e.shape[0]] = e
-        lengths = torch.tensor([e.shape[0] for _, e in prompts], dtype=torch.int64).to(model.device)
-        slots = torch.tensor([s for s, _ in prompts], dtype=torch.int64).to(model.device)
+        lengths = to_device([e.shape[0] for _, e in prompts], torch.int64, model.device)
+        slots = to_device([s for s, _ in prompts], torch.int64, model.device)
 
         # frame 0 of each request is sampled from its prompt's row: rows as in a decode step (cond
         # rows, then CFG rows)

@@ -496,3 +496,18 @@ def test_cuda_graphs_replay_the_eager_step(tiny_gepard_dir):
     for req in reqs:
         assert_same(eager, graphed, req.request_id)
         assert_same(ref, graphed, req.request_id)
+
+
+def test_small_host_lists_reach_the_device_without_a_host_wait(monkeypatch):
+    """to_device: plain on CPU; on CUDA (only its calls can be seen here) staged in pinned memory and
+    copied non-blocking, since a pageable copy waits for the stream (an overlapped step in flight)."""
+    from engine.backends.static_cache import to_device
+
+    t = to_device([[1, 2], [3, 4]], torch.int64, torch.device("cpu"))
+    assert t.dtype == torch.int64 and t.tolist() == [[1, 2], [3, 4]]
+    calls = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: calls.append("pin") or self)
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, *a, **kw: calls.append(("to", a, kw)) or self)
+    cuda = torch.device("cuda", 0)
+    to_device([0.5], torch.float32, cuda)
+    assert calls == ["pin", ("to", (cuda,), {"non_blocking": True})]
