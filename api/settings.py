@@ -376,7 +376,8 @@ class Settings:
         """Settings from ``env`` (default ``os.environ``) with non-None ``overrides`` on top.
 
         Raises SettingsError naming every bad variable. Logs a warning when the token secret is
-        generated for this process (access tokens then verify on this replica only).
+        generated for this process (access tokens then verify on this replica only), and when more
+        streams are admitted than generations may run (a stream can then be refused mid-utterance).
         """
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
@@ -405,6 +406,14 @@ class Settings:
                 "GEPARD_TOKEN_SECRET is not set: using a random secret, so access tokens only verify on this "
                 "replica and stop working after a restart"
             )
+        if settings.max_streams > settings.max_concurrent_generations:
+            # each stream runs one generation at a time, so with more streams than generations an
+            # admitted stream can be refused (429 concurrency_limited) in the middle of its utterance
+            logger.warning(
+                "GEPARD_MAX_STREAMS (%d) is above GEPARD_MAX_CONCURRENT_GENERATIONS (%d): streams admitted past "
+                "%d can be refused mid-utterance while the others generate; raise the generations or lower the "
+                "streams", settings.max_streams, settings.max_concurrent_generations,
+                settings.max_concurrent_generations)
         return settings
 
 

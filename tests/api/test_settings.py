@@ -216,3 +216,15 @@ def test_model_ids_are_configurable():
 def test_env_name_mapping():
     assert Settings.env_name("port") == "GEPARD_PORT"
     assert Settings.env_name("redis_url") == "GEPARD_REDIS_URL"
+
+
+def test_more_streams_than_generations_is_warned(caplog):
+    """A stream runs one generation at a time: more streams than generations can be refused mid-utterance."""
+    caplog.set_level(logging.WARNING, logger="api.settings")
+    Settings.from_env({"GEPARD_TOKEN_SECRET": SECRET, "GEPARD_MAX_STREAMS": "128"})
+    warned = [r.getMessage() for r in caplog.records if "GEPARD_MAX_STREAMS" in r.getMessage()]
+    assert len(warned) == 1 and "(128)" in warned[0] and "(64)" in warned[0], warned
+    caplog.clear()
+    for env in ({}, {"GEPARD_MAX_STREAMS": "32"}, {"GEPARD_MAX_STREAMS": "96", "GEPARD_MAX_CONCURRENT_GENERATIONS": "96"}):
+        Settings.from_env({"GEPARD_TOKEN_SECRET": SECRET, **env})
+    assert not any("GEPARD_MAX_STREAMS" in r.getMessage() for r in caplog.records)
