@@ -183,6 +183,14 @@ def test_every_cartesia_field_is_accepted_and_unknown_ones_ignored(gateway, defa
     assert len(r.content) == expected_bytes(1, "pcm_s16le", 22050)
 
 
+def test_save_is_accepted_and_ignored(gateway, default_voice_id):
+    """No files API here to fetch a saved file from, so no Cartesia-File-ID header (README)."""
+    r = post(gateway, body(default_voice_id) | {"save": True})
+    assert r.status_code == 200, r.text
+    assert "cartesia-file-id" not in r.headers
+    assert len(r.content) == expected_bytes(1, "pcm_s16le", 22050)
+
+
 @pytest.mark.parametrize("voice_shape", ["string", "id", "mode-id"])
 def test_voice_shapes(gateway, default_voice_id, voice_shape):
     voice = {"string": default_voice_id, "id": {"id": default_voice_id},
