@@ -3,6 +3,11 @@
 Each entry remembers the backend's *generation* token of the record it came from (a random token
 written by ``put``) and when it was last validated. The store decides whether a hit needs a cheap
 generation check; this module only keeps the entries and the counters.
+
+A fetch that misses runs while other code may invalidate the voice (a delete here, another
+replica's delete arriving over pub/sub, the listener's clear on subscribe): ``fill_mark()`` before
+the fetch and ``put_if_unchanged()`` after it caches the fetched prompt only if nothing was
+invalidated meanwhile, so an eviction that found nothing to evict is not undone by the fill.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class PromptCache:
         self._entries: OrderedDict[str, CacheEntry] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        self._invalidations = 0  # evictions, clears and announced deletes so far (see fill_mark)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -66,9 +72,25 @@ class PromptCache:
 
     def evict(self, voice_id: str) -> None:
         self._entries.pop(voice_id, None)
+        self._invalidations += 1
 
     def clear(self) -> None:
         self._entries.clear()
+        self._invalidations += 1
+
+    def invalidate_fills(self) -> None:
+        """Fills begun before now will not be cached (a delete about to run), entries stay."""
+        self._invalidations += 1
+
+    def fill_mark(self) -> int:
+        """Taken before fetching a record that missed; hand it to ``put_if_unchanged``."""
+        return self._invalidations
+
+    def put_if_unchanged(self, mark: int, voice_id: str, entry: CacheEntry) -> None:
+        """Cache ``entry`` unless something was invalidated since ``mark`` was taken (it may be
+        the very record just fetched; skipping a fill costs one more fetch later, nothing else)."""
+        if mark == self._invalidations:
+            self.put(voice_id, entry)
 
     def keys(self) -> list[str]:
         """Cached ids, least recently used first."""

@@ -122,7 +122,6 @@ class VoiceStore(abc.ABC):
         self._revalidate_after_s = revalidate_after_s
         self._builtins: dict[str, VoiceRecord] = {}
         self._builtin_prompts: dict[str, VoicePrompt] = {}
-        self._delete_epoch = 0  # bumped by every local delete; guards cache fills racing it
         self._serving_stale = False  # the last generation check failed: backend unavailable
         self._state = StoreState.OPEN
         self.observer: Optional[StoreObserver] = None  # timings and prompt-cache hits, for monitoring
@@ -304,14 +303,15 @@ class VoiceStore(abc.ABC):
         return entry.prompt
 
     async def _load_prompt(self, voice_id: str) -> VoicePrompt:
-        epoch = self._delete_epoch
+        # a delete here or on another replica (its eviction lands while we fetch) must not be
+        # undone by caching what the fetch read before it
+        mark = self._cache.fill_mark()
         found = await self._fetch_record(voice_id)
         if found is None:
             raise VoiceNotFoundError(voice_id)
         record, generation = found
         prompt = record.prompt()
-        if epoch == self._delete_epoch:  # a delete raced the fetch: do not cache what it removed
-            self._cache.put(voice_id, CacheEntry(prompt, generation, time.monotonic()))
+        self._cache.put_if_unchanged(mark, voice_id, CacheEntry(prompt, generation, time.monotonic()))
         return prompt
 
     async def count(self) -> int:
@@ -376,7 +376,7 @@ class VoiceStore(abc.ABC):
         self._check_open()
         if voice_id in self._builtins:
             raise ReadOnlyVoiceError(voice_id, "deleted")
-        self._delete_epoch += 1
+        self._cache.invalidate_fills()  # a fetch racing this delete must not cache what it removes
         try:
             await self._remove(voice_id, allow_builtin)
         except VoiceNotFoundError:

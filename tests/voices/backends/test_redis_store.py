@@ -223,3 +223,57 @@ async def test_a_cancelled_close_is_cancelled_and_still_closes_the_connections(r
     finally:
         await store.aclose()
         await probe.aclose()
+
+
+async def test_a_delete_elsewhere_that_lands_during_a_fetch_is_not_undone_by_caching_it(redis_server: RedisServer) -> None:
+    """Replica A misses and fetches a voice; replica B deletes it while the fetch is out, and B's
+    eviction reaches A before the fetch returns (it finds nothing to evict). A must not then cache
+    what it fetched: with its listener connected, cache hits are trusted, so the deleted voice
+    would speak on A for good."""
+    import asyncio
+    import uuid
+
+    namespace = f"race:{uuid.uuid4().hex[:8]}"
+    a = RedisVoiceStore.from_url(redis_server.url, namespace=namespace)
+    b = RedisVoiceStore.from_url(redis_server.url, namespace=namespace)
+    try:
+        warm, record = make_record(seed=4), make_record(seed=5)
+        await b.put(warm)
+        await b.put(record)
+
+        async def listening() -> bool:
+            await a.get_prompt(warm.voice.id)  # the first use starts A's listener
+            return a._listening
+
+        await _until(listening)
+        fetched, release = asyncio.Event(), asyncio.Event()
+        fetch = a._fetch_record
+
+        async def paused_fetch(voice_id: str):
+            found = await fetch(voice_id)  # the record as it was, before B's delete
+            fetched.set()
+            await release.wait()
+            return found
+
+        evicted = asyncio.Event()
+        evict = a._cache.evict
+
+        def watched_evict(voice_id: str) -> None:
+            evict(voice_id)
+            if voice_id == record.voice.id:
+                evicted.set()
+
+        a._fetch_record = paused_fetch  # type: ignore[method-assign]
+        a._cache.evict = watched_evict  # type: ignore[method-assign]
+        use = asyncio.create_task(a.get_prompt(record.voice.id))
+        await asyncio.wait_for(fetched.wait(), 5)
+        await b.delete(record.voice.id)  # publishes the id; A's listener evicts (nothing cached yet)
+        await asyncio.wait_for(evicted.wait(), 2)
+        release.set()
+        assert torch.equal((await use).prefix, record.prefix)  # that use began before the delete
+        a._fetch_record = fetch  # type: ignore[method-assign]
+        with pytest.raises(VoiceNotFoundError):
+            await a.get_prompt(record.voice.id)
+    finally:
+        await a.aclose()
+        await b.aclose()
