@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -16,6 +16,10 @@ from api.routes._common import runtime_of
 
 if TYPE_CHECKING:
     from api.app import Runtime
+
+#: the longest a probe waits for one check: well inside the shortest probe timeout shipped (3 s,
+#: deploy/k8s readiness) and the image's health check (4 s)
+CHECK_TIMEOUT_S = 1.0
 
 try:
     VERSION = version("gepard-server")
@@ -58,14 +62,23 @@ async def ready(request: Request) -> Response:
 
 
 async def _checks(rt: "Runtime") -> dict[str, str]:
-    checks: dict[str, str] = {}
-    for name, check in (("engine", rt.engine.check_health), ("voices", rt.voices.check_health)):
-        try:
+    """Each check's result, the checks run at once and each bounded by ``CHECK_TIMEOUT_S``: a store
+    that hangs rather than refuses (a stopped Redis: 2 s per read, retried twice) must not hold a
+    probe past its timeout, or every replica would turn unready and then be restarted for it."""
+    names = ("engine", "voices")
+    results = await asyncio.gather(*(_bounded(check) for check in (rt.engine.check_health, rt.voices.check_health)))
+    return dict(zip(names, results))
+
+
+async def _bounded(check: Callable[[], Awaitable[None]]) -> str:
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
             await check()
-            checks[name] = "ok"
-        except Exception as exc:  # reported, not raised: this is the health endpoint
-            checks[name] = f"{type(exc).__name__}: {exc}"
-    return checks
+        return "ok"
+    except TimeoutError:
+        return f"TimeoutError: no answer within {CHECK_TIMEOUT_S:g} s"
+    except Exception as exc:  # reported, not raised: this is the health endpoint
+        return f"{type(exc).__name__}: {exc}"
 
 
 async def metrics(request: Request) -> Response:
