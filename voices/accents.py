@@ -1,7 +1,7 @@
 """A small static accent catalogue for ``GET /accents`` (Cartesia's is larger and server-defined).
 
 Ids are catalogue slugs from the Cartesia SDK's ``VoiceAccent`` list, so voices tagged here stay
-valid there. Voices may carry any slug-shaped accent id (``is_accent_id``); display names such as
+valid there. Voices may carry any slug-shaped accent id (``accent_id_problem``); display names such as
 "British English" are rejected, as Cartesia's 2026-08-14 API does.
 """
 
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _ACCENT_ID_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+#: the longest accent id accepted: the catalogue's longest is ~20 characters
+MAX_ACCENT_ID_CHARS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,12 @@ ACCENTS: tuple[Accent, ...] = tuple(sorted((
 ), key=lambda a: a.id))
 
 
-def is_accent_id(value: str) -> bool:
-    """True for a catalogue-shaped id ("southern-us"), False for display names ("Southern US")."""
-    return bool(_ACCENT_ID_RE.fullmatch(value))
+def accent_id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a voice's accent (the message a 400 carries), or None when it can:
+    a catalogue-shaped id ("southern-us") of at most MAX_ACCENT_ID_CHARS, not a display name
+    ("Southern US")."""
+    if len(value) > MAX_ACCENT_ID_CHARS:
+        return f"accent: {len(value)} characters; the limit is {MAX_ACCENT_ID_CHARS}"
+    if not _ACCENT_ID_RE.fullmatch(value):
+        return f"accent: {value!r} is not a catalog accent id; send an id from GET /accents such as 'british'"
+    return None

@@ -36,6 +36,7 @@ PATCHABLE_FIELDS: frozenset[str] = frozenset(
 
 MAX_NAME_CHARS = 256
 MAX_DESCRIPTION_CHARS = 4096
+MAX_TAGLINE_CHARS = 256  # a one-line blurb; every listed voice carries it, so it must stay small
 
 
 def utc_now_iso() -> str:
@@ -131,6 +132,8 @@ class Voice:
             raise InvalidVoiceError(f"visibility must be one of {sorted(VISIBILITY_VALUES)}, got {self.visibility!r}")
         if not isinstance(self.tagline, str):
             raise InvalidVoiceError(f"tagline must be a string, got {self.tagline!r}")
+        if len(self.tagline) > MAX_TAGLINE_CHARS:
+            raise InvalidVoiceError(f"tagline is {len(self.tagline)} characters; the limit is {MAX_TAGLINE_CHARS}")
         normalize_created_at(self.created_at)  # validates the timestamp
         # accept lists of dicts too, store an immutable tuple of Locale
         object.__setattr__(self, "locales", tuple(Locale.from_value(v) for v in (self.locales or ())))

@@ -26,7 +26,7 @@ from starlette.requests import Request
 
 from api.errors import BadRequestError
 from api.protocol import InvalidFieldError, MissingFieldError
-from voices.accents import is_accent_id
+from voices.accents import accent_id_problem
 
 logger = logging.getLogger(__name__)
 
@@ -132,10 +132,8 @@ async def read_clone_form(request: Request, max_clip_bytes: int) -> CloneForm:
             raise InvalidFieldError(f"language: {language!r} is not a language code such as 'en' or 'en-US'",
                                     field="language")
         accent = _text(form, "accent")
-        if accent is not None and not is_accent_id(accent):
-            raise InvalidFieldError(
-                f"accent: {accent!r} is not a catalog accent id; send an id from GET /accents such as 'british'",
-                field="accent")
+        if accent is not None and (problem := accent_id_problem(accent)) is not None:
+            raise InvalidFieldError(problem, field="accent")
         return CloneForm(
             clip=await clip.read(), filename=clip.filename, content_type=clip.content_type,
             name=_text(form, "name", required=True), language=language,

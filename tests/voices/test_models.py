@@ -30,6 +30,7 @@ def voice(**kw) -> Voice:
     ("id", "has space", "voice id must be a non-empty string without spaces"),
     ("name", "", "voice name must be a non-empty string"),
     ("name", "x" * 257, "voice name is 257 characters; the limit is 256"),
+    ("tagline", "t" * 257, "tagline is 257 characters; the limit is 256"),
     ("language", "", "language must be a non-empty string"),
     ("gender", "male", "gender must be one of"),
     ("access", "shared", "access must be one of"),
