@@ -27,7 +27,7 @@ from api.auth import Principal
 from api.protocol import InvalidJsonError
 from api.protocol.requests import load_json
 from api.routes._common import read_body, runtime_of, start_request
-from api.routes.voices import DEFAULT_LIST_LIMIT, _query_int
+from api.routes.voices import PageQuery
 from voices.dictionaries import DictionaryStore, parse_items
 from voices.errors import InvalidPronunciationDictError
 
@@ -63,9 +63,9 @@ async def _json_object(request: Request, what: str, allowed: frozenset[str]) -> 
 async def list_dicts(request: Request) -> Response:
     start_request(request)
     await _authorise(request)
-    q = request.query_params
-    page = await _store(request).list(limit=_query_int(request, "limit", DEFAULT_LIST_LIMIT),
-                                      starting_after=q.get("starting_after"), ending_before=q.get("ending_before"))
+    paging = PageQuery.of(request)
+    page = await _store(request).list(limit=paging.limit, starting_after=paging.starting_after,
+                                      ending_before=paging.ending_before)
     return JSONResponse(page.to_api_dict())
 
 

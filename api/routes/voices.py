@@ -15,6 +15,7 @@ Builtin voices (the default voice, preloaded clips) are listed and usable but re
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from starlette.requests import Request
@@ -27,7 +28,8 @@ from api.protocol import InvalidFieldError, InvalidJsonError
 from api.protocol.requests import load_json
 from api.routes._clone_form import read_clone_form
 from api.routes._common import read_body, runtime_of, start_request
-from voices.accents import ACCENTS, is_accent_id
+from voices.accents import ACCENTS, accent_id_problem
+from voices.listing import MAX_LIST_LIMIT
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +46,35 @@ async def _authorise(request: Request, write: Optional[str] = None) -> Principal
     return principal
 
 
-def _query_int(request: Request, name: str, default: int) -> int:
+def _query_int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
     raw = request.query_params.get(name)
     if raw is None or not raw.strip():
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise InvalidFieldError(f"{name}: expected an integer, got {raw!r}", field=name) from None
+    if not lo <= value <= hi:
+        raise InvalidFieldError(f"{name}: must be an integer from {lo} to {hi}, got {value}", field=name)
+    return value
+
+
+@dataclass(frozen=True)
+class PageQuery:
+    """The cursor-pagination parameters every list route takes (protocol section 2.2)."""
+
+    limit: int
+    starting_after: Optional[str]
+    ending_before: Optional[str]
+
+    @classmethod
+    def of(cls, request: Request) -> "PageQuery":
+        """Read and check them: a bad one is a 400 naming the parameter (invalid_request)."""
+        q = request.query_params
+        starting_after, ending_before = q.get("starting_after") or None, q.get("ending_before") or None
+        if starting_after is not None and ending_before is not None:
+            raise InvalidFieldError("pass starting_after or ending_before, not both", field="ending_before")
+        return cls(_query_int(request, "limit", DEFAULT_LIST_LIMIT, 1, MAX_LIST_LIMIT), starting_after, ending_before)
 
 
 def _query_bool(request: Request, name: str) -> Optional[bool]:
@@ -68,10 +91,9 @@ def _query_bool(request: Request, name: str) -> Optional[bool]:
 async def list_voices(request: Request) -> Response:
     start_request(request)
     await _authorise(request)
-    q = request.query_params
+    q, paging = request.query_params, PageQuery.of(request)
     page = await runtime_of(request).voices.list(
-        limit=_query_int(request, "limit", DEFAULT_LIST_LIMIT),
-        starting_after=q.get("starting_after"), ending_before=q.get("ending_before"),
+        limit=paging.limit, starting_after=paging.starting_after, ending_before=paging.ending_before,
         q=q.get("q") or None, language=q.get("language") or None, gender=q.get("gender") or None,
         is_owner=_query_bool(request, "is_owner"),
     )
@@ -100,10 +122,8 @@ def _update_fields(body: bytes, request_id: str) -> dict[str, Any]:
             raise InvalidFieldError(f"{name}: must not be null", field=name)
         if value is not None and not isinstance(value, str):
             raise InvalidFieldError(f"{name}: expected a string, got {type(value).__name__}", field=name)
-        if name == "accent" and value is not None and not is_accent_id(value):
-            raise InvalidFieldError(
-                f"accent: {value!r} is not a catalog accent id; send an id from GET /accents such as 'british'",
-                field=name)
+        if name == "accent" and value is not None and (problem := accent_id_problem(value)) is not None:
+            raise InvalidFieldError(problem, field=name)
         fields[name] = "" if value is None and name in ("description", "tagline") else value
     logger.debug("patch %s: fields %s", request_id, sorted(fields))
     return fields

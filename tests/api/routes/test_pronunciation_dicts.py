@@ -83,6 +83,15 @@ def test_sdk_crud_on_the_embedded_store(gateway):
     crud_round_trip(sdk(gateway), sdk(gateway))
 
 
+def test_bad_list_parameters_are_400s_naming_the_parameter(gateway):
+    for params, message in [({"limit": 101}, "limit: must be an integer from 1 to 100, got 101"),
+                            ({"limit": "x"}, "limit: expected an integer, got 'x'"),
+                            ({"starting_after": "a", "ending_before": "b"}, "not both")]:
+        r = httpx.get(gateway.url + "/pronunciation-dicts/", params=params)
+        body = r.json()
+        assert (r.status_code, body["error_code"]) == (400, "invalid_request") and message in body["message"], body
+
+
 def test_ipa_aliases_are_refused_with_a_400_naming_the_entry(gateway):
     client = sdk(gateway)
     with pytest.raises(cartesia.BadRequestError) as err:

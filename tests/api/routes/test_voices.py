@@ -143,6 +143,8 @@ def test_patch_rejects_unknown_fields_bad_values_and_display_name_accents(deploy
         ({"name": 3}, "name: expected a string, got int"),
         ({"gender": "robot"}, "gender must be one of"),
         ({"accent": "British English"}, "'British English' is not a catalog accent id"),
+        ({"accent": "a" * 1_000_000}, "accent: 1000000 characters; the limit is 64"),
+        ({"tagline": "t" * 1_000_000}, "tagline is 1000000 characters; the limit is 256"),
     ]
     for body, message in cases:
         r = httpx.patch(f"{deployment.url}/voices/{vid}", json=body)
@@ -243,12 +245,12 @@ def test_list_filters_cursors_and_parameter_errors(deployment):
 
     for params, code, message in [
         ({"limit": "abc"}, "invalid_request", "limit: expected an integer, got 'abc'"),
-        ({"limit": 0}, "invalid_voice", "limit must be an integer from 1 to 100, got 0"),
-        ({"limit": 101}, "invalid_voice", "got 101"),
+        ({"limit": 0}, "invalid_request", "limit: must be an integer from 1 to 100, got 0"),
+        ({"limit": 101}, "invalid_request", "limit: must be an integer from 1 to 100, got 101"),
         ({"is_owner": "maybe"}, "invalid_request", "is_owner: expected true or false, got 'maybe'"),
         ({"gender": "robot"}, "invalid_voice", "gender filter must be one of"),
         ({"starting_after": "nope"}, "invalid_cursor", "starting_after='nope' is not the id of a voice"),
-        ({"starting_after": everything[1], "ending_before": everything[5]}, "invalid_voice", "not both"),
+        ({"starting_after": everything[1], "ending_before": everything[5]}, "invalid_request", "not both"),
     ]:
         r = httpx.get(url, params=params)
         body = error_of(r)
