@@ -156,23 +156,29 @@ def test_selectors_and_ports_line_up(objects):
     assert backend["name"] == "gepard" and backend["port"]["name"] in {p["name"] for p in service["spec"]["ports"]}
 
 
-def test_hpa_scales_on_an_exported_metric_served_by_the_adapter_rule(objects):
+def test_hpa_scales_on_exported_metrics_served_by_the_adapter_rules(objects):
     hpa = objects[("HorizontalPodAutoscaler", "gepard")]
-    (metric,) = hpa["spec"]["metrics"]
-    assert metric["type"] == "Pods"
-    name = metric["pods"]["metric"]["name"]
-    assert name == "gepard_saturation" and name in exported_metric_names()
+    targets: dict[str, float] = {}
     values = yaml.safe_load((K8S_DIR / "prometheus-adapter-values.yaml").read_text())
-    rules = [r for r in values["rules"]["custom"] if r["name"]["as"] == name]
-    assert len(rules) == 1, "the Prometheus adapter has no rule serving the HPA's metric"
-    rule = rules[0]
-    assert rule["seriesQuery"].startswith(name + "{")
-    assert set(rule["resources"]["overrides"]) == {"namespace", "pod"}  # a pods metric
-    assert "<<.Series>>" in rule["metricsQuery"] and "<<.LabelMatchers>>" in rule["metricsQuery"]
-    # the target is below the admission limit, so replicas are added before streams are refused
-    target = metric["pods"]["target"]["averageValue"]
-    target_value = float(target[:-1]) / 1000 if target.endswith("m") else float(target)
-    assert 0 < target_value < settings_default("GEPARD_ADMIT_MAX_SATURATION")
+    for metric in hpa["spec"]["metrics"]:
+        assert metric["type"] == "Pods"
+        name = metric["pods"]["metric"]["name"]
+        assert name in exported_metric_names()
+        rules = [r for r in values["rules"]["custom"] if r["name"]["as"] == name]
+        assert len(rules) == 1, f"the Prometheus adapter has no rule serving the HPA's {name}"
+        rule = rules[0]
+        assert rule["seriesQuery"].startswith(name + "{")
+        assert set(rule["resources"]["overrides"]) == {"namespace", "pod"}  # a pods metric
+        assert "<<.Series>>" in rule["metricsQuery"] and "<<.LabelMatchers>>" in rule["metricsQuery"]
+        target = str(metric["pods"]["target"]["averageValue"])
+        targets[name] = float(target[:-1]) / 1000 if target.endswith("m") else float(target)
+    assert set(targets) == {"gepard_saturation", "gepard_streams_open"}
+    # each target is below the limit that refuses streams, so replicas are added before refusals:
+    # saturation below the admission limit, open streams below GEPARD_MAX_STREAMS as deployed
+    assert 0 < targets["gepard_saturation"] < settings_default("GEPARD_ADMIT_MAX_SATURATION")
+    config = objects[("ConfigMap", "gepard-config")]["data"]
+    max_streams = int(config.get("GEPARD_MAX_STREAMS", settings_default("GEPARD_MAX_STREAMS")))
+    assert 0 < targets["gepard_streams_open"] < max_streams
 
 
 def test_ingress_keeps_long_websockets_and_ends_tls_with_a_secret(objects):
