@@ -14,15 +14,21 @@ context's task). ``DisconnectMiddleware`` sits outside the routes and:
   the routes already treat as "client gone" (Starlette raises it for the first failed send
   only), and a close after that is a no-op. ``api.connection`` logs the socket's one INFO line
   ("ws <id> closed by client"); a disconnect error escaping the app is one INFO line here.
+
+``unless_client_leaves(request, work)`` is for the routes whose work ends in a side effect the
+client learns of only from the response (a clone stored under a new id): the work is cancelled
+when the client hangs up first, and ClientDisconnect raised.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from typing import Optional
+from typing import Awaitable, Optional, TypeVar
 
 import anyio
-from starlette.requests import ClientDisconnect
+from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
@@ -35,6 +41,32 @@ DISCONNECT_ERRORS: tuple[type[BaseException], ...] = (
     anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
 )
 _SELF_EVIDENT = (ClientDisconnect, WebSocketDisconnect)
+
+
+T = TypeVar("T")
+
+
+async def unless_client_leaves(request: Request, work: Awaitable[T]) -> T:
+    """``work``'s result, or ClientDisconnect with ``work`` cancelled when the client hangs up
+    first. For a request whose body has been read: what arrives next is its ``http.disconnect``."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(_client_gone(request))
+    try:
+        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when this handler is cancelled: neither task outlives it
+        watch.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if task.cancelled():
+        raise ClientDisconnect()
+    return task.result()
+
+
+async def _client_gone(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass  # the rest of a body nobody reads
 
 
 def _is_disconnect(exc: BaseException, client_gone: bool) -> bool:

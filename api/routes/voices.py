@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from api.auth import Principal
+from api.disconnects import unless_client_leaves
 from api.errors import CloningUnavailableError
 from api.protocol import InvalidFieldError, InvalidJsonError
 from api.protocol.requests import load_json
@@ -157,10 +158,12 @@ async def clone_voice(request: Request) -> Response:
     await cloner.store.check_health()  # an unreachable store fails fast (503), before the CPU work
     logger.info("clone %s: %r (%s, %d bytes, %s)", rid, form.name, form.language, len(form.clip),
                 form.content_type or "no content type")
-    voice = await cloner.clone(
+    # a clone stored after its client left would be a voice nobody learns the id of (an SDK that
+    # timed out and retried would store one per attempt): the client leaving cancels it
+    voice = await unless_client_leaves(request, cloner.clone(
         form.clip, form.filename, form.content_type, form.name, form.language, description=form.description,
         gender=form.gender, accent=form.accent, base_voice_id=form.base_voice_id,
-    )
+    ))
     runtime_of(request).metrics.voices_cloned.inc()
     return JSONResponse(voice.to_metadata_dict())
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -332,6 +333,41 @@ def test_every_bad_clip_gets_a_precise_error_and_stores_nothing(deployment):
     body = error_of(r)
     assert (r.status_code, body["error_code"]) == (400, "clip_too_large") and "is over" in body["message"], body
     assert all_ids(deployment) == before
+
+
+def test_a_clone_whose_client_hangs_up_is_cancelled_and_stores_nothing(deployment):
+    """The client learns a clone's id only from the response: a clone finished after it left would
+    be stored for nobody (and an SDK that timed out and retried would store one per attempt)."""
+    import threading
+
+    cloner = deployment.server.runtime.cloner
+    encode, started, cancelled = cloner._encode, threading.Event(), threading.Event()
+
+    async def slow_encode(voice_id, pcm):  # a busy machine: the clone is still working when the client leaves
+        started.set()
+        try:
+            await asyncio.sleep(3.0)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return await encode(voice_id, pcm)
+
+    name = f"abandoned {uuid.uuid4().hex[:8]}"
+    cloner._encode = slow_encode
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            gone = pool.submit(clone, deployment.url, CLIP_22K.read_bytes(), name=name, timeout=1.0)
+            assert started.wait(10), "the clone never reached the encoder"
+            with pytest.raises(httpx.ReadTimeout):
+                gone.result()  # httpx closes the connection on the timeout: the client is gone
+        assert cancelled.wait(5), "the clone went on after its client hung up"
+    finally:
+        del cloner._encode  # the class's method again
+    time.sleep(0.2)
+    assert name not in [v.name for v in deployment.sdk().voices.list(q=name, limit=100)]
+    again = clone(deployment.url, CLIP_22K.read_bytes(), name=name)  # clones still work
+    assert again.status_code == 200, again.text
+    deployment.sdk().voices.delete(again.json()["id"])
 
 
 def test_bad_clone_forms_name_the_field(deployment):
