@@ -10,7 +10,8 @@
 # files and REDIS_URL come from the environment at run time. The model and its codec are downloaded into
 # the Hugging Face cache (HF_HOME, on the /cache volume) on the first start; GEPARD_MODEL (an HF id or a
 # directory mounted into the container) overrides the checkpoint. Arguments after the image name go to
-# `gepard serve` (e.g. `--model /models/gepard-1.0`).
+# `gepard serve` (e.g. `--model /models/gepard-1.0`); change the port and TLS with GEPARD_PORT and
+# GEPARD_TLS_* rather than flags, as the health check (deploy/docker/healthcheck.py) reads those.
 #
 # The entry point is `gepard serve` in exec form, so the gateway is PID 1 and gets the SIGTERM of
 # `docker stop` / Kubernetes itself: /ready turns 503, open streams finish within GEPARD_DRAIN_TIMEOUT_S
