@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import httpx
+import pytest
 from websockets.asyncio.client import connect
 
+from tests.api.conftest import gateway_settings
+from tests.api.live import LiveServer
 from tests.api.routes.ws_helpers import gen, read_until_terminal, send
+from tests.voices.redis_server import RedisServer
 
 
 def metric(text: str, name: str) -> float:
@@ -45,3 +53,27 @@ async def test_websocket_contexts_are_counted(gateway, default_voice_id):
     assert metric(after, 'gepard_errors_total{error_code="model_not_found",route="ws"}') >= 1
     assert metric(after, "gepard_websocket_contexts") == 0.0
     assert metric(after, 'gepard_audio_seconds_total{route="ws"}') > 0
+
+
+@pytest.mark.redis
+def test_probes_answer_within_their_timeout_while_redis_hangs(tiny_ckpt_dir, tmp_path):
+    """A stopped (not dead) Redis answers nothing: the store's client waits 2 s per read and retries
+    twice. The probes must still answer well inside Kubernetes' 3 s readiness timeout, saying the
+    store check timed out, or every replica would turn unready, then be restarted, for it."""
+    redis = RedisServer.start()
+    try:
+        with LiveServer(gateway_settings(tiny_ckpt_dir, tmp_path, redis_url=redis.url)) as server:
+            os.kill(redis.process.pid, signal.SIGSTOP)
+            try:
+                for probe in ("/health", "/ready"):
+                    r = httpx.get(server.url + probe, timeout=3.0)
+                    assert r.status_code == 200, (probe, r.text)
+                    assert r.json()["checks"] == {"engine": "ok", "voices": "TimeoutError: no answer within 1 s"}, probe
+            finally:
+                os.kill(redis.process.pid, signal.SIGCONT)
+            deadline = time.monotonic() + 10
+            while httpx.get(server.url + "/ready").json()["checks"]["voices"] != "ok":  # back once Redis answers
+                assert time.monotonic() < deadline, "the voice store check did not recover after Redis resumed"
+                time.sleep(0.1)
+    finally:
+        redis.stop()

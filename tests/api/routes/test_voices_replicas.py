@@ -5,8 +5,6 @@ clone and list answer 503 with retry advice."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -75,24 +73,6 @@ def test_clone_on_a_is_spoken_on_b_and_a_delete_on_b_is_seen_on_a(cluster):
     assert r.status_code == 404 and meta.id in error_of(r)["message"]
     _, events = tts_ws(a.replace("http", "ws"), meta.id)
     assert (events[-1]["type"], events[-1]["status_code"], events[-1]["error_code"]) == ("error", 404, "voice_not_found")
-
-
-def test_probes_answer_within_their_timeout_while_redis_hangs(cluster):
-    """A stopped (not dead) Redis answers nothing: the store's client waits 2 s per read and retries
-    twice. The probes must still answer well inside Kubernetes' 3 s readiness timeout, saying the
-    store check timed out, or every replica would turn unready, then be restarted, for it."""
-    os.kill(cluster.redis.process.pid, signal.SIGSTOP)
-    try:
-        for probe in ("/health", "/ready"):
-            r = httpx.get(cluster.b.url + probe, timeout=3.0)
-            assert r.status_code == 200, (probe, r.text)
-            assert r.json()["checks"] == {"engine": "ok", "voices": "TimeoutError: no answer within 1 s"}, probe
-    finally:
-        os.kill(cluster.redis.process.pid, signal.SIGCONT)
-    deadline = time.monotonic() + 10
-    while httpx.get(cluster.b.url + "/ready").json()["checks"]["voices"] != "ok":  # back once Redis answers
-        assert time.monotonic() < deadline, "the voice store check did not recover after Redis resumed"
-        time.sleep(0.1)
 
 
 def test_a_redis_outage_keeps_cached_voices_speaking_and_answers_503_to_writes(cluster):
