@@ -295,6 +295,9 @@ _TABLE: dict[type[BaseException], _Rule] = {
     _V.InvalidVoiceError: _Rule(400, "invalid_voice", "Invalid voice"),
     _V.VoiceStoreUnavailableError: _Rule(503, "voice_store_unavailable", "Voice store unavailable", retry_after_s=1.0),
     _V.VoiceCloningError: _Rule(500, "voice_cloning_failed", "Voice cloning failed"),
+    # the voice was made by another checkpoint and cannot be recomputed (voices/recompute.py): the
+    # state of the voice, not the request, is at fault, and no retry helps
+    _V.VoiceIncompatibleError: _Rule(409, "voice_incompatible", "Voice made for another model"),
     _V.ClipTooLargeError: _Rule(400, "clip_too_large", "Clip too large"),
     _V.UnsupportedAudioFormatError: _Rule(400, "unsupported_audio_format", "Unsupported audio format"),
     _V.ClipTooShortError: _Rule(400, "clip_too_short", "Invalid clip"),

@@ -1,7 +1,7 @@
 """SynthesisService: transcript + voice -> engine frames -> codec PCM, shared by the three TTS routes.
 
     service.check_request(req)                       # model id, transcript length, speed (raises ApiError)
-    prefix = await service.voice_prefix(voice_id)    # VoiceNotFoundError names the id
+    prefix = await service.voice_prefix(voice_id)    # for this checkpoint; VoiceNotFoundError names the id
     for segment in service.plan(text, language, normalization):
         async for pcm in service.speak(segment, prefix, sampling, request_id):   # [N] float32 @ 22050 Hz
             ...
@@ -35,6 +35,7 @@ from api.text.pronunciation import Pronunciations, compile_pronunciations, norma
 from codec_worker.interface import CodecDecoder
 from engine.interface import TtsEngine
 from engine.requests import SamplingParams, SynthesisRequest
+from voices.recompute import PrefixRecomputer
 from voices.store import VoiceStore
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ class SynthesisService:
         self.engine = engine
         self.decoder = decoder
         self.voices = voices
+        # stored voices made by another checkpoint get this one's prefix at first use
+        self._prompts = PrefixRecomputer(voices, engine.compress_reference, engine.model_info.fingerprint)
         self.settings = settings
         self.sample_rate_hz = decoder.sample_rate_hz
         self.defaults = settings.default_sampling
@@ -135,8 +138,11 @@ class SynthesisService:
         return PreparedRequest(prefix, segments, self.sampling(req), self.volume(req))
 
     async def voice_prefix(self, voice_id: str) -> torch.Tensor:
-        """The stored speaker prefix [K, H] of ``voice_id`` (cached in process by the store)."""
-        prompt = await self.voices.get_prompt(voice_id)
+        """The speaker prefix [K, H] of ``voice_id`` for the loaded checkpoint: the stored one (cached
+        in process by the store), recomputed from the voice's reference codes at its first use if
+        another checkpoint made it (voices/recompute.py). VoiceNotFoundError (404) names the id;
+        VoiceIncompatibleError (409) is a voice of another checkpoint that has no codes."""
+        prompt = await self._prompts.get_prompt(voice_id)
         return prompt.prefix
 
     # -- text -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from voices.errors import (
     UnsupportedAudioFormatError,
     VoiceCloningError,
     VoiceExistsError,
+    VoiceIncompatibleError,
     VoiceNotFoundError,
     VoiceStoreError,
     VoiceStoreUnavailableError,
@@ -25,6 +26,7 @@ from voices.errors import (
 from voices.listing import MAX_LIST_LIMIT, VoiceFilter, VoicePage
 from voices.models import PATCHABLE_FIELDS, Locale, Voice, VoicePrompt, VoiceRecord, new_voice_id
 from voices.preload import PreloadReport, preload_voice_id, preload_voices
+from voices.recompute import PrefixRecomputer
 from voices.store import VoiceStore
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "InvalidCursorError",
     "InvalidVoiceError",
     "Locale",
+    "PrefixRecomputer",
     "PreloadReport",
     "ReadOnlyVoiceError",
     "UnsupportedAudioFormatError",
@@ -49,6 +52,7 @@ __all__ = [
     "VoiceCloningError",
     "VoiceExistsError",
     "VoiceFilter",
+    "VoiceIncompatibleError",
     "VoiceNotFoundError",
     "VoicePage",
     "VoicePrompt",

@@ -7,8 +7,9 @@
                -> store.put(VoiceRecord(voice, prefix, ref_codes as int16))
 
 The prefix is computed once; synthesis with the voice never touches audio again. The reference
-codes are kept so ``VoiceCloner.recompute`` can redo the prefix for another checkpoint. Every
-step runs before ``store.put``, so a failure anywhere stores nothing.
+codes are kept so the prefix can be redone for another checkpoint (``VoiceCloner.recompute``; the
+synthesis path does it at a voice's first use, voices/recompute.py). Every step runs before
+``store.put``, so a failure anywhere stores nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import torch
@@ -30,6 +31,7 @@ from voices.audio_input import (
 )
 from voices.errors import VoiceCloningError, VoiceStoreError
 from voices.models import Locale, Voice, VoiceRecord, new_voice_id
+from voices.recompute import CompressFn, PrefixRecomputer, compress_codes
 from voices.store import VoiceStore
 
 if TYPE_CHECKING:  # annotation only: importing codec_worker would load the codec package
@@ -38,7 +40,6 @@ if TYPE_CHECKING:  # annotation only: importing codec_worker would load the code
 logger = logging.getLogger(__name__)
 
 NUM_CODE_CHANNELS = 32
-CompressFn = Callable[[torch.Tensor], torch.Tensor]  # ref_codes [T, 32] int -> prefix [K, hidden]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +120,7 @@ class VoiceCloner:
         # 3) pcm -> codes [32, T] -> ref_codes [T, 32]
         ref_codes = await self._encode(voice.id, pcm)
         # 4) ref_codes -> prefix [K, hidden]
-        prefix = await self._compress(voice.id, ref_codes)
+        prefix = await compress_codes(self.compress, voice.id, ref_codes)
         # 5) store; nothing was written before this line
         record = VoiceRecord(voice=voice, prefix=prefix, ref_codes=ref_codes.to(torch.int16))
         stored = await self.store.put(record)
@@ -131,18 +132,10 @@ class VoiceCloner:
         """Recompute a stored voice's prefix from its reference codes with this cloner's
         ``compress`` (e.g. after a checkpoint change) and store it with ``model_fingerprint``.
 
-        Voices stored without reference codes raise VoiceCloningError: clone them again.
+        Voices stored without reference codes raise VoiceIncompatibleError: clone them again.
         """
-        record = await self.store.get_record(voice_id)
-        if record.voice.model_fingerprint == self.model_fingerprint:
-            return record.voice
-        if record.ref_codes is None:
-            raise VoiceCloningError(
-                f"voice {voice_id} has no stored reference codes, so its prefix cannot be recomputed "
-                f"for fingerprint {self.model_fingerprint}; clone it again"
-            )
-        prefix = await self._compress(voice_id, record.ref_codes.long())
-        return await self.store.replace_prefix(voice_id, prefix, self.model_fingerprint)
+        recomputer = PrefixRecomputer(self.store, self.compress, self.model_fingerprint)
+        return (await recomputer.recompute(voice_id)).voice
 
     async def _encode(self, voice_id: str, pcm: np.ndarray) -> torch.Tensor:
         try:
@@ -163,19 +156,3 @@ class VoiceCloner:
                 f"outside the int16 range they are stored in"
             )
         return codes.detach().to("cpu").transpose(0, 1).contiguous()  # [32, T] -> [T, 32]
-
-    async def _compress(self, voice_id: str, ref_codes: torch.Tensor) -> torch.Tensor:
-        try:
-            prefix = await asyncio.to_thread(self.compress, ref_codes)
-        except (VoiceStoreError, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            raise VoiceCloningError(f"voice {voice_id}: compressing the reference codes failed: {exc}") from exc
-        if not isinstance(prefix, torch.Tensor) or prefix.dim() != 2 or not prefix.is_floating_point() \
-                or prefix.numel() == 0:
-            got = (tuple(prefix.shape), prefix.dtype) if isinstance(prefix, torch.Tensor) else type(prefix).__name__
-            raise VoiceCloningError(f"voice {voice_id}: compressor returned {got}; expected a float prefix [K, hidden]")
-        prefix = prefix.detach().to("cpu")
-        if not torch.isfinite(prefix).all():
-            raise VoiceCloningError(f"voice {voice_id}: compressor returned non-finite values")
-        return prefix

@@ -8,6 +8,7 @@
     │   └── InvalidCursorError       starting_after / ending_before names no voice        -> 400
     ├── VoiceStoreUnavailableError   the backend (Redis, SQLite) cannot be reached; retry -> 503
     ├── VoiceCloningError            encoding or compressing a valid clip failed          -> 500
+    ├── VoiceIncompatibleError       another checkpoint's prefix, no codes to redo it     -> 409
     ├── PronunciationDictNotFoundError  no pronunciation dictionary has this id         -> 404
     ├── InvalidPronunciationDictError   a dictionary field, entry or list parameter       -> 400
     │   └── IpaNotSupportedError     an IPA alias (Gepard has no phoneme input)          -> 400
@@ -82,6 +83,25 @@ class VoiceStoreUnavailableError(VoiceStoreError):
 
 class VoiceCloningError(VoiceStoreError):
     """Encoding the clip or compressing its codes into a speaker prefix failed."""
+
+
+class VoiceIncompatibleError(VoiceStoreError):
+    """The voice's speaker prefix was computed by another checkpoint (``model_fingerprint``), and
+    it has no reference codes to recompute it from: it cannot speak on this server until it is
+    cloned again. Not the client's fault, and retrying cannot help (see ``voices/recompute.py``)."""
+
+    def __init__(self, voice_id: str, stored_fingerprint: str, model_fingerprint: str,
+                 prefix_shape: tuple[int, ...]) -> None:
+        made_by = (f"model fingerprint {stored_fingerprint!r}" if stored_fingerprint
+                   else "a model that was not recorded (no fingerprint)")
+        super().__init__(
+            f"voice {voice_id!r}: its speaker prefix {list(prefix_shape)} was computed by {made_by}, but this "
+            f"server runs model fingerprint {model_fingerprint!r}, and the voice has no stored reference codes "
+            "to recompute the prefix from; clone it again from its clip (POST /voices/clone) and delete this one"
+        )
+        self.voice_id = voice_id
+        self.stored_fingerprint = stored_fingerprint
+        self.model_fingerprint = model_fingerprint
 
 
 class InvalidClipError(VoiceStoreError, ValueError):

@@ -67,6 +67,7 @@ CASES = [
     (voice_errors.InvalidVoiceError("name: must not be empty"), 400, "invalid_voice", False),
     (voice_errors.VoiceStoreUnavailableError("redis timeout"), 503, "voice_store_unavailable", True),
     (voice_errors.VoiceCloningError("encoder failed"), 500, "voice_cloning_failed", False),
+    (voice_errors.VoiceIncompatibleError("v1", "fp-a", "fp-b", (8, 1024)), 409, "voice_incompatible", False),
     (voice_errors.ClipTooShortError(1.2, 3.0), 400, "clip_too_short", False),
     (voice_errors.ClipSilentError(-80.0, -50.0), 400, "clip_silent", False),
     (voice_errors.ClipTooLargeError(30_000_000, 20_000_000), 400, "clip_too_large", False),

@@ -22,6 +22,7 @@ from voices.errors import (
     InvalidVoiceError,
     VoiceCloningError,
     VoiceExistsError,
+    VoiceIncompatibleError,
 )
 from voices.store import VoiceStore
 
@@ -164,5 +165,5 @@ async def test_recompute_for_a_new_checkpoint_refreshes_every_replica(make_store
     assert (await new.recompute(voice.id)) == updated  # already current: nothing to do
 
     await store.put(make_record("no-codes", with_codes=False))
-    with pytest.raises(VoiceCloningError, match="no stored reference codes"):
+    with pytest.raises(VoiceIncompatibleError, match="no stored reference codes"):
         await new.recompute("no-codes")

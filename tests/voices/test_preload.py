@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.voices.conftest import StoreFactory
 from tests.voices.standins import EnergyEncoder, QueryPoolCompressor
 from voices.cloning import VoiceCloner
 from voices.errors import ReadOnlyVoiceError
-from voices.preload import preload_voice_id, preload_voices
+from voices.preload import PRELOAD_NAMESPACE, preload_voice_id, preload_voices
 
 
 @pytest.fixture
@@ -35,7 +38,7 @@ async def test_preload_is_idempotent_across_restarts(make_store: StoreFactory, c
     linda = next(v for v in first.created if v.name == "Linda")
     assert (linda.gender, linda.description, linda.builtin, linda.is_owner, linda.access) == \
         ("feminine", "calm", True, False, "public")
-    assert linda.id == preload_voice_id((clip_dir / "linda.wav").read_bytes(), "fp-1")
+    assert linda.id == preload_voice_id((clip_dir / "linda.wav").read_bytes())
     calls = encoder.calls
 
     restarted = make_store()  # a restart, or a second replica
@@ -46,9 +49,42 @@ async def test_preload_is_idempotent_across_restarts(make_store: StoreFactory, c
     with pytest.raises(ReadOnlyVoiceError):
         await restarted.delete(linda.id)
 
-    # a new checkpoint needs new prefixes, so the same clips get new ids
-    third = await preload_voices(clip_dir, VoiceCloner(encoder, QueryPoolCompressor(), "fp-2", restarted))
-    assert len(third.created) == 2 and not {v.id for v in third.created} & {v.id for v in first.created}
+
+async def test_a_new_checkpoint_recomputes_the_preloaded_voices_under_their_ids(make_store: StoreFactory,
+                                                                               clip_dir: Path) -> None:
+    encoder = EnergyEncoder()
+    first = await preload_voices(clip_dir, VoiceCloner(encoder, QueryPoolCompressor(seed=1), "fp-1", make_store()))
+    calls = encoder.calls
+
+    store = make_store()  # the restart on the new checkpoint
+    compress = QueryPoolCompressor(hidden=24, seed=2)
+    second = await preload_voices(clip_dir, VoiceCloner(encoder, compress, "fp-2", store))
+    assert second.created == [] and second.removed == [] and encoder.calls == calls  # nothing re-encoded
+    assert sorted(v.id for v in second.recomputed) == sorted(v.id for v in first.created)
+    listed = (await store.list(limit=100)).data
+    assert sorted(v.id for v in listed) == sorted(v.id for v in first.created)  # one voice per clip
+    for voice in listed:
+        record = await store.get_record(voice.id)
+        assert voice.model_fingerprint == "fp-2" and voice.builtin
+        assert torch.equal(record.prefix, compress(record.ref_codes.long()))
+    third = await preload_voices(clip_dir, VoiceCloner(encoder, compress, "fp-2", make_store()))
+    assert len(third.existing) == 2 and third.recomputed == []  # settled: a restart changes nothing
+
+
+async def test_copies_under_the_old_per_checkpoint_ids_are_removed(make_store: StoreFactory, clip_dir: Path) -> None:
+    store = make_store()
+    linda = (clip_dir / "linda.wav").read_bytes()
+    # what earlier versions left after a checkpoint change: one builtin copy per checkpoint
+    cloner = VoiceCloner(EnergyEncoder(), QueryPoolCompressor(), "fp-1", store)
+    old_id = str(uuid.uuid5(PRELOAD_NAMESPACE, f"{hashlib.sha256(linda).hexdigest()}:fp-1"))  # their id scheme
+    await cloner.clone(linda, "linda.wav", None, "Linda", "en", voice_id=old_id, builtin=True)
+    mine = await cloner.clone(linda, "linda.wav", None, "my own clone", "en")  # not a preload: kept
+
+    report = await preload_voices(clip_dir, VoiceCloner(EnergyEncoder(), QueryPoolCompressor(), "fp-2", store))
+    assert report.removed == [old_id]
+    listed = {v.id: v.name for v in (await store.list(limit=100)).data}
+    assert listed == {preload_voice_id(linda): "Linda", mine.id: "my own clone",
+                      preload_voice_id((clip_dir / "audio_en.wav").read_bytes()): "audio_en"}
 
 
 async def test_bad_sidecar_and_missing_directory(make_store: StoreFactory, clip_dir: Path, tmp_path: Path) -> None:

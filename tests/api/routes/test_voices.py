@@ -170,15 +170,18 @@ def test_accents_catalogue_through_the_sdk(deployment):
 
 
 def seed_voices(dep: Deployment, count: int) -> list[str]:
-    """Store ``count`` voices through a second store; ten share each created_at (ties order by id)."""
+    """Store ``count`` voices through a second store; ten share each created_at (ties order by id).
+    They carry the running checkpoint's fingerprint: they have no reference codes to recompute from."""
     hidden = dep.server.runtime.engine.default_prefix().shape[1]
+    fingerprint = dep.server.runtime.engine.model_info.fingerprint
 
     async def put_all(store) -> list[str]:
         ids = []
         for i in range(count):
             voice = Voice(id=str(uuid.uuid4()), name=f"seeded {i:03d}", language="de" if i % 5 == 0 else "en-GB",
                           created_at=f"2026-08-14T10:{i // 10 % 60:02d}:00Z", description="bulk",
-                          gender=("feminine", "masculine")[i % 2], is_owner=i % 3 != 0)
+                          gender=("feminine", "masculine")[i % 2], is_owner=i % 3 != 0,
+                          model_fingerprint=fingerprint)
             await store.put(VoiceRecord(voice=voice, prefix=torch.randn(8, hidden)))
             ids.append(voice.id)
         return ids

@@ -37,12 +37,10 @@ def test_voices_survive_a_restart_and_preload_is_idempotent(tiny_ckpt_dir, tmp_p
 
     with LiveServer(settings) as server:
         url = server.url
-        fingerprint = server.runtime.engine.model_info.fingerprint
-        preloaded = {preload_voice_id(CLIP_22K.read_bytes(), fingerprint): "linda",
-                     preload_voice_id(mp3, fingerprint): "Anna"}
+        preloaded = {preload_voice_id(CLIP_22K.read_bytes()): "linda", preload_voice_id(mp3): "Anna"}
         listed = {v["id"]: v for v in httpx.get(url + "/voices", params={"limit": 100}, headers=AUTH).json()["data"]}
         assert {vid: listed[vid]["name"] for vid in preloaded} == preloaded
-        anna = listed[preload_voice_id(mp3, fingerprint)]
+        anna = listed[preload_voice_id(mp3)]
         assert (anna["gender"], anna["description"], anna["access"], anna["is_owner"]) == ("feminine", "preloaded", "public", False)
         for vid in preloaded:
             r = httpx.delete(f"{url}/voices/{vid}", headers=AUTH)
