@@ -14,6 +14,16 @@ message, arguments, exception text and stack. It replaces with ``[REDACTED]``:
     X-API-Key: <x>, ('x-api-key', '<x>'), "api_key": "x"  header lines, header lists, JSON/dicts
     gat1.<...>                                            an access token anywhere
     the configured API keys (GEPARD_API_KEYS)             anywhere, verbatim
+
+Then ``OneLineFilter`` makes whatever a client put into a record harmless: log calls quote client
+values (a context_id, a voice id, a path), so a value with a newline could otherwise write a line
+that looks like one of ours, and a huge one a line of any size. It escapes the message's control
+characters as Python writes them (a line break becomes backslash-n, ESC backslash-x1b; also the
+other characters ``str.splitlines`` breaks at, and the bidi overrides) and cuts the middle out of a
+message over ``MAX_MESSAGE_CHARS`` (exception text: ``MAX_EXC_CHARS``). It does so in both formats,
+so the JSON ``msg`` printed raw cannot forge a line either. The text format indents an exception's
+lines, so only a record starts a line.
+HTTP requests are logged once each by api/access_log.py.
 """
 
 from __future__ import annotations
@@ -42,6 +52,16 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"gat1\.[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]*)?"), "gat1." + REDACTED),
 )
 
+
+#: Longest message written (a context line quoting a 512-character context_id and a 256-character
+#: voice id is under 1,000); a longer one keeps its head and its tail.
+MAX_MESSAGE_CHARS = 8192
+#: Longest exception text or stack written (a chained traceback of a few frames is a few KiB).
+MAX_EXC_CHARS = 65536
+# C0 and C1 controls and DEL (tab aside: it breaks no line), the other line breaks of
+# str.splitlines(), and the bidi controls that reorder what a terminal shows
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r"}
 
 #: Every pattern above needs one of these (lower-cased) in the text; most lines have none, and
 #: checking them first spares such a line the regex scans (a few us instead of tens).
@@ -90,6 +110,65 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    return _NAMED_ESCAPES.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+
+def _cut_middle(text: str, limit: int) -> str:
+    """``text`` if at most ``limit`` characters, else its head and tail around a note of what was cut."""
+    if len(text) <= limit:
+        return text
+    note = f" ... ({len(text) - limit} characters cut) ... "
+    keep = max(limit - len(note), 0)
+    return text[: keep - keep // 2] + note + text[len(text) - keep // 2:]
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` with every line break and control character escaped, at most ``limit`` long."""
+    if len(text) <= limit and not _UNSAFE.search(text):
+        return text  # nearly every line: one scan, no copy
+    return _cut_middle(_UNSAFE.sub(_escape_char, text), limit)
+
+
+class OneLineFilter(logging.Filter):
+    """Makes a record's message one bounded line (module docstring), and bounds its exception text
+    and stack, escaping their control characters but for the line breaks. Runs after
+    RedactingFilter: cutting first could leave half of a secret that no pattern recognises."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: left to the formatter's own error report
+            return True
+        cleaned = one_line(message)
+        if cleaned is not message:
+            record.msg, record.args = cleaned, None
+        if record.exc_text:
+            record.exc_text = _bounded_block(record.exc_text)
+        if record.stack_info:
+            record.stack_info = _bounded_block(record.stack_info)
+        return True
+
+
+def _bounded_block(text: str) -> str:
+    """A traceback or stack: its lines kept, every other control character escaped, at most MAX_EXC_CHARS."""
+    lines = (_UNSAFE.sub(_escape_char, line) for line in text.split("\n"))
+    return _cut_middle("\n".join(lines), MAX_EXC_CHARS)
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger message``; an exception's or stack's lines follow, indented, so that only
+    a record starts a line (a forged record inside an exception message stays visibly inside it)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        # the message is one line (OneLineFilter): every line break left is an exception's or stack's
+        return super().format(record).replace("\n", "\n    ")
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -108,11 +187,9 @@ def configure_logging(level: str = "INFO", fmt: str = "text", *, secrets: Iterab
                       stream: Optional[TextIO] = None) -> logging.Handler:
     """One redacting handler on the root logger (to ``stream``, default stderr); returns it."""
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RedactingFilter(secrets))
+    handler.addFilter(OneLineFilter())  # after redaction (see OneLineFilter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -122,6 +199,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text", *, secrets: Iterab
         named = logging.getLogger(name)
         named.handlers[:] = []
         named.propagate = True
-    # uvicorn's access log duplicates our per-request lines; keep its errors
+    # uvicorn's access log would repeat api/access_log.py's line for every request, with the
+    # client's raw path and query string; keep its errors
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     return handler

@@ -67,6 +67,7 @@ __all__ = [
     "LEGACY_SPEED_FACTORS",
     "MAX_CONTEXT_ID_CHARS",
     "MAX_JSON_DEPTH",
+    "MAX_VOICE_ID_CHARS",
     "MAX_WS_MESSAGE_BYTES",
     "UNROUTABLE_CONTEXT_ID",
     "AccessTokenRequest",
@@ -94,6 +95,10 @@ __all__ = [
 DEFAULT_MAX_BUFFER_DELAY_MS = 3000
 MAX_BUFFER_DELAY_MS = 5000
 MAX_CONTEXT_ID_CHARS = 512
+#: Longest ``voice.id``. Ours and Cartesia's are UUIDs (36 characters); generous, and the bound the
+#: OpenAI route puts on its ``voice`` (api/protocol/openai.py), so a voice id quoted in a log line
+#: or an error stays short.
+MAX_VOICE_ID_CHARS = 256
 #: Deepest nesting of arrays/objects accepted in any JSON body or message. A Cartesia message needs
 #: 3 (``output_format`` inside the message, ``__experimental_controls`` lists inside ``voice``);
 #: Python's json module overflows its recursion limit near 1,000.
@@ -428,6 +433,9 @@ class VoiceSpec(WireModel):
             raise _invalid(f"expected a string, got {_json_type(voice_id)}", suffix="id")
         if not voice_id.strip():
             raise _invalid("must not be empty", suffix="id")
+        if len(voice_id) > MAX_VOICE_ID_CHARS:
+            raise _invalid(f"must be at most {MAX_VOICE_ID_CHARS} characters (voice ids are UUIDs), got "
+                           f"{len(voice_id)}", suffix="id")
         return {**value, "mode": "id"}
 
 

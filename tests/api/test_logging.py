@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from api.logging_setup import REDACTED, RedactingFilter, configure_logging, redact
+from api.logging_setup import MAX_MESSAGE_CHARS, REDACTED, RedactingFilter, configure_logging, one_line, redact
 
 KEY = "sk_live_Zx81kQ0pR2"
 TOKEN = "gat1.eyJ2IjoyLCJncmFudHMiOlsidHRzIl19.q0Ml-bV3_Xy9"
@@ -104,3 +104,42 @@ def test_uvicorn_and_websockets_loggers_reach_the_redacting_handler():
 def test_records_without_credentials_keep_their_arguments():
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "context %s done", ("c1",), None)
     assert RedactingFilter().filter(record) and record.args == ("c1",)
+
+
+# --- what a client puts into a line cannot forge another or grow it without bound ------------------------
+
+FORGED = "2026-12-01 00:00:00,000 ERROR api.auth FORGED: admin key accepted"
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_client_values_cannot_forge_a_line_or_make_a_huge_one(fmt):
+    stream, _ = _capture(fmt=fmt)
+    context_id = "x\n" + FORGED + "\r\n" + FORGED + "\u2028" + FORGED + "\x1b[2K"
+    voice_id = "V\n" + FORGED + "A" * 900_000
+    logging.getLogger("api.connection").info("context %s opened (voice %s, %s)", context_id, voice_id, "pcm")
+    lines = stream.getvalue().splitlines()  # splitlines: every kind of line break a reader may honour
+    assert len(lines) == 1, lines[:3]
+    assert len(lines[0]) < MAX_MESSAGE_CHARS + 300  # bounded: time, level, logger (JSON: its keys) + message
+    message = json.loads(lines[0])["msg"] if fmt == "json" else lines[0]
+    assert message.count(FORGED) == 4 and "\\n" + FORGED in message  # still readable, escaped
+    assert "\x1b" not in message and "\\x1b[2K" in message and "\\u2028" in message
+    assert message.endswith("AAAA, pcm)")  # the middle is cut, the tail (the server's part) stays
+    assert "characters cut" in message
+
+
+def test_exception_lines_are_indented_so_only_a_record_starts_a_line():
+    stream, _ = _capture()
+    try:
+        raise ValueError("bad voice 'x\n" + FORGED + "'")
+    except ValueError:
+        logging.getLogger("api.errors").exception("request %s failed", "r-1")
+    first, *rest = stream.getvalue().rstrip("\n").split("\n")
+    assert first.endswith("ERROR api.errors request r-1 failed")
+    assert rest[0] == "    Traceback (most recent call last):" and "    " + FORGED + "'" in rest
+    assert all(line.startswith("    ") for line in rest)
+
+
+def test_one_line_leaves_ordinary_text_alone():
+    text = "context 1f0c:abc opened (voice 6f1d5f1e-3f0b-5a3e-9a4e-0d5d2f6a9c11, raw\tpcm_s16le 22050 Hz)"
+    assert one_line(text) is text
+    assert one_line("a\nb") == "a\\nb" and len(one_line("y" * 10_000, 100)) == 100

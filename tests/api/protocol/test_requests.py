@@ -13,6 +13,7 @@ from api.audio.encoding import AudioEncoding
 from api.audio.formats import Container, OutputFormat
 from api.protocol.requests import (
     DEFAULT_MAX_BUFFER_DELAY_MS,
+    MAX_VOICE_ID_CHARS,
     AccessTokenRequest,
     EmptyTranscriptError,
     InvalidFieldError,
@@ -117,6 +118,18 @@ def test_voice_shapes(voice):
     assert "voice.__experimental_controls" not in req.ignored_fields()
 
 
+def test_voice_ids_up_to_the_bound_are_accepted():
+    assert tts(voice="v" * MAX_VOICE_ID_CHARS).voice_id == "v" * MAX_VOICE_ID_CHARS
+    uuid = "a0e99841-438c-4a64-b679-ae501e7d6091"  # ours are UUIDs (voices.models.new_voice_id), as Cartesia's are
+    assert tts(voice={"mode": "id", "id": uuid}).voice_id == uuid
+
+
+def test_a_long_voice_id_on_a_websocket_is_answered_on_its_context():
+    err = error_of(ws, context_id="c-1", voice="v" * 300)
+    assert isinstance(err, InvalidFieldError) and err.field == "voice.id" and err.context_id == "c-1"
+    assert err.status_code == 400 and err.error_code == "invalid_request" and "got 300" in str(err)
+
+
 def test_voice_embedding_is_rejected_precisely():
     err = error_of(tts, voice={"mode": "embedding", "embedding": [0.1] * 192})
     assert isinstance(err, UnsupportedVoiceModeError)
@@ -132,6 +145,8 @@ def test_voice_embedding_is_rejected_precisely():
         ({"id": ""}, InvalidFieldError, "voice.id: must not be empty"),
         ("  ", InvalidFieldError, "voice.id: must not be empty"),
         ({"id": 7}, InvalidFieldError, "voice.id: expected a string, got a number"),
+        ("v" * 257, InvalidFieldError, "voice.id: must be at most 256 characters (voice ids are UUIDs), got 257"),
+        ({"mode": "id", "id": "V\n" + "A" * 900_000}, InvalidFieldError, "voice.id: must be at most 256 characters"),
         ({"mode": "clone", "id": "a"}, InvalidFieldError, "voice.mode: 'clone' is not supported; expected 'id'"),
         (5, InvalidFieldError, "voice: expected a voice id string or an object"),
         ([], InvalidFieldError, "voice: expected a voice id string or an object"),
