@@ -25,14 +25,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
+from api.access_log import AccessLogMiddleware
 from api.auth import Authenticator
 from api.disconnects import DisconnectMiddleware
 from api.key_store import RedisKeyStore
 from api.drain_gate import DrainGate
+from api.late_errors import LateErrorMiddleware
 from api.lifecycle import Lifecycle, warm_up
 from api.audio.errors import AudioFormatError
 from api.errors import ApiError, MethodNotAllowedError, NotFoundError, ProtocolError, error_response, new_request_id
-from api.metrics import Metrics
+from api.metrics import Metrics, route_label
 from api.routes import access_token, health, tts_bytes, tts_sse, tts_ws, voices as voice_routes
 from api.routes import pronunciation_dicts
 from api.routes import openai_speech
@@ -190,8 +192,17 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
             if owned:
                 await rt.aclose()
 
+    def answer(request: Request, error: Exception) -> Response:
+        """The error response to ``request``, counted in gepard_errors_total under the label of the
+        route that raised it. An unexpected error after the response started comes here too: it is
+        counted (as ``internal_error``) though the response cannot be sent."""
+        rt: Optional[Runtime] = getattr(request.app.state, "runtime", None)
+        if rt is not None:
+            rt.metrics.error(route_label(request.scope), error)
+        return error_response(error, getattr(request.state, "request_id", None) or new_request_id())
+
     async def on_error(request: Request, exc: Exception) -> Response:
-        return error_response(exc, getattr(request.state, "request_id", None) or new_request_id())
+        return answer(request, exc)
 
     async def on_no_route(request: Request, exc: HTTPException) -> Response:
         # Starlette's router answers an unknown path (404) or a known path with another method
@@ -206,7 +217,7 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
         else:  # no route of ours raises HTTPException; keep Starlette's status if one ever does
             error = ApiError(f"{where}: {exc.detail}")
             error.status_code = exc.status_code  # type: ignore[misc]
-        return error_response(error, getattr(request.state, "request_id", None) or new_request_id())
+        return answer(request, error)
 
     routes = [
         Route("/", health.status, methods=["GET"]),
@@ -229,6 +240,10 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
     handlers = {cls: on_error for cls in EXPECTED_ERRORS} | {HTTPException: on_no_route}
     # a client that hangs up is one INFO line, not an unexpected error (api/disconnects.py); it
     # sits inside the catch-all, so a disconnect never reaches it. While draining, DrainGate
-    # answers new requests and upgrades 503 before any route runs.
+    # answers new requests and upgrades 503 before any route runs. The access log is outermost,
+    # so its one line per request sees those refusals too (api/access_log.py). An expected error
+    # after a response started (a /tts/bytes body) is one WARNING line and a dropped connection
+    # (api/late_errors.py), outside the disconnect check: a client gone is not an error.
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={**handlers, Exception: on_error},
-                     middleware=[Middleware(DrainGate), Middleware(DisconnectMiddleware)])
+                     middleware=[Middleware(AccessLogMiddleware), Middleware(DrainGate),
+                                 Middleware(LateErrorMiddleware), Middleware(DisconnectMiddleware)])

@@ -44,6 +44,11 @@ restarts without it. So a replica accepts a token only if it knows the token's k
 there, or in the shared Redis): replicas sharing the secret but not the key reject it (token_revoked). Tokens minted while authentication is off (anonymous) have ``kid: null``:
 they name no key, so a server that requires authentication rejects them (invalid_token).
 Tokens of the earlier format (``"v":1``, no ``kid``) are rejected (invalid_token): mint new ones.
+
+Long-lived connections: a WebSocket authenticates once, at the upgrade, and keeps its Principal.
+``Authenticator.recheck(principal)`` asks again what a new request with that credential would get
+(expiry, then whether its key is still live, through the same cache), so the socket re-checks at
+every new context and a removed key or an expired token opens nothing new there either.
 """
 
 from __future__ import annotations
@@ -102,6 +107,24 @@ _KID_MASK_LABEL = b"gepard-token-kid:"
 
 #: ``async (sha256 hex digest of a key) -> bool``: is that key in the store? Never sees the key itself.
 KeyLookup = Callable[[str], Awaitable[bool]]
+
+
+# The answers a credential that was good can turn into later; one wording for the upgrade or request
+# that checks it first and for the re-check of a connection that outlived it (Authenticator.recheck).
+def _token_expired() -> AuthenticationError:
+    return AuthenticationError("access token has expired; mint a new one", error_code="token_expired")
+
+
+def _token_revoked() -> AuthenticationError:
+    return AuthenticationError(
+        "the API key that minted this access token has been removed, which revokes its tokens; "
+        "mint a new one with a current key",
+        error_code="token_revoked",
+    )
+
+
+def _invalid_credentials() -> AuthenticationError:
+    return AuthenticationError("invalid API key or access token", error_code="invalid_credentials")
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +386,7 @@ class Authenticator:
         """
         version = self.cartesia_version(conn)
         if not self.require_auth:
+            conn.state.credential_id = "anonymous"
             return Principal(PrincipalKind.ANONYMOUS, Grants.all(), "anonymous", "anonymous", version)
         credential = self.extract_credential(conn)
         if credential is None:
@@ -372,6 +396,8 @@ class Authenticator:
                 error_code="missing_credentials",
             )
         principal = await self.principal_for(credential, version)
+        # the access log line names who called (api/access_log.py), never the credential itself
+        conn.state.credential_id = principal.credential_id
         if required_grant is not None:
             principal.require(required_grant)
         return principal
@@ -390,11 +416,7 @@ class Authenticator:
                     error_code="invalid_token",
                 )
             if not await self._key_is_live(claims.key_digest):
-                raise AuthenticationError(
-                    "the API key that minted this access token has been removed, which revokes its tokens; "
-                    "mint a new one with a current key",
-                    error_code="token_revoked",
-                )
+                raise _token_revoked()
             return Principal(
                 PrincipalKind.ACCESS_TOKEN,
                 claims.grants,
@@ -406,7 +428,23 @@ class Authenticator:
             )
         if len(credential) >= MIN_LOOKUP_KEY_CHARS and await self._key_is_live(raw_digest.hex()):
             return self._key_principal(raw_digest.hex(), cartesia_version)
-        raise AuthenticationError("invalid API key or access token", error_code="invalid_credentials")
+        raise _invalid_credentials()
+
+    async def recheck(self, principal: Principal) -> None:
+        """Raise what a new request with ``principal``'s credential would get now, for a connection
+        that authenticated once and outlives its credential: token_expired, token_revoked (a
+        token's key was removed), invalid_credentials (the key itself was removed), or
+        AuthBackendUnavailableError (only the store could tell, and it cannot be reached).
+
+        As cheap as a request's check: a configured key is in memory and a stored one is believed
+        for key_cache_ttl_s, so this bounds the credential's life on the connection the same way.
+        """
+        if principal.key_digest is None:  # anonymous: authentication is off
+            return
+        if principal.expires_at is not None and self._clock() >= principal.expires_at:
+            raise _token_expired()
+        if not await self._key_is_live(principal.key_digest):
+            raise _token_revoked() if principal.kind is PrincipalKind.ACCESS_TOKEN else _invalid_credentials()
 
     @staticmethod
     def _key_principal(digest_hex: str, cartesia_version: str) -> Principal:
@@ -532,7 +570,7 @@ class Authenticator:
                 error_code="invalid_token",
             )
         if self._clock() >= expires_at:
-            raise AuthenticationError("access token has expired; mint a new one", error_code="token_expired")
+            raise _token_expired()
         digest: Optional[str] = None
         if kid is not None:
             try:

@@ -33,6 +33,14 @@ Limits that keep one client from holding the server (each answered in band, nami
   closing (after its ``continue: false``) is not spoken, and the context then ends with one
   ``context_closed`` error instead of ``done``, after all its audio.
 
+Credentials: the socket keeps the Principal its upgrade authenticated, and every new context
+re-checks it (``Authenticator.recheck``: token expiry, key still live, through the key cache), so a
+removed key or an expired token opens nothing new on a socket that outlived it. The refused context
+gets its 401 in band (token_expired, token_revoked, invalid_credentials, as a new request would),
+later new contexts get the same, contexts already running finish, and the socket closes with 1008
+as soon as none is working. A 503 (the key store cannot be reached) refuses only that context:
+the key may well be valid.
+
 Drain (api/lifecycle.py): once the server drains, a new context gets 503 ``service_unavailable``
 in band, contexts already open run to their end, and the socket closes with 1012 (service restart)
 as soon as none is working. At the drain timeout each working context gets one in-band
@@ -56,8 +64,10 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from api.audio import AudioSink, ContainerWriter, make_writer
 from api.admission import StreamTicket
+from api.auth import Authenticator, Principal
 from api.errors import (
-    ContextClosedError, RateLimitedError, RequestTooLargeError, ServiceUnavailableError, TooManyContextsError, error_event,
+    AuthenticationError, ContextClosedError, RateLimitedError, RequestTooLargeError, ServiceUnavailableError,
+    TooManyContextsError, error_event, ws_close_code,
 )
 from api.lifecycle import Lifecycle
 from api.metrics import Metrics
@@ -108,6 +118,7 @@ class _Job:
     kind: str  # "segment" | "flush_done" | "done"
     flush_id: int
     text: str = ""
+    ready_at: float = 0.0  # a segment: when its text was complete (perf_counter), so the server owes its audio
 
 
 def _retrieve_outcome(task: asyncio.Task) -> None:
@@ -133,7 +144,9 @@ class WsContext:
         self.volume = conn.service.volume(first)
         self._timer: Optional[asyncio.TimerHandle] = None
         self._segments = 0
-        self._opened_at = time.perf_counter()
+        # Time to first audio counts from when the first spoken segment's text was complete, not
+        # from the context's opening: a client may open a context and send its words seconds later
+        self._owed_since: Optional[float] = None
         self._first_audio_sent = False
         self._queued_chars = 0  # text in segment jobs not yet spoken
         self._late_input: Optional[ContextClosedError] = None  # input after continue:false, told at the end
@@ -193,7 +206,7 @@ class WsContext:
         for text in self.buffer.take_ready(force=force):
             if text.strip():
                 self._queued_chars += len(text)
-                self.jobs.put_nowait(_Job("segment", self.flush_id, text))
+                self.jobs.put_nowait(_Job("segment", self.flush_id, text, ready_at=time.perf_counter()))
         if not len(self.buffer) and self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -269,6 +282,8 @@ class WsContext:
         segment: Segment = service.segment(job.text, cfg.effective_language, pronunciations=prons)
         if not segment.speech_text.strip():
             return
+        if self._owed_since is None:
+            self._owed_since = job.ready_at
         prefix = await self.conn.prefix_for(cfg.voice_id)
         self._segments += 1
         pieces: list[np.ndarray] = []
@@ -328,8 +343,8 @@ class WsContext:
             self._first_audio_sent = True
             if self.ticket is not None:
                 self.ticket.mark_spoke()
-            if self.conn.metrics is not None:
-                self.conn.metrics.first_audio.labels("ws").observe(now - self._opened_at)
+            if self.conn.metrics is not None and self._owed_since is not None:
+                self.conn.metrics.first_audio.labels("ws").observe(now - self._owed_since)
         width = self.config.output_format.unit_bytes
         for piece in (p for unit in units for p in split_audio(unit, width, self.context_id)):
             await self._send(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=self.context_id, flush_id=flush_id))
@@ -355,8 +370,18 @@ class WsLimits:
 class WsConnection:
     def __init__(self, websocket: WebSocket, service: SynthesisService, limits: WsLimits,
                  metrics: Optional[Metrics] = None, client_key: str = "anonymous",
-                 lifecycle: Optional[Lifecycle] = None) -> None:
+                 lifecycle: Optional[Lifecycle] = None, *, principal: Optional[Principal] = None,
+                 auth: Optional[Authenticator] = None, connection_id: Optional[str] = None) -> None:
+        """principal, auth: who the upgrade authenticated, and the Authenticator that re-checks it
+        at each new context (both or neither; neither: no re-check). connection_id: the upgrade's
+        request id, so its access log line and this socket's lines share one id."""
         self.ws = websocket
+        self.principal = principal
+        self.auth = auth
+        # set once the credential failed its re-check: no new context opens, and the socket closes
+        # (1008) once none works
+        self._credentials_lapsed: Optional[AuthenticationError] = None
+        self._closed_for_credentials = False
         self.lifecycle = lifecycle
         self._draining = False  # the server drains: close (1012) once no context works
         self._cutting = False  # the drain timeout is failing this socket's contexts
@@ -369,7 +394,7 @@ class WsConnection:
         self.client_key = client_key  # the API key's id: per-key stream limits
         self._stalled = False
         self._stall_task: Optional[asyncio.Task] = None
-        self.connection_id = str(uuid.uuid4())
+        self.connection_id = connection_id or str(uuid.uuid4())
         self.contexts: dict[str, WsContext] = {}
         self._closed_ids: OrderedDict[str, ContextState] = OrderedDict()
         self._send_lock = asyncio.Lock()
@@ -447,6 +472,8 @@ class WsConnection:
             if previous is not None:
                 await self.send_error(ContextClosedError(cid), f"{self.connection_id}:{cid}", cid)
                 return
+            if not await self._credentials_still_good(cid):
+                return
             if sum(c.working for c in self.contexts.values()) >= self.max_contexts:
                 await self.send_error(TooManyContextsError(self.max_contexts), f"{self.connection_id}:{cid}", cid)
                 self._remember(cid, ContextState.FAILED)  # as below: the rest of it is context_closed
@@ -490,6 +517,29 @@ class WsConnection:
         except ContextClosedError as exc:
             await self.send_error(exc, ctx.request_id, cid)
 
+    async def _credentials_still_good(self, cid: str) -> bool:
+        """Re-check the upgrade's credential before context ``cid`` opens (module docstring); on a
+        failure, answer ``cid`` in band, close its id, and say False."""
+        error = self._credentials_lapsed
+        if error is None and self.auth is not None and self.principal is not None:
+            try:
+                await self.auth.recheck(self.principal)
+            except AuthenticationError as exc:
+                error = self._credentials_lapsed = exc
+                logger.info("context %s:%s refused: credential %s no longer valid (%s); the socket takes no new "
+                            "contexts and closes once none works", self.connection_id, cid,
+                            self.principal.credential_id, exc.error_code)
+            except ServiceUnavailableError as exc:  # the key store is down: this context only, retryable
+                await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
+                self._remember(cid, ContextState.FAILED)
+                return False
+        if error is None:
+            return True
+        await self.send_error(error, f"{self.connection_id}:{cid}", cid)
+        self._remember(cid, ContextState.FAILED)
+        self._close_if_idle()
+        return False
+
     def _check_text(self, ctx: Optional[WsContext], msg: WsGenerationRequest) -> None:
         """TextBufferFullError when ``msg`` would take a context or the socket past its text limit
         (flushes are queued work too: a context holds at most _MAX_QUEUED_JOBS segments and flushes)."""
@@ -524,10 +574,9 @@ class WsConnection:
             del self.contexts[ctx.context_id]
         if self.metrics is not None:
             self.metrics.ws_contexts.dec()
-            self.metrics.audio_seconds.labels("ws").inc(ctx.samples_in / self.service.sample_rate_hz)
         self._remember(ctx.context_id, ctx.state)
         self._last_activity = time.monotonic()
-        if self._draining:
+        if self._draining or self._credentials_lapsed is not None:
             self._close_if_idle()
 
     # -- drain (api.lifecycle.DrainListener) -------------------------------------------------------
@@ -543,9 +592,27 @@ class WsConnection:
         await self._close_for_restart()
 
     def _close_if_idle(self) -> None:
-        if self._cutting or self._closed_for_restart or any(c.working for c in self.contexts.values()):
+        if (self._cutting or self._closed_for_restart or self._closed_for_credentials
+                or any(c.working for c in self.contexts.values())):
+            return
+        if self._credentials_lapsed is not None:  # a client with no valid credential has no reason to reconnect
+            asyncio.get_running_loop().create_task(self._close_for_credentials(), name=f"ws-auth-{self.connection_id}")
             return
         asyncio.get_running_loop().create_task(self._close_for_restart(), name=f"ws-drain-{self.connection_id}")
+
+    async def _close_for_credentials(self) -> None:
+        """Close with what api.errors gives an auth error (1008, policy violation), after any event
+        being sent: the refused context's error goes out first."""
+        if self._closed_for_credentials or self._closed_for_restart or self._credentials_lapsed is None:
+            return
+        self._closed_for_credentials = True
+        code = ws_close_code(self._credentials_lapsed)
+        logger.info("ws %s: closing with %d: %s", self.connection_id, code, self._credentials_lapsed.error_code)
+        try:
+            async with self._send_lock:
+                await self.ws.close(code=code, reason=self._credentials_lapsed.error_code)
+        except Exception:  # already closing or gone
+            pass
 
     async def _close_for_restart(self) -> None:
         """Close with 1012 (service restart): clients reconnect, to a replica that is ready."""

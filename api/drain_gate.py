@@ -8,19 +8,18 @@ replica that is ready. Probes and scrapes keep working: ``/``, ``/health``, ``/r
 "draining") and ``/metrics`` pass.
 
 A response that the drain timeout cuts after it started (``DrainCutError`` out of a ``/tts/bytes``
-body, which has no in-band error channel) is one WARNING line here, and the connection is dropped
-without the final chunk, so the client sees an incomplete body.
+body, which has no in-band error channel) is an error after the response started like any other:
+one WARNING line, counted, and the connection dropped (api/late_errors.py).
 """
 
 from __future__ import annotations
 
 import logging
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from api.errors import error_response, new_request_id
-from api.lifecycle import DrainCutError
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +37,7 @@ class DrainGate:
             return
         runtime = getattr(scope["app"].state, "runtime", None) if "app" in scope else None
         if runtime is None or not runtime.lifecycle.draining:
-            await self._serve(scope, receive, send)
+            await self.app(scope, receive, send)
             return
         request_id = new_request_id()
         refusal = runtime.lifecycle.refusal()
@@ -59,27 +58,3 @@ class DrainGate:
             await websocket.send_denial_response(response)
         else:  # the server answers 403 to a close before accept
             await websocket.close(code=1012)
-
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-
-        async def watch(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watch)
-        except BaseException as exc:
-            if not (started and _only_drain_cuts(exc)):
-                raise
-            # returning without the last chunk makes uvicorn drop the connection mid-body
-            logger.warning("response cut by the drain timeout: %s %s", scope.get("method"), scope.get("path"))
-
-
-def _only_drain_cuts(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_only_drain_cuts(e) for e in exc.exceptions)
-    # Starlette's exception middleware turns a handled error raised after the response started
-    # into RuntimeError("Caught handled exception, but response already started") from it
-    return isinstance(exc, DrainCutError) or isinstance(exc.__cause__, DrainCutError)

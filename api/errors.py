@@ -36,6 +36,7 @@ error gets ``retry-after`` (seconds) and ``retry-after-ms``; every other error g
     error_response(exc, request_id)          -> starlette JSONResponse with the headers above
     error_event(exc, request_id, context_id) -> api.protocol.events.ErrorEvent (SSE / WebSocket)
     ws_close_code(exc)                       -> WebSocket close code for errors that end a socket
+    is_mapped(exc)                           -> whether the table describes exc (else: a bug)
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ __all__ = [
     "error_body",
     "error_event",
     "error_response",
+    "is_mapped",
     "new_request_id",
     "ws_close_code",
 ]
@@ -348,14 +350,20 @@ def _bounded(text: str, limit: int) -> str:
     return text[: limit - len(cut)] + cut
 
 
-def describe_error(exc: BaseException, request_id: Optional[str] = None) -> ErrorInfo:
+def is_mapped(exc: BaseException) -> bool:
+    """Whether this table describes ``exc`` (anything else is a bug: 500 ``internal_error``)."""
+    return isinstance(exc, (ApiError, ProtocolError)) or _rule_for(exc) is not None
+
+
+def describe_error(exc: BaseException, request_id: Optional[str] = None, *, log: bool = True) -> ErrorInfo:
     """The table lookup behind error_body / error_response / error_event.
 
     Unknown exceptions are logged here with their traceback (once per call) and described
-    generically, so internals never reach the client. The message is at most
-    MAX_ERROR_MESSAGE_CHARS long.
+    generically, so internals never reach the client; mapped 5xx errors are one WARNING line.
+    ``log=False`` logs nothing: the caller counts or reports the error its own way. The message is
+    at most MAX_ERROR_MESSAGE_CHARS long.
     """
-    info = _describe(exc, request_id)
+    info = _describe(exc, request_id, log)
     message = _bounded(info.message, MAX_ERROR_MESSAGE_CHARS)
     try:
         message.encode("utf-8")
@@ -364,7 +372,7 @@ def describe_error(exc: BaseException, request_id: Optional[str] = None) -> Erro
     return info if message is info.message else dataclasses.replace(info, message=message)
 
 
-def _describe(exc: BaseException, request_id: Optional[str]) -> ErrorInfo:
+def _describe(exc: BaseException, request_id: Optional[str], log: bool) -> ErrorInfo:
     if isinstance(exc, ApiError):
         retry = exc.retry_after_s
         retryable = exc.retryable or retry is not None
@@ -373,12 +381,13 @@ def _describe(exc: BaseException, request_id: Optional[str]) -> ErrorInfo:
         return ErrorInfo(exc.status_code, exc.error_code, exc.title, exc.message, False, None)
     rule = _rule_for(exc)
     if rule is None:
-        logger.error("request %s failed with an unexpected error", request_id or "-", exc_info=exc)
+        if log:
+            logger.error("request %s failed with an unexpected error", request_id or "-", exc_info=exc)
         rule = _INTERNAL
         message = INTERNAL_ERROR_MESSAGE + (f" Request id: {request_id}." if request_id else "")
     else:
         message = str(exc) or rule.title
-        if rule.status_code >= 500:
+        if log and rule.status_code >= 500:
             logger.warning("request %s failed: %s: %s", request_id or "-", type(exc).__name__, message)
     return ErrorInfo(rule.status_code, rule.error_code, rule.title, message, rule.retryable, rule.retry_after_s)
 

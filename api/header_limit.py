@@ -80,9 +80,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         client = "%s:%d" % self.client if self.client else "?"
         logger.warning("%s: request head over %d bytes refused (431)", client, self.max_head_bytes)
         request_id = new_request_id()
-        response = error_response(HeadersTooLargeError(
-            f"the request line and headers are over {self.max_head_bytes} bytes; send fewer or smaller headers"
-        ), request_id)
+        error = HeadersTooLargeError(
+            f"the request line and headers are over {self.max_head_bytes} bytes; send fewer or smaller headers")
+        response = error_response(error, request_id)
+        # counted like every error response; no route read this request, so its label is "other"
+        runtime = getattr(getattr(self.config.app, "state", None), "runtime", None)
+        if runtime is not None:
+            runtime.metrics.error("other", error)
         status = http.HTTPStatus(response.status_code)
         head = [f"HTTP/1.1 {status.value} {status.phrase}\r\n".encode("ascii")]
         head += [name + b": " + value + b"\r\n" for name, value in response.raw_headers]

@@ -11,6 +11,9 @@ engine request and frees the place, as for any hang-up (api/disconnects.py logs 
 
 The timeout travels on the uvicorn ``Config`` (``http_send_timeout_s``, set by
 ``api.server.uvicorn_config``), as the head bound does on ``h11_max_incomplete_event_size``.
+
+Each request's scope also carries ``ABORT_EXTENSION``: the app's way to drop a connection whose
+response cannot be finished (api/late_errors.py).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import logging
 from uvicorn.protocols.http.flow_control import FlowControl
 
 from api.header_limit import BoundedHttpToolsProtocol
+from api.late_errors import ABORT_EXTENSION
 
 logger = logging.getLogger(__name__)
 
@@ -54,3 +58,9 @@ class GatewayHttpProtocol(BoundedHttpToolsProtocol):
         timeout_s = getattr(self.config, "http_send_timeout_s", DEFAULT_SEND_TIMEOUT_S)
         client = "%s:%d" % self.client if self.client else "?"
         self.flow = StalledReaderFlowControl(transport, timeout_s, client)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        # how a response that cannot be finished drops its connection (api/late_errors.py)
+        extensions = self.scope.setdefault("extensions", {})  # type: ignore[typeddict-item]
+        extensions[ABORT_EXTENSION] = {"abort": self.transport.abort}

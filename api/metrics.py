@@ -9,11 +9,12 @@ Metric names and labels are a contract (dashboards, alerts and the autoscaler us
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from api.errors import describe_error
 from api.stream_timing import StreamReport
 from codec_worker.batching import DecodeBatchEvent
 from engine.stats import EngineStats, StepEvent
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from engine.interface import TtsEngine
     from voices.store import VoiceStore
 
-__all__ = ["Metrics", "CONTENT_TYPE_LATEST", "ROUTES"]
+__all__ = ["Metrics", "CONTENT_TYPE_LATEST", "ERROR_ROUTES", "ROUTES", "route_label"]
 
 _LATENCY_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 # one engine step / one codec batch: real time is ~46 ms per frame (21.5 frames/s)
@@ -38,6 +39,28 @@ _STORE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 
 #: ``route`` label values of the TTS routes (the same everywhere: requests, errors, first audio, streams)
 ROUTES = ("bytes", "sse", "ws", "openai")  # openai: POST /v1/audio/speech
+#: ``route`` label values of gepard_errors_total: the TTS routes (``openai``: every ``/v1/`` route
+#: here), the other endpoints, ``drain`` (refused while draining: api/drain_gate.py) and ``other``
+#: (the probes, a path no route matches, a request head too large to read). A fixed set, chosen by
+#: the server: the path a client sends never becomes a label value.
+ERROR_ROUTES = ROUTES + ("voices", "dictionaries", "access_token", "metrics", "playground", "drain", "other")
+# path template of the route that answered (its start) -> its label
+_ROUTE_LABELS = {
+    "/tts/bytes": "bytes", "/tts/sse": "sse", "/tts/websocket": "ws", "/v1": "openai",
+    "/voices": "voices", "/accents": "voices", "/pronunciation-dicts": "dictionaries",
+    "/access-token": "access_token", "/metrics": "metrics", "/playground": "playground",
+}
+
+
+def route_label(scope: Mapping[str, Any]) -> str:
+    """The ``route`` label (one of ERROR_ROUTES) of an HTTP request or WebSocket upgrade, from the
+    path template of the route Starlette's router matched (``scope["route"]``; a 405 has one too),
+    never from the client's path; ``other`` when no route matched."""
+    path = getattr(scope.get("route"), "path", "")
+    for start, label in _ROUTE_LABELS.items():
+        if path == start or path.startswith(start + "/"):
+            return label
+    return "other"
 
 
 class Metrics:
@@ -47,7 +70,8 @@ class Metrics:
         self.requests = Counter("gepard_requests_total", "TTS requests and WebSocket contexts by route", ["route"], registry=r)
         self.errors = Counter("gepard_errors_total", "Errors returned, by route and error_code", ["route", "error_code"], registry=r)
         self.first_audio = Histogram(
-            "gepard_time_to_first_audio_seconds", "Request (or segment) start to its first audio bytes", ["route"],
+            "gepard_time_to_first_audio_seconds", "Request start (WebSocket context: its first text complete) "
+            "to its first audio bytes sent", ["route"],
             buckets=_LATENCY_BUCKETS, registry=r,
         )
         self.audio_seconds = Counter("gepard_audio_seconds_total", "Seconds of audio produced", ["route"], registry=r)
@@ -136,6 +160,17 @@ class Metrics:
 
     def underrun(self, route: str, seconds: float) -> None:
         self.underrun_total.labels(route).inc(seconds)
+
+    def audio(self, route: str, seconds: float) -> None:
+        # chunk by chunk as the codec makes them, so a stream cut short (hang-up, cancel, failure)
+        # counts the audio it did produce
+        self.audio_seconds.labels(route).inc(seconds)
+
+    def error(self, route: str, exc: BaseException) -> None:
+        """Count one error told to a client (an HTTP error response, an in-band error, or a response
+        cut after it started) under ``route`` (one of ERROR_ROUTES) and the error_code api.errors
+        gives ``exc``: the one the client reads."""
+        self.errors.labels(route, describe_error(exc, log=False).error_code).inc()
 
     def stream_finished(self, report: StreamReport) -> None:
         if report.audio_s <= 0:  # refused, failed or cancelled before any audio: nothing was heard

@@ -54,6 +54,9 @@ class StreamObserver(Protocol):
     def underrun(self, route: str, seconds: float) -> None:
         """A listener of a ``route`` stream waited ``seconds`` (called as it happens)."""
 
+    def audio(self, route: str, seconds: float) -> None:
+        """``seconds`` of a ``route`` stream's audio came out of the codec (called as it happens)."""
+
     def stream_finished(self, report: StreamReport) -> None:
         """A stream ended (called once per stream)."""
 
@@ -108,6 +111,8 @@ class StreamTiming:
                 self._play_end += seconds
         self.audio_s += seconds
         self._last_audio = now
+        if self.observer is not None:
+            self.observer.audio(self.route, seconds)
 
     def settle(self, now: float) -> None:
         """The server owes no more audio for now (a segment ended; more may be owed later)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import TYPE_CHECKING, AsyncIterator, Callable, Optional
 
 from starlette.requests import Request
@@ -13,16 +14,24 @@ from api.errors import RequestTooLargeError, new_request_id
 
 if TYPE_CHECKING:
     from api.audio import AudioSink
-    from api.metrics import Metrics
     from api.synthesis import PreparedRequest, SynthesisService
 
 MAX_JSON_BODY_BYTES = 1 << 20
 
 
 def start_request(request: Request) -> str:
+    """Name the request (its id goes in every log line and error body) and note when it started:
+    its time to first audio counts from here (``since_start``), so authentication, the body read
+    and the voice lookup are in it."""
     request_id = new_request_id()
     request.state.request_id = request_id
+    request.state.started_at = time.perf_counter()
     return request_id
+
+
+def since_start(request: Request) -> float:
+    """Seconds since ``start_request(request)``."""
+    return time.perf_counter() - request.state.started_at
 
 
 async def read_body(request: Request, limit: int = MAX_JSON_BODY_BYTES) -> bytes:
@@ -62,7 +71,7 @@ async def primed(
 
 
 async def encoded_audio(svc: "SynthesisService", job: "PreparedRequest", sink: "AudioSink", *, key: str, route: str,
-                        request_id: str, metrics: "Metrics") -> AsyncIterator[bytes]:
+                        request_id: str) -> AsyncIterator[bytes]:
     """A whole prepared transcript as encoded audio through ``sink``, for the one-body routes
     (``/tts/bytes``, ``/v1/audio/speech``): segment after segment, each piece as soon as it is encoded.
 
@@ -81,4 +90,3 @@ async def encoded_audio(svc: "SynthesisService", job: "PreparedRequest", sink: "
         tail = await asyncio.to_thread(sink.finish)
         if tail:
             yield tail
-        metrics.audio_seconds.labels(route).inc(sink.samples_in / svc.sample_rate_hz)

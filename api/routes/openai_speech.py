@@ -24,7 +24,6 @@ import contextlib
 import json
 import logging
 import math
-import time
 from typing import AsyncIterator, Optional
 
 from starlette.requests import Request
@@ -49,7 +48,7 @@ from api.protocol.openai import (
     sse_event,
 )
 from api.protocol.requests import ProtocolError, parse_tts_request
-from api.routes._common import encoded_audio, primed, read_body, runtime_of, start_request
+from api.routes._common import encoded_audio, primed, read_body, runtime_of, since_start, start_request
 from api.settings import Settings
 from voices.errors import VoiceNotFoundError
 from voices.store import VoiceStore
@@ -96,7 +95,8 @@ def _param(exc: BaseException) -> Optional[str]:
 
 def openai_error_response(exc: BaseException, request_id: str) -> JSONResponse:
     """Any error -> OpenAI's error body, with the status and retry headers the Cartesia routes give
-    it (``api.errors``), except an unknown model: 404 ``model_not_found``, as OpenAI answers."""
+    it (``api.errors``), except an unknown model: 404 ``model_not_found``, as OpenAI answers.
+    Not counted here: the caller counts what it sends (``_answer_error``; api/drain_gate.py)."""
     cartesia = error_response(exc, request_id)
     body = json.loads(cartesia.body)
     status = 404 if isinstance(exc, UnknownModelError) else cartesia.status_code
@@ -104,6 +104,12 @@ def openai_error_response(exc: BaseException, request_id: str) -> JSONResponse:
                if k in ("retry-after", "retry-after-ms", "x-should-retry", "x-request-id")}
     return JSONResponse(error_payload(body["message"], status, _param(exc), body["error_code"]),
                         status_code=status, headers=headers)
+
+
+def _answer_error(request: Request, exc: BaseException, request_id: str) -> JSONResponse:
+    """The error response of one of these routes, counted in gepard_errors_total (route ``openai``)."""
+    runtime_of(request).metrics.error(_ROUTE, exc)
+    return openai_error_response(exc, request_id)
 
 
 # --- models -------------------------------------------------------------------------------------
@@ -140,7 +146,7 @@ async def list_models(request: Request) -> Response:
         data = [_model_object(m) for m in served_models(rt.settings)]
         return JSONResponse({"object": "list", "data": data}, headers={"x-request-id": rid})
     except Exception as exc:
-        return openai_error_response(exc, rid)
+        return _answer_error(request, exc, rid)
 
 
 async def get_model(request: Request) -> Response:
@@ -153,7 +159,7 @@ async def get_model(request: Request) -> Response:
             raise UnknownModelError(model_id, served_models(rt.settings))
         return JSONResponse(_model_object(model_id), headers={"x-request-id": rid})
     except Exception as exc:
-        return openai_error_response(exc, rid)
+        return _answer_error(request, exc, rid)
 
 
 # --- voices -------------------------------------------------------------------------------------
@@ -226,7 +232,7 @@ async def speech(request: Request) -> Response:
     try:
         return await _speech(request, rid)
     except Exception as exc:
-        return openai_error_response(exc, rid)
+        return _answer_error(request, exc, rid)
 
 
 async def _speech(request: Request, rid: str) -> Response:
@@ -243,13 +249,12 @@ async def _speech(request: Request, rid: str) -> Response:
     logger.info("openai speech %s: model %s, voice %s, %s, stream %s, %d chars%s", rid, req.model, voice_id,
                 req.response_format.value, req.stream_format, len(req.input),
                 ", instructions ignored" if req.instructions else "")
-    t0 = time.perf_counter()
     frame = getattr(svc.decoder, "samples_per_frame", 0) or 1
 
     sink = AudioSink.with_writer(speech_writer(req.response_format), SPEECH_SAMPLE_RATE_HZ, in_rate_hz=svc.sample_rate_hz)
 
     async def audio() -> AsyncIterator[bytes]:
-        pieces = encoded_audio(svc, job, sink, key=principal.subject, route=_ROUTE, request_id=rid, metrics=rt.metrics)
+        pieces = encoded_audio(svc, job, sink, key=principal.subject, route=_ROUTE, request_id=rid)
         async with contextlib.aclosing(pieces):
             async for data in pieces:
                 yield delta_event(data) if req.sse else data
@@ -258,11 +263,11 @@ async def _speech(request: Request, rid: str) -> Response:
 
     def in_band(exc: Exception) -> bytes:  # SSE after 200: one error event, then the body ends
         logger.warning("openai speech %s failed mid-stream: %s: %s", rid, type(exc).__name__, exc)
-        error = json.loads(openai_error_response(exc, rid).body)
+        error = json.loads(_answer_error(request, exc, rid).body)
         return sse_event({"type": "error", **error})
 
     stream = await primed(audio(), on_error=in_band if req.sse else None)
-    rt.metrics.first_audio.labels(_ROUTE).observe(time.perf_counter() - t0)
+    rt.metrics.first_audio.labels(_ROUTE).observe(since_start(request))
     if req.sse:
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"cache-control": "no-cache", "x-request-id": rid})

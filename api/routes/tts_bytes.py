@@ -7,14 +7,12 @@ that point aborts the connection (there is no in-band error channel on this rout
 
 from __future__ import annotations
 
-import time
-
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from api.audio import AudioSink
 from api.protocol.requests import parse_tts_request
-from api.routes._common import encoded_audio, primed, read_body, runtime_of, start_request
+from api.routes._common import encoded_audio, primed, read_body, runtime_of, since_start, start_request
 
 
 async def endpoint(request: Request) -> Response:
@@ -25,10 +23,8 @@ async def endpoint(request: Request) -> Response:
     svc = rt.service
     job = await svc.prepare(req)
     rt.metrics.requests.labels("bytes").inc()
-    t0 = time.perf_counter()
 
     sink = AudioSink(req.output_format)
-    stream = await primed(encoded_audio(svc, job, sink, key=principal.subject, route="bytes", request_id=rid,
-                                        metrics=rt.metrics))
-    rt.metrics.first_audio.labels("bytes").observe(time.perf_counter() - t0)
+    stream = await primed(encoded_audio(svc, job, sink, key=principal.subject, route="bytes", request_id=rid))
+    rt.metrics.first_audio.labels("bytes").observe(since_start(request))
     return StreamingResponse(stream, media_type=req.output_format.media_type, headers={"x-request-id": rid})

@@ -20,7 +20,7 @@ from api.audio import AudioSink
 from api.errors import error_event
 from api.protocol.events import ChunkEvent, DoneEvent, TimestampsEvent, split_audio, sse_frame
 from api.protocol.requests import parse_tts_request
-from api.routes._common import primed, read_body, runtime_of, start_request
+from api.routes._common import primed, read_body, runtime_of, since_start, start_request
 from api.text import segment_timestamps
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,6 @@ async def endpoint(request: Request) -> Response:
     job = await svc.prepare(req)
     cid, width = req.context_id, req.output_format.unit_bytes
     rt.metrics.requests.labels("sse").inc()
-    t0 = time.perf_counter()
 
     async def events() -> AsyncIterator[bytes]:
         # the stream's place is taken when the first event is awaited (a refusal is still a 429)
@@ -64,14 +63,14 @@ async def endpoint(request: Request) -> Response:
             tail = await asyncio.to_thread(sink.finish_units)
             for piece in (p for unit in tail for p in split_audio(unit, width, cid)):
                 yield sse_frame(ChunkEvent(piece, step_time_ms=0.0, context_id=cid))
-            rt.metrics.audio_seconds.labels("sse").inc(sink.samples_in / svc.sample_rate_hz)
             yield sse_frame(DoneEvent(context_id=cid))
 
     def in_band(exc: Exception) -> bytes:  # after 200 went out, errors travel as an event
         logger.warning("sse %s failed mid-stream: %s: %s", rid, type(exc).__name__, exc)
-        rt.metrics.errors.labels("sse", getattr(exc, "error_code", "internal_error")).inc()
-        return sse_frame(error_event(exc, rid, cid))
+        event = error_event(exc, rid, cid)
+        rt.metrics.errors.labels("sse", event.error_code).inc()  # the code the client reads
+        return sse_frame(event)
 
     stream = await primed(events(), on_error=in_band)
-    rt.metrics.first_audio.labels("sse").observe(time.perf_counter() - t0)
+    rt.metrics.first_audio.labels("sse").observe(since_start(request))
     return StreamingResponse(stream, media_type="text/event-stream", headers={"cache-control": "no-cache", "x-request-id": rid})

@@ -484,6 +484,39 @@ async def test_a_cached_key_survives_a_store_outage_until_its_ttl():
         await auth.principal_for(token)
 
 
+async def test_recheck_answers_what_a_new_request_would_get_now():
+    """A connection keeps the principal of its upgrade; recheck() is the request's check, again:
+    expiry first, then whether the key is still live (through the same cache, so within its TTL)."""
+    clock = Clock()
+    store = FakeStore(REDIS_KEY)
+    auth = make_auth(clock=clock, key_lookup=store, key_cache_ttl_s=2.0, monotonic=clock)
+    stored_key = await auth.principal_for(REDIS_KEY)
+    stored_token = await auth.principal_for(auth.issue_token(stored_key, {"tts": True}, 3600))
+    short_token = await auth.principal_for(auth.issue_token(await auth.principal_for(KEY), {"tts": True}, 3))
+    anonymous = await make_auth(require_auth=False).authenticate(
+        Request({"type": "http", "method": "GET", "path": "/", "headers": [], "query_string": b""}))
+    for live in (stored_key, stored_token, short_token, anonymous):
+        await auth.recheck(live)
+    assert len(store.asked) == 1  # the cache answered
+
+    store.digests.clear()  # gepard keys remove
+    clock.now += 1.9
+    for live in (stored_key, stored_token):  # the removal is believed once the cached answer lapses
+        await auth.recheck(live)
+    clock.now += 1.1  # the short token's expiry; the cached answer is 3 s old, over the 2 s TTL
+    with pytest.raises(AuthenticationError) as info:
+        await auth.recheck(short_token)
+    assert info.value.error_code == "token_expired"
+    for removed, code in [(stored_key, "invalid_credentials"), (stored_token, "token_revoked")]:
+        with pytest.raises(AuthenticationError) as info:
+            await auth.recheck(removed)
+        assert info.value.error_code == code and info.value.status_code == 401
+    store.down = True
+    with pytest.raises(AuthBackendUnavailableError):  # only the store could tell: 503, retryable
+        await auth.recheck(stored_key)
+    await auth.recheck(anonymous)
+
+
 def test_tokens_name_their_key_without_revealing_it():
     auth = make_auth()
     token = auth.mint_token(key_digest=key_digest(KEY))

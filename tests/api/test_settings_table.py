@@ -93,3 +93,14 @@ def test_every_gepard_metric_is_in_the_readme_metrics_table():
         if family.name.startswith("gepard_"):
             exported.add(family.name + ("_total" if family.type == "counter" else ""))
     assert listed == exported
+
+
+def test_the_readme_lists_every_route_label_value():
+    from api.metrics import ERROR_ROUTES, ROUTES
+
+    text = README.read_text(encoding="utf-8")
+    block = text.split("<!-- route-labels -->", 1)[1].split("<!-- /route-labels -->", 1)[0]
+    rows = block.strip().splitlines()[2:]  # after the header and its rule
+    listed = [re.match(r"^\| `([a-z_]+)` \|", row)[1] for row in rows]
+    assert sorted(listed) == sorted(ERROR_ROUTES)
+    assert set(ROUTES) <= set(ERROR_ROUTES)

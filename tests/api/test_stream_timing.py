@@ -10,10 +10,14 @@ from api.stream_timing import StreamReport, StreamTiming
 class Recorder:
     def __init__(self) -> None:
         self.underruns: list[tuple[str, float]] = []
+        self.chunks: list[tuple[str, float]] = []
         self.reports: list[StreamReport] = []
 
     def underrun(self, route: str, seconds: float) -> None:
         self.underruns.append((route, seconds))
+
+    def audio(self, route: str, seconds: float) -> None:
+        self.chunks.append((route, seconds))
 
     def stream_finished(self, report: StreamReport) -> None:
         self.reports.append(report)
@@ -96,3 +100,15 @@ def test_context_manager_closes_and_reports():
         t.owe(0.0)
         t.audio(0.0, 0.5)
     assert len(rec.reports) == 1 and rec.reports[0].audio_s == 0.5
+
+
+def test_audio_is_reported_as_it_comes_so_a_stream_cut_short_counts_what_it_made():
+    rec = Recorder()
+    t = StreamTiming("ws", rec)
+    t.owe(0.0)
+    t.audio(0.1, 0.5)
+    assert rec.chunks == [("ws", 0.5)]  # before the stream ends (a hang-up or a cancel may end it next)
+    t.audio(0.2, 0.25)
+    t.close(0.3)
+    t.audio(0.4, 1.0)  # after the end: not the stream's
+    assert rec.chunks == [("ws", 0.5), ("ws", 0.25)]

@@ -1,10 +1,13 @@
 """The server log of a live gateway, captured the way ``gepard serve`` logs (configure_logging: one
 redacting root handler, DEBUG, uvicorn's access log on too): no API key or access token appears in
-it, whatever credential form a client used over HTTP or WebSocket, accepted or rejected. Clients that
-hang up mid-stream (/tts/bytes, /tts/sse, WebSocket) leave INFO lines, no ERROR and no traceback."""
+it, whatever credential form a client used over HTTP or WebSocket, accepted or rejected. Every HTTP
+request and upgrade is one access line with its request id and the credential's id. Clients that
+hang up mid-stream (/tts/bytes, /tts/sse, WebSocket) leave INFO lines, no ERROR and no traceback;
+what a client sends cannot forge a line or make a huge one."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import logging
@@ -12,6 +15,7 @@ import re
 import socket
 import struct
 import time
+from collections import Counter
 
 import httpx
 import pytest
@@ -19,8 +23,8 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from api.app import DEFAULT_VOICE_ID
-from api.auth import Authenticator
-from api.logging_setup import configure_logging
+from api.auth import Authenticator, key_id
+from api.logging_setup import MAX_MESSAGE_CHARS, configure_logging
 from tests.api.conftest import gateway_settings
 from tests.api.live import LiveServer
 
@@ -69,8 +73,12 @@ def _mint(server) -> str:
 
 def test_no_credential_reaches_the_log(logged_gateway):
     server, log = logged_gateway
+    start = len(log.getvalue())
     token = _mint(server)
+    payload = token.split(".")[1]
+    token_id = "token:" + json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["jti"]
     url = server.url + "/tts/bytes"
+    answered: list[tuple[str, str, int, str]] = []  # (what, request id, status, credential id): patterns
     with httpx.Client(timeout=60) as http:
         for headers, params, status in [
             ({"Authorization": f"Bearer {KEY}"}, {}, 200),
@@ -86,6 +94,9 @@ def test_no_credential_reaches_the_log(logged_gateway):
         ]:
             r = http.post(url, json=tts(), headers=headers, params=params)
             assert r.status_code == status, (headers, params, r.text)
+            used_token = any(token in value for value in (*headers.values(), *params.values()))
+            credential = "-" if status == 401 else (token_id if used_token else key_id(KEY))
+            answered.append(("http POST /tts/bytes", re.escape(r.headers["x-request-id"]), status, credential))
     ws_url = server.ws_url + "/tts/websocket?cartesia_version=2026-08-14"
     for query, headers in [(f"&api_key={KEY}", None), (f"&access_token={token}", None),
                            ("", {"Authorization": f"Bearer {KEY}"}), ("", {"X-API-Key": token})]:
@@ -93,17 +104,26 @@ def test_no_credential_reaches_the_log(logged_gateway):
             ws.send(json.dumps({**tts(), "context_id": "c", "continue": False}))
             while json.loads(ws.recv(timeout=60))["type"] != "done":
                 pass
+        credential = token_id if token in (query + str(headers)) else key_id(KEY)
+        answered.append(("ws GET /tts/websocket", "[0-9a-f-]+", 101, credential))  # the socket's id
     for query, headers in [(f"&api_key={WRONG_KEY}", None), (f"&access_token={WRONG_TOKEN}", None),
                            ("", {"Authorization": f"Bearer {WRONG_KEY}"})]:
         with pytest.raises(InvalidStatus) as info:
             with connect(ws_url + query, additional_headers=headers):
                 pass
         assert info.value.response.status_code == 401
+        request_id = info.value.response.headers["x-request-id"]
+        answered.append(("ws GET /tts/websocket", re.escape(request_id), 401, "-"))
     time.sleep(0.5)  # the last close lines
     text = log.getvalue()
     # the lines that used to carry them were written, with the credential redacted
     assert '"WebSocket /tts/websocket?cartesia_version=2026-08-14&api_key=[REDACTED]" [accepted]' in text
     assert "access_token=[REDACTED]" in text and '"POST /tts/bytes?api_key=[REDACTED] HTTP/1.1" 401' in text
+    # one access line per request and upgrade, naming its request id and who called, never how
+    lines = Counter(rf"INFO api\.access_log {what} {status} [0-9.]+ ms \(request {rid}, credential {credential}\)\n"
+                    for what, rid, status, credential in answered)
+    for line, times in lines.items():
+        assert len(re.findall(line, text[start:])) == times, f"{line!r} is not {times} line(s) of:\n{text[start:]}"
     for secret in (KEY, WRONG_KEY, token, WRONG_TOKEN, *token.split(".")[1:], *WRONG_TOKEN.split(".")[1:]):
         assert secret not in text, f"{secret!r} is in the log"
 
@@ -169,3 +189,57 @@ def test_a_websocket_client_vanishing_under_busy_contexts_is_quiet(logged_gatewa
     text = _wait_for(log, start, r"INFO api\.connection ws \S+ closed by client")
     _assert_quiet(_wait_for(log, start, r"INFO api\.connection ws \S+ closed\n"))
     assert len(re.findall(r"closed by client", text)) == 1
+
+
+# --- one access line per request ---------------------------------------------------------------------
+
+
+def test_each_http_request_is_one_access_line_with_the_route_not_the_path(logged_gateway):
+    server, log = logged_gateway
+    start = len(log.getvalue())
+    long_path = "/no/such/" + "p" * 500
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        voice = http.get(f"/voices/{DEFAULT_VOICE_ID}", headers={"X-API-Key": KEY})
+        missing = http.get(long_path, params={"q": "client-chosen"})
+        wrong_method = http.put(f"/voices/{DEFAULT_VOICE_ID}", headers={"X-API-Key": KEY})
+        health = http.get("/health")
+    statuses = (voice.status_code, missing.status_code, wrong_method.status_code, health.status_code)
+    assert statuses == (200, 404, 405, 200)
+    text = _wait_for(log, start, r"api\.access_log http GET /health ")
+    lines = [line for line in text.splitlines() if " api.access_log " in line]  # (uvicorn's own is on here)
+    assert len(lines) == 4, lines  # one each, in order
+    assert re.search(rf"http GET /voices/\{{voice_id\}} 200 [0-9.]+ ms \(request \S+, credential {key_id(KEY)}\)$",
+                     lines[0]) and DEFAULT_VOICE_ID not in lines[0]
+    # a path no route matches is cut short; the query string is never logged
+    bounded = long_path[:64] + f"...({len(long_path) - 64} more)"
+    assert lines[1].endswith(f"http GET {bounded} 404 " + lines[1].split(" 404 ")[1])
+    assert f"(request {missing.headers['x-request-id']}, credential -)" in lines[1] and "client-chosen" not in lines[1]
+    assert f"http PUT /voices/{{voice_id}} 405 " in lines[2]
+    assert f"(request {wrong_method.headers['x-request-id']}, credential -)" in lines[2]
+    assert all(" INFO api.access_log " in line for line in lines[:3]), lines
+    # a successful probe is a DEBUG line: an orchestrator's polling must not bury the traffic
+    assert " DEBUG api.access_log http GET /health 200 " in lines[3]
+
+
+# --- what a client sends cannot forge a line -------------------------------------------------------------
+
+FORGED = "2026-12-01 00:00:00,000 ERROR api.auth FORGED: admin key accepted"
+
+
+def test_client_values_cannot_forge_a_log_line_or_make_a_huge_one(logged_gateway):
+    server, log = logged_gateway
+    start = len(log.getvalue())
+    context_id = "x\n" + FORGED
+    with connect(server.ws_url + f"/tts/websocket?api_key={KEY}", max_size=None) as ws:
+        # no text yet: the context opens without a voice lookup, and its line quotes both ids
+        ws.send(json.dumps({**tts(""), "context_id": context_id, "continue": True,
+                            "voice": {"mode": "id", "id": "V\n" + FORGED}}))
+        ws.send(json.dumps({"context_id": context_id, "cancel": True}))
+        ws.send(json.dumps({**tts(), "context_id": "huge", "voice": {"mode": "id", "id": "V\n" + "A" * 900_000}}))
+        refused = json.loads(ws.recv(timeout=60))
+    assert refused["type"] == "error" and refused["context_id"] == "huge" and refused["status_code"] == 400
+    assert refused["message"].startswith("voice.id: must be at most 256 characters")
+    text = _wait_for(log, start, r"cancelled")
+    assert "opened (voice V\\n" + FORGED in text  # the opened line, with both ids escaped
+    for line in text.splitlines():
+        assert not line.startswith(FORGED) and len(line) < MAX_MESSAGE_CHARS + 300, line[:200]

@@ -1,9 +1,17 @@
 """API keys kept in Redis (``gepard keys add``) authenticate on every replica sharing that Redis;
-removing one revokes it and every access token it minted; with Redis down, every credential that
-can be judged without Redis still is (a real redis-server, stopped for the outage)."""
+removing one revokes it and every access token it minted, on open WebSockets too (their next new
+context); with Redis down, every credential that can be judged without Redis still is (a real
+redis-server, stopped for the outage)."""
+
+import asyncio
+import base64
+import json
+import time
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from api.auth import Authenticator, PrincipalKind
 from api.cli import main
@@ -11,6 +19,7 @@ from api.errors import AuthBackendUnavailableError, AuthenticationError
 from api.key_store import RedisKeyStore
 from tests.api.conftest import gateway_settings
 from tests.api.live import LiveServer
+from tests.api.routes.ws_helpers import gen, read_until_terminal, send
 from tests.voices.redis_server import RedisServer
 
 KEY = "k-redis-0123456789abcdef"
@@ -56,6 +65,79 @@ def test_removing_a_key_revokes_the_tokens_it_minted(redis_gateway):
     r = _voices(server, token)
     assert r.status_code == 401 and r.json()["error_code"] == "token_revoked", r.text
     assert "removed" in r.json()["message"]
+
+
+# --- a WebSocket outlives its credential: each new context re-checks it -------------------------------
+
+FMT = {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 8000}
+
+
+def _mint(server, key: str, expires_in: int) -> str:
+    r = httpx.post(server.url + "/access-token", json={"expires_in": expires_in}, headers={"X-API-Key": key},
+                   timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()["token"]
+
+
+async def _keys(action: str, key: str, redis: RedisServer) -> int:
+    """``gepard keys add|remove`` (its own event loop, so in a thread)."""
+    return await asyncio.to_thread(main, ["keys", action, key, "--redis-url", redis.url])
+
+
+async def until_closed(ws) -> int:
+    """Read (and drop) messages until the server closes the socket; its close code."""
+    with pytest.raises(ConnectionClosed) as info:
+        while True:
+            await asyncio.wait_for(ws.recv(), 30)
+    return info.value.rcvd.code if info.value.rcvd else -1
+
+
+async def _speak(ws, context_id: str, voice: str) -> dict:
+    """One short context; its terminal event."""
+    await send(ws, gen(context_id, "Hi there.", voice, cont=False, output_format=FMT))
+    return (await read_until_terminal(ws, [context_id]))[-1]
+
+
+@pytest.mark.parametrize("credential, code", [("key", "invalid_credentials"), ("token", "token_revoked")])
+async def test_a_removed_key_opens_no_new_context_on_a_socket_it_opened(redis_gateway, default_voice_id,
+                                                                          credential, code):
+    server, redis = redis_gateway
+    key = f"k-ws-{credential}-0123456789abcdef"
+    assert await _keys("add", key, redis) == 0
+    secret = key if credential == "key" else _mint(server, key, 3600)
+    headers = {"Authorization": f"Bearer {secret}"}
+    async with connect(server.ws_url + "/tts/websocket", additional_headers=headers) as ws:
+        assert (await _speak(ws, "before", default_voice_id))["type"] == "done"
+        # a context that is running when the key goes: it may finish
+        await send(ws, gen("running", "Hello there. ", default_voice_id, output_format=FMT))
+        assert await _keys("remove", key, redis) == 0  # cache TTL 0: at once
+        refused = await _speak(ws, "after", default_voice_id)
+        assert refused["type"] == "error" and refused["context_id"] == "after", refused
+        assert refused["status_code"] == 401 and refused["error_code"] == code and refused["done"] is True
+        assert set(refused) >= {"title", "message", "request_id"}
+        # what a new HTTP request with the same credential gets
+        r = _voices(server, secret)
+        assert r.status_code == 401 and r.json()["error_code"] == code
+        await send(ws, gen("running", "", default_voice_id, cont=False, output_format=FMT))
+        ends = [m for m in await read_until_terminal(ws, ["running"]) if m["type"] in ("done", "error")]
+        assert [m["type"] for m in ends] == ["done"]
+        assert await until_closed(ws) == 1008  # ws_close_code of a 401: policy violation
+
+
+async def test_an_expired_token_opens_no_new_context_on_a_socket_it_opened(redis_gateway, default_voice_id):
+    server, redis = redis_gateway
+    key = "k-ws-expiry-0123456789abcdef"
+    assert await _keys("add", key, redis) == 0
+    token = _mint(server, key, 4)
+    payload = token.split(".")[1]
+    expires_at = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["exp"]
+    async with connect(server.ws_url + f"/tts/websocket?access_token={token}") as ws:
+        await asyncio.sleep(max(expires_at - time.time(), 0) + 0.2)  # waiting out the token, not timing the server
+        refused = await _speak(ws, "after-expiry", default_voice_id)
+        assert refused["type"] == "error" and refused["status_code"] == 401, refused
+        assert refused["error_code"] == "token_expired"
+        assert await until_closed(ws) == 1008
+    assert await _keys("remove", key, redis) == 0
 
 
 def test_short_keys_are_refused(redis_gateway, capsys):
