@@ -14,6 +14,8 @@ from voices.errors import InvalidVoiceError
 from voices.models import GENDERS, Voice, VoiceRecord
 
 MAX_LIST_LIMIT = 100
+#: how long a deleted voice's id still works as a page cursor (its place in the order is kept)
+DELETED_CURSOR_TTL_S = 3600
 SCAN_BATCH_FILTERED = 128  # rows per backend scan when a filter may reject many of them
 
 OrderKey = tuple[str, str]  # (normalized created_at, id); see Voice.order_key

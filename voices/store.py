@@ -135,6 +135,11 @@ class VoiceStore(abc.ABC):
         """The stored voice, or None."""
 
     @abc.abstractmethod
+    async def _deleted_order_key(self, voice_id: str) -> Optional[OrderKey]:
+        """Where a voice deleted in the last DELETED_CURSOR_TTL_S stood in the list order, or None:
+        a client paging with it as its cursor goes on from there (see ``_cursor_key``)."""
+
+    @abc.abstractmethod
     async def _fetch_record(self, voice_id: str) -> Optional[tuple[VoiceRecord, str]]:
         """The stored record and its generation token, read atomically; None if absent."""
 
@@ -448,6 +453,11 @@ class VoiceStore(abc.ABC):
         if builtin is not None:
             return builtin.voice.order_key
         voice = await self._fetch_voice(voice_id)
-        if voice is None:
+        if voice is not None:
+            return voice.order_key
+        # The SDKs page with the last id of the page they hold: if someone deleted that voice
+        # meanwhile, the walk goes on from where it stood rather than failing half-way.
+        key = await self._deleted_order_key(voice_id)
+        if key is None:
             raise InvalidCursorError(parameter, voice_id)
-        return voice.order_key
+        return key

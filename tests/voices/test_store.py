@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.voices.conftest import HIDDEN, StoreFactory, make_record
+from voices.listing import DELETED_CURSOR_TTL_S
 from voices.errors import (
     InvalidCursorError,
     InvalidVoiceError,
@@ -176,6 +177,28 @@ async def test_pagination_forward_and_backward_over_250_voices(store: VoiceStore
     assert ids(first) == expected_ids[:100] and first.has_more
     assert ids(await store.list(limit=5, starting_after=expected_ids[-1])) == []
     assert ids(await store.list(limit=5, ending_before=expected_ids[0])) == []
+
+
+async def test_a_deleted_voice_still_works_as_a_page_cursor(make_store: StoreFactory) -> None:
+    """An SDK walks pages with the last id of the page it holds; if that voice is deleted meanwhile
+    (here on another replica), the walk goes on from where it stood instead of failing half-way
+    with invalid_cursor."""
+    store, other = make_store(), make_store()
+    records = [make_record(f"w{i}", name=f"w{i}", created_at=at(i)) for i in range(6)]
+    await put_many(store, records)
+    page = await store.list(limit=2)
+    assert ids(page) == ["w0", "w1"]
+    await other.delete("w1")  # the cursor the walk is about to send
+    assert ids(await store.list(limit=2, starting_after="w1")) == ["w2", "w3"]
+    if make_store.backend == "redis":  # the place is kept for a while, not for good
+        assert 0 < await other._client.ttl(other._gone_key("w1")) <= DELETED_CURSOR_TTL_S
+    await other.delete("w4")
+    assert ids(await store.list(limit=2, ending_before="w4")) == ["w2", "w3"]
+    with pytest.raises(InvalidCursorError, match="starting_after='never-stored'"):
+        await store.list(starting_after="never-stored")  # an id that never was still is an error
+    await store.put(make_record("w1", name="again", created_at=at(10)))  # stored again: its new place counts
+    assert ids(await store.list(limit=5, starting_after="w1")) == []
+    assert ids(await store.list(limit=5, ending_before="w1"))[-1] == "w5"
 
 
 async def test_list_parameter_errors(store: VoiceStore) -> None:
@@ -375,3 +398,27 @@ async def test_closed_store_refuses_calls(make_store: StoreFactory) -> None:
         await store.get("x")
     with pytest.raises(RuntimeError, match="voice store is closed"):
         await store.list()
+
+
+async def test_a_deleted_voices_cursor_expires_and_its_row_goes(tmp_path, monkeypatch) -> None:
+    """SQLite keeps a deleted voice's place DELETED_CURSOR_TTL_S; the next delete after that drops it."""
+    import sqlite3
+    import time as real_time
+    import types
+
+    from voices.backends import local_store
+    from voices.backends.local_store import LocalVoiceStore
+
+    store = LocalVoiceStore(tmp_path)
+    try:
+        await put_many(store, [make_record(f"x{i}", created_at=at(i)) for i in range(3)])
+        await store.delete("x0")
+        later = types.SimpleNamespace(time=lambda: real_time.time() + DELETED_CURSOR_TTL_S + 1)
+        monkeypatch.setattr(local_store, "time", later)
+        with pytest.raises(InvalidCursorError):
+            await store.list(starting_after="x0")
+        await store.delete("x1")
+        rows = sqlite3.connect(store.path).execute("SELECT id FROM deleted_voices ORDER BY id").fetchall()
+        assert rows == [("x1",)]
+    finally:
+        await store.aclose()

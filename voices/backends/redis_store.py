@@ -10,6 +10,8 @@ the Lua scripts below may touch them together):
     {ns}:gen       HASH id -> generation token (~16 bytes; read to validate cached prompts)
     {ns}:tensors   HASH id -> msgpack prefix [K, hidden] + ref_codes [T, 32] (tens of KiB)
     {ns}:readonly  SET of ids stored with builtin=True
+    {ns}:gone:<id> STRING: a deleted voice's old member in {ns}:order, for DELETED_CURSOR_TTL_S, so
+                   its id still works as a page cursor (the key expires on its own)
 
 Put, delete, update and each scan batch are single Lua scripts, so replicas never see half a
 voice and concurrent writers cannot interleave. A cached prompt is validated by one ``HGET`` of
@@ -31,7 +33,7 @@ from redis.backoff import ExponentialBackoff
 
 from voices.backends.redis_ordered import SCAN_SCRIPT, order_member, scan_ordered
 from voices.errors import ReadOnlyVoiceError, VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError
-from voices.listing import OrderKey
+from voices.listing import DELETED_CURSOR_TTL_S, OrderKey
 from voices.models import Voice, VoiceRecord
 from voices.serialization import decode_record, decode_voice, encode_tensors, encode_voice
 from voices.store import DEFAULT_PROMPT_CACHE_SIZE, VoiceStore
@@ -82,12 +84,14 @@ if ARGV[6] == '1' then redis.call('SADD', KEYS[6], ARGV[1]) end
 return 1
 """
 
-# KEYS: as _PUT; ARGV: id, allow_builtin ("1"/"0"), invalidation channel. Returns 1 deleted, 0 absent,
-# -1 read-only; a delete publishes the id so other replicas drop their cached prompt.
+# KEYS: as _PUT, then {ns}:gone:<id>; ARGV: id, allow_builtin ("1"/"0"), invalidation channel, seconds
+# the id stays a cursor. Returns 1 deleted, 0 absent, -1 read-only; a delete publishes the id so other
+# replicas drop their cached prompt.
 _DELETE = """
 local member = redis.call('HGET', KEYS[2], ARGV[1])
 if not member then return 0 end
 if ARGV[2] ~= '1' and redis.call('SISMEMBER', KEYS[6], ARGV[1]) == 1 then return -1 end
+redis.call('SET', KEYS[7], member, 'EX', tonumber(ARGV[4]))
 redis.call('ZREM', KEYS[1], member)
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
@@ -145,6 +149,7 @@ class RedisVoiceStore(VoiceStore):
         self._k_gen = f"{tag}:gen"
         self._k_tensors = f"{tag}:tensors"
         self._k_readonly = f"{tag}:readonly"
+        self._tag = tag
         self._channel = f"{tag}:invalidate"  # pub/sub: ids of voices deleted or re-prefixed
         from voices.backends.redis_dicts import RedisDictionaryStore  # it imports map_redis_errors from here
 
@@ -185,6 +190,17 @@ class RedisVoiceStore(VoiceStore):
         with map_redis_errors(f"get of voice {voice_id!r}"):
             blob = await self._client.hget(self._k_meta, voice_id)
         return None if blob is None else decode_voice(blob)
+
+    def _gone_key(self, voice_id: str) -> str:
+        return f"{self._tag}:gone:{voice_id}"
+
+    async def _deleted_order_key(self, voice_id: str) -> Optional[OrderKey]:
+        with map_redis_errors(f"cursor of deleted voice {voice_id!r}"):
+            member = await self._client.get(self._gone_key(voice_id))
+        if member is None:
+            return None
+        created, _, _ = (member.decode() if isinstance(member, bytes) else member).partition(" ")
+        return (created, voice_id)
 
     async def _fetch_record(self, voice_id: str) -> Optional[tuple[VoiceRecord, str]]:
         with map_redis_errors(f"fetch of voice {voice_id!r}"):
@@ -255,8 +271,9 @@ class RedisVoiceStore(VoiceStore):
 
     async def _remove(self, voice_id: str, allow_builtin: bool) -> None:
         with map_redis_errors(f"delete of voice {voice_id!r}"):
-            done = await self._delete_script(keys=self._all_keys,
-                                             args=[voice_id, "1" if allow_builtin else "0", self._channel])
+            done = await self._delete_script(keys=[*self._all_keys, self._gone_key(voice_id)],
+                                             args=[voice_id, "1" if allow_builtin else "0", self._channel,
+                                                   DELETED_CURSOR_TTL_S])
         if done == 0:
             raise VoiceNotFoundError(voice_id)
         if done == -1:
