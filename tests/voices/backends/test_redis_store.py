@@ -9,6 +9,7 @@ import torch
 from tests.voices.conftest import make_record
 from tests.voices.redis_server import RedisServer
 from voices.backends.redis_store import RedisVoiceStore, map_redis_errors
+from voices.listing import DELETED_CURSOR_TTL_S
 from voices.errors import VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError
 
 pytestmark = pytest.mark.redis
@@ -81,7 +82,9 @@ async def test_keys_share_one_hash_tag(redis_server: RedisServer) -> None:
         keys = sorted(k.decode() for k in await client.keys("*tagtest*"))
         assert keys == ["{tagtest}:gen", "{tagtest}:member", "{tagtest}:meta", "{tagtest}:order", "{tagtest}:tensors"]
         await store.delete("k1")
-        assert await client.keys("*tagtest*") == []  # deletes leave nothing behind
+        # deletes leave nothing behind but the voice's place for cursors, which expires on its own
+        assert await client.keys("*tagtest*") == [b"{tagtest}:gone:k1"]
+        assert 0 < await client.ttl("{tagtest}:gone:k1") <= DELETED_CURSOR_TTL_S
     finally:
         await store.aclose()
         # borrowed client stays open after the store closes
