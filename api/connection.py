@@ -268,8 +268,8 @@ class WsContext:
         except WebSocketDisconnect:
             return
         except Exception as exc:  # engine, voice or codec failure: this context only
-            if not isinstance(exc, (ProtocolError, RateLimitedError)) and not hasattr(exc, "status_code"):
-                logger.exception("context %s failed", self.request_id)
+            # logged once, by the error event's lookup (api.errors.describe_error): a mapped 5xx is
+            # one WARNING line, anything unmapped (a bug) an ERROR with its traceback
             await self.fail(exc)
         finally:
             self.conn.context_finished(self)

@@ -369,11 +369,17 @@ async def ws_context_that_fails(ws_url: str, voice: str) -> list[dict]:
         return await read_until_terminal(ws, ["fails"])
 
 
-def test_a_websocket_context_cut_short_counts_the_audio_it_made(faulty, default_voice_id):
+def test_a_websocket_context_cut_short_counts_the_audio_it_made(faulty, default_voice_id, caplog):
+    caplog.set_level(logging.WARNING)
     before = scrape(faulty.url)
     messages = asyncio.run(ws_context_that_fails(faulty.ws_url, default_voice_id))
     after = scrape(faulty.url)
     assert messages[-1]["type"] == "error" and messages[-1]["error_code"] == "generation_failed", messages[-1]
+    # logged once, as a warning naming the code: no traceback
+    loud = [rec for rec in caplog.records if rec.levelno >= logging.WARNING]
+    assert len(loud) == 1 and loud[0].levelno == logging.WARNING and loud[0].exc_info is None, \
+        [rec.getMessage() for rec in loud]
+    assert "GenerationError" in loud[0].getMessage(), loud[0].getMessage()
     received = len(audio_of(messages))
     assert received > 0  # the segment failed partway: its first audio went out
     assert moved_by(before, after, "gepard_audio_seconds_total", route="ws") >= received / 2 / CODEC_RATE_HZ
