@@ -33,13 +33,15 @@ Limits that keep one client from holding the server (each answered in band, nami
   closing (after its ``continue: false``) is not spoken, and the context then ends with one
   ``context_closed`` error instead of ``done``, after all its audio.
 
-Credentials: the socket keeps the Principal its upgrade authenticated, and every new context
-re-checks it (``Authenticator.recheck``: token expiry, key still live, through the key cache), so a
-removed key or an expired token opens nothing new on a socket that outlived it. The refused context
-gets its 401 in band (token_expired, token_revoked, invalid_credentials, as a new request would),
-later new contexts get the same, contexts already running finish, and the socket closes with 1008
-as soon as none is working. A 503 (the key store cannot be reached) refuses only that context:
-the key may well be valid.
+Credentials: the socket keeps the Principal its upgrade authenticated, and every new context, and
+every message that brings an open context more text, re-checks it (``Authenticator.recheck``:
+token expiry, key still live, through the key cache), so a removed key or an expired token starts
+nothing new on a socket that outlived it, however long a context stays open with ``continue``.
+The refused context gets its 401 in band (token_expired, token_revoked, invalid_credentials, as a
+new request would), later ones get the same, contexts already speaking finish what they were
+given (an empty closing message is not new work), and the socket closes with 1008 as soon as none
+is working. A 503 (the key store cannot be reached) refuses only a new context (the key may well
+be valid) and lets an open one go on.
 
 Drain (api/lifecycle.py): once the server drains, a new context gets 503 ``service_unavailable``
 in band, contexts already open run to their end, and the socket closes with 1012 (service restart)
@@ -506,6 +508,9 @@ class WsConnection:
                 self.metrics.ws_contexts.inc()
             logger.info("context %s opened (voice %s, %s)", ctx.request_id, msg.voice_id, msg.output_format)
         elif ctx.state is ContextState.OPEN:
+            if msg.has_text and (lapsed := await self._lapsed_credential(ctx)) is not None:
+                await ctx.fail(lapsed)  # new text is new work: not on a credential that lapsed
+                return
             try:
                 self.service.check_request(msg)  # every message: transcript length, model, speed
                 self._check_text(ctx, msg)
@@ -539,6 +544,22 @@ class WsConnection:
         self._remember(cid, ContextState.FAILED)
         self._close_if_idle()
         return False
+
+    async def _lapsed_credential(self, ctx: WsContext) -> Optional[AuthenticationError]:
+        """The upgrade's credential re-checked before an open context takes more text (module
+        docstring): the error it lapsed with, or None. The key store being unreachable is not a
+        lapse here: a context already speaking goes on."""
+        if self._credentials_lapsed is None and self.auth is not None and self.principal is not None:
+            try:
+                await self.auth.recheck(self.principal)
+            except AuthenticationError as exc:
+                self._credentials_lapsed = exc
+                logger.info("context %s: more text refused: credential %s no longer valid (%s); the socket takes "
+                            "no new work and closes once none works", ctx.request_id, self.principal.credential_id,
+                            exc.error_code)
+            except ServiceUnavailableError:
+                pass
+        return self._credentials_lapsed
 
     def _check_text(self, ctx: Optional[WsContext], msg: WsGenerationRequest) -> None:
         """TextBufferFullError when ``msg`` would take a context or the socket past its text limit

@@ -110,7 +110,12 @@ async def test_a_removed_key_opens_no_new_context_on_a_socket_it_opened(redis_ga
         assert (await _speak(ws, "before", default_voice_id))["type"] == "done"
         # a context that is running when the key goes: it may finish
         await send(ws, gen("running", "Hello there. ", default_voice_id, output_format=FMT))
+        # and one kept open (continue) that would go on taking text: more text is new work, refused
+        await send(ws, gen("kept-open", "Hello there. ", default_voice_id, output_format=FMT))
         assert await _keys("remove", key, redis) == 0  # cache TTL 0: at once
+        await send(ws, gen("kept-open", "More words for it.", default_voice_id, output_format=FMT))
+        ends = [m for m in await read_until_terminal(ws, ["kept-open"]) if m["type"] in ("done", "error")]
+        assert [(m["type"], m["status_code"], m["error_code"]) for m in ends] == [("error", 401, code)], ends
         refused = await _speak(ws, "after", default_voice_id)
         assert refused["type"] == "error" and refused["context_id"] == "after", refused
         assert refused["status_code"] == 401 and refused["error_code"] == code and refused["done"] is True
