@@ -85,12 +85,13 @@ async def test_a_second_cancel_during_the_abort_still_frees_the_request(engine, 
     """A consumer cancelled twice (say, its context and then its socket): the second cancel lands
     while the stream's cleanup awaits the abort. The request must still be aborted and stop counting
     against the engine's capacity."""
-    abort, aborting = engine.abort, asyncio.Event()
+    abort, aborting, aborted = engine.abort, asyncio.Event(), asyncio.Event()
 
     async def slow_abort(request_id):
         aborting.set()
         await asyncio.sleep(0.3)
         await abort(request_id)
+        aborted.set()
 
     monkeypatch.setattr(engine, "abort", slow_abort)
     task = await consuming(engine, request(3, max_frames=400))
@@ -102,6 +103,9 @@ async def test_a_second_cancel_during_the_abort_still_frees_the_request(engine, 
     assert request(3).request_id not in engine._streams
     load = await wait_until_idle(engine)
     assert (load.unfinished, load.running, load.kv_cache_usage) == (0, 0, 0.0)
+    # the shielded abort outlives the cancelled task: let it land here, not on the next test's
+    # request of the same id (it once aborted that one, which then came back with no frames)
+    await asyncio.wait_for(aborted.wait(), 10)
 
 
 async def test_aborting_one_of_eight_stops_it_within_two_steps_and_spares_the_others(engine):
