@@ -92,6 +92,17 @@ async def until_closed(ws) -> int:
     return info.value.rcvd.code if info.value.rcvd else -1
 
 
+async def speaking(ws, context_ids: set[str]) -> None:
+    """Read until each of ``context_ids`` sent audio: the server opened them (the messages that
+    opened them were read and checked, not just sent)."""
+    waiting = set(context_ids)
+    while waiting:
+        msg = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        assert msg["type"] not in ("done", "error") or msg["context_id"] not in context_ids, msg
+        if msg["type"] == "chunk":
+            waiting.discard(msg["context_id"])
+
+
 async def _speak(ws, context_id: str, voice: str) -> dict:
     """One short context; its terminal event."""
     await send(ws, gen(context_id, "Hi there.", voice, cont=False, output_format=FMT))
@@ -112,9 +123,11 @@ async def test_a_removed_key_opens_no_new_context_on_a_socket_it_opened(redis_ga
         await send(ws, gen("running", "Hello there. ", default_voice_id, output_format=FMT))
         # and one kept open (continue) that would go on taking text: more text is new work, refused
         await send(ws, gen("kept-open", "Hello there. ", default_voice_id, output_format=FMT))
+        await speaking(ws, {"running", "kept-open"})  # both opened before the key goes
         assert await _keys("remove", key, redis) == 0  # cache TTL 0: at once
         await send(ws, gen("kept-open", "More words for it.", default_voice_id, output_format=FMT))
-        ends = [m for m in await read_until_terminal(ws, ["kept-open"]) if m["type"] in ("done", "error")]
+        ends = [m for m in await read_until_terminal(ws, ["kept-open"])
+                if m["type"] in ("done", "error") and m["context_id"] == "kept-open"]
         assert [(m["type"], m["status_code"], m["error_code"]) for m in ends] == [("error", 401, code)], ends
         refused = await _speak(ws, "after", default_voice_id)
         assert refused["type"] == "error" and refused["context_id"] == "after", refused
@@ -124,7 +137,8 @@ async def test_a_removed_key_opens_no_new_context_on_a_socket_it_opened(redis_ga
         r = _voices(server, secret)
         assert r.status_code == 401 and r.json()["error_code"] == code
         await send(ws, gen("running", "", default_voice_id, cont=False, output_format=FMT))
-        ends = [m for m in await read_until_terminal(ws, ["running"]) if m["type"] in ("done", "error")]
+        ends = [m for m in await read_until_terminal(ws, ["running"])
+                if m["type"] in ("done", "error") and m["context_id"] == "running"]
         assert [m["type"] for m in ends] == ["done"]
         assert await until_closed(ws) == 1008  # ws_close_code of a 401: policy violation
 
