@@ -24,6 +24,7 @@ import abc
 import asyncio
 import json
 import re
+import time
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
@@ -34,7 +35,7 @@ from voices.errors import (
     PronunciationDictNotFoundError,
     VoiceStoreUnavailableError,
 )
-from voices.listing import MAX_LIST_LIMIT
+from voices.listing import DELETED_CURSOR_TTL_S, MAX_LIST_LIMIT
 from voices.models import normalize_created_at, utc_now_iso
 
 MAX_ITEMS = 1000
@@ -216,7 +217,11 @@ class DictionaryStore(abc.ABC):
 
     @abc.abstractmethod
     async def _remove(self, dict_id: str) -> bool:
-        """Delete; False when absent."""
+        """Delete, keeping its place in the order for DELETED_CURSOR_TTL_S; False when absent."""
+
+    @abc.abstractmethod
+    async def _deleted_order_key(self, dict_id: str) -> Optional[OrderKey]:
+        """Where a dictionary deleted in the last DELETED_CURSOR_TTL_S stood, or None."""
 
     @abc.abstractmethod
     async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[PronunciationDict]:
@@ -279,12 +284,11 @@ class DictionaryStore(abc.ABC):
         cursor = ending_before if reverse else starting_after
         key = None
         if cursor is not None:
-            found = await self._fetch(cursor) if _plausible_id(cursor) else None
-            if found is None:
+            key = await self._cursor_key(cursor)
+            if key is None:
                 parameter = "ending_before" if reverse else "starting_after"
                 raise InvalidPronunciationDictError(
                     f"{parameter}={cursor!r} is not the id of a pronunciation dictionary", field=parameter)
-            key = found.order_key
         rows = await self._scan(key, reverse=reverse, count=limit + 1)
         has_more, page = len(rows) > limit, rows[:limit]
         if reverse:
@@ -293,6 +297,15 @@ class DictionaryStore(abc.ABC):
         else:
             next_page = page[-1].id if has_more and page else None
         return DictPage(page, has_more, next_page)
+
+
+    async def _cursor_key(self, cursor: str) -> Optional[OrderKey]:
+        """The cursor's place in the order: a stored dictionary's, or where a recently deleted one
+        stood (an SDK walking pages past a concurrent delete goes on from there); None otherwise."""
+        if not _plausible_id(cursor):
+            return None
+        found = await self._fetch(cursor)
+        return found.order_key if found is not None else await self._deleted_order_key(cursor)
 
 
 def _plausible_id(dict_id: str) -> bool:
@@ -305,6 +318,7 @@ class MemoryDictionaryStore(DictionaryStore):
 
     def __init__(self) -> None:
         self._rows: dict[str, PronunciationDict] = {}
+        self._gone: dict[str, tuple[OrderKey, float]] = {}  # id -> (its place, time.monotonic() deleted)
 
     async def _fetch(self, dict_id: str) -> Optional[PronunciationDict]:
         return self._rows.get(dict_id)
@@ -319,7 +333,17 @@ class MemoryDictionaryStore(DictionaryStore):
         return True
 
     async def _remove(self, dict_id: str) -> bool:
-        return self._rows.pop(dict_id, None) is not None
+        d = self._rows.pop(dict_id, None)
+        if d is None:
+            return False
+        now = time.monotonic()
+        self._gone = {k: v for k, v in self._gone.items() if now - v[1] < DELETED_CURSOR_TTL_S}
+        self._gone[dict_id] = (d.order_key, now)
+        return True
+
+    async def _deleted_order_key(self, dict_id: str) -> Optional[OrderKey]:
+        gone = self._gone.get(dict_id)
+        return gone[0] if gone is not None and time.monotonic() - gone[1] < DELETED_CURSOR_TTL_S else None
 
     async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[PronunciationDict]:
         rows = sorted(self._rows.values(), key=lambda d: d.order_key, reverse=reverse)

@@ -148,3 +148,21 @@ async def test_an_update_that_keeps_losing_its_compare_and_set_is_a_retryable_un
     with pytest.raises(VoiceStoreUnavailableError, match="kept changing under this update"):
         await store.update(d.id, name="mine")
     assert VoiceStoreUnavailableError.retryable
+
+
+@pytest.mark.parametrize("on", ["backend", "memory"])
+async def test_a_deleted_dictionary_still_works_as_a_page_cursor(make_store, on):
+    """As for voices: an SDK walk whose cursor was deleted meanwhile (here on another replica) goes
+    on from where it stood instead of failing half-way; an id that never was is still an error."""
+    from voices.dictionaries import MemoryDictionaryStore
+
+    store = make_store().dictionaries if on == "backend" else MemoryDictionaryStore()
+    other = make_store().dictionaries if on == "backend" else store
+    ids = [(await store.create(name=f"d{i}")).id for i in range(6)]
+    assert [d.id for d in (await store.list(limit=2)).data] == ids[:2]
+    await other.delete(ids[1])
+    assert [d.id for d in (await store.list(limit=2, starting_after=ids[1])).data] == ids[2:4]
+    await other.delete(ids[4])
+    assert [d.id for d in (await store.list(limit=2, ending_before=ids[4])).data] == ids[2:4]
+    with pytest.raises(InvalidPronunciationDictError, match="starting_after='never-made'"):
+        await store.list(starting_after="never-made")

@@ -4,6 +4,8 @@ Keys share the voice store's hash tag (one Redis Cluster slot):
 
     {ns}:pdicts:order   ZSET, every score 0, member "<created_at UTC, 27 chars> <id>" (lex order)
     {ns}:pdicts:body    HASH id -> the dictionary as its API JSON
+    {ns}:pdicts:gone:<id>  STRING: a deleted dictionary's old member in the order, for
+                        DELETED_CURSOR_TTL_S, so its id still works as a page cursor (expires on its own)
 
 Create, update (compare-and-set on the body) and delete are single Lua scripts, so replicas never
 see half a dictionary and concurrent writers cannot interleave.
@@ -18,6 +20,7 @@ import redis.asyncio as aioredis
 from voices.backends.redis_ordered import SCAN_SCRIPT, order_member, scan_ordered
 from voices.backends.redis_store import map_redis_errors
 from voices.dictionaries import DictionaryStore, OrderKey, PronunciationDict
+from voices.listing import DELETED_CURSOR_TTL_S
 
 
 # KEYS: order, body; ARGV: id, order member, body
@@ -34,10 +37,11 @@ if current ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 """
-# KEYS: order, body; ARGV: id, order member. 1 deleted, 0 absent.
+# KEYS: order, body, gone; ARGV: id, order member, seconds the id stays a cursor. 1 deleted, 0 absent.
 _DELETE = """
 if redis.call('HDEL', KEYS[2], ARGV[1]) == 0 then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[3], ARGV[2], 'EX', tonumber(ARGV[3]))
 return 1
 """
 
@@ -49,6 +53,7 @@ class RedisDictionaryStore(DictionaryStore):
         self._client = client
         self._k_order = f"{tag}:pdicts:order"
         self._k_body = f"{tag}:pdicts:body"
+        self._k_gone = f"{tag}:pdicts:gone:"  # + id
         self._insert_script = client.register_script(_INSERT)
         self._replace_script = client.register_script(_REPLACE)
         self._delete_script = client.register_script(_DELETE)
@@ -73,9 +78,17 @@ class RedisDictionaryStore(DictionaryStore):
         if found is None:
             return False
         with map_redis_errors(f"delete of pronunciation dictionary {dict_id!r}"):
-            done = await self._delete_script(keys=[self._k_order, self._k_body],
-                                             args=[dict_id, order_member(found.order_key)])
+            done = await self._delete_script(keys=[self._k_order, self._k_body, self._k_gone + dict_id],
+                                             args=[dict_id, order_member(found.order_key), DELETED_CURSOR_TTL_S])
         return done == 1
+
+    async def _deleted_order_key(self, dict_id: str) -> Optional[OrderKey]:
+        with map_redis_errors(f"cursor of deleted pronunciation dictionary {dict_id!r}"):
+            member = await self._client.get(self._k_gone + dict_id)
+        if member is None:
+            return None
+        created, _, _ = (member.decode() if isinstance(member, bytes) else member).partition(" ")
+        return (created, dict_id)
 
     async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[PronunciationDict]:
         with map_redis_errors("list of pronunciation dictionaries"):
