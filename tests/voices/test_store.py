@@ -406,7 +406,7 @@ async def test_a_deleted_voices_cursor_expires_and_its_row_goes(tmp_path, monkey
     import time as real_time
     import types
 
-    from voices.backends import local_store
+    from voices.backends import sqlite_ordered
     from voices.backends.local_store import LocalVoiceStore
 
     store = LocalVoiceStore(tmp_path)
@@ -414,7 +414,7 @@ async def test_a_deleted_voices_cursor_expires_and_its_row_goes(tmp_path, monkey
         await put_many(store, [make_record(f"x{i}", created_at=at(i)) for i in range(3)])
         await store.delete("x0")
         later = types.SimpleNamespace(time=lambda: real_time.time() + DELETED_CURSOR_TTL_S + 1)
-        monkeypatch.setattr(local_store, "time", later)
+        monkeypatch.setattr(sqlite_ordered, "time", later)
         with pytest.raises(InvalidCursorError):
             await store.list(starting_after="x0")
         await store.delete("x1")

@@ -12,12 +12,10 @@ never reads it).
 from __future__ import annotations
 
 import sqlite3
-import time
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
-from voices.backends.sqlite_ordered import ordered_page_query
+from voices.backends.sqlite_ordered import deleted_sort_key, deleted_table, ordered_page_query, remember_deleted
 from voices.dictionaries import DictionaryStore, OrderKey, PronunciationDict
-from voices.listing import DELETED_CURSOR_TTL_S
 
 T = TypeVar("T")
 #: LocalVoiceStore._run: (action, fn(conn, *args), *args) -> fn's result, in the store's thread
@@ -30,13 +28,7 @@ _SCHEMA = (
     body      TEXT NOT NULL      -- the dictionary as its API JSON
 ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS pronunciation_dicts_order ON pronunciation_dicts (sort_key, id)",
-    # where recently deleted dictionaries stood, so their ids still work as page cursors (kept
-    # DELETED_CURSOR_TTL_S; older rows are dropped by the next delete)
-    """CREATE TABLE IF NOT EXISTS deleted_pronunciation_dicts (
-    id          TEXT PRIMARY KEY,
-    sort_key    TEXT NOT NULL,
-    deleted_at  REAL NOT NULL    -- time.time()
-) WITHOUT ROWID""",
+    deleted_table("pronunciation_dicts"),  # where recently deleted ones stood: their ids still work as cursors
 )
 
 
@@ -90,22 +82,14 @@ class LocalDictionaryStore(DictionaryStore):
                 if row is None:
                     return False
                 conn.execute("DELETE FROM pronunciation_dicts WHERE id = ?", (dict_id,))
-                now = time.time()
-                conn.execute("DELETE FROM deleted_pronunciation_dicts WHERE deleted_at < ?",
-                             (now - DELETED_CURSOR_TTL_S,))
-                conn.execute("INSERT OR REPLACE INTO deleted_pronunciation_dicts (id, sort_key, deleted_at) "
-                             "VALUES (?, ?, ?)", (dict_id, row[0], now))
+                remember_deleted(conn, "pronunciation_dicts", dict_id, row[0])
                 return True
 
         return await self._run(f"delete of pronunciation dictionary {dict_id!r}", remove)
 
     async def _deleted_order_key(self, dict_id: str) -> Optional[OrderKey]:
-        def fetch(conn: sqlite3.Connection) -> Optional[str]:
-            row = conn.execute("SELECT sort_key FROM deleted_pronunciation_dicts WHERE id = ? AND deleted_at >= ?",
-                               (dict_id, time.time() - DELETED_CURSOR_TTL_S)).fetchone()
-            return None if row is None else row[0]
-
-        sort_key = await self._run(f"cursor of deleted pronunciation dictionary {dict_id!r}", fetch)
+        sort_key = await self._run(f"cursor of deleted pronunciation dictionary {dict_id!r}", deleted_sort_key,
+                                   "pronunciation_dicts", dict_id)
         return None if sort_key is None else (sort_key, dict_id)
 
     async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[PronunciationDict]:

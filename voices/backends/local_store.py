@@ -23,17 +23,16 @@ import contextlib
 import logging
 import os
 import sqlite3
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, TypeVar
 
 import torch
 
-from voices.backends.sqlite_ordered import ordered_page_query
+from voices.backends.sqlite_ordered import deleted_sort_key, deleted_table, ordered_page_query, remember_deleted
 from voices.errors import ReadOnlyVoiceError, VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError
 from voices.models import Voice, VoiceRecord
-from voices.listing import DELETED_CURSOR_TTL_S, OrderKey
+from voices.listing import OrderKey
 from voices.serialization import decode_record, decode_voice, encode_tensors, encode_voice
 from voices.store import DEFAULT_PROMPT_CACHE_SIZE, VoiceStore
 from voices.backends.local_dicts import LocalDictionaryStore
@@ -54,13 +53,7 @@ _SCHEMA = (
     tensors     BLOB NOT NULL       -- msgpack prefix + ref_codes
 ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS voices_order ON voices (sort_key, id)",
-    # where recently deleted voices stood, so their ids still work as page cursors (kept
-    # DELETED_CURSOR_TTL_S; older rows are dropped by the next delete)
-    """CREATE TABLE IF NOT EXISTS deleted_voices (
-    id          TEXT PRIMARY KEY,
-    sort_key    TEXT NOT NULL,
-    deleted_at  REAL NOT NULL       -- time.time()
-) WITHOUT ROWID""",
+    deleted_table("voices"),  # where recently deleted voices stood: their ids still work as cursors
 )
 
 
@@ -143,10 +136,8 @@ class LocalVoiceStore(VoiceStore):
         return None if row is None else decode_voice(row[0])
 
     async def _deleted_order_key(self, voice_id: str) -> Optional[OrderKey]:
-        row = await self._run(f"cursor of deleted voice {voice_id!r}", _select_one,
-                              "SELECT sort_key FROM deleted_voices WHERE id = ? AND deleted_at >= ?", voice_id,
-                              time.time() - DELETED_CURSOR_TTL_S)
-        return None if row is None else (row[0], voice_id)
+        sort_key = await self._run(f"cursor of deleted voice {voice_id!r}", deleted_sort_key, "voices", voice_id)
+        return None if sort_key is None else (sort_key, voice_id)
 
     async def _fetch_record(self, voice_id: str) -> Optional[tuple[VoiceRecord, str]]:
         row = await self._run(f"fetch of voice {voice_id!r}", _select_one,
@@ -211,10 +202,7 @@ class LocalVoiceStore(VoiceStore):
                 if row[0] and not allow_builtin:
                     raise ReadOnlyVoiceError(voice_id, "deleted")
                 conn.execute("DELETE FROM voices WHERE id = ?", (voice_id,))
-                now = time.time()
-                conn.execute("DELETE FROM deleted_voices WHERE deleted_at < ?", (now - DELETED_CURSOR_TTL_S,))
-                conn.execute("INSERT OR REPLACE INTO deleted_voices (id, sort_key, deleted_at) VALUES (?, ?, ?)",
-                             (voice_id, row[1], now))
+                remember_deleted(conn, "voices", voice_id, row[1])
 
         await self._run(f"delete of voice {voice_id!r}", remove)
 

@@ -17,7 +17,7 @@ from typing import Optional
 
 import redis.asyncio as aioredis
 
-from voices.backends.redis_ordered import SCAN_SCRIPT, order_member, scan_ordered
+from voices.backends.redis_ordered import SCAN_SCRIPT, order_key_of, order_member, scan_ordered
 from voices.backends.redis_store import map_redis_errors
 from voices.dictionaries import DictionaryStore, OrderKey, PronunciationDict
 from voices.listing import DELETED_CURSOR_TTL_S
@@ -87,8 +87,7 @@ class RedisDictionaryStore(DictionaryStore):
             member = await self._client.get(self._k_gone + dict_id)
         if member is None:
             return None
-        created, _, _ = (member.decode() if isinstance(member, bytes) else member).partition(" ")
-        return (created, dict_id)
+        return order_key_of(member)
 
     async def _scan(self, after: Optional[OrderKey], *, reverse: bool, count: int) -> list[PronunciationDict]:
         with map_redis_errors("list of pronunciation dictionaries"):

@@ -36,6 +36,12 @@ def order_member(key: tuple[str, str]) -> str:
     return f"{created} {item_id}"
 
 
+def order_key_of(member: str | bytes) -> tuple[str, str]:
+    """``(created, id)`` of a sorted-set member: the inverse of ``order_member``."""
+    text = member.decode() if isinstance(member, bytes) else member
+    return text[:27], text[28:]
+
+
 async def scan_ordered(script: Callable[..., Awaitable[Any]], order_key: str, records_key: str,
                        after: Optional[tuple[str, str]], *, reverse: bool, count: int,
                        decode: Callable[[Any], T]) -> list[T]:

@@ -31,7 +31,7 @@ import torch
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from voices.backends.redis_ordered import SCAN_SCRIPT, order_member, scan_ordered
+from voices.backends.redis_ordered import SCAN_SCRIPT, order_key_of, order_member, scan_ordered
 from voices.errors import ReadOnlyVoiceError, VoiceNotFoundError, VoiceStoreError, VoiceStoreUnavailableError
 from voices.listing import DELETED_CURSOR_TTL_S, OrderKey
 from voices.models import Voice, VoiceRecord
@@ -199,8 +199,7 @@ class RedisVoiceStore(VoiceStore):
             member = await self._client.get(self._gone_key(voice_id))
         if member is None:
             return None
-        created, _, _ = (member.decode() if isinstance(member, bytes) else member).partition(" ")
-        return (created, voice_id)
+        return order_key_of(member)
 
     async def _fetch_record(self, voice_id: str) -> Optional[tuple[VoiceRecord, str]]:
         with map_redis_errors(f"fetch of voice {voice_id!r}"):
