@@ -508,9 +508,14 @@ class WsConnection:
                 self.metrics.ws_contexts.inc()
             logger.info("context %s opened (voice %s, %s)", ctx.request_id, msg.voice_id, msg.output_format)
         elif ctx.state is ContextState.OPEN:
-            if msg.has_text and (lapsed := await self._lapsed_credential(ctx)) is not None:
-                await ctx.fail(lapsed)  # new text is new work: not on a credential that lapsed
-                return
+            if msg.has_text:  # new text is new work: not on a credential that lapsed
+                try:
+                    lapsed = await self._lapsed_credential(ctx.request_id)
+                except ServiceUnavailableError:
+                    lapsed = None  # the key store is down: a context already speaking goes on
+                if lapsed is not None:
+                    await ctx.fail(lapsed)
+                    return
             try:
                 self.service.check_request(msg)  # every message: transcript length, model, speed
                 self._check_text(ctx, msg)
@@ -525,40 +530,30 @@ class WsConnection:
     async def _credentials_still_good(self, cid: str) -> bool:
         """Re-check the upgrade's credential before context ``cid`` opens (module docstring); on a
         failure, answer ``cid`` in band, close its id, and say False."""
-        error = self._credentials_lapsed
-        if error is None and self.auth is not None and self.principal is not None:
-            try:
-                await self.auth.recheck(self.principal)
-            except AuthenticationError as exc:
-                error = self._credentials_lapsed = exc
-                logger.info("context %s:%s refused: credential %s no longer valid (%s); the socket takes no new "
-                            "contexts and closes once none works", self.connection_id, cid,
-                            self.principal.credential_id, exc.error_code)
-            except ServiceUnavailableError as exc:  # the key store is down: this context only, retryable
-                await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
-                self._remember(cid, ContextState.FAILED)
-                return False
+        request_id = f"{self.connection_id}:{cid}"
+        try:
+            error = await self._lapsed_credential(request_id)
+        except ServiceUnavailableError as exc:  # the key store is down: this context only, retryable
+            error = exc
         if error is None:
             return True
-        await self.send_error(error, f"{self.connection_id}:{cid}", cid)
+        await self.send_error(error, request_id, cid)
         self._remember(cid, ContextState.FAILED)
-        self._close_if_idle()
+        if self._credentials_lapsed is not None:
+            self._close_if_idle()
         return False
 
-    async def _lapsed_credential(self, ctx: WsContext) -> Optional[AuthenticationError]:
-        """The upgrade's credential re-checked before an open context takes more text (module
-        docstring): the error it lapsed with, or None. The key store being unreachable is not a
-        lapse here: a context already speaking goes on."""
+    async def _lapsed_credential(self, request_id: str) -> Optional[AuthenticationError]:
+        """The error the upgrade's credential lapsed with (re-checked now, once it has not yet), or
+        None; ServiceUnavailableError when only the unreachable key store could tell (the caller
+        decides: a new context is refused, an open one goes on)."""
         if self._credentials_lapsed is None and self.auth is not None and self.principal is not None:
             try:
                 await self.auth.recheck(self.principal)
             except AuthenticationError as exc:
                 self._credentials_lapsed = exc
-                logger.info("context %s: more text refused: credential %s no longer valid (%s); the socket takes "
-                            "no new work and closes once none works", ctx.request_id, self.principal.credential_id,
-                            exc.error_code)
-            except ServiceUnavailableError:
-                pass
+                logger.info("context %s refused: credential %s no longer valid (%s); the socket takes no new work "
+                            "and closes once none works", request_id, self.principal.credential_id, exc.error_code)
         return self._credentials_lapsed
 
     def _check_text(self, ctx: Optional[WsContext], msg: WsGenerationRequest) -> None:

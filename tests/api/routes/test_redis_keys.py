@@ -198,6 +198,35 @@ async def test_store_lookup_and_revocation_and_outage_on_a_real_redis():
 # --- a gateway whose Redis goes down ------------------------------------------------------------------
 
 
+async def test_with_the_key_store_down_a_socket_refuses_new_contexts_and_lets_open_ones_speak(
+        tiny_ckpt_dir, tmp_path, default_voice_id):
+    """A re-check that only Redis could answer is not a lapsed credential: a new context gets a
+    retryable 503 in band, an open one takes its text and ends, and the socket stays open."""
+    redis = RedisServer.start()
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path, redis_url=redis.url, require_auth=True, key_cache_ttl_s=0)
+    key = "k-ws-outage-0123456789abcdef"
+    try:
+        with LiveServer(settings) as server:
+            assert await _keys("add", key, redis) == 0
+            headers = {"Authorization": f"Bearer {key}"}
+            async with connect(server.ws_url + "/tts/websocket", additional_headers=headers) as ws:
+                await send(ws, gen("open", "Hello there. ", default_voice_id, output_format=FMT))
+                await speaking(ws, {"open"})
+                redis.stop()
+                await send(ws, gen("open", "More words for it.", default_voice_id, output_format=FMT))
+                refused = await _speak(ws, "new", default_voice_id)
+                assert (refused["type"], refused["status_code"], refused["error_code"]) == \
+                    ("error", 503, "auth_unavailable"), refused
+                await send(ws, gen("open", "", default_voice_id, cont=False, output_format=FMT))
+                ends = [m for m in await read_until_terminal(ws, ["open"])
+                        if m["type"] in ("done", "error") and m["context_id"] == "open"]
+                assert [m["type"] for m in ends] == ["done"], ends
+                # still open: another new context is answered (refused again), not a closed socket
+                assert (await _speak(ws, "again", default_voice_id))["error_code"] == "auth_unavailable"
+    finally:
+        redis.stop()
+
+
 @pytest.fixture(scope="module")
 def outage_gateway(tiny_ckpt_dir, tmp_path_factory):
     """Keys in the environment AND in Redis; the test stops Redis (so this server is its own)."""
