@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from typing import TYPE_CHECKING, AsyncIterator, Callable, Optional
 
 from starlette.requests import Request
 
 from api.app_state import runtime_of  # noqa: F401  (re-exported for routes)
-from api.errors import RequestTooLargeError, new_request_id
+from api.errors import RequestTooLargeError, describe_error, is_mapped, new_request_id
 
 if TYPE_CHECKING:
     from api.audio import AudioSink
     from api.synthesis import PreparedRequest, SynthesisService
+
+logger = logging.getLogger(__name__)
 
 MAX_JSON_BODY_BYTES = 1 << 20
 
@@ -32,6 +35,14 @@ def start_request(request: Request) -> str:
 def since_start(request: Request) -> float:
     """Seconds since ``start_request(request)``."""
     return time.perf_counter() - request.state.started_at
+
+
+def note_mid_stream_failure(what: str, exc: BaseException) -> None:
+    """Log a stream's failure after its 200 went out, once. The in-band error event's lookup
+    (``api.errors.describe_error``) already logs server failures (a WARNING line) and bugs (a
+    traceback); only a client error found mid-stream, which it leaves alone, gets its line here."""
+    if is_mapped(exc) and describe_error(exc, log=False).status_code < 500:
+        logger.info("%s failed mid-stream: %s: %s", what, type(exc).__name__, exc)
 
 
 async def read_body(request: Request, limit: int = MAX_JSON_BODY_BYTES) -> bytes:

@@ -48,7 +48,8 @@ from api.protocol.openai import (
     sse_event,
 )
 from api.protocol.requests import ProtocolError, parse_tts_request
-from api.routes._common import encoded_audio, primed, read_body, runtime_of, since_start, start_request
+from api.routes._common import (encoded_audio, note_mid_stream_failure, primed, read_body, runtime_of, since_start,
+                               start_request)
 from api.settings import Settings
 from voices.errors import VoiceNotFoundError
 from voices.store import VoiceStore
@@ -262,7 +263,7 @@ async def _speech(request: Request, rid: str) -> Response:
             yield done_event(len(req.input), math.ceil(sink.samples_in / frame))
 
     def in_band(exc: Exception) -> bytes:  # SSE after 200: one error event, then the body ends
-        logger.warning("openai speech %s failed mid-stream: %s: %s", rid, type(exc).__name__, exc)
+        note_mid_stream_failure(f"openai speech {rid}", exc)
         error = json.loads(_answer_error(request, exc, rid).body)
         return sse_event({"type": "error", **error})
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from typing import AsyncIterator
 
@@ -20,10 +19,8 @@ from api.audio import AudioSink
 from api.errors import error_event
 from api.protocol.events import ChunkEvent, DoneEvent, TimestampsEvent, split_audio, sse_frame
 from api.protocol.requests import parse_tts_request
-from api.routes._common import primed, read_body, runtime_of, since_start, start_request
+from api.routes._common import note_mid_stream_failure, primed, read_body, runtime_of, since_start, start_request
 from api.text import segment_timestamps
-
-logger = logging.getLogger(__name__)
 
 
 async def endpoint(request: Request) -> Response:
@@ -66,7 +63,7 @@ async def endpoint(request: Request) -> Response:
             yield sse_frame(DoneEvent(context_id=cid))
 
     def in_band(exc: Exception) -> bytes:  # after 200 went out, errors travel as an event
-        logger.warning("sse %s failed mid-stream: %s: %s", rid, type(exc).__name__, exc)
+        note_mid_stream_failure(f"sse {rid}", exc)
         event = error_event(exc, rid, cid)
         rt.metrics.errors.labels("sse", event.error_code).inc()  # the code the client reads
         return sse_frame(event)

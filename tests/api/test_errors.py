@@ -141,6 +141,21 @@ def test_known_server_errors_log_a_warning(caplog):
     assert any("req-3" in r.getMessage() and "nan logits" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize("exc, lines", [
+    (voice_errors.VoiceNotFoundError("v9"), 1),  # a client error the event's lookup leaves alone: one INFO line
+    (engine_errors.GenerationError("nan logits"), 0),  # logged by the lookup (the test above): not twice
+    (KeyError("bug"), 0),  # logged by the lookup with its traceback
+])
+def test_a_mid_stream_failure_is_noted_only_where_the_error_lookup_does_not_log_it(exc, lines, caplog):
+    from api.routes._common import note_mid_stream_failure
+    caplog.set_level(logging.DEBUG, logger="api.routes._common")
+    note_mid_stream_failure("sse req-9", exc)
+    noted = [r for r in caplog.records if r.name == "api.routes._common"]
+    assert len(noted) == lines, [r.getMessage() for r in noted]
+    if lines:
+        assert noted[0].levelno == logging.INFO and "sse req-9" in noted[0].getMessage()
+
+
 def test_error_event_routes_to_the_context():
     event = error_event(voice_errors.VoiceNotFoundError("v9"), "req-2", "ctx-4")
     assert event.to_dict() == {"type": "error", "done": True, "status_code": 404, "error_code": "voice_not_found",

@@ -335,6 +335,10 @@ def test_a_failure_after_the_body_started_is_one_warning_counted_and_an_incomple
     assert received > 0
     assert errors_moved(before, after) == {(route, "generation_failed"): 1}
     assert moved_by(before, after, "gepard_audio_seconds_total", route=route) >= received / 2 / rate
+    # logged once, as a warning naming the failure: not the route's line and the lookup's line both
+    loud = [rec for rec in caplog.records if rec.levelno >= logging.WARNING]
+    assert len(loud) == 1 and loud[0].exc_info is None, [rec.getMessage() for rec in loud]
+    assert "GenerationError" in loud[0].getMessage(), loud[0].getMessage()
     # logged once, as a warning naming the request and the code: no ERROR, no traceback
     loud = [rec for rec in caplog.records if rec.levelno >= logging.WARNING]
     assert len(loud) == 1, [rec.getMessage() for rec in loud]
@@ -344,7 +348,8 @@ def test_a_failure_after_the_body_started_is_one_warning_counted_and_an_incomple
 
 
 @pytest.mark.parametrize("route", ["sse", "openai"])
-def test_sse_counts_a_failure_under_the_code_it_sends_and_the_audio_before_it(faulty, default_voice_id, route):
+def test_sse_counts_a_failure_under_the_code_it_sends_and_the_audio_before_it(faulty, default_voice_id, route, caplog):
+    caplog.set_level(logging.INFO)
     text = f"Hello there. {FAIL_WORD} now."
     if route == "sse":
         path, payload, rate = "/tts/sse", tts_body(default_voice_id, text, context_id="fails"), CODEC_RATE_HZ
@@ -361,6 +366,10 @@ def test_sse_counts_a_failure_under_the_code_it_sends_and_the_audio_before_it(fa
     assert received > 0
     assert errors_moved(before, after) == {(route, "generation_failed"): 1}
     assert moved_by(before, after, "gepard_audio_seconds_total", route=route) >= received / 2 / rate
+    # logged once, as a warning naming the failure: not the route's line and the lookup's line both
+    loud = [rec for rec in caplog.records if rec.levelno >= logging.WARNING]
+    assert len(loud) == 1 and loud[0].exc_info is None, [rec.getMessage() for rec in loud]
+    assert "GenerationError" in loud[0].getMessage(), loud[0].getMessage()
 
 
 async def ws_context_that_fails(ws_url: str, voice: str) -> list[dict]:
