@@ -38,9 +38,13 @@ from typing import Iterable, Optional, TextIO
 REDACTED = "[REDACTED]"
 # the end of a value: quotes, separators and brackets of the forms a credential is logged in
 _VALUE = r"(?!\[REDACTED\])[^\s'\"&#;,)\]}>]+"  # (not what an earlier pattern already redacted)
+# a query-string value ends only at the next parameter, the fragment, a quote or whitespace: a key may
+# hold ';', ',' or ')' (keys stored with `gepard keys add` are free text), sent unencoded in a URL
+_QUERY_VALUE = r"(?!\[REDACTED\])[^\s'\"&#]+"
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # query strings and forms: api_key=, access_token= (and URL-encoded spellings)
-    (re.compile(r"(?i)((?:api|x-api|x%2Dapi)(?:_|-|%5F|%2D)?key=|access(?:_|%5F)token=)" + _VALUE), r"\1" + REDACTED),
+    (re.compile(r"(?i)((?:api|x-api|x%2Dapi)(?:_|-|%5F|%2D)?key=|access(?:_|%5F)token=)" + _QUERY_VALUE),
+     r"\1" + REDACTED),
     # Authorization values: "Authorization: Basic x", ('authorization', 'Bearer x'), {"authorization": "x"}
     (re.compile(r"(?i)(authorization['\"]?\s*[:=,]\s*b?['\"]?)((?:[A-Za-z][\w\-]*\s+)?)" + _VALUE), r"\1\2" + REDACTED),
     # Bearer <x> wherever it appears

@@ -38,6 +38,15 @@ def test_every_credential_form_is_redacted(text):
     assert "[REDACTED]]" not in cleaned  # one pattern does not chew on another's output
 
 
+@pytest.mark.parametrize("key", ["ab;cd-Zx81kQ0pR2", "ab,cd-Zx81kQ0pR2", "ab)cd-Zx81kQ0pR2", "ab]cd}ef>gh-Zx81"])
+def test_a_query_string_key_is_redacted_whole_whatever_it_holds(key):
+    # a key stored with `gepard keys add` is free text, and a client may send it unencoded
+    line = f'127.0.0.1:5123 - "WebSocket /tts/websocket?api_key={key}&cartesia_version=2026-08-14" 401'
+    cleaned = redact(line)
+    assert cleaned == '127.0.0.1:5123 - "WebSocket /tts/websocket?api_key=[REDACTED]&cartesia_version=2026-08-14" 401'
+    assert redact(f'"GET /voices?access_token={key} HTTP/1.1" 401') == '"GET /voices?access_token=[REDACTED] HTTP/1.1" 401'
+
+
 def test_ordinary_text_is_left_alone():
     for text in ("request 1f0c done in 12 ms", "voice key=value", "api usage: 3 calls",
                  'WebSocket /tts/websocket?cartesia_version=2026-08-14 [accepted]'):
