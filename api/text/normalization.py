@@ -20,7 +20,7 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
 which rule a token matches, in this order: abbreviation, currency, ordinal, time, date, percent,
 years (and English month-day, decades), plain number, simple fraction (en), mixed digits
-("COVID-19", "24/7"), "&".
+("COVID-19", "24/7"; phone numbers and codes such as "555-1234" digit by digit), "&".
 
 Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\d`` accept,
 Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers and stay as
@@ -138,12 +138,19 @@ def rules_for(language: Optional[str]) -> Optional[LanguageRules]:
 def known_abbreviations() -> dict[str, bool]:
     """Every abbreviation of every supported language, lowercase with its dots ("e.g."), mapped
     to whether its period can also end a sentence (before an uppercase word: "etc.", "Inc.").
-    Titles ("Dr.") and the rest ("e.g.") map to False. Used by the segmenter."""
-    out: dict[str, bool] = {}
+    Titles ("Dr.") and the rest ("e.g.") map to False. Used by the segmenter, which does not know
+    the language: a title in any language wins ("Sr. García" is es/pt "señor", though English
+    "Sr." can end a sentence), and so does a reading before a name ("St. Louis" is "Saint"), since
+    a cut there has the normaliser read the cut-off abbreviation on its own ("Street."). One read
+    only before a number ("No. 5") can end a sentence: anywhere else it is a word ("I said no.")."""
+    can_end: dict[str, bool] = {}
+    before_name: set[str] = set()
     for rules in _RULES.values():
         for key, abbr in rules.abbreviations.items():
-            out[key] = out.get(key, False) or (abbr.can_end and not abbr.title)
-    return out
+            can_end[key] = can_end.get(key, False) or abbr.can_end or abbr.before_number
+            if abbr.title or abbr.before_capital is not None:
+                before_name.add(key)
+    return {key: end and key not in before_name for key, end in can_end.items()}
 
 
 def _resolve(language: Optional[str], mode: object) -> tuple[bool, Optional[str]]:
@@ -307,6 +314,7 @@ class _TokenReader:
             self._read_date,
             self._read_percent,
             self._read_year_like,
+            self._read_area_code,
             self._read_number,
             self._read_fraction,
             self._read_mixed,
@@ -471,7 +479,9 @@ class _TokenReader:
             and 1 <= int(core) <= 31
             and prev is not None
             and prev.core.lower().rstrip(".") in _EN_MONTHS
-            and not prev.trail.strip(".")
+            # "Jan." before a number is an abbreviation whose period is in its core; a period
+            # after a full month name is a full stop: "In May. 5 people came."
+            and not prev.trail
         ):
             return r.ordinal(int(core)), 0
         m = _DECADE_RE.fullmatch(core)
@@ -480,6 +490,15 @@ class _TokenReader:
             base = r.bare_year(value) if value >= 1000 else r.cardinal(value)
             return (_pluralize(base) if base else None), 0
         return None, 0
+
+    def _read_area_code(self, i: int) -> tuple[Optional[str], int]:
+        """"(555) 123-4567": a bracketed area code before a phone number, digit by digit."""
+        tok, nxt = self.tokens[i], self._next(i)
+        if not (len(tok.core) == 3 and tok.core.isdecimal() and tok.lead.endswith("(") and tok.trail == ")"):
+            return None, 0
+        if nxt is None or nxt.lead or not _is_phone_number(nxt.core):
+            return None, 0
+        return self.rules.digits(tok.core), 0
 
     def _read_number(self, i: int) -> tuple[Optional[str], int]:
         tok, nxt = self.tokens[i], self._next(i)
@@ -497,14 +516,27 @@ class _TokenReader:
         return self.rules.read_fraction(int(m.group(1)), int(m.group(2))), 0
 
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
-        """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty"."""
-        r, core = self.rules, self.tokens[i].core
+        """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty",
+        "555-1234" -> "five five five, one two three four" (see ``_is_code``)."""
+        r, tok = self.rules, self.tokens[i]
+        core = tok.core
         if not any(c.isdecimal() for c in core):
             return None, 0
         pieces = _PIECE_RE.findall(core)
+        code = _code_pieces(pieces)
+        if (  # "(555)123-4567": the area code belongs to the number
+            tok.lead.endswith("(") and len(pieces) > 2 and len(pieces[0]) == 3 and pieces[0].isdecimal()
+            and pieces[1] == ")" and _is_phone_number("".join(pieces[2:]))
+        ):
+            code.add(0)
         words: list[str] = []
         for k, piece in enumerate(pieces):
-            if piece.isdecimal():
+            if k in code:
+                if piece.isdecimal():
+                    words.append(r.digits(piece))
+                else:  # the break between groups is a short pause, as when it is said
+                    words[-1] += ","
+            elif piece.isdecimal():
                 words.append(r.read_integer(piece))
             elif piece.isalpha():
                 words.append(piece)
@@ -527,6 +559,62 @@ class _TokenReader:
 
 def _between_digits(pieces: list[str], k: int) -> bool:
     return 0 < k < len(pieces) - 1 and pieces[k - 1].isdecimal() and pieces[k + 1].isdecimal()
+
+
+_DASHES = frozenset("-–")
+_GROUP_SEPARATORS = "-–.,:"
+
+
+def _code_pieces(pieces: list[str]) -> set[int]:
+    """Indices of the pieces (digit groups and the separators between them) of every run of
+    digit groups that ``_is_code`` says is a phone number or another code."""
+    out: set[int] = set()
+    k = 0
+    while k < len(pieces):
+        if not pieces[k].isdecimal():
+            k += 1
+            continue
+        end = k
+        while end + 2 < len(pieces) and pieces[end + 1] in _GROUP_SEPARATORS and pieces[end + 2].isdecimal():
+            end += 2
+        if _is_code(pieces[k : end + 1 : 2], set(pieces[k + 1 : end : 2])):
+            out.update(range(k, end + 1))
+        k = end + 1
+    return out
+
+
+def _is_phone_number(core: str) -> bool:
+    """"123-4567" after an area code "(555)": a code that starts with a three-digit group."""
+    pieces = _PIECE_RE.findall(core)
+    return bool(pieces) and len(pieces[0]) == 3 and _code_pieces(pieces) == set(range(len(pieces)))
+
+
+def _is_code(groups: list[str], separators: set[str]) -> bool:
+    """Whether digit groups joined by ``separators`` are read digit by digit: a phone number,
+    ZIP+4 code or id ("1-800-555-1234", "555-1234", "94103-1234", "555.123.4567"), not a range
+    ("10-20", "1990-1995"), a version or IP address ("3.11.4", "192.168.1.1") or a decimal."""
+    if len(groups) < 2:
+        return False
+    if separators <= _DASHES:
+        return len(groups) >= 3 or not _is_range(groups[0], groups[1])
+    if separators == {"."}:  # phone numbers only: the last two groups are 3 and 4 digits long
+        return len(groups) >= 3 and len(groups[-2]) == 3 and len(groups[-1]) == 4
+    return False  # mixed separators ("1,000-2,000"): no code
+
+
+def _is_range(a: str, b: str) -> bool:
+    """Whether "a-b" is a range of numbers. Short ones are ("10-20", "9-5", "1990-95"); between
+    numbers of three digits or more only an ascending pair of three-digit numbers ("pages
+    123-145"), years ("1990-1995") or a round upper bound ("500-1000") is: phone numbers
+    ("555-1234"), ZIP+4 ("94103-1234") and ids are not ranges, nor is anything with a leading 0."""
+    if any(len(g) > 1 and int(g[0]) == 0 for g in (a, b)):
+        return False
+    if min(len(a), len(b)) < 3:
+        return True
+    if (len(a), a) >= (len(b), b):  # no leading zeros: the longer number is the larger (no int() of 5,000 digits)
+        return False
+    years = all(len(g) == 4 and 1000 <= int(g) <= 2099 for g in (a, b))
+    return (len(a) == len(b) == 3) or years or int(b[-2:]) == 0
 
 
 _RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}

@@ -56,6 +56,30 @@ class EnglishRules(LanguageRules):
         "inc.": Abbreviation("incorporated", can_end=True),
         "ltd.": Abbreviation("limited", can_end=True),
         "no.": Abbreviation("number", before_number=True),
+        # Read only before a number ("Fig. 3", "Jan. 5"): elsewhere the dotted word may be a name
+        # or a sentence's last word ("Jan." is also a name). Only dotted short forms are listed:
+        # "May", "march" are words, and "May." is one before a full stop.
+        "fig.": Abbreviation("figure", before_number=True),
+        # title: "P." is also an initial before a name ("J. P. Morgan"), so the segmenter must
+        # not end a sentence at its period; before a number (the only place it is read) the flag
+        # changes nothing.
+        "p.": Abbreviation("page", title=True, before_number=True),
+        "pp.": Abbreviation("pages", before_number=True),
+        "vol.": Abbreviation("volume", before_number=True),
+        "ch.": Abbreviation("chapter", before_number=True),
+        "ext.": Abbreviation("extension", before_number=True),
+        "jan.": Abbreviation("January", before_number=True),
+        "feb.": Abbreviation("February", before_number=True),
+        "mar.": Abbreviation("March", before_number=True),
+        "apr.": Abbreviation("April", before_number=True),
+        "jun.": Abbreviation("June", before_number=True),
+        "jul.": Abbreviation("July", before_number=True),
+        "aug.": Abbreviation("August", before_number=True),
+        "sep.": Abbreviation("September", before_number=True),
+        "sept.": Abbreviation("September", before_number=True),
+        "oct.": Abbreviation("October", before_number=True),
+        "nov.": Abbreviation("November", before_number=True),
+        "dec.": Abbreviation("December", before_number=True),
         "a.m.": Abbreviation("a m", can_end=True),
         "p.m.": Abbreviation("p m", can_end=True),
     }

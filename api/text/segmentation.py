@@ -8,21 +8,27 @@ good prosody:
   closing quotes/brackets, then whitespace. The segment includes that whitespace, so
   ``"".join(segments) + pending`` is always exactly the text appended (minus dropped
   whitespace-only segments). CJK marks need no whitespace after them.
-- A single ``.`` is *not* a sentence end after a known abbreviation ("Dr.", "e.g.", "Sra." -
-  see ``normalization.known_abbreviations``; those that can close a sentence, like "etc.", end
-  one only before an uppercase letter), after a single capital initial ("J. K."), after an
-  acronym ("U.S." only before an uppercase letter), after a list number ("1. First"), or before
-  a lowercase letter ("approx. five", "wait... what"). "3.5" never splits (no space).
-- **At the end of the buffer** (no whitespace yet), with ``eager=True``: ``! ?`` and CJK marks
-  end a sentence at once, and so does ``.`` after an ordinary word ("Hello world."), so the
-  engine can start before the next piece arrives; ``.`` after a number or abbreviation, and
-  ``...``/``…``, wait for the next character.
+- A single ``.`` is *not* a sentence end after a known abbreviation ("Dr.", "e.g.", "Sra.",
+  "St. Louis" - see ``normalization.known_abbreviations``; those that can close a sentence, like
+  "etc.", end one only before an uppercase letter), after a single capital initial ("J. K."),
+  after an acronym ("U.S." only before an uppercase letter), after a list number ("1. First"),
+  after a short word before a number ("Jan. 5", "Fig. 3", "p. 12", "ext. 204"), or before a
+  lowercase letter ("approx. five", "wait... what"). "3.5" never splits (no space).
+- **At the end of the buffer** (no whitespace yet), with ``eager=True``: CJK marks end a
+  sentence at once, and so do ``. ! ?`` after an ordinary word ("Hello world.", "Really?"), so
+  the engine can start before the next piece arrives. After anything else they wait for the
+  next character: streamed text often breaks right after such a mark ("$3" "." "50",
+  "me@example" "." "com", "example.com/search?" "q=tts"), so ``. ! ?`` after a word with a
+  digit or a symbol in it, ``.`` after an abbreviation or a month ("Jan."), and ``...``/``…``
+  all wait.
 - **Clause ends** ``, ; :`` (and ``、 ， ； ：``) followed by whitespace split too when
   ``clause_min_chars`` is set and the segment would be at least that long.
 - **Length cap**: with ``max_chars`` set, a buffer that has reached it without any boundary is
   cut at its last whitespace (or hard at ``max_chars``).
-- ``take_ready(force=True)`` (flush, end of input, buffer timer) also returns the remainder.
-  Whitespace-only segments are dropped, never returned.
+- ``take_ready(force=True)`` (flush, end of input) also returns the remainder.
+  ``take_whole_words()`` (the buffer timer: the client paused) returns it up to its last
+  whitespace: the word after it may still be arriving ("fo" "x"), so it stays, unless it is all
+  the buffer holds. Whitespace-only segments are dropped, never returned.
 """
 
 from __future__ import annotations
@@ -43,6 +49,13 @@ _OPENERS = "\"'([{¿¡«“‘"
 _CLAUSE_MARKS = set(",;:")
 _CJK_CLAUSE_MARKS = set("、，；：")
 _ACRONYM_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
+_ASCII_STRONG_MARKS = set("!?")  # the strong marks that also occur inside URLs ("/search?q=")
+_IN_WORD = str.maketrans("", "", "'’-")  # "don't", "well-known" are still ordinary words
+# A word this short before ". <digit>" is an abbreviation of what the number counts ("Tab. 4",
+# "Nr. 5"), not the end of a sentence (a sentence rarely starts with a digit), unless the digit
+# starts a list item ("First item. 2. Second").
+_SHORT_WORD_MAX = 4
+_LIST_NUMBER_RE = re.compile(r"\d+\.(?!\d)")  # "2. Second", not "2.5"
 
 
 class TextBuffer:
@@ -102,6 +115,20 @@ class TextBuffer:
                 out.append(rest)
         return out
 
+    def take_whole_words(self) -> list[str]:
+        """Complete segments, then the remainder up to its last whitespace; its last word stays
+        pending unless it is the only one (the client went quiet mid-word: say it all)."""
+        out = self.take_ready()
+        rest = self._buf
+        start = len(rest)
+        while start > 0 and not rest[start - 1].isspace():
+            start -= 1  # the unfinished word is rest[start:] (empty when rest ends in whitespace)
+        if not rest[:start].strip():
+            return out + self.take_ready(force=True)
+        out.append(rest[:start])
+        self._buf = rest[start:]
+        return out
+
     # --- boundary search ----------------------------------------------------------------------
 
     def _find_cut(self, buf: str) -> Optional[int]:
@@ -120,7 +147,7 @@ class TextBuffer:
                 run = buf[i:j]
                 if k < n and buf[k].isspace():
                     w = _skip_space(buf, k)
-                    if self._ends_sentence(buf, i, run, buf[w] if w < n else None):
+                    if self._ends_sentence(buf, i, run, w if w < n else None):
                         return w
                 elif k == n:
                     if self.eager and self._ends_sentence(buf, i, run, None):
@@ -144,12 +171,18 @@ class TextBuffer:
             return self.max_chars
         return None
 
-    def _ends_sentence(self, buf: str, i: int, run: str, next_char: Optional[str]) -> bool:
-        """Whether the mark run ``run`` at ``buf[i]`` ends a sentence; ``next_char`` is the first
-        character after the following whitespace, or None when it has not arrived yet."""
-        at_end = next_char is None
+    def _ends_sentence(self, buf: str, i: int, run: str, next_at: Optional[int]) -> bool:
+        """Whether the mark run ``run`` at ``buf[i]`` ends a sentence; ``next_at`` is the index of
+        the first character after the following whitespace, or None when it has not arrived yet."""
+        at_end = next_at is None
+        next_char = None if next_at is None else buf[next_at]
+        # the buffer ends at the mark (or its closers): the word before it may go on ("$3." "50")
+        open_word = at_end and not buf[-1].isspace()
         if any(ch in _STRONG_MARKS for ch in run):
-            return True
+            if not open_word or any(ch not in _ASCII_STRONG_MARKS for ch in run):
+                return True  # CJK, Arabic, Devanagari marks never occur inside a word
+            word = _word_before(buf, i)
+            return not word or _is_plain_word(word)  # "example.com/search?" may go on: "q=tts"
         if next_char is not None and next_char.islower():
             return False  # "approx. five", "wait... what"
         if run != ".":
@@ -166,13 +199,27 @@ class TextBuffer:
         if word.isdigit():
             # "3." may become "3.5"; "1. First" is a list item, not a sentence.
             return not at_end and buf[:i].strip() != word
-        return bool(word) or not at_end
+        if at_end:
+            # "$3." "3.11." "192.168." "me@example." are numbers and addresses in pieces: only an
+            # ordinary word ends a sentence before its next piece ("Jan." waits as an abbreviation).
+            return bool(word) and (not open_word or _is_plain_word(word))
+        if next_char.isdecimal() and word.isalpha() and len(word) <= _SHORT_WORD_MAX:
+            # "Tab. 4", "Sec. 2" (the known ones, "Jan. 5", "Fig. 3", are abbreviations above);
+            # but "First item. 2. Second" is a list going on
+            return bool(_LIST_NUMBER_RE.match(buf, next_at))
+        return True
 
 
 def _skip_space(buf: str, k: int) -> int:
     while k < len(buf) and buf[k].isspace():
         k += 1
     return k
+
+
+def _is_plain_word(word: str) -> bool:
+    """Whether ``word`` (closing quotes/brackets allowed at its end) is letters only: no digit,
+    '@', '/', '.' or other symbol that makes it a number, an address or a URL."""
+    return word.rstrip("".join(_CLOSERS)).translate(_IN_WORD).isalpha()
 
 
 def _word_before(buf: str, i: int) -> str:

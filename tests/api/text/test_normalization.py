@@ -232,8 +232,53 @@ def test_bad_mode_is_named(mode):
 
 
 def test_invalid_dates_and_times_are_not_read_as_such():
-    assert normalize("2024-02-30", "en").text == "two thousand and twenty-four to zero two to thirty"
+    # not a date: three dash-joined groups read as a code, digit by digit (not "... to ... to ...")
+    assert normalize("2024-02-30", "en").text == "two zero two four, zero two, three zero"
     assert normalize("25:61", "en").text == "twenty-five sixty-one"
+
+
+@pytest.mark.parametrize("language, text, expected", [
+    ("en", "Call 555-1234 now.", "Call five five five, one two three four now."),
+    ("en", "1-800-555-1234", "one, eight zero zero, five five five, one two three four"),
+    ("en", "Call (555) 123-4567.", "Call (five five five) one two three, four five six seven."),
+    ("en", "(555)123-4567", "(five five five) one two three, four five six seven"),
+    ("en", "555.123.4567", "five five five, one two three, four five six seven"),
+    ("en", "ZIP 94103-1234", "ZIP nine four one zero three, one two three four"),
+    ("es", "Llama al 555-1234.", "Llama al cinco cinco cinco, uno dos tres cuatro."),
+    ("pt", "Ligue 555-1234", "Ligue cinco cinco cinco, um dois três quatro"),
+    ("nl", "Bel 020-1234567", "Bel nul twee nul, één twee drie vier vijf zes zeven"),
+])
+def test_phone_numbers_and_codes_are_read_digit_by_digit(language, text, expected):
+    assert normalize(text, language).text == expected
+
+
+@pytest.mark.parametrize("language, text, expected", [
+    ("en", "10-20 times", "ten to twenty times"),
+    ("en", "in 1990-1995", "in one thousand nine hundred and ninety to one thousand nine hundred and ninety-five"),
+    ("en", "pp. 123-145", "pages one hundred and twenty-three to one hundred and forty-five"),
+    ("en", "500-1000 words", "five hundred to one thousand words"),
+    ("es", "10-20 veces", "diez a veinte veces"),
+    ("nl", "10-20 keer", "tien tot twintig keer"),
+    ("en", "pi is 3.14", "pi is three point one four"),
+    ("en", "v3.11.4", "v three point eleven point four"),  # a version keeps its numbers
+    ("en", "(10) 20", "(ten) twenty"),  # brackets alone are no area code
+])
+def test_ranges_decimals_and_versions_keep_their_numbers(language, text, expected):
+    assert normalize(text, language).text == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Jan. 5", "January fifth"),
+    ("on Sept. 11 2001", "on September eleventh two thousand and one"),
+    ("Dec. 25, 2024.", "December twenty-fifth, twenty twenty-four."),
+    ("see Fig. 3 and p. 12", "see Figure three and page twelve"),
+    ("Vol. 2, Ch. 7, ext. 204", "Volume two, Chapter seven, extension two hundred and four"),
+    ("In May. 5 people came.", "In May. five people came."),  # a full stop after May, not "May fifth"
+    ("march 5 and May 3", "march fifth and May third"),  # undotted months are words
+    ("I saw Jan. She left.", "I saw Jan. She left."),  # not before a number: a name
+])
+def test_month_and_reference_abbreviations_before_a_number(text, expected):
+    assert normalize(text, "en").text == expected
 
 
 def test_sentence_final_abbreviations_keep_a_full_stop():
@@ -247,6 +292,7 @@ def test_known_abbreviations_for_the_segmenter():
     abbr = known_abbreviations()
     assert abbr["dr."] is False and abbr["e.g."] is False and abbr["sra."] is False
     assert abbr["etc."] is True and abbr["inc."] is True and abbr["enz."] is True
+    assert abbr["p."] is False  # "page" before a number, but also an initial: "J. P. Morgan"
 
 
 _TOKENS = st.sampled_from(

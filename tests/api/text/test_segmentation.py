@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.text.normalization import normalize
 from api.text.segmentation import TextBuffer
 
 
@@ -71,6 +72,87 @@ def test_abbreviation_that_can_end_a_sentence():
     assert out == ["Apples, pears, etc. ", "Bananas too. "]
     out, rest = feed(["We saw the U.S. It was big. Then"])
     assert out == ["We saw the U.S. ", "It was big. "]
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "reading"),
+    [
+        ("We flew to St. Louis today.", "en", "We flew to Saint Louis today."),
+        ("We saw St. Peter's Basilica.", "en", "We saw Saint Peter's Basilica."),
+        ("El Sr. García llegó tarde.", "es", "El Señor García llegó tarde."),
+        ("O Sr. Silva chegou.", "pt", "O Senhor Silva chegou."),
+    ],
+)
+def test_an_abbreviation_read_before_a_name_never_ends_a_sentence(text, language, reading):
+    """A cut after "St." / "Sr." would have the normaliser read the first segment on its own
+    ("...to Street.", "El Señor.") and the engine speak it as a sentence of its own."""
+    segments, rest = feed([text], force_at_end=True, max_chars=400)
+    assert segments == [text] and rest == ""
+    assert normalize(segments[0], language).text == reading
+
+
+def test_an_abbreviation_read_only_before_a_number_is_a_word_elsewhere():
+    assert feed(["I said no. Then he left. No. 5 is mine. Ok"]) == (
+        ["I said no. ", "Then he left. ", "No. 5 is mine. "], "Ok")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["We met on Jan. 5 and left.", "It happened on Sept. 11 that year.", "See Fig. 3 for details.",
+     "It is on p. 12 of the book.", "Call ext. 204 after noon.", "See Tab. 4 below.",
+     "Read Sec. 2 first."],
+)
+def test_a_short_abbreviation_before_a_number_does_not_end_a_sentence(text):
+    assert feed([text], force_at_end=True) == ([text], "")
+
+
+def test_a_number_after_a_short_word_may_still_start_a_list_item():
+    assert feed(["See Fig. 3. It shows"]) == (["See Fig. 3. "], "It shows")
+    assert feed(["Buy milk. 2. Buy eggs. Ok"]) == (["Buy milk. ", "2. Buy eggs. "], "Ok")
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ["It costs $", "3", ".", "50", " today."],
+        ["Upgrade to Python 3", ".", "11", ".", "4", " now."],
+        ["Ping 192", ".", "168", ".", "1", ".", "1", " please."],
+        ["It fell to -3", ".", "5 degrees."],
+        ["That is 1,000", ".", "50 dollars."],
+        ["Send it to me@example", ".", "com today."],
+        ["Go to example.com/search?", "q=tts now."],
+        ["Open https://example", ".", "com/a!", "b now."],
+        ["We met on Jan", ".", " 5 and left."],
+    ],
+)
+def test_a_mark_at_the_end_of_a_piece_waits_inside_numbers_and_addresses(pieces):
+    """LLM token streams break right after the "." of "$3.50", "3.11.4" or "example.com": the
+    segment must not end there (it would be spoken as two sentences, "three." "fifty")."""
+    assert feed(pieces, force_at_end=True) == (["".join(pieces)], "")
+
+
+@pytest.mark.parametrize(
+    "piece", ["Hello world.", "Really?", "I won't!", "It's well-known.", "(He left).", 'He said "Stop!', "我有3个。"]
+)
+def test_a_mark_after_an_ordinary_word_still_ends_the_piece_at_once(piece):
+    assert feed([piece]) == ([piece], "")
+
+
+def test_after_a_space_a_number_or_address_is_complete():
+    assert feed(["It costs $3. "]) == (["It costs $3. "], "")
+    assert feed(["Try example.com/search? "]) == (["Try example.com/search? "], "")
+
+
+def test_take_whole_words_keeps_the_word_being_typed():
+    buf = TextBuffer()
+    buf.append("Done. The quick brown fo")
+    assert buf.take_whole_words() == ["Done. ", "The quick brown "] and buf.pending == "fo"
+    buf.append("x jumps ")
+    assert buf.take_whole_words() == ["fox jumps "] and buf.pending == ""
+    buf.append("  lonely")  # one word is all there is: the client went quiet, say it
+    assert buf.take_whole_words() == ["  lonely"] and buf.pending == ""
+    buf.append("   ")
+    assert buf.take_whole_words() == [] and buf.pending == ""
 
 
 def test_closing_quotes_and_brackets_stay_with_the_sentence():
