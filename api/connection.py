@@ -5,8 +5,8 @@ machine (``ContextState``) fed by the reader loop, with one worker task that run
 
     reader:  generation message -> ctx.on_input(): text into the context's TextBuffer, complete
              sentences and long clauses (or everything, on flush / continue:false /
-             max_buffer_delay_ms=0 / the buffer timer) become ``segment`` jobs, followed by
-             ``flush_done`` or ``done`` jobs
+             max_buffer_delay_ms=0; everything up to the word being typed, when the buffer timer
+             fires) become ``segment`` jobs, followed by ``flush_done`` or ``done`` jobs
     worker:  segment -> engine + codec -> ``chunk`` events, all of the segment's audio (each
              segment is one engine request and one codec stream, so it is resampled on its own and
              nothing of it waits for later text), then its ``timestamps``;
@@ -145,6 +145,7 @@ class WsContext:
         self.sampling = conn.service.sampling(first)
         self.volume = conn.service.volume(first)
         self._timer: Optional[asyncio.TimerHandle] = None
+        self._buffer_delay_s = first.max_buffer_delay_ms / 1000.0  # the latest message's, for the timer
         self._segments = 0
         # Time to first audio counts from when the first spoken segment's text was complete, not
         # from the context's opening: a client may open a context and send its words seconds later
@@ -194,24 +195,30 @@ class WsContext:
         elif msg.max_buffer_delay_ms == 0:
             self._cut(force=True)  # "custom buffering": every submission is generated as it comes
         else:
+            self._buffer_delay_s = msg.max_buffer_delay_ms / 1000.0
             self._cut(force=False)
-            if len(self.buffer) and self._timer is None:
-                delay = msg.max_buffer_delay_ms / 1000.0
-                self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
         if self.state is ContextState.OPEN:
-            self._cut(force=True)
+            # the client paused: say what it sent, but not a word it may be half-way through ("fo")
+            self._cut(force=False, whole_words=True)
 
-    def _cut(self, force: bool) -> None:
-        for text in self.buffer.take_ready(force=force):
+    def _cut(self, force: bool, whole_words: bool = False) -> None:
+        """Queue the buffer's complete segments (``force``: all of it; ``whole_words``: up to its
+        last word) and time what is left: the buffer timer runs from the first text buffered
+        since the last cut, with the client's latest max_buffer_delay_ms."""
+        texts = self.buffer.take_whole_words() if whole_words else self.buffer.take_ready(force=force)
+        for text in texts:
             if text.strip():
                 self._queued_chars += len(text)
                 self.jobs.put_nowait(_Job("segment", self.flush_id, text, ready_at=time.perf_counter()))
-        if not len(self.buffer) and self._timer is not None:
+        if self._timer is not None and (texts or not len(self.buffer)):
+            # what is left after a cut is newer text (or the word the timer kept): its own delay, from now
             self._timer.cancel()
             self._timer = None
+        if len(self.buffer) and self._timer is None and self.state is ContextState.OPEN:
+            self._timer = asyncio.get_running_loop().call_later(self._buffer_delay_s, self._on_timer)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def cancel(self) -> None:

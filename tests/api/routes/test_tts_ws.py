@@ -202,7 +202,40 @@ async def test_max_buffer_delay_is_the_fallback_timer(gateway, default_voice_id)
         first = await recv(ws, timeout=5.0)
         assert first["type"] == "chunk" and time.monotonic() - t0 >= 1.1
         await send(ws, gen("timer", "", default_voice_id, cont=False))
-        check_context([first] + await read_until_terminal(ws, ["timer"]), [1], FMT_22K)
+        # the timer says "no sentence end " and keeps "here" (the client may be half-way through
+        # it); the close says it
+        check_context([first] + await read_until_terminal(ws, ["timer"]), [2], FMT_22K)
+
+
+def segment_words(msgs: list[dict]) -> list[list[str]]:
+    """The words of each spoken segment, from its timestamps event (the tokens as sent)."""
+    return [m["word_timestamps"]["words"] for m in msgs if m["type"] == "timestamps"]
+
+
+async def test_the_timer_cuts_between_words_not_inside_one(gateway, default_voice_id):
+    """A client that pauses mid-word ("fo" ... "x") gets the words before it said at the timer;
+    the unfinished word waits for its rest, with a new delay of its own."""
+    opts = {"add_timestamps": True, "max_buffer_delay_ms": 1500}
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("word", "The quick brown fo", default_voice_id, **opts))
+        await asyncio.sleep(2.2)  # the timer fired at 1.5 s; the one for "fo" is due at 3 s
+        await send(ws, gen("word", "x jumps.", default_voice_id, cont=False, **opts))
+        msgs = await read_until_terminal(ws, ["word"])
+    assert segment_words(msgs) == [["The", "quick", "brown"], ["fox", "jumps."]]
+
+
+async def test_text_left_after_a_sentence_gets_its_own_buffer_delay(gateway, default_voice_id):
+    """The timer runs from the first text buffered since the last cut: text left over after a
+    sentence is not cut early on the deadline of the sentence that went before it."""
+    opts = {"add_timestamps": True, "max_buffer_delay_ms": 2000}
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("left", "First sentence", default_voice_id, **opts))
+        await asyncio.sleep(1.0)
+        await send(ws, gen("left", " ends here. Second sen", default_voice_id, **opts))  # "Second sen": due at 3 s
+        await asyncio.sleep(1.5)  # past the first text's 2 s
+        await send(ws, gen("left", "tence ends.", default_voice_id, cont=False, **opts))
+        msgs = await read_until_terminal(ws, ["left"])
+    assert segment_words(msgs) == [["First", "sentence", "ends", "here."], ["Second", "sentence", "ends."]]
 
 
 async def test_zero_delay_generates_each_submission_at_once(gateway, default_voice_id):
