@@ -5,7 +5,9 @@
 
 Matching. Each entry's ``text`` matches whole words only: a key that starts (ends) with a word
 character must not be preceded (followed) by one, so "SQL" matches in "(SQL)," but not in
-"MySQL" or "SQLite". Whitespace inside a key matches any run of whitespace ("New York" also
+"MySQL" or "SQLite". A key that starts (ends) with a symbol must not be preceded (followed) by
+another symbol, bar opening (closing) punctuation and the word breaks "-" and "/": "C++" matches in
+"C++." and "(C++)" but not in "C+++". Whitespace inside a key matches any run of whitespace ("New York" also
 matches "New\\nYork"). Where keys overlap, the longest wins, then the one listed first. An entry is
 case-insensitive unless ``case_sensitive`` is true; then it matches as written, plus its
 sentence-start capitalisation when it starts in lower case (Cartesia's rule).
@@ -78,6 +80,13 @@ class Substitution:
         return pos + shift
 
 
+# What may touch a key's symbol edge (see the module docstring): a key "C++" must not match the
+# start of "C+++", yet "C++." ends a sentence and "(C#)" is bracketed. Word characters may touch
+# it too, as they always could ("$5", "C++11").
+_OPEN = "\"'([{¿¡«“‘„‹-–—/"
+_CLOSE = "\"'.,;:!?)]}»”’›…-–—/"
+
+
 def _body(key: str) -> str:
     return r"\s+".join(re.escape(part) for part in key.split())
 
@@ -89,8 +98,8 @@ def _alternative(key: str, case_sensitive: bool) -> str:
         body = f"(?:{_body(key)}|{_body(key[0].upper() + key[1:])})"
     else:
         body = _body(key)
-    lead = r"(?<!\w)" if re.match(r"\w", key[0]) else ""
-    trail = r"(?!\w)" if re.match(r"\w", key[-1]) else ""
+    lead = r"(?<!\w)" if re.match(r"\w", key[0]) else rf"(?<![^\w\s{re.escape(_OPEN)}])"
+    trail = r"(?!\w)" if re.match(r"\w", key[-1]) else rf"(?![^\w\s{re.escape(_CLOSE)}])"
     return lead + body + trail
 
 

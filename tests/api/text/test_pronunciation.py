@@ -47,6 +47,20 @@ def test_keys_ending_in_symbols_match_without_a_trailing_boundary():
         "see plus plus and see sharp."
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("C+++ and C++++.", "C+++ and C++++."),  # a longer run of symbols is another word
+    ("(C++), C++-based, C++/CLI", "(see plus plus), see plus plus-based, see plus plus/CLI"),
+    ("«C++» or “C++”?", "«see plus plus» or “see plus plus”?"),
+])
+def test_a_symbol_edge_of_a_key_still_needs_a_boundary(text, expected):
+    assert spoken(text, Item("C++", "see plus plus")) == expected
+
+
+def test_a_leading_symbol_edge_needs_a_boundary_too():
+    # "++C" is not inside "+++C"; after an opening bracket or a space it matches
+    assert spoken("+++C or (++C) ++C", Item("++C", "increment see")) == "+++C or (increment see) increment see"
+
+
 def test_entries_apply_before_normalisation_and_also_with_normalisation_off():
     assert spoken("Call 911 now.", Item("911", "nine one one")) == "Call nine one one now."
     assert spoken("I paid $5 for SQL.", Item("SQL", "sequel")) == "I paid five dollars for sequel."
