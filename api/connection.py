@@ -288,8 +288,10 @@ class WsContext:
         cfg = self.config
         # the dictionary is read per segment, so an update or delete applies to the next one
         prons = await service.pronunciations(cfg.pronunciation_dict_id)
-        segment: Segment = service.segment(job.text, cfg.effective_language, pronunciations=prons)
-        if not segment.speech_text.strip():
+        # normalization: Cartesia documents it for bytes and SSE only, but it is fixed with the rest of
+        # the context by its first message, and a client that sends it on a socket means it
+        segment: Segment = service.segment(job.text, cfg.effective_language, cfg.normalization, pronunciations=prons)
+        if not segment.has_speech:  # whitespace, punctuation or emoji only: no engine request
             return
         if self._owed_since is None:
             self._owed_since = job.ready_at

@@ -30,7 +30,7 @@ from api.errors import BadRequestError, RateLimitedError, TranscriptTooLongError
 from api.protocol.requests import EmptyTranscriptError
 from api.settings import Settings
 from api.stream_timing import StreamObserver, StreamTiming
-from api.text import NormalizedText, TextBuffer
+from api.text import NormalizedText, TextBuffer, has_speech
 from api.text.pronunciation import Pronunciations, compile_pronunciations, normalize_pronounced
 from codec_worker.interface import CodecDecoder
 from engine.interface import TtsEngine
@@ -68,6 +68,11 @@ class Segment:
     @property
     def speech_text(self) -> str:
         return self.normalized.text
+
+    @property
+    def has_speech(self) -> bool:
+        """Whether the model has anything to read here (a letter or digit; api/text/speech.py)."""
+        return has_speech(self.speech_text)
 
 
 class SynthesisService:
@@ -165,12 +170,13 @@ class SynthesisService:
 
     def plan(self, transcript: str, language: Optional[str], normalization: Optional[str] = None,
              pronunciations: Optional[Pronunciations] = None) -> list[Segment]:
-        """Cut a whole transcript into sentence segments (each with speech in it)."""
+        """Cut a whole transcript into sentence segments, leaving out those with nothing to speak
+        (punctuation or emoji only): none at all for a transcript like "..." or ":)"."""
         buf = TextBuffer(clause_min_chars=None, max_chars=400)
         buf.append(transcript)
         parts = buf.take_ready(force=True)
         segments = (self.segment(p, language, normalization, pronunciations) for p in parts)
-        return [s for s in segments if s.speech_text.strip()]
+        return [s for s in segments if s.has_speech]
 
     # -- audio ----------------------------------------------------------------------------------
     async def speak(

@@ -58,6 +58,7 @@ from pydantic_core import PydanticCustomError
 
 from api.audio.errors import AudioFormatError
 from api.audio.formats import Container, OutputFormat
+from api.text.speech import is_blank
 from engine.requests import SAMPLING_BOUNDS, SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -589,9 +590,9 @@ class _SynthesisFields(WireModel):
 
 
 def _non_blank_transcript(value: str) -> str:
-    if not value.strip():
+    if is_blank(value):  # zero-width and control characters count as whitespace here
         raise _invalid(
-            "must contain at least one non-whitespace character",
+            "must contain at least one visible, non-whitespace character",
             error_code=EmptyTranscriptError.default_error_code,
         )
     return value
@@ -642,8 +643,9 @@ class WsGenerationRequest(_SynthesisFields):
 
     @property
     def has_text(self) -> bool:
-        """False for "" / whitespace-only transcripts, which carry no speech (flush or close)."""
-        return bool(self.transcript.strip())
+        """False for "" / whitespace-only transcripts (zero-width and control characters count as
+        whitespace), which carry no speech (flush or close)."""
+        return not is_blank(self.transcript)
 
 
 def _check_context_id(value: str) -> str:

@@ -11,6 +11,7 @@ from api.text.normalization import (
     rules_for,
 )
 from api.text.segmentation import TextBuffer
+from api.text.speech import has_speech, is_blank
 from api.text.timestamps import (
     TimestampConfig,
     WordTimestamps,
@@ -29,6 +30,8 @@ __all__ = [
     "WordAlignment",
     "WordTimestamps",
     "estimate_word_timestamps",
+    "has_speech",
+    "is_blank",
     "known_abbreviations",
     "normalize",
     "rules_for",

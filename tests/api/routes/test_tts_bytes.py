@@ -270,9 +270,23 @@ def test_transcript_over_the_maximum(gateway, default_voice_id):
                  str(limit), str(limit + 1))
 
 
-@pytest.mark.parametrize("transcript", ["", "   \n\t"])
+@pytest.mark.parametrize("transcript", ["", "   \n\t", "\u200b", "\ufeff \u200d\x00 \x1b"])
 def test_empty_transcript(gateway, default_voice_id, transcript):
+    # zero-width, format and control characters are as blank as whitespace
     assert_error(post(gateway, body(default_voice_id, transcript)), 400, "empty_transcript", "transcript")
+
+
+@pytest.mark.parametrize("transcript", ["Hello there. \U0001F60A", "Hello there. :)", '"Hello there." "'])
+def test_a_sentence_of_only_punctuation_or_emoji_gets_no_engine_request(gateway, default_voice_id, transcript):
+    # given no letter to read the model voices arbitrary audio for seconds: the emoji after the
+    # sentence is a segment of its own, and it is left out (one segment's worth of audio, not two)
+    data = ok(gateway, body(default_voice_id, transcript))
+    assert len(data) == expected_bytes(1, "pcm_s16le", 22050)
+
+
+@pytest.mark.parametrize("transcript", ["...", ":)", "\U0001F60A\U0001F44D", '"?!"'])
+def test_a_transcript_with_nothing_to_speak_is_a_precise_400(gateway, default_voice_id, transcript):
+    assert_error(post(gateway, body(default_voice_id, transcript)), 400, "empty_transcript", "nothing to speak")
 
 
 def test_speed_other_than_one_is_a_precise_400(gateway, default_voice_id):

@@ -139,6 +139,29 @@ async def test_empty_or_blank_close_gives_exactly_one_done_and_no_audio(gateway,
         assert await read_for(ws, 0.3) == []
 
 
+async def test_a_closing_quote_or_emoji_after_its_sentence_gets_no_engine_request(gateway, default_voice_id):
+    # the sentence is cut at "!" as it arrives; what follows it alone has no letter for the model
+    # to read (it would voice arbitrary audio for seconds): no audio, no timestamps, one done
+    async with connect(ws_url(gateway)) as ws:
+        for piece in ['He said "Stop!', '"', " \U0001F60A"]:
+            await send(ws, gen("tail", piece, default_voice_id, add_timestamps=True))
+        await send(ws, gen("tail", "", default_voice_id, cont=False))
+        msgs = await read_until_terminal(ws, ["tail"])
+    stamps = [m for m in msgs if m["type"] == "timestamps"]
+    assert [w for m in stamps for w in m["word_timestamps"]["words"]] == ["He", "said", '"Stop!']
+    check_context([m for m in msgs if m["type"] != "timestamps"], [1], FMT_22K)
+
+
+@pytest.mark.parametrize("mode, words", [("off", ["I", "paid", "$5", "today."]),
+                                         ("auto", ["I", "paid", "five", "dollars", "today."])])
+async def test_normalization_is_honoured_on_the_socket(gateway, default_voice_id, mode, words):
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("norm", "I paid $5 today.", default_voice_id, cont=False, add_timestamps=True,
+                           use_normalized_timestamps=True, normalization=mode))
+        msgs = await read_until_terminal(ws, ["norm"])
+    assert [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]] == words
+
+
 async def test_input_to_a_closing_context_ends_it_with_one_error_after_its_audio(gateway, default_voice_id):
     """Issue 9.5: a second continue:false (or any input) while the context is still speaking is not
     spoken, and the context's one terminal event is a context_closed error sent after all the audio
