@@ -6,12 +6,17 @@ its socket, what came back per context, and where each chunk was scheduled on th
 
 from __future__ import annotations
 
+import threading
 import time
 
 import httpx
 import pytest
 
+from api.cli import main as gepard
+from tests.api.conftest import gateway_settings
+from tests.api.live import LiveServer
 from tests.playground.conftest import API_KEY, screenshot
+from tests.voices.redis_server import RedisServer
 
 TYPED = "Hello there, this is the playground streaming words as they are typed."
 SPEECH = ("One sentence here. Two sentences there. Three sentences now. Four sentences more. "
@@ -277,6 +282,82 @@ def test_auth_asks_for_the_key_once_uses_a_token_for_the_socket_and_never_puts_t
     assert API_KEY not in page.evaluate("JSON.stringify(__playground.snapshot())")
     # the only errors: the two expected 401s (first look, and the wrong key)
     assert len(log.errors) == 2 and all("401" in e for e in log.errors), log.errors
+
+
+def test_escape_on_the_key_dialog_leaves_a_way_to_enter_a_key(auth_gateway, open_page) -> None:
+    page, log = open_page(auth_gateway.url + "/playground")
+    dialog = page.locator("#auth-dialog")
+    assert dialog.is_visible()
+    page.keyboard.press("Escape")
+    dialog.wait_for(state="hidden")
+    assert "needs an API key" in page.locator("#notice").inner_text()
+    assert page.locator("#auth-state").inner_text() == "No API key"
+    page.get_by_role("button", name="Enter API key").click()
+    assert dialog.is_visible()
+    page.get_by_role("textbox", name="API key").fill(API_KEY)
+    page.get_by_role("button", name="Use key").click()
+    page.wait_for_function("() => __playground.snapshot().voicesLoaded > 0")
+    assert page.get_by_role("button", name="Forget key").is_visible()
+    assert not page.get_by_role("button", name="Enter API key").is_visible()
+
+
+REDIS_KEY = "k-playground-redis-0123456789"
+
+
+@pytest.fixture(scope="module")
+def redis_gateway(tiny_ckpt_dir, tmp_path_factory):
+    """Auth on, keys in Redis (``gepard keys add|remove``); key_cache_ttl_s=0: a removed key fails at once."""
+    redis = RedisServer.start()
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("playground-keys"), redis_url=redis.url,
+                                require_auth=True, key_cache_ttl_s=0)
+    with LiveServer(settings) as server:
+        yield server, redis
+    redis.stop()
+
+
+def gepard_keys(action: str, redis_url: str) -> None:
+    # in a thread: the CLI runs asyncio.run, and Playwright's loop is the running one of this thread
+    rc = []
+    thread = threading.Thread(target=lambda: rc.append(gepard(["keys", action, REDIS_KEY, "--redis-url", redis_url])))
+    thread.start()
+    thread.join()
+    assert rc == [0]
+
+
+def test_a_key_removed_mid_session_fails_the_socket_and_asks_for_a_key_again(redis_gateway, open_page) -> None:
+    server, redis = redis_gateway
+    gepard_keys("add", redis.url)
+    page, log = open_page(server.url + "/playground")
+    page.get_by_role("textbox", name="API key").fill(REDIS_KEY)
+    page.get_by_role("button", name="Use key").click()
+    page.wait_for_function("() => __playground.snapshot().voicesLoaded > 0")
+    lane = page.locator("#lane-1")
+    lane.get_by_label("Speak the whole text").check()
+    lane.get_by_label("Text", exact=True).fill("Hello.")
+    speak = lane.get_by_role("button", name="Speak")
+    speak.click()
+    wait_for(page, "c && c.state === 'done'")
+
+    gepard_keys("remove", redis.url)
+    speak.click()  # the open socket's next context: token_revoked, and the server closes it (1008)
+    page.locator("#connection[data-state=closed]").wait_for()
+    speak.click()  # a new socket needs a new token, and minting it is refused (401)
+    page.locator("#connection[data-state=failed]").wait_for()
+    assert page.locator("#connection").inner_text() == "Could not connect"
+    assert "no access token" in page.locator("#notice").inner_text()
+    page.locator("#auth-error").filter(has_text="not accepted").wait_for()  # the key dialog, again
+
+    gepard_keys("add", redis.url)
+    page.get_by_role("textbox", name="API key").fill(REDIS_KEY)
+    page.get_by_role("button", name="Use key").click()
+    page.route("**/access-token", lambda route: route.abort())  # the mint never reaches the server
+    speak.click()
+    page.locator("#notice").filter(has_text="no access token (Failed to fetch)").wait_for()
+    assert page.locator("#connection").get_attribute("data-state") == "failed"
+    assert not page.locator("#auth-dialog").is_visible()  # not the key's fault: it is kept
+    page.unroute("**/access-token")
+    speak.click()
+    wait_for(page, "c && c.state === 'done' && s.lanes[0].contexts.length === 5 && s.socket.opens === 2")
 
 
 def test_narrow_screen_labels_and_modules(gateway, open_page) -> None:

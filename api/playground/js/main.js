@@ -11,7 +11,7 @@ const $ = (id) => document.getElementById(id);
 class App {
   constructor() {
     this.api = new Api(new URL("../", window.location.href));
-    this.socket = new TtsSocket(() => this.api.socketUrl(), (state, event) => this.onSocketStatus(state, event));
+    this.socket = new TtsSocket(() => this.api.socketUrl(), (...status) => this.onSocketStatus(...status));
     this.voices = [];
     this.lanes = [];
     this.audioContext = null;
@@ -52,6 +52,8 @@ class App {
   async start() {
     $("add-lane").addEventListener("click", () => this.addLane().el.text.focus());
     $("forget-key").addEventListener("click", () => this.forgetKey());
+    $("enter-key").addEventListener("click", () => this.askKey(""));
+    $("auth-dialog").addEventListener("cancel", () => this.keyDialogCancelled());
     $("auth-form").addEventListener("submit", (e) => this.submitKey(e));
     $("clone-form").addEventListener("submit", (e) => this.clone(e));
     $("record").addEventListener("click", () => this.toggleRecording());
@@ -88,7 +90,7 @@ class App {
       this.voices = await this.api.listVoices(this.voicesPageSize);
     } catch (err) {
       if (err instanceof ApiError && err.status === 401) {
-        this.askKey(this.api.key ? "The stored key was not accepted; enter a key." : "");
+        this.keyRefused("The stored key was not accepted; enter a key.");
         return;
       }
       this.notify(`Could not list voices: ${err.message}`);
@@ -129,6 +131,22 @@ class App {
     this.lanes[0]?.el.text.focus();
   }
 
+  /** A 401: the key (if any) is dropped, as a refused new key is, so the page says "no key" and asks. */
+  keyRefused(error) {
+    const had = Boolean(this.api.key);
+    this.api.forgetKey();
+    this.renderAuth();
+    this.askKey(had ? error : "");
+  }
+
+  /** Escape on the key dialog: nothing lists or speaks without a key, so say where to enter one. */
+  keyDialogCancelled() {
+    this.renderAuth();
+    if (this.api.authRequired && !this.api.key) {
+      this.notify("This server needs an API key to list voices and speak: “Enter API key” at the top asks for one.");
+    }
+  }
+
   forgetKey() {
     this.api.forgetKey();
     this.socket.close();
@@ -136,18 +154,33 @@ class App {
     this.askKey("");
   }
 
+  /** "Forget key" while a key is set; "Enter API key" while the server wants one and none is set (the
+   * dialog can be dismissed, and a socket's 401 forgets the key: this keeps a way back to it). */
   renderAuth() {
-    $("auth-bar").hidden = !this.api.key;
+    const key = Boolean(this.api.key);
+    $("auth-bar").hidden = !key && !this.api.authRequired;
+    $("auth-state").textContent = key ? "API key set for this tab" : "No API key";
+    $("forget-key").hidden = !key;
+    $("enter-key").hidden = key;
   }
 
-  onSocketStatus(state, event) {
+  onSocketStatus(state, event, error) {
     const text = {
       connecting: "Connecting…", open: "Connected", closed: "Disconnected (reconnects on the next message)",
       failed: "Could not connect",
     }[state] || state;
     $("connection").textContent = text;
     $("connection").dataset.state = state;
-    if (state === "failed") this.notify(`The WebSocket could not connect${event ? ` (code ${event.code})` : ""}.`);
+    if (state !== "failed") return;
+    if (!error) {
+      this.notify(`The WebSocket could not connect${event ? ` (code ${event.code})` : ""}.`);
+      return;
+    }
+    // no socket was made: its access token could not be minted
+    this.notify(`The WebSocket could not connect: no access token (${error.message}).`);
+    if (error instanceof ApiError && error.status === 401) {
+      this.keyRefused("The key was not accepted for the WebSocket (was it revoked?); enter a key.");
+    }
   }
 
   // -- cloning ------------------------------------------------------------------------------------

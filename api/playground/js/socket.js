@@ -3,7 +3,11 @@
 // kept in `orphans` (a cancelled context is still listened to, so late audio is counted, not lost).
 
 export class TtsSocket {
-  /** @param {() => Promise<string>} urlFor the URL to open (mints an access token when auth is on) */
+  /**
+   * @param {() => Promise<string>} urlFor the URL to open (mints an access token when auth is on)
+   * @param {(state: string, event?: CloseEvent, error?: Error) => void} onStatus connecting | open |
+   *   closed | failed; a failure before any socket existed (no URL) comes with the error instead of an event
+   */
   constructor(urlFor, onStatus = () => {}) {
     this.urlFor = urlFor;
     this.onStatus = onStatus;
@@ -31,7 +35,15 @@ export class TtsSocket {
 
   async _open() {
     this.onStatus("connecting");
-    const url = await this.urlFor();
+    let url;
+    try {
+      url = await this.urlFor();
+    } catch (err) {
+      // No URL, no socket (the token mint was refused, or never reached the server): report it, or
+      // the status would stay "connecting" with nothing left to change it.
+      this.onStatus("failed", null, err);
+      throw err;
+    }
     await new Promise((resolve, reject) => {
       const ws = new WebSocket(url);
       let opened = false;
