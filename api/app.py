@@ -16,7 +16,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator, Optional
+from typing import AsyncIterator, Callable, Optional
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -192,14 +192,16 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
             if owned:
                 await rt.aclose()
 
-    def answer(request: Request, error: Exception) -> Response:
-        """The error response to ``request``, counted in gepard_errors_total under the label of the
-        route that raised it. An unexpected error after the response started comes here too: it is
-        counted (as ``internal_error``) though the response cannot be sent."""
+    def answer(request: Request, error: Exception,
+               render: Callable[[Exception, str], Response] = error_response) -> Response:
+        """The error response to ``request`` (in the shape ``render`` gives), counted in
+        gepard_errors_total under the label of the route that raised it. An unexpected error after
+        the response started comes here too: it is counted (as ``internal_error``) though the
+        response cannot be sent."""
         rt: Optional[Runtime] = getattr(request.app.state, "runtime", None)
         if rt is not None:
             rt.metrics.error(route_label(request.scope), error)
-        return error_response(error, getattr(request.state, "request_id", None) or new_request_id())
+        return render(error, getattr(request.state, "request_id", None) or new_request_id())
 
     async def on_error(request: Request, exc: Exception) -> Response:
         return answer(request, exc)
@@ -217,6 +219,8 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
         else:  # no route of ours raises HTTPException; keep Starlette's status if one ever does
             error = ApiError(f"{where}: {exc.detail}")
             error.status_code = exc.status_code  # type: ignore[misc]
+        if request.url.path.startswith("/v1/"):  # OpenAI clients read OpenAI's error shape (as DrainGate does)
+            return answer(request, error, render=openai_speech.openai_error_response)
         return answer(request, error)
 
     routes = [

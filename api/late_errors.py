@@ -9,7 +9,8 @@ a later segment refused (429). Starlette wraps it in "Caught handled exception, 
 already started", which would reach the catch-all as an unexpected error (two tracebacks: ours and
 uvicorn's). Here it:
 
-- is one WARNING line with the request id and the error_code (nothing else logs it);
+- is one WARNING line with the request id, the error_code and the error's class (nothing else
+  logs it);
 - is counted in ``gepard_errors_total`` under its route and that error_code;
 - drops the connection without the body's last chunk, so the client sees an incomplete body (an
   error), never a short file that looks whole. The drop goes through ``ABORT_EXTENSION``, which
@@ -78,8 +79,9 @@ def _report(scope: Scope, error: BaseException) -> None:
     request_id = (scope.get("state") or {}).get("request_id") or "-"
     route = route_label(scope)
     info = describe_error(error, request_id, log=False)  # this line is its only one
-    logger.warning("request %s failed after its response started: %s %s: %s (dropping the connection)",
-                   request_id, info.status_code, info.error_code, info.message)
+    # the class names the failure as api.errors' own lines do ("failed: GenerationError: ...")
+    logger.warning("request %s failed after its response started: %s %s: %s: %s (dropping the connection)",
+                   request_id, info.status_code, info.error_code, type(error).__name__, info.message)
     runtime = getattr(scope["app"].state, "runtime", None) if "app" in scope else None
     if runtime is not None:
         runtime.metrics.error(route, error)

@@ -112,9 +112,12 @@ class SynthesisService:
     def check_model(self, model_id: str) -> None:
         self.settings.check_model_id(model_id)
 
-    def check_request(self, req) -> None:
-        """Checks shared by every route (``req`` is any wire request with the synthesis fields)."""
-        self.check_model(req.model_id)
+    def check_request(self, req, *, model_checked: bool = False) -> None:
+        """Checks shared by every route (``req`` is any wire request with the synthesis fields).
+        ``model_checked``: the route judged the model itself (the OpenAI route: OpenAI's ids need
+        no match in GEPARD_MODEL_IDS)."""
+        if not model_checked:
+            self.check_model(req.model_id)
         if len(req.transcript) > self.settings.max_transcript_chars:
             raise TranscriptTooLongError(len(req.transcript), self.settings.max_transcript_chars)
         speed = req.speed_factor
@@ -132,9 +135,10 @@ class SynthesisService:
         cfg = getattr(req, "generation_config", None)
         return float(cfg.volume) if cfg is not None and cfg.volume is not None else 1.0
 
-    async def prepare(self, req) -> PreparedRequest:
-        """Check a /tts/bytes or /tts/sse request and resolve its voice and segments (errors are 4xx)."""
-        self.check_request(req)
+    async def prepare(self, req, *, model_checked: bool = False) -> PreparedRequest:
+        """Check a /tts/bytes or /tts/sse request and resolve its voice and segments (errors are 4xx).
+        ``model_checked``: as for ``check_request``."""
+        self.check_request(req, model_checked=model_checked)
         prefix = await self.voice_prefix(req.voice_id)
         prons = await self.pronunciations(req.pronunciation_dict_id)
         segments = self.plan(req.transcript, req.effective_language, req.normalization, prons)

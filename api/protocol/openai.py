@@ -20,7 +20,7 @@ Request (``parse_speech_request``), as OpenAI documents it, with these decisions
 - Gepard's own knobs ride along as extra fields (the SDK's ``extra_body``): ``temperature``,
   ``top_k``, ``seed``, ``max_frames``, ``cfg_scale``, ``cfg_frames``, ``stop_threshold``,
   ``repetition_penalty`` (the ranges of ``engine.requests.SAMPLING_BOUNDS``), and ``language``.
-  Other unknown fields are ignored.
+  Other unknown fields are ignored. ``null`` in an optional field is its default.
 
 Every problem raises ``OpenAiRequestError`` (a 400 ``ProtocolError``) with OpenAI's ``param`` and
 ``code``; ``error_payload`` renders any error in OpenAI's shape
@@ -203,7 +203,9 @@ def parse_speech_request(body: Union[bytes, str, Mapping[str, Any]], *, max_inpu
         raise OpenAiRequestError(f"Invalid 'input': string too long. Expected a string with maximum length {limit}, "
                                  f"but got a string with length {len(text)} instead.", "input", "string_above_max_length")
     voice = _voice(data)
-    fmt_name = data.get("response_format", "mp3")
+    fmt_name = data.get("response_format")
+    if fmt_name is None:  # null is the default, as for speed and stream_format
+        fmt_name = SpeechFormat.MP3.value
     try:
         fmt = SpeechFormat(fmt_name)
     except ValueError:

@@ -12,7 +12,9 @@ aborts the connection (no in-band channel, as ``/tts/bytes``), ``"sse"`` ends wi
 Voice resolution (``resolve_voice``): a stored voice id; else the one stored voice with that name
 (case-insensitive; several with the name is a 400 naming how many); else one of OpenAI's
 built-in names (``alloy``, ``nova``...) speaks with Gepard's default voice, so OpenAI clients work
-unchanged (clone a voice with that name to give it another); else 404 ``voice_not_found``.
+unchanged (clone a voice with that name to give it another); else 404 ``voice_not_found``. While
+the store is unavailable, a built-in voice's name and OpenAI's names still resolve (the stored
+voices, which could shadow them, cannot be searched); anything else is 503.
 
 ``speech.audio.done`` usage: ``input_tokens`` = characters of ``input`` (Gepard's text tokens are a
 model detail), ``output_tokens`` = audio frames generated (one model step each, ~46 ms of audio).
@@ -24,6 +26,7 @@ import contextlib
 import json
 import logging
 import math
+import weakref
 from typing import AsyncIterator, Optional
 
 from starlette.requests import Request
@@ -33,7 +36,8 @@ from starlette.routing import BaseRoute, Route
 from api.audio import AudioEncoding, AudioSink, ContainerWriter, Mp3Writer, RawWriter, WavWriter
 from api.audio.av_writer import AvFormat, AvWriter
 from api.audio.errors import AudioFormatError
-from api.errors import BadRequestError, TranscriptTooLongError, UnknownModelError, error_response
+from api.errors import (BadRequestError, EmptyTranscriptError, TranscriptTooLongError, UnknownModelError,
+                        error_response)
 from api.protocol.openai import (
     OPENAI_MODEL_IDS,
     OPENAI_VOICE_NAMES,
@@ -51,7 +55,7 @@ from api.protocol.requests import ProtocolError, parse_tts_request
 from api.routes._common import (encoded_audio, note_mid_stream_failure, primed, read_body, runtime_of, since_start,
                                start_request)
 from api.settings import Settings
-from voices.errors import VoiceNotFoundError
+from voices.errors import VoiceNotFoundError, VoiceStoreUnavailableError
 from voices.store import VoiceStore
 
 logger = logging.getLogger(__name__)
@@ -62,6 +66,10 @@ MODELS_CREATED = 1735689600  # 2025-01-01
 _NAME_SCAN_PAGES = 20  # at most 2,000 voices are searched for a name
 _WILDCARDS = set("*?[")
 _ROUTE = "openai"
+#: Cartesia's name of the text field, which the synthesis service's errors name; OpenAI's is ``input``
+_TRANSCRIPT = "transcript"
+#: Stores skipped for built-in voices during their current outage (one WARNING per outage)
+_skipped_stores: "weakref.WeakSet[VoiceStore]" = weakref.WeakSet()
 
 
 class AmbiguousVoiceError(BadRequestError):
@@ -85,13 +93,22 @@ def _param(exc: BaseException) -> Optional[str]:
         return "voice"
     if isinstance(exc, UnknownModelError):
         return "model"
-    if isinstance(exc, TranscriptTooLongError):
+    if isinstance(exc, TranscriptTooLongError | EmptyTranscriptError):
         return "input"
     if isinstance(exc, AudioFormatError):
         return "response_format"
     if isinstance(exc, ProtocolError):
-        return getattr(exc, "param", None) or exc.field
+        param = getattr(exc, "param", None) or exc.field
+        return "input" if param == _TRANSCRIPT else param
     return None
+
+
+def _message(message: str, param: Optional[str]) -> str:
+    """The message in this API's terms: the synthesis service's messages about the text start with
+    Cartesia's field name (``transcript: ...``), which an OpenAI client never sent."""
+    if param == "input" and message.startswith(_TRANSCRIPT + ":"):
+        return "input" + message[len(_TRANSCRIPT):]
+    return message
 
 
 def openai_error_response(exc: BaseException, request_id: str) -> JSONResponse:
@@ -102,8 +119,9 @@ def openai_error_response(exc: BaseException, request_id: str) -> JSONResponse:
     body = json.loads(cartesia.body)
     status = 404 if isinstance(exc, UnknownModelError) else cartesia.status_code
     headers = {k: v for k, v in cartesia.headers.items()
-               if k in ("retry-after", "retry-after-ms", "x-should-retry", "x-request-id")}
-    return JSONResponse(error_payload(body["message"], status, _param(exc), body["error_code"]),
+               if k in ("retry-after", "retry-after-ms", "x-should-retry", "x-request-id", "allow")}
+    param = _param(exc)
+    return JSONResponse(error_payload(_message(body["message"], param), status, param, body["error_code"]),
                         status_code=status, headers=headers)
 
 
@@ -123,16 +141,12 @@ def served_models(settings: Settings) -> list[str]:
     return own + [m for m in OPENAI_MODEL_IDS if m not in own]
 
 
-def _engine_model_id(model: str, settings: Settings) -> str:
-    """The id the synthesis service checks: the client's when the server accepts it, else (an
-    OpenAI id) the server's first concrete id. UnknownModelError for anything else."""
-    if settings.accepts_model(model):
-        return model
-    if is_openai_model(model):
-        own = [m for m in settings.model_ids if not _WILDCARDS & set(m)]
-        if own:
-            return own[0]
-    raise UnknownModelError(model, served_models(settings))
+def _check_model(model: str, settings: Settings) -> None:
+    """UnknownModelError unless ``model`` is one of OpenAI's ids (always Gepard, whatever
+    GEPARD_MODEL_IDS says) or an id GEPARD_MODEL_IDS accepts. The synthesis service is then told
+    the model is checked (``prepare(model_checked=True)``)."""
+    if not (is_openai_model(model) or settings.accepts_model(model)):
+        raise UnknownModelError(model, served_models(settings))
 
 
 def _model_object(model_id: str) -> dict:
@@ -168,6 +182,33 @@ async def get_model(request: Request) -> Response:
 
 async def resolve_voice(voices: VoiceStore, voice: str, default_voice_id: str) -> str:
     """A voice id or name -> a stored voice id (see the module docstring for the order)."""
+    wanted = voice.strip().casefold()
+    try:
+        found = await _stored_voice(voices, voice)
+    except VoiceStoreUnavailableError as exc:
+        builtin = await _builtin_voice(voices, wanted, default_voice_id)
+        if builtin is None:
+            raise
+        if voices not in _skipped_stores:  # once per outage, not once per request
+            _skipped_stores.add(voices)
+            logger.warning("voice store unavailable, skipped: voice %r resolved to built-in voice %s; OpenAI's "
+                           "and built-in voices' names resolve without the store until it is back: %s",
+                           voice, builtin, exc)
+        return builtin
+    _skipped_stores.discard(voices)
+    if found is not None:
+        return found
+    if wanted in OPENAI_VOICE_NAMES:
+        return default_voice_id
+    error = VoiceNotFoundError(voice)
+    error.args = (f"voice {voice!r} not found: pass a voice id or the name of a stored voice (GET /voices), "
+                  "or one of OpenAI's voice names",)
+    raise error
+
+
+async def _stored_voice(voices: VoiceStore, voice: str) -> Optional[str]:
+    """The voice with id ``voice``, else the one voice with that name, else None (AmbiguousVoiceError
+    for a name several voices share; VoiceStoreUnavailableError when the store cannot be asked)."""
     try:
         await voices.get(voice)
         return voice
@@ -182,16 +223,18 @@ async def resolve_voice(voices: VoiceStore, voice: str, default_voice_id: str) -
         if not page.data or not page.has_more:
             break
         after = page.data[-1].id
-    if len(matches) == 1:
-        return matches[0]
     if len(matches) > 1:
         raise AmbiguousVoiceError(f"{len(matches)} voices are named {voice!r}; pass the id of the one you mean")
-    if wanted in OPENAI_VOICE_NAMES:
-        return default_voice_id
-    error = VoiceNotFoundError(voice)
-    error.args = (f"voice {voice!r} not found: pass a voice id or the name of a stored voice (GET /voices), "
-                  "or one of OpenAI's voice names",)
-    raise error
+    return matches[0] if matches else None
+
+
+async def _builtin_voice(voices: VoiceStore, wanted: str, default_voice_id: str) -> Optional[str]:
+    """What the casefolded name ``wanted`` means without the store: a built-in voice's name (built-in
+    voices live in this process), else one of OpenAI's names (the default voice), else None."""
+    for voice_id in sorted(voices.builtin_ids):
+        if (await voices.get(voice_id)).name.strip().casefold() == wanted:  # no backend call for a builtin
+            return voice_id
+    return default_voice_id if wanted in OPENAI_VOICE_NAMES else None
 
 
 # --- speech -------------------------------------------------------------------------------------
@@ -213,11 +256,11 @@ def speech_writer(fmt: SpeechFormat) -> ContainerWriter:
     return RawWriter(AudioEncoding.PCM_S16LE)
 
 
-def _as_tts_request(req: SpeechRequest, model_id: str, voice_id: str, request_id: str):
+def _as_tts_request(req: SpeechRequest, voice_id: str, request_id: str):
     """The Cartesia request this one amounts to, so the synthesis service checks and plans it like
-    any other (its text limits, language, Gepard extras)."""
+    any other (its text limits, language, Gepard extras; the model is checked by ``_check_model``)."""
     body = {
-        "model_id": model_id,
+        "model_id": req.model,
         "transcript": req.input,
         "voice": {"mode": "id", "id": voice_id},
         # not used: the speech route encodes with speech_writer; any valid value will do
@@ -243,9 +286,9 @@ async def _speech(request: Request, rid: str) -> Response:
     principal = await rt.auth.authenticate(request)
     svc = rt.service
     req = parse_speech_request(await read_body(request), max_input_chars=rt.settings.max_transcript_chars)
-    model_id = _engine_model_id(req.model, rt.settings)
+    _check_model(req.model, rt.settings)
     voice_id = await resolve_voice(svc.voices, req.voice, DEFAULT_VOICE_ID)
-    job = await svc.prepare(_as_tts_request(req, model_id, voice_id, rid))
+    job = await svc.prepare(_as_tts_request(req, voice_id, rid), model_checked=True)
     rt.metrics.requests.labels(_ROUTE).inc()
     logger.info("openai speech %s: model %s, voice %s, %s, stream %s, %d chars%s", rid, req.model, voice_id,
                 req.response_format.value, req.stream_format, len(req.input),

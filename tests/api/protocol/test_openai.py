@@ -29,6 +29,9 @@ def test_defaults_and_gepard_extras():
                 instructions="whisper", unknown_field=[1])
     assert req.voice == "v-1" and req.sampling == {"seed": 7, "temperature": 0.5, "top_k": 3} and req.sse
     assert req.language == "de" and req.instructions == "whisper"
+    # null is the default of every optional field, as the SDKs send for an unset one
+    req = parse(response_format=None, speed=None, stream_format=None, instructions=None, seed=None)
+    assert (req.response_format, req.speed, req.stream_format, req.sampling) == (SpeechFormat.MP3, 1.0, "audio", {})
 
 
 def test_openai_model_ids():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
 
 import av
 import httpx
@@ -14,11 +15,15 @@ import numpy as np
 import openai
 import pytest
 import soundfile
+from prometheus_client.parser import text_string_to_metric_families
 
 from api.errors import RateLimitedError, ServiceUnavailableError
 from api.routes.openai_speech import openai_error_response
+from tests.api.conftest import gateway_settings
+from tests.api.live import LiveServer
 from tests.api.routes.audio_checks import expected_samples
 from tests.api.routes.conftest import API_KEY
+from tests.voices.redis_server import RedisServer
 
 RATE = 24000
 ONE = expected_samples(1, RATE)  # 24 kHz samples of one segment (tiny checkpoint)
@@ -128,6 +133,9 @@ ERRORS = [
     ({"input": ""}, openai.BadRequestError, 400, "input", "empty_input"),
     ({"input": "   "}, openai.BadRequestError, 400, "input", "empty_input"),
     ({"input": "a" * 4097}, openai.BadRequestError, 400, "input", "string_above_max_length"),
+    ({"input": "!!!"}, openai.BadRequestError, 400, "input", "empty_transcript"),  # nothing to speak
+    ({"input": "\U0001F600 ..."}, openai.BadRequestError, 400, "input", "empty_transcript"),
+    ({"input": "\u0000"}, openai.BadRequestError, 400, "input", "empty_transcript"),  # blank to the Cartesia check
     ({"model": "gpt-4o"}, openai.NotFoundError, 404, "model", "model_not_found"),
     ({"stream_format": "ws"}, openai.BadRequestError, 400, "stream_format", "invalid_value"),
     ({"extra_body": {"seed": -1}}, openai.BadRequestError, 400, "seed", "invalid_value"),
@@ -144,7 +152,7 @@ def test_errors_have_openai_shape(client, changes, exc_type, status, param, code
     assert err.status_code == status
     assert set(err.body) == {"message", "type", "param", "code"}, err.body  # the SDK unwraps {"error": ...}
     assert (err.type, err.param, err.code) == ("invalid_request_error", param, code)
-    assert err.body["message"]
+    assert err.body["message"] and "transcript" not in err.body["message"]  # Cartesia's name of input
 
 
 def test_error_body_is_wrapped_and_not_retried(gateway):
@@ -177,3 +185,84 @@ def test_auth_uses_the_same_keys(secure_gateway, tls_files):
     with make(API_KEY) as good:
         assert len(good.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, response_format="pcm").content) == 2 * ONE
         assert "tts-1" in [m.id for m in good.models.list()]
+
+
+# --- a voice store outage, pattern-only model ids, /v1/ paths without a route, null defaults ---
+
+
+def openai_errors_total(url: str) -> dict[tuple[str, str], float]:
+    """(route, error_code) -> gepard_errors_total, from a scrape of /metrics."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    return {(s.labels["route"], s.labels["error_code"]): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name == "gepard_errors_total"}
+
+
+@pytest.mark.redis
+def test_builtin_voices_speak_while_the_voice_store_is_down(tiny_ckpt_dir, tmp_path, default_voice_id, caplog):
+    """OpenAI's voice names and the built-in voices' names need no store: with Redis gone they
+    speak (one WARNING per outage says the store was skipped), as the Cartesia routes' built-in ids
+    do; a name only the store could resolve is still 503 voice_store_unavailable."""
+    redis = RedisServer.start()
+    try:
+        with LiveServer(gateway_settings(tiny_ckpt_dir, tmp_path, redis_url=redis.url)) as server, \
+                openai.OpenAI(api_key="unused", base_url=server.url + "/v1", max_retries=0) as c:
+            reference = speech(c, voice=default_voice_id)
+            redis.stop()
+            caplog.set_level(logging.WARNING, logger="api.routes.openai_speech")
+            assert speech(c, voice="alloy") == reference
+            assert speech(c, voice="GEPARD") == reference  # the default voice's name
+            assert speech(c, voice="nova") == reference
+            unconditioned = speech(c, voice="Gepard (unconditioned)")
+            assert len(unconditioned) == 2 * ONE and unconditioned != reference
+            skipped = [r for r in caplog.records if r.name == "api.routes.openai_speech"]
+            assert len(skipped) == 1 and skipped[0].levelno == logging.WARNING, skipped
+            assert "store" in skipped[0].getMessage()
+            with pytest.raises(openai.InternalServerError) as info:
+                speech(c, voice="my-cloned-voice")
+            err = info.value
+            assert err.status_code == 503 and (err.code, err.type) == ("voice_store_unavailable", "server_error")
+    finally:
+        redis.stop()
+
+
+def test_openai_ids_speak_when_gepard_model_ids_are_only_patterns(tiny_ckpt_dir, tmp_path):
+    """OpenAI's ids always mean Gepard, even when GEPARD_MODEL_IDS names no concrete id."""
+    with LiveServer(gateway_settings(tiny_ckpt_dir, tmp_path, model_ids=("sonic-*",))) as server, \
+            openai.OpenAI(api_key="unused", base_url=server.url + "/v1", max_retries=0) as c:
+        assert [m.id for m in c.models.list()] == ["tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+        for model in ("tts-1", "gpt-4o-mini-tts-2025-12-15", "sonic-2"):
+            audio = c.audio.speech.create(model=model, voice="alloy", input=TEXT, response_format="pcm").content
+            assert len(audio) == 2 * ONE, model
+        with pytest.raises(openai.NotFoundError) as info:
+            c.audio.speech.create(model="gepard-1.0", voice="alloy", input=TEXT)
+        assert info.value.code == "model_not_found" and info.value.param == "model"
+
+
+def test_v1_paths_without_a_route_answer_in_openai_shape(gateway, client):
+    """No route under /v1/ (or the wrong method) is an OpenAI error the SDK reads, counted as before;
+    other paths keep Cartesia's shape."""
+    before = openai_errors_total(gateway.url)
+    with pytest.raises(openai.NotFoundError) as info:
+        client.audio.transcriptions.create(model="whisper-1", file=("a.wav", b"RIFF", "audio/wav"))
+    assert (info.value.code, info.value.type) == ("not_found", "invalid_request_error")
+    assert "/v1/audio/transcriptions" in info.value.body["message"]
+    r = httpx.get(gateway.url + "/v1/audio/speech", timeout=10)
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    assert r.json()["error"] | {"message": ""} == {"message": "", "type": "invalid_request_error", "param": None,
+                                                    "code": "method_not_allowed"}
+    assert r.headers["x-should-retry"] == "false" and r.headers["x-request-id"]
+    r = httpx.get(gateway.url + "/v1x/models", timeout=10)
+    assert r.status_code == 404 and r.json()["error_code"] == "not_found"  # not /v1/: Cartesia's shape
+    after = openai_errors_total(gateway.url)
+    moved = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+    assert moved == {("other", "not_found"): 2, ("openai", "method_not_allowed"): 1}
+
+
+def test_null_response_format_is_the_default(gateway):
+    r = httpx.post(gateway.url + "/v1/audio/speech", timeout=60,
+                   json={"model": "tts-1", "voice": "alloy", "input": TEXT, "response_format": None})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "audio/mpeg"
+    _, rate = decode_av(r.content)
+    assert rate == RATE
