@@ -15,13 +15,21 @@ machine (``ContextState``) fed by the reader loop, with one worker task that run
              for that context, not even ``done`` (protocol 10)
 
 A client close cancels every context (LiveKit closes the socket instead of sending cancel). The
-socket closes with 1000 after ``ws_idle_timeout_s`` with no traffic and no context working.
+socket closes with 1000 after ``ws_idle_timeout_s`` with no client traffic and no context busy
+(``WsContext.busy``: text buffered, segments or flushes queued, or one being spoken, i.e. audio
+owed). Contexts left open with nothing to say do not hold it off: the close cancels them and frees
+their stream places (Cartesia, too, closes a socket idle for 5 minutes).
 
 Limits that keep one client from holding the server (each answered in band, naming its setting):
 
-- admission: a new context takes a stream place (``SynthesisService.admit``); past a stream limit
-  or the load limit it gets 429 ``concurrency_limited`` with retry advice and never starts (its id
-  is then closed: later input on it gets ``context_closed``; a retry takes a new context id);
+- admission: a context takes a stream place (``SynthesisService.admit``) with its first text: at
+  once when its first message has text, else when the first message that has text arrives (a
+  context opened empty, as agents open their next turn early, holds no place until then, and an
+  empty close never needs one). Past a stream limit or the load limit it gets 429
+  ``concurrency_limited`` with retry advice (while the server drains, 503) and never speaks (its
+  id is then closed: later input on it gets ``context_closed``; a retry takes a new context id).
+  Open contexts, empty or not, are bounded per socket by ``max_contexts`` (429
+  ``too_many_contexts``);
 - text: a context may hold ``max_context_text_chars`` characters not yet spoken, a socket
   ``max_socket_text_chars`` over all its contexts; the message that would go past fails its
   context (413 ``text_buffer_full``);
@@ -40,13 +48,15 @@ nothing new on a socket that outlived it, however long a context stays open with
 The refused context gets its 401 in band (token_expired, token_revoked, invalid_credentials, as a
 new request would), later ones get the same, contexts already speaking finish what they were
 given (an empty closing message is not new work), and the socket closes with 1008 as soon as none
-is working. A 503 (the key store cannot be reached) refuses only a new context (the key may well
+is working (open or closing; the idle close still applies). A 503 (the key store cannot be reached) refuses only a new context (the key may well
 be valid) and lets an open one go on.
 
 Drain (api/lifecycle.py): once the server drains, a new context gets 503 ``service_unavailable``
-in band, contexts already open run to their end, and the socket closes with 1012 (service restart)
-as soon as none is working. At the drain timeout each working context gets one in-band
-``service_unavailable`` error and the socket closes with 1012.
+in band (an empty close aside), and so does the first text of a context opened empty and not yet
+admitted; admitted contexts run to their end, and the socket closes with 1012 (service restart) as
+soon as none is admitted or closing (``WsContext.holds_drain``; an empty one left open is cancelled
+by the close). At the drain timeout each working context gets one in-band ``service_unavailable``
+error and the socket closes with 1012.
 """
 
 from __future__ import annotations
@@ -155,6 +165,7 @@ class WsContext:
         self._late_input: Optional[ContextClosedError] = None  # input after continue:false, told at the end
         self._finished = False
         self._section: Optional[ContainerWriter] = None  # raw Opus: the open flush section's encoder (see _speak)
+        self._job_running = False  # the worker is on a job (a segment being spoken, a flush or the end)
         self.task = asyncio.create_task(self._worker(), name=f"ws-context-{self.context_id}")
         # However the task ends, the context is finished (its stream place released): a task
         # cancelled before it first ran (a fail() or cancel() for a message the reader had already
@@ -163,7 +174,22 @@ class WsContext:
 
     @property
     def working(self) -> bool:
+        """Open or closing: counts against the socket's context limit and keeps a lapsed credential's
+        socket open (its client may still close it and get its ``done``)."""
         return self.state in (ContextState.OPEN, ContextState.CLOSING)
+
+    @property
+    def busy(self) -> bool:
+        """Working on something: text buffered, segments, flushes or its end queued, or one of them
+        running (audio owed). Only a busy context holds off the socket's idle close; an open context
+        that waits for more text does not."""
+        return self.working and (len(self.buffer) > 0 or not self.jobs.empty() or self._job_running)
+
+    @property
+    def holds_drain(self) -> bool:
+        """Keeps a draining socket open: admitted (it may still speak here), or closing (its ``done``
+        must go out). A context never admitted can speak nothing more on a draining server."""
+        return self.working and (self.ticket is not None or self.state is ContextState.CLOSING)
 
     @property
     def unspoken_chars(self) -> int:
@@ -254,24 +280,28 @@ class WsContext:
         try:
             while True:
                 job = await self.jobs.get()
-                if job.kind == "segment":
-                    try:
-                        await self._speak(job)
-                    finally:
-                        self._queued_chars -= len(job.text)
-                elif job.kind == "flush_done":
-                    await self._end_section(job.flush_id)
-                    await self._send(FlushDoneEvent(flush_id=job.flush_id, context_id=self.context_id))
-                elif self._late_input is not None:  # done, but input came after continue=false
-                    await self._end_section(job.flush_id)
-                    await self.fail(self._late_input)
-                    return
-                else:  # done
-                    await self._end_section(job.flush_id)
-                    self.state = ContextState.DONE
-                    await self._send(DoneEvent(context_id=self.context_id))
-                    logger.info("context %s done (%d segments)", self.request_id, self._segments)
-                    return
+                self._job_running = True
+                try:
+                    if job.kind == "segment":
+                        try:
+                            await self._speak(job)
+                        finally:
+                            self._queued_chars -= len(job.text)
+                    elif job.kind == "flush_done":
+                        await self._end_section(job.flush_id)
+                        await self._send(FlushDoneEvent(flush_id=job.flush_id, context_id=self.context_id))
+                    elif self._late_input is not None:  # done, but input came after continue=false
+                        await self._end_section(job.flush_id)
+                        await self.fail(self._late_input)
+                        return
+                    else:  # done
+                        await self._end_section(job.flush_id)
+                        self.state = ContextState.DONE
+                        await self._send(DoneEvent(context_id=self.context_id))
+                        logger.info("context %s done (%d segments)", self.request_id, self._segments)
+                        return
+                finally:
+                    self._job_running = False
         except asyncio.CancelledError:
             raise
         except WebSocketDisconnect:
@@ -433,11 +463,14 @@ class WsConnection:
                 async with asyncio.timeout(max(timeout, 0.001)):
                     message = await self.ws.receive()
             except TimeoutError:
-                if any(ctx.working for ctx in self.contexts.values()):
+                # only work in progress holds the socket open: contexts left open with nothing to
+                # say (no text, no audio owed) are cancelled by the close, and their places freed
+                if any(ctx.busy for ctx in self.contexts.values()):
                     self._last_activity = time.monotonic()
                     continue
                 if time.monotonic() - self._last_activity >= self.idle_timeout_s:
-                    logger.info("ws %s idle for %.0f s: closing", self.connection_id, self.idle_timeout_s)
+                    logger.info("ws %s idle for %g s: closing (%d idle context(s) open)", self.connection_id,
+                                self.idle_timeout_s, len(self.contexts))
                     await self.ws.close(code=1000, reason="idle timeout")
                     return
                 continue
@@ -501,15 +534,20 @@ class WsConnection:
                 await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
                 self._remember(cid, ContextState.FAILED)
                 return
-            try:
-                ticket = self.service.admit(self.client_key)
-            except (RateLimitedError, ServiceUnavailableError) as exc:  # over a limit, or draining
-                # Refused before it started. The id is closed like a failed one, so the rest of an
-                # utterance already on its way is answered context_closed, never admitted later as a
-                # context that starts mid-sentence; a retry uses a new context id.
-                await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
-                self._remember(cid, ContextState.FAILED)
-                return
+            ticket: Optional[StreamTicket] = None
+            # A stream place is taken with the context's first text: a context opened empty (an agent
+            # opening its next turn early) holds none until then, and an empty close never needs one.
+            # While draining, a new context is refused at once, text or not (it could speak nothing).
+            if msg.has_text or (self._draining and msg.continue_):
+                try:
+                    ticket = self.service.admit(self.client_key)
+                except (RateLimitedError, ServiceUnavailableError) as exc:  # over a limit, or draining
+                    # Refused before it started. The id is closed like a failed one, so the rest of an
+                    # utterance already on its way is answered context_closed, never admitted later as a
+                    # context that starts mid-sentence; a retry uses a new context id.
+                    await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
+                    self._remember(cid, ContextState.FAILED)
+                    return
             ctx = WsContext(self, msg, ticket)
             self.contexts[cid] = ctx
             if self.metrics is not None:
@@ -531,10 +569,32 @@ class WsConnection:
             except Exception as exc:
                 await ctx.fail(exc)
                 return
+            if msg.has_text and ctx.ticket is None and not await self._admit_late(ctx):
+                return
         try:
             ctx.on_input(msg)
         except ContextClosedError as exc:
             await self.send_error(exc, ctx.request_id, cid)
+
+    async def _admit_late(self, ctx: WsContext) -> bool:
+        """The first text of a context opened empty: check its voice and take its stream place now,
+        as for a new context with text. On a refusal (429 over a limit, 503 while draining) or an
+        unknown voice, the context fails with that error in band and its id is closed (later input
+        gets ``context_closed``); False then, and the text is not taken."""
+        try:
+            await self.service.voice_prefix(ctx.config.voice_id)
+            await self.service.pronunciations(ctx.config.pronunciation_dict_id)
+        except Exception as exc:
+            await ctx.fail(exc)
+            return False
+        if ctx.state is not ContextState.OPEN:  # stopped meanwhile (the socket stalled, the drain cut it)
+            return False
+        try:
+            ctx.ticket = self.service.admit(self.client_key)
+        except (RateLimitedError, ServiceUnavailableError) as exc:
+            await ctx.fail(exc)
+            return False
+        return True
 
     async def _credentials_still_good(self, cid: str) -> bool:
         """Re-check the upgrade's credential before context ``cid`` opens (module docstring); on a
@@ -617,13 +677,18 @@ class WsConnection:
         await self._close_for_restart()
 
     def _close_if_idle(self) -> None:
-        if (self._cutting or self._closed_for_restart or self._closed_for_credentials
-                or any(c.working for c in self.contexts.values())):
+        """Close a socket whose credential lapsed (1008) once no context is working, or a draining one
+        (1012) once none is admitted or closing: an open context never admitted could only be refused
+        its first text here, so its client is better off reconnecting to a ready replica."""
+        if self._cutting or self._closed_for_restart or self._closed_for_credentials:
             return
         if self._credentials_lapsed is not None:  # a client with no valid credential has no reason to reconnect
-            asyncio.get_running_loop().create_task(self._close_for_credentials(), name=f"ws-auth-{self.connection_id}")
+            if not any(c.working for c in self.contexts.values()):
+                asyncio.get_running_loop().create_task(self._close_for_credentials(),
+                                                       name=f"ws-auth-{self.connection_id}")
             return
-        asyncio.get_running_loop().create_task(self._close_for_restart(), name=f"ws-drain-{self.connection_id}")
+        if self._draining and not any(c.holds_drain for c in self.contexts.values()):
+            asyncio.get_running_loop().create_task(self._close_for_restart(), name=f"ws-drain-{self.connection_id}")
 
     async def _close_for_credentials(self) -> None:
         """Close with what api.errors gives an auth error (1008, policy violation), after any event

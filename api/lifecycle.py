@@ -16,8 +16,9 @@ While draining:
 - new HTTP requests (all but ``/``, ``/health``, ``/ready`` and ``/metrics``) and new WebSocket
   upgrades get 503 ``service_unavailable`` with ``Retry-After`` (``api.drain_gate.DrainGate``), and
   new contexts on sockets already open get the same error in band (admission is closed);
-- streams already admitted run to their end: WebSocket contexts may still receive text;
-- a socket closes with 1012 (service restart) as soon as it has no working context, so clients
+- streams already admitted run to their end: admitted WebSocket contexts may still receive text (a
+  context opened empty was never admitted: its first text, or a new context, gets the 503);
+- a socket closes with 1012 (service restart) as soon as it has no admitted or closing context, so clients
   reconnect, through the load balancer, to a replica that is ready.
 
 At ``drain_timeout_s`` what is left is cut, never silently: a WebSocket context gets one in-band

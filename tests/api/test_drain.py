@@ -90,6 +90,9 @@ def test_sigterm_lets_running_work_finish_and_refuses_new_work(tiny_ckpt_dir, tm
             await send(busy, gen("long", "Hello there.", DEFAULT_VOICE_ID, output_format=RAW))
             first = await recv(busy)
             assert first["type"] == "chunk"
+            # a context opened for later and never given text: no stream, so it holds nothing open
+            await send(idle, gen("later", "", DEFAULT_VOICE_ID, output_format=RAW, flush=True))
+            assert (await recv(idle))["type"] == "flush_done"
             sse = threading.Thread(target=sse_request)
             sse.start()
             while not sse_events:
@@ -100,7 +103,8 @@ def test_sigterm_lets_running_work_finish_and_refuses_new_work(tiny_ckpt_dir, tm
             assert body["phase"] == "draining" and body["ready"] is False
             assert httpx.get(server.url + "/health", timeout=5).status_code == 200  # still alive
 
-            # an idle socket is closed with 1012 (service restart) so its client reconnects elsewhere
+            # an idle socket (its only context never admitted) is closed with 1012 (service restart) so
+            # its client reconnects elsewhere
             assert await until_closed(idle) == 1012
             # new work is refused with 503 and retry advice: HTTP, upgrades, contexts on open sockets
             r = httpx.post(server.url + "/tts/bytes", timeout=10, json={
@@ -117,6 +121,9 @@ def test_sigterm_lets_running_work_finish_and_refuses_new_work(tiny_ckpt_dir, tm
             assert refused.value.response.status_code == 503
             await send(busy, gen("new", "Are you there?", DEFAULT_VOICE_ID, output_format=RAW))
             (error,) = await read_context(busy, "new")
+            assert (error["type"], error["status_code"], error["error_code"]) == ("error", 503, "service_unavailable")
+            await send(busy, gen("new-empty", "", DEFAULT_VOICE_ID, output_format=RAW))  # opened empty: refused too
+            (error,) = await read_context(busy, "new-empty")
             assert (error["type"], error["status_code"], error["error_code"]) == ("error", 503, "service_unavailable")
 
             # the running context still takes text and finishes with all its audio and done

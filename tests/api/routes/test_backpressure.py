@@ -97,25 +97,29 @@ async def test_stream_limits_per_key_and_per_process(limited_gateway, default_vo
     body = {"model_id": "sonic-3", "transcript": "Hi there.", "voice": v, "output_format": FMT_22K}
     async with connect(ws_url(limited_gateway, KEY_A)) as a, connect(ws_url(limited_gateway, KEY_B)) as b, \
             httpx.AsyncClient(timeout=30) as http:
-        await send(a, gen("a1", "", v))
-        await send(a, gen("a2", "", v))
+        # a stream place comes with a context's first text: these speak, then stay open for more
+        await send(a, gen("a1", "Hi.", v))
+        await send(a, gen("a2", "Hi.", v))
         await send(a, gen("a3", "Hello.", v))  # a third stream for key A: over its limit of 2
-        assert_ws_error(await recv(a), "a3", 429, "concurrency_limited", "GEPARD_MAX_STREAMS_PER_KEY", "retry")
-        await send(b, gen("b1", "", v))  # key B's first: the process's third stream
+        assert_ws_error(await next_of(a, "a3"), "a3", 429, "concurrency_limited", "GEPARD_MAX_STREAMS_PER_KEY", "retry")
+        await send(b, gen("b1", "Hi.", v))  # key B's first: the process's third stream
         await asyncio.sleep(0.3)
         assert limited_gateway.runtime.service.admission.open_streams == 3
+        await send(b, gen("b0", "", v))  # opened empty: no place needed, so not refused
         await send(b, gen("b2", "Hello.", v))  # the process is full
-        assert_ws_error(await recv(b), "b2", 429, "concurrency_limited", "GEPARD_MAX_STREAMS")
+        assert_ws_error(await next_of(b, "b2"), "b2", 429, "concurrency_limited", "GEPARD_MAX_STREAMS")
+        await send(b, gen("b0", "Hello.", v))  # b0's first text needs a place: refused the same way
+        assert_ws_error(await next_of(b, "b0"), "b0", 429, "concurrency_limited", "GEPARD_MAX_STREAMS")
         r = await http.post(limited_gateway.url + "/tts/bytes", json=body, headers={"X-API-Key": KEY_B})
         assert r.status_code == 429 and r.json()["error_code"] == "concurrency_limited"
         assert r.headers["retry-after"] == "1" and r.headers["retry-after-ms"] == "1000"
         await send(a, {"context_id": "a1", "cancel": True})  # a place comes back
         await wait_until(lambda: limited_gateway.runtime.service.admission.open_streams == 2, 10, "a1's place")
         await send(b, gen("b2", " More of it.", v, cont=False))  # the rest of the refused utterance
-        assert_ws_error(await recv(b), "b2", 400, "context_closed")  # never admitted mid-sentence
+        assert_ws_error(await next_of(b, "b2"), "b2", 400, "context_closed")  # never admitted mid-sentence
         await send(b, gen("b2-retry", "Hello there.", v, cont=False))  # a retry is a new context
         msgs = await read_until_terminal(b, ["b2-retry"])
-        assert msgs[-1]["type"] == "done"
+        assert msgs[-1]["type"] == "done" and any(m["type"] == "chunk" and m["context_id"] == "b2-retry" for m in msgs)
         for ws, cid in ((a, "a2"), (b, "b1")):
             await send(ws, gen(cid, "", v, cont=False))
         await read_until_terminal(a, ["a2"])
@@ -127,6 +131,13 @@ async def test_stream_limits_per_key_and_per_process(limited_gateway, default_vo
     assert metric(text, 'gepard_streams_refused_total{reason="key"}') >= 1
     assert metric(text, 'gepard_streams_refused_total{reason="process"}') >= 2
     assert metric(text, "gepard_streams_open") == 0
+
+
+async def next_of(ws, context_id: str) -> dict:
+    """The next message for ``context_id`` (other contexts' audio is passed over)."""
+    while (msg := await recv(ws))["context_id"] != context_id:
+        pass
+    return msg
 
 
 def metric(text: str, name: str) -> float:

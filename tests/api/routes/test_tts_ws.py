@@ -512,6 +512,31 @@ async def test_open_contexts_keep_the_socket_alive_then_idle_closes(tight_gatewa
         assert ws.close_code == 1000
 
 
+async def test_a_socket_whose_contexts_are_all_idle_closes_and_frees_their_places(tight_gateway, default_voice_id):
+    """Open contexts with nothing to say (one spoke and waits for more, one never got text) do not
+    hold the socket: it closes with 1000 after the idle timeout, and the places come back."""
+    admission = tight_gateway.runtime.service.admission
+    before = admission.open_streams
+    async with connect(ws_url(tight_gateway)) as ws:
+        await send(ws, gen("said", "Hello there.", default_voice_id))  # spoken, then kept open
+        await send(ws, gen("empty", "", default_voice_id))  # opened for later, never given text
+        msgs: list[dict] = []
+        last = time.monotonic()
+        with pytest.raises(ConnectionClosed):
+            while True:
+                msgs.append(await recv(ws, timeout=5.0))
+                last = time.monotonic()
+        assert ws.close_code == 1000
+        assert time.monotonic() - last >= 0.8  # the idle timeout (1 s) ran from the last audio
+    assert all(m["type"] == "chunk" and m["context_id"] == "said" for m in msgs), [short(m) for m in msgs]
+    assert len(audio_of(msgs)) == expected_bytes(1, FMT_22K["encoding"], FMT_22K["sample_rate"])
+    deadline = time.monotonic() + 5
+    while admission.open_streams != before and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    scrape = httpx.get(tight_gateway.url + "/metrics").text
+    assert f"gepard_streams_open {float(before)}" in scrape.splitlines()
+
+
 async def test_too_many_contexts_on_one_socket(tight_gateway, default_voice_id):
     v = default_voice_id
     async with connect(ws_url(tight_gateway)) as ws:
@@ -571,3 +596,71 @@ async def test_concurrency_limit_on_http_is_429_without_retry(single_slot_gatewa
         assert r.status_code == 429 and err["error_code"] == "concurrency_limited"
         assert r.headers["x-should-retry"] == "false"  # SDK retries would triple the load
         await read_until_terminal(ws, ["busy"])
+
+
+# --- stream places are taken with a context's first text ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_stream_gateway(tiny_ckpt_dir, tmp_path_factory):
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("two-stream-data"), max_streams=2)
+    with LiveServer(settings) as server:
+        yield server
+
+
+async def open_empty(ws, context_ids: list[str], voice) -> None:
+    """Open contexts with no text; returns once the server read them all (a flush answers)."""
+    for cid in context_ids:
+        await send(ws, gen(cid, "", voice))
+    await send(ws, gen(context_ids[-1], "", voice, flush=True))
+    msg = await recv(ws)
+    assert msg["type"] == "flush_done" and msg["context_id"] == context_ids[-1], short(msg)
+
+
+async def next_of(ws, context_id: str) -> dict:
+    """The next message for ``context_id`` (other contexts' audio is passed over)."""
+    while (msg := await recv(ws))["context_id"] != context_id:
+        pass
+    return msg
+
+
+async def test_contexts_opened_empty_take_no_stream_place(two_stream_gateway, default_voice_id):
+    server, v = two_stream_gateway, default_voice_id
+    admission = server.runtime.service.admission
+    before = admission.open_streams
+    body = {"model_id": "sonic-3", "transcript": "Hi there.", "voice": v, "output_format": FMT_22K}
+    async with connect(ws_url(server)) as held, connect(ws_url(server)) as other:
+        await open_empty(held, [f"e{i}" for i in range(5)], v)  # more than GEPARD_MAX_STREAMS (2)
+        assert admission.open_streams == before
+        async with httpx.AsyncClient(timeout=30) as http:
+            r = await http.post(server.url + "/tts/bytes", json=body)
+        assert r.status_code == 200 and len(r.content) == expected_bytes(1, "pcm_s16le", 22050)
+        await send(other, gen("spoken", "Hello there.", v, cont=False))
+        check_context(await read_until_terminal(other, ["spoken"]), [1], FMT_22K)
+
+
+async def test_an_empty_context_is_admitted_with_its_first_text(two_stream_gateway, default_voice_id):
+    server, v = two_stream_gateway, default_voice_id
+    admission = server.runtime.service.admission
+    before = admission.open_streams
+    async with connect(ws_url(server)) as ws, connect(ws_url(server)) as other:
+        await open_empty(ws, ["first", "late"], v)
+        await send(ws, gen("first", "Hello there.", v))  # its first text: admitted now, and spoken
+        assert (await next_of(ws, "first"))["type"] == "chunk"
+        assert admission.open_streams == before + 1
+        await send(other, gen("filler", "Hello there.", v))  # the last place
+        assert (await next_of(other, "filler"))["type"] == "chunk"
+        # the server is full when "late" brings its first text: refused as a new context would be
+        await send(ws, gen("late", "Hi there.", v))
+        assert_ws_error(await next_of(ws, "late"), "late", 429, "concurrency_limited", "GEPARD_MAX_STREAMS", "retry")
+        await send(ws, gen("late", " And more.", v, cont=False))
+        assert_ws_error(await next_of(ws, "late"), "late", 400, "context_closed")
+        await send(ws, gen("bye", "", v, cont=False))  # an empty close needs no place, full or not
+        assert (await next_of(ws, "bye"))["type"] == "done"
+        for sock, cid in ((ws, "first"), (other, "filler")):
+            await send(sock, gen(cid, "", v, cont=False))
+            assert (await read_until_terminal(sock, [cid]))[-1]["type"] == "done"
+    deadline = time.monotonic() + 5
+    while admission.open_streams != before and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert admission.open_streams == before
