@@ -12,22 +12,62 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 logger = logging.getLogger("gepard.cli")
+
+# api.settings.DTYPES and the logging levels, spelled out: importing api.settings costs seconds, and
+# every command (--help too) builds the parser (tests/api/test_cli.py keeps the two lists equal)
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class CliError(Exception):
+    """A problem main() prints as one line (``gepard COMMAND: error: ...``), exiting 2."""
+
+
+def _device_arg(value: str) -> str:
+    """--device: a device name this machine has (checked before any model loads)."""
+    if value in ("auto", "cpu"):  # argparse converts the default too: skip the seconds api.settings costs
+        return value
+    from api.settings import device_problem
+
+    problem = device_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="checkpoint directory or HF repo id (default: $GEPARD_MODEL or nineninesix/gepard-1.0)")
     p.add_argument("--codec", default=None, help="NanoCodec .nemo file or HF id (default: the checkpoint's codec_id)")
     p.add_argument("--backend", default="torch", choices=["auto", "vllm", "torch"], help="inference backend (synth default: torch)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: GPU when available)")
-    p.add_argument("--dtype", default="auto", help="float32 or bfloat16 (default: bf16 on GPU, float32 on CPU)")
+    p.add_argument("--device", default="auto", type=_device_arg, help="cpu, cuda, cuda:1 ... (default: GPU when available)")
+    p.add_argument("--dtype", default="auto", choices=DTYPES, help="float32 or bfloat16 (default: bf16 on GPU, float32 on CPU)")
+
+
+def _output_problem(out: Path) -> Optional[str]:
+    """Why the WAV cannot be written to ``out``, or None; checked before the model loads, not after
+    the whole synthesis."""
+    import soundfile as sf
+
+    # soundfile picks the format from the suffix; the audio is written as 16-bit PCM
+    if not out.suffix or not sf.check_format(out.suffix[1:].upper(), "PCM_16"):
+        return f"-o {out}: the suffix must name a 16-bit PCM audio format (.wav, .flac, ...)"
+    if out.is_dir():
+        return f"-o {out}: is a directory"
+    if not out.parent.is_dir():
+        return f"-o {out}: directory {out.parent} does not exist"
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        return f"-o {out}: directory {out.parent} is not writable"
+    return None
 
 
 async def _synth(args: argparse.Namespace) -> int:
@@ -39,8 +79,21 @@ async def _synth(args: argparse.Namespace) -> int:
     from engine.device import pick_device, pick_dtype
     from engine.factory import EngineOptions, create_engine
     from engine.requests import SamplingParams, SynthesisRequest
+    from voices.audio_input import TARGET_RATE_HZ, load_reference_clip
 
     t0 = time.perf_counter()
+    out = Path(args.output)
+    problem = _output_problem(out)
+    if problem is not None:
+        raise CliError(problem)
+    clip, clip_bytes, pcm = None, b"", None
+    if args.voice:  # read and decoded now, so a bad clip is refused before the model loads
+        clip = Path(args.voice)
+        try:
+            clip_bytes = clip.read_bytes()
+        except OSError as exc:
+            raise CliError(f"--voice {clip}: {exc.strerror or exc}") from None
+        pcm = load_reference_clip(clip_bytes, filename=clip.name, content_type=None)
     engine = await create_engine(EngineOptions(model=args.model, backend=args.backend, device=args.device, dtype=args.dtype))
     try:
         device = pick_device(args.device)
@@ -50,11 +103,10 @@ async def _synth(args: argparse.Namespace) -> int:
         if args.unconditioned:
             prefix = engine.default_prefix()[:0]  # [0, H]: no speaker prefix, the text alone
             logger.info("voice: unconditioned (no speaker prefix)")
-        elif args.voice:
-            from voices.audio_input import load_reference_clip
-
-            clip = Path(args.voice)
-            pcm = load_reference_clip(clip.read_bytes(), filename=clip.name, content_type=None, target_rate=codec.sample_rate_hz)
+        elif clip is not None:
+            if codec.sample_rate_hz != TARGET_RATE_HZ:
+                pcm = load_reference_clip(clip_bytes, filename=clip.name, content_type=None,
+                                          target_rate=codec.sample_rate_hz)
             codes = codec.encode(torch.from_numpy(pcm).unsqueeze(0))[0]  # [32, T]
             prefix = engine.compress_reference(codes.T.cpu())
             logger.info("voice: %s -> %d reference frames -> prefix %s", clip, codes.shape[1], tuple(prefix.shape))
@@ -71,8 +123,10 @@ async def _synth(args: argparse.Namespace) -> int:
         audio = codec.decode_codes(codes.unsqueeze(0).to(device))[0].float().cpu().numpy()
     finally:
         await engine.aclose()
-    out = Path(args.output)
-    sf.write(str(out), np.clip(audio, -1.0, 1.0), codec.sample_rate_hz, subtype="PCM_16")
+    try:
+        sf.write(str(out), np.clip(audio, -1.0, 1.0), codec.sample_rate_hz, subtype="PCM_16")
+    except (OSError, sf.SoundFileError) as exc:  # e.g. the disk filled up meanwhile
+        raise CliError(f"-o {out}: {exc}") from None
     seconds = len(audio) / codec.sample_rate_hz
     print(f"wrote {out}: {codes.shape[1]} frames, {seconds:.2f} s at {codec.sample_rate_hz} Hz ({reason.value if reason else '?'}) "
           f"in {time.perf_counter() - t0:.1f} s")
@@ -87,13 +141,17 @@ def _tiny(args: argparse.Namespace) -> int:
     except TinyArgumentError as exc:
         print(f"gepard tiny: error: {exc}", file=sys.stderr)
         return 2
-    path = write_tiny_checkpoint(Path(args.out), size=args.size, seed=args.seed, stop_after=args.stop_after)
+    try:
+        path = write_tiny_checkpoint(Path(args.out), size=args.size, seed=args.seed, stop_after=args.stop_after)
+    except OSError as exc:  # e.g. OUT_DIR is a file, or cannot be created
+        print(f"gepard tiny: error: cannot write {args.out}: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {args.size} random Gepard checkpoint and codec to {path}")
     return 0
 
 
 async def _keys(args: argparse.Namespace) -> int:
-    import os
+    from redis.exceptions import RedisError
 
     from api.key_store import RedisKeyStore
 
@@ -101,7 +159,11 @@ async def _keys(args: argparse.Namespace) -> int:
     if not url:
         print("gepard keys: set REDIS_URL (or --redis-url): keys are kept in the voice store's Redis", file=sys.stderr)
         return 2
-    store = RedisKeyStore.from_url(url)
+    try:
+        store = RedisKeyStore.from_url(url)  # ValueError: not a Redis URL
+    except ValueError as exc:
+        print(f"gepard keys: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.action == "add":
             added = await store.add(args.key)
@@ -112,6 +174,9 @@ async def _keys(args: argparse.Namespace) -> int:
             print(f"{await store.count()} key(s) stored (as SHA-256 digests)")
     except ValueError as exc:
         print(f"gepard keys: {exc}", file=sys.stderr)
+        return 2
+    except RedisError as exc:  # unreachable, refused, wrong password: the message names no credential
+        print(f"gepard keys: Redis: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     finally:
         await store.aclose()
@@ -126,7 +191,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gepard", description="Gepard TTS server speaking the Cartesia protocol")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
     sub = parser.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("synth", help="synthesise text to a WAV file")
@@ -175,8 +240,10 @@ def main(argv: list[str] | None = None) -> int:
             args.voice, args.unconditioned = None, True
         elif args.voice and args.unconditioned:
             parser.error("--unconditioned and a --voice clip exclude each other")
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from codec_worker.errors import CodecLoadError
     from engine.errors import EngineError
+    from voices.errors import InvalidClipError
 
     try:
         if args.command == "synth":
@@ -186,8 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "keys":
             return asyncio.run(_keys(args))
         return _serve(args)
-    except EngineError as exc:
-        print(f"gepard: error: {exc}", file=sys.stderr)
+    except (CliError, EngineError, CodecLoadError, InvalidClipError) as exc:  # InvalidClipError: a --voice clip
+        print(f"gepard {args.command}: error: {exc}", file=sys.stderr)
         return 2
 
 

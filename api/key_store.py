@@ -17,6 +17,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 
 from api.auth import MIN_LOOKUP_KEY_CHARS, key_digest
+from api.settings import api_key_problem
 
 __all__ = ["DEFAULT_SET_KEY", "MIN_KEY_CHARS", "RedisKeyStore", "key_digest"]
 
@@ -48,6 +49,9 @@ class RedisKeyStore:
     async def add(self, key: str) -> bool:
         if len(key) < MIN_KEY_CHARS:
             raise ValueError(f"an API key must be at least {MIN_KEY_CHARS} characters")
+        problem = api_key_problem(key)  # as for GEPARD_API_KEYS: spaces around a key never match a header
+        if problem is not None:
+            raise ValueError(problem)
         return bool(await self._client.sadd(self._set_key, key_digest(key)))
 
     async def remove(self, key: str) -> bool:

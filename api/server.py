@@ -14,6 +14,9 @@
     TLS        ``GEPARD_TLS_CERTFILE`` / ``GEPARD_TLS_KEYFILE`` (https and wss on the same port)
     logging    ``log_config=None``: uvicorn's loggers propagate to the root handler that
                api.logging_setup installs (with its credential redaction)
+    start-up   a failure while the app starts (the engine or codec does not load) is one line,
+               ``start-up failed: CodecFormatError: ...`` (its traceback at DEBUG), then uvicorn's
+               "Application startup failed", and the process exits 3 (``OneLineStartupFailure``)
     heap       once warm, just before ``/ready`` turns 200, the start-up heap is frozen out of the
                garbage collector's way (api/heap.py; ``serve`` only, not the in-process test servers)
     shutdown   SIGTERM or SIGINT drains (``GracefulServer``, api/lifecycle.py): /ready turns 503,
@@ -64,6 +67,47 @@ def http_protocol() -> Union[type, str]:
     return GatewayHttpProtocol
 
 
+class OneLineStartupFailure:
+    """The ASGI app, with a failed start-up (lifespan) reported as one line.
+
+    Starlette reports an exception raised while the app starts to uvicorn as its whole traceback,
+    which uvicorn logs as one record: a wall of frames in text logs, one 2,000-character escaped
+    line in JSON logs, the cause at its very end. Here the report is the exception's type and
+    message; the traceback is logged at DEBUG. Anything else passes through untouched, ``state``
+    (where the lifespan keeps the runtime) included.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.app, name)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        failed: Optional[dict[str, Any]] = None
+
+        async def hold_failure(message: Any) -> None:
+            nonlocal failed
+            if message["type"] == "lifespan.startup.failed":
+                failed = dict(message)  # sent below, once the exception that follows it is known
+                return
+            await send(message)
+
+        try:
+            await self.app(scope, receive, hold_failure)
+        except Exception as exc:
+            if failed is not None:
+                logger.debug("start-up failed", exc_info=exc)
+                failed["message"] = "start-up failed: " + " ".join(f"{type(exc).__name__}: {exc}".split())
+            raise
+        finally:
+            if failed is not None:  # uvicorn logs it, ends start-up, and stays quiet about the raise
+                await send(failed)
+
+
 def uvicorn_config(settings: Settings, app: Any = None, *, host: Optional[str] = None,
                    port: Optional[int] = None) -> uvicorn.Config:
     """The uvicorn configuration for ``settings`` (module docstring); ``app`` defaults to
@@ -73,7 +117,7 @@ def uvicorn_config(settings: Settings, app: Any = None, *, host: Optional[str] =
 
         app = build_app(settings)
     config = uvicorn.Config(
-        app,
+        OneLineStartupFailure(app),
         host=settings.host if host is None else host,
         port=settings.port if port is None else port,
         http=http_protocol(),

@@ -101,6 +101,7 @@ import logging
 import os
 import re
 import secrets
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
@@ -114,7 +115,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_MODEL_IDS", "Settings", "SettingsError"]
+__all__ = ["DEFAULT_MODEL", "DEFAULT_MODEL_IDS", "Settings", "SettingsError", "api_key_problem", "device_problem"]
 
 DEFAULT_MODEL = "nineninesix/gepard-1.0"  # same default as engine.checkpoint.DEFAULT_MODEL
 DEFAULT_MODEL_IDS = ("gepard-1.0", "gepard-latest", "sonic", "sonic-*")
@@ -269,15 +270,17 @@ class Settings:
         if not self.model:
             bad("model", "must not be empty")
         choice("backend", BACKENDS)
-        if not _DEVICE_RE.fullmatch(self.device):
-            bad("device", f"{self.device!r} is not a device; expected auto, cpu, cuda, cuda:N or mps")
+        problem = device_problem(self.device)
+        if problem is not None:
+            bad("device", problem)
         choice("dtype", DTYPES)
         choice("codec_impl", CODEC_IMPLS)
         choice("vllm_runner", VLLM_RUNNERS)
         choice("torch_path", TORCH_PATHS)
         for key in self.api_keys:
-            if not key or key != key.strip() or "," in key:
-                bad("api_keys", "keys must be non-empty, without spaces around them or commas")
+            problem = api_key_problem(key)
+            if problem is not None:
+                bad("api_keys", problem)
                 break
         if self.require_auth and not self.api_keys and not self.redis_url:
             bad("require_auth", "is true but GEPARD_API_KEYS is empty and no Redis key store is configured, "
@@ -294,8 +297,20 @@ class Settings:
             path = getattr(self, name)
             if path is not None and not path.is_file():
                 bad(name, f"file {str(path)!r} does not exist")
+        if self.tls_certfile is not None and self.tls_keyfile is not None and self.tls_certfile.is_file() \
+                and self.tls_keyfile.is_file():
+            problem = _tls_problem(self.tls_certfile, self.tls_keyfile)
+            if problem is not None:
+                problems.append(f"GEPARD_TLS_CERTFILE and GEPARD_TLS_KEYFILE: {problem}")
+        if self.codec is not None and _looks_like_path(self.codec) and not Path(self.codec).expanduser().exists():
+            bad("codec", f"{self.codec!r} does not exist (expected a NanoCodec .nemo file, a codec directory or a "
+                "Hugging Face repo id such as nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps)")
         if self.redis_url is not None and not re.match(r"(rediss?|unix)://", self.redis_url):
             bad("redis_url", "must start with redis://, rediss:// or unix://")
+        if self.redis_url is None:  # the embedded store (SQLite) lives here; with Redis it is unused
+            problem = _writable_dir_problem(self.data_dir)
+            if problem is not None:
+                bad("data_dir", problem)
         if self.preload_dir is not None and not self.preload_dir.is_dir():
             bad("preload_dir", f"directory {str(self.preload_dir)!r} does not exist")
         if self.max_ref_seconds != 0 and not self.max_ref_seconds >= DEFAULT_MIN_SECONDS:
@@ -415,6 +430,79 @@ class Settings:
                 "streams", settings.max_streams, settings.max_concurrent_generations,
                 settings.max_concurrent_generations)
         return settings
+
+
+# --- checks shared with the CLI ------------------------------------------------------------------
+
+
+def api_key_problem(key: str) -> Optional[str]:
+    """Why ``key`` cannot be an API key, or None. HTTP strips the spaces around a header value, so a
+    key with spaces (or a newline) around it could never match what a client sends; a comma cannot
+    be listed in GEPARD_API_KEYS. The same rule holds for keys stored in Redis (``gepard keys add``)."""
+    if not key or key != key.strip() or "," in key:
+        return "keys must be non-empty, without spaces around them or commas"
+    return None
+
+
+def device_problem(device: str) -> Optional[str]:
+    """Why ``device`` cannot be used here, or None: not a device name, or an accelerator this machine
+    lacks (found now, not as an assertion deep in the model load)."""
+    if not _DEVICE_RE.fullmatch(device):
+        return f"{device!r} is not a device; expected auto, cpu, cuda, cuda:N or mps"
+    kind, _, index = device.partition(":")
+    if kind in ("auto", "cpu"):
+        return None
+    import torch  # only for an accelerator named explicitly
+
+    if kind == "mps" and not torch.backends.mps.is_available():
+        return "'mps' is not available on this machine"
+    if kind in ("cuda", "xpu"):
+        # device_count() asks NVML, so unlike torch.cuda.is_available() it leaves CUDA uninitialised
+        # for processes forked later (vLLM's workers)
+        module = getattr(torch, kind, None)
+        count = module.device_count() if module is not None else 0
+        if count <= int(index or 0):
+            seen = f"{count} {kind.upper()} device(s)" if count else f"no {kind.upper()} device"
+            return f"{device!r} is not available: torch {torch.__version__} sees {seen}"
+    return None
+
+
+def _looks_like_path(codec: str) -> bool:
+    """Whether a GEPARD_CODEC value names a local file or directory rather than a Hugging Face repo id
+    (``owner/name``, which codec_worker._checkpoint.read_source downloads and cannot be checked offline)."""
+    return codec.startswith(("/", ".", "~")) or codec.endswith(".nemo") or codec.count("/") != 1
+
+
+def _tls_problem(certfile: Path, keyfile: Path) -> Optional[str]:
+    """Why uvicorn could not load the certificate and key, or None; checked here because uvicorn loads
+    them only when it starts serving, and fails there with a bare traceback."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        # an encrypted key fails rather than prompting for a passphrase (uvicorn is given none)
+        context.load_cert_chain(str(certfile), str(keyfile), password=lambda: b"")
+    except (ssl.SSLError, OSError) as exc:
+        return f"cannot load them as a PEM certificate (chain) and its unencrypted private key ({exc})"
+    return None
+
+
+def _writable_dir_problem(path: Path) -> Optional[str]:
+    """Why ``path`` cannot be a writable directory, or None: it must be one, or be creatable in its
+    nearest existing ancestor. Creates nothing (Settings are built, and rebuilt, in tests and tools)."""
+    try:
+        if path.exists():
+            if not path.is_dir():
+                return f"{str(path)!r} exists but is not a directory"
+            if not os.access(path, os.W_OK | os.X_OK):
+                return f"directory {str(path)!r} is not writable"
+            return None
+        ancestor = next(p for p in path.absolute().parents if p.exists())
+    except OSError as exc:  # e.g. a parent we may not search
+        return f"cannot use {str(path)!r} as a directory: {exc}"
+    if not ancestor.is_dir():
+        return f"cannot create directory {str(path)!r}: {str(ancestor)!r} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot create directory {str(path)!r}: {str(ancestor)!r} is not writable"
+    return None
 
 
 # --- environment value parsers ------------------------------------------------------------------

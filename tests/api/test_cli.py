@@ -1,14 +1,24 @@
 """The ``gepard`` command: synth writes a WAV of the expected length, serve fails clearly offline, and a
 serving gateway redacts credentials from its log and bounds request heads."""
 
+import contextlib
+import logging
 import re
 import subprocess
 import sys
+from typing import AsyncIterator
 
 import numpy as np
+import pytest
 import soundfile as sf
+from starlette.applications import Starlette
 
-from api.cli import main
+from api import cli, settings
+from api.cli import build_parser, main
+from api.server import GracefulServer, uvicorn_config
+from api.settings import Settings
+from codec_worker.errors import CodecFormatError
+from tests.api.live import REPO
 from tests.conftest import REF_AUDIO_DIR
 
 FRAMES = 24  # the tiny checkpoint's counter stops every request after 24 frames
@@ -87,3 +97,96 @@ def test_serve_logs_no_credentials_and_bounds_headers(tiny_ckpt_dir, tmp_path):
     frozen = re.search(r"garbage collector: (\d+) objects from start-up frozen", log)
     assert frozen and int(frozen.group(1)) > 100_000, log[-3000:]
     assert frozen.start() < log.index("ready: warm-up done")
+
+
+# -- bad arguments: one line and exit 2, before any model loads ------------------------------------
+
+
+@pytest.mark.parametrize("extra, error", [
+    (["--voice", "/nope.wav"], "--voice /nope.wav: No such file or directory"),
+    (["--voice", str(REPO / "README.md")], "reference clip 'README.md' has an unsupported audio format"),
+    (["-o", "/nonexistent-dir/x.wav"], "-o /nonexistent-dir/x.wav: directory /nonexistent-dir does not exist"),
+    (["-o", "{tmp}/x.mp3"], "-o {tmp}/x.mp3: the suffix must name a 16-bit PCM audio format (.wav, .flac, ...)"),
+    (["-o", "{tmp}/x.txt"], "-o {tmp}/x.txt: the suffix must name a 16-bit PCM audio format"),
+    (["-o", "{tmp}/x"], "-o {tmp}/x: the suffix must name a 16-bit PCM audio format"),
+    (["-o", "{tmp}/dir.wav"], "-o {tmp}/dir.wav: is a directory"),
+])
+def test_synth_refuses_bad_files_before_loading_the_model(tmp_path, capsys, extra, error):
+    (tmp_path / "dir.wav").mkdir()
+    # the model does not exist: each refusal must come first, not after a load (or a whole synthesis)
+    argv = ["synth", "Hello.", "-o", str(tmp_path / "x.wav"), "--model", str(tmp_path / "no-model"), *extra]
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gepard synth: error: " + error.replace("{tmp}", str(tmp_path))), err
+    assert err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--log-level", "foo", "tiny", "x"], "argument --log-level: invalid choice: 'FOO'"),
+    (["synth", "Hi.", "-o", "x.wav", "--dtype", "foo"], "argument --dtype: invalid choice: 'foo'"),
+    (["synth", "Hi.", "-o", "x.wav", "--device", "gpu"], "argument --device: 'gpu' is not a device"),
+    (["synth", "Hi.", "-o", "x.wav", "--device", "cuda:99"], "argument --device: 'cuda:99' is not available"),
+    (["serve", "--dtype", "int8"], "argument --dtype: invalid choice: 'int8'"),
+])
+def test_bad_options_are_usage_errors(argv, error, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # were an option let through, what it writes lands here
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2 and error in capsys.readouterr().err
+
+
+def test_option_spellings_still_accepted():
+    args = build_parser().parse_args(["--log-level", "debug", "synth", "Hi.", "-o", "x.wav", "--dtype", "bf16",
+                                      "--device", "cpu"])
+    assert (args.log_level, args.dtype, args.device) == ("DEBUG", "bf16", "cpu")
+    assert cli.DTYPES == settings.DTYPES and cli.LOG_LEVELS == settings.LOG_LEVELS  # spelled out, not imported
+
+
+def test_serve_refuses_what_it_could_not_start_with_one_line_naming_the_variable(tiny_ckpt_dir, tmp_path):
+    """Each refused in the settings, in seconds, rather than a traceback, a load first, or (the data
+    directory) a server that stays "starting" for ever. The four run side by side."""
+    a_file = tmp_path / "file.pem"
+    a_file.write_text("not a certificate")
+    base = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"),
+            "GEPARD_MODEL": str(tiny_ckpt_dir), "GEPARD_BACKEND": "torch", "GEPARD_DATA_DIR": str(tmp_path / "data")}
+    cases = {
+        "GEPARD_DATA_DIR": {"GEPARD_DATA_DIR": str(a_file)},
+        "GEPARD_TLS_CERTFILE and GEPARD_TLS_KEYFILE": {"GEPARD_TLS_CERTFILE": str(a_file), "GEPARD_TLS_KEYFILE": str(a_file)},
+        "GEPARD_CODEC": {"GEPARD_CODEC": "/nope.nemo"},
+        "GEPARD_DEVICE": {"GEPARD_DEVICE": "cuda:99"},
+    }
+    procs = {name: subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", "1"], cwd=REPO,
+                                    env={**base, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for name, env in cases.items()}
+    try:
+        for name, proc in procs.items():
+            out, _ = proc.communicate(timeout=120)
+            assert proc.returncode == 2, (name, out[-3000:])
+            assert out.count("\n") == 1 and out.startswith(f"gepard serve: invalid settings: {name}: "), (name, out)
+    finally:
+        for proc in procs.values():
+            proc.kill()
+
+
+def test_a_start_up_failure_is_one_line_and_exit_3(caplog):
+    """An engine or codec that fails to load while the app starts: one line naming the error, not
+    Starlette's traceback in one log record (a 2,000-character line in JSON logs)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        raise CodecFormatError("/x/codec.nemo is not a .nemo archive\n(a tar file)")
+        yield
+
+    caplog.set_level(logging.DEBUG)
+    settings = Settings.from_env({"GEPARD_PORT": "1"})
+    server = GracefulServer(uvicorn_config(settings, Starlette(lifespan=lifespan)))
+    with pytest.raises(SystemExit) as info:  # uvicorn's start-up failure: `gepard serve` exits 3
+        server.run()
+    assert info.value.code == 3 and not server.started
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in errors] == [
+        "start-up failed: CodecFormatError: /x/codec.nemo is not a .nemo archive (a tar file)",
+        "Application startup failed. Exiting."]
+    assert not any(r.exc_info for r in errors)
+    # the traceback is still there for whoever asks for DEBUG
+    assert any(r.levelno == logging.DEBUG and r.exc_info and r.getMessage() == "start-up failed" for r in caplog.records)

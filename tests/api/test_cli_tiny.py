@@ -44,3 +44,13 @@ def test_the_writer_leaves_an_existing_directory_alone_when_refusing(tmp_path):
     with pytest.raises(TinyArgumentError):
         write_tiny_checkpoint(out, stop_after=99, with_codec=False)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_an_out_dir_that_cannot_be_made_is_one_line_exit_2(tmp_path, capsys):
+    a_file = tmp_path / "file"
+    a_file.write_text("mine")
+    for out in (a_file, a_file / "ckpt", "/proc/no-such-process/tiny"):
+        assert main(["tiny", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"gepard tiny: error: cannot write {out}: [Errno ") and err.count("\n") == 1, err
+    assert a_file.read_text() == "mine"

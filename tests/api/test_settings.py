@@ -34,12 +34,24 @@ def test_defaults():
     assert (s.chunk_schedule, s.log_level, s.log_format) == (None, "INFO", "text")  # None: by the codec's device
 
 
-def test_every_variable(tmp_path):
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert.write_text("cert")
-    key.write_text("key")
+def write_tls_files(folder: Path) -> tuple[Path, Path]:
+    """A certificate chain and its key that load (trustme)."""
+    import trustme
+
+    issued = trustme.CA().issue_cert("localhost")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    issued.private_key_and_cert_chain_pem.write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    return cert, key
+
+
+def test_every_variable(tmp_path, monkeypatch):
+    cert, key = write_tls_files(tmp_path)
+    codec = tmp_path / "codec.nemo"  # a path value must exist (its contents are the loader's to check)
+    codec.write_bytes(b"")
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)  # GEPARD_DEVICE=cuda:1 needs a second GPU
     env = {
-        "GEPARD_HOST": "0.0.0.0", "GEPARD_PORT": "9443", "GEPARD_MODEL": "/models/gepard", "GEPARD_CODEC": "/models/codec.nemo",
+        "GEPARD_HOST": "0.0.0.0", "GEPARD_PORT": "9443", "GEPARD_MODEL": "/models/gepard", "GEPARD_CODEC": str(codec),
         "GEPARD_BACKEND": "vllm", "GEPARD_DEVICE": "cuda:1", "GEPARD_DTYPE": "bfloat16", "GEPARD_VLLM_RUNNER": "v2",
         "GEPARD_TORCH_PATH": "fast", "GEPARD_TORCH_COMPILE": "true", "GEPARD_TORCH_OVERLAP": "1",
         "GEPARD_CODEC_COMPILE": "yes",
@@ -53,7 +65,7 @@ def test_every_variable(tmp_path):
         "GEPARD_CHUNK_SCHEDULE": "1, 3,9", "GEPARD_LOG_LEVEL": "debug", "GEPARD_LOG_FORMAT": "json",
     }
     s = Settings.from_env(env)
-    assert (s.host, s.port, s.model, s.codec) == ("0.0.0.0", 9443, "/models/gepard", "/models/codec.nemo")
+    assert (s.host, s.port, s.model, s.codec) == ("0.0.0.0", 9443, "/models/gepard", str(codec))
     assert (s.backend, s.device, s.dtype, s.vllm_runner) == ("vllm", "cuda:1", "bfloat16", "v2")
     assert (s.torch_path, s.torch_compile, s.torch_overlap, s.codec_compile) == ("fast", True, True, True)
     assert s.ws_compression is True
@@ -228,3 +240,81 @@ def test_more_streams_than_generations_is_warned(caplog):
     for env in ({}, {"GEPARD_MAX_STREAMS": "32"}, {"GEPARD_MAX_STREAMS": "96", "GEPARD_MAX_CONCURRENT_GENERATIONS": "96"}):
         Settings.from_env({"GEPARD_TOKEN_SECRET": SECRET, **env})
     assert not any("GEPARD_MAX_STREAMS" in r.getMessage() for r in caplog.records)
+
+
+# -- what the server needs at start is checked at start, each problem naming its variable ----------
+
+
+def problems_of(env: dict[str, str]) -> list[str]:
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env(env)
+    return info.value.problems
+
+
+def test_the_data_dir_must_be_a_directory_that_exists_or_can_be_created(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert problems_of({"GEPARD_DATA_DIR": str(a_file)}) == [
+        f"GEPARD_DATA_DIR: {str(a_file)!r} exists but is not a directory"]
+    assert problems_of({"GEPARD_DATA_DIR": str(a_file / "data")}) == [
+        f"GEPARD_DATA_DIR: cannot create directory {str(a_file / 'data')!r}: {str(a_file)!r} is not a directory"]
+    # one that does not exist yet is fine, and is not created by the check
+    assert Settings.from_env({"GEPARD_DATA_DIR": str(tmp_path / "new" / "data")}).data_dir == tmp_path / "new" / "data"
+    assert not (tmp_path / "new").exists()
+    # with Redis the embedded store, and so the directory, is not used
+    assert Settings.from_env({"GEPARD_DATA_DIR": str(a_file), "REDIS_URL": "redis://r:6379"}).data_dir == a_file
+
+
+def test_the_data_dir_must_be_writable(tmp_path, monkeypatch):
+    # os.access, not chmod: root (CI containers) may write anywhere
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    monkeypatch.setattr("os.access", lambda path, mode: Path(path) != locked)
+    assert problems_of({"GEPARD_DATA_DIR": str(locked)}) == [f"GEPARD_DATA_DIR: directory {str(locked)!r} is not writable"]
+    assert problems_of({"GEPARD_DATA_DIR": str(locked / "data")}) == [
+        f"GEPARD_DATA_DIR: cannot create directory {str(locked / 'data')!r}: {str(locked)!r} is not writable"]
+
+
+def test_tls_files_must_load_as_a_certificate_and_its_key(tmp_path):
+    cert, key = write_tls_files(tmp_path)
+    assert Settings.from_env({"GEPARD_TLS_CERTFILE": str(cert), "GEPARD_TLS_KEYFILE": str(key)}).tls_enabled
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    other = tmp_path / "other"
+    other.mkdir()
+    _, other_key = write_tls_files(other)  # the key of another certificate
+    # uvicorn is given no passphrase: an encrypted key is refused here, not prompted for at start
+    from cryptography.hazmat.primitives import serialization
+
+    locked_key = tmp_path / "locked.pem"
+    locked_key.write_bytes(serialization.load_pem_private_key(key.read_bytes(), None).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"pw")))
+    for cert_file, key_file in ((junk, junk), (cert, junk), (cert, other_key), (cert, locked_key)):
+        problems = problems_of({"GEPARD_TLS_CERTFILE": str(cert_file), "GEPARD_TLS_KEYFILE": str(key_file)})
+        assert len(problems) == 1, problems
+        assert problems[0].startswith("GEPARD_TLS_CERTFILE and GEPARD_TLS_KEYFILE: cannot load them as a PEM certificate")
+
+
+def test_a_codec_path_must_exist_a_repo_id_is_left_to_the_loader(tmp_path):
+    for missing in ("/nope.nemo", str(tmp_path / "codec.nemo"), "codecs/codec.nemo", "./codec", "a/b/c"):
+        assert problems_of({"GEPARD_CODEC": missing}) == [
+            f"GEPARD_CODEC: {missing!r} does not exist (expected a NanoCodec .nemo file, a codec directory or a "
+            "Hugging Face repo id such as nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps)"]
+    (tmp_path / "codec.nemo").write_bytes(b"")
+    for accepted in (str(tmp_path / "codec.nemo"), str(tmp_path), "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps"):
+        assert Settings.from_env({"GEPARD_CODEC": accepted}).codec == accepted
+
+
+@pytest.mark.parametrize("gpus, device, refused", [
+    (0, "cuda", "GEPARD_DEVICE: 'cuda' is not available: torch "),
+    (0, "cuda:0", "GEPARD_DEVICE: 'cuda:0' is not available: torch "),
+    (1, "cuda:1", "GEPARD_DEVICE: 'cuda:1' is not available: torch "),
+    (1, "cuda", None), (2, "cuda:1", None), (0, "cpu", None), (0, "auto", None),
+])
+def test_a_device_this_machine_lacks_is_refused_at_start(monkeypatch, gpus, device, refused):
+    monkeypatch.setattr("torch.cuda.device_count", lambda: gpus)
+    if refused is None:
+        assert Settings.from_env({"GEPARD_DEVICE": device}).device == device
+    else:
+        [problem] = problems_of({"GEPARD_DEVICE": device})
+        assert problem.startswith(refused) and problem.endswith(f"sees {'no CUDA device' if not gpus else '1 CUDA device(s)'}")

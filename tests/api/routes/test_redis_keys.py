@@ -17,6 +17,7 @@ from api.auth import Authenticator, PrincipalKind
 from api.cli import main
 from api.errors import AuthBackendUnavailableError, AuthenticationError
 from api.key_store import RedisKeyStore
+from api.settings import Settings, SettingsError
 from tests.api.conftest import gateway_settings
 from tests.api.live import LiveServer
 from tests.api.routes.ws_helpers import gen, read_until_terminal, send
@@ -163,6 +164,36 @@ def test_short_keys_are_refused(redis_gateway, capsys):
     _, redis = redis_gateway
     assert main(["keys", "add", "short", "--redis-url", redis.url]) == 2
     assert "at least 16 characters" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("key", ["  k-spaced-0123456789abc  ", "k-newline-0123456789abc\n", "k-comma-0123456789,abc"])
+def test_keys_that_could_never_authenticate_are_refused(redis_gateway, capsys, key):
+    """HTTP strips the spaces around a header value, so such a key would be stored and always get 401:
+    it is refused as GEPARD_API_KEYS refuses it, with the same words (api.settings.api_key_problem)."""
+    _, redis = redis_gateway
+    assert main(["keys", "count", "--redis-url", redis.url]) == 0
+    before = capsys.readouterr().out
+    assert main(["keys", "add", key, "--redis-url", redis.url]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == "gepard keys: keys must be non-empty, without spaces around them or commas\n"
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env({}, api_keys=frozenset({key}))
+    assert info.value.problems == ["GEPARD_API_KEYS: " + out.err.split(": ", 1)[1].strip()]
+    assert main(["keys", "count", "--redis-url", redis.url]) == 0
+    assert capsys.readouterr().out == before  # nothing stored
+
+
+@pytest.mark.parametrize("action", [["count"], ["add", KEY], ["remove", KEY]])
+@pytest.mark.parametrize("url, error", [
+    ("redis://127.0.0.1:1", "gepard keys: Redis: ConnectionError: "),  # nothing listens on port 1
+    ("redis://:hunter2@127.0.0.1:1/0", "gepard keys: Redis: ConnectionError: "),
+    ("http://x", "gepard keys: Redis URL must specify one of the following schemes"),
+])
+def test_an_unreachable_or_malformed_redis_is_one_line_exit_2(action, url, error, capsys):
+    assert main(["keys", *action, "--redis-url", url]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith(error) and out.err.count("\n") == 1, out.err
+    assert "hunter2" not in out.err
 
 
 # --- the Authenticator on a real store, without a gateway ---------------------------------------------
