@@ -522,7 +522,9 @@ class _TokenReader:
         core = tok.core
         if not any(c.isdecimal() for c in core):
             return None, 0
-        pieces = _PIECE_RE.findall(core)
+        # "1,000-2,000" (en) / "1.000-2.000" (es): grouped numbers are one number each, so the run
+        # is a range of two, not four digit groups read as a code
+        pieces = _PIECE_RE.findall(_ungroup_numbers(core, r.group_sep))
         code = _code_pieces(pieces)
         if (  # "(555)123-4567": the area code belongs to the number
             tok.lead.endswith("(") and len(pieces) > 2 and len(pieces[0]) == 3 and pieces[0].isdecimal()
@@ -555,6 +557,15 @@ class _TokenReader:
             else:
                 words.append(piece)
         return (" ".join(words) if words else None), 0
+
+
+def _ungroup_numbers(core: str, group_sep: str) -> str:
+    """``core`` with the locale's thousands separators taken out of every grouped number
+    ("1,000-2,000" -> "1000-2000" in English); a run like "555.123.4567" is no such number (its
+    last group has four digits) and stays as it is."""
+    g = re.escape(group_sep)
+    grouped = re.compile(rf"(?<![\d{g}])\d{{1,3}}(?:{g}\d{{3}})+(?![\d{g}])")
+    return grouped.sub(lambda m: m.group().replace(group_sep, ""), core)
 
 
 def _between_digits(pieces: list[str], k: int) -> bool:

@@ -262,6 +262,10 @@ def test_phone_numbers_and_codes_are_read_digit_by_digit(language, text, expecte
     ("en", "pi is 3.14", "pi is three point one four"),
     ("en", "v3.11.4", "v three point eleven point four"),  # a version keeps its numbers
     ("en", "(10) 20", "(ten) twenty"),  # brackets alone are no area code
+    # grouped numbers in a range are two numbers, not four digit groups
+    ("en", "1,000-2,000 people", "one thousand to two thousand people"),
+    ("en", "10,000-20,000", "ten thousand to twenty thousand"),
+    ("es", "1.000-2.000 personas", "mil a dos mil personas"),
 ])
 def test_ranges_decimals_and_versions_keep_their_numbers(language, text, expected):
     assert normalize(text, language).text == expected
