@@ -79,11 +79,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._refused = True
         client = "%s:%d" % self.client if self.client else "?"
         logger.warning("%s: request head over %d bytes refused (431)", client, self.max_head_bytes)
+        self._answer_and_close(HeadersTooLargeError(
+            f"the request line and headers are over {self.max_head_bytes} bytes; send fewer or smaller headers"))
+
+    def _answer_and_close(self, error: ApiError) -> None:
+        """Answer ``error`` in the API's error shape with ``connection: close``, and close the
+        connection once that is written. Only while nothing of a response is on the wire (no route
+        has this request). Counted like every error response, under the route label "other"."""
+        self._refused = True  # nothing more is read
         request_id = new_request_id()
-        error = HeadersTooLargeError(
-            f"the request line and headers are over {self.max_head_bytes} bytes; send fewer or smaller headers")
         response = error_response(error, request_id)
-        # counted like every error response; no route read this request, so its label is "other"
         runtime = getattr(getattr(self.config.app, "state", None), "runtime", None)
         if runtime is not None:
             runtime.metrics.error("other", error)

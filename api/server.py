@@ -5,7 +5,9 @@
 
     http       httptools with a bound on each request head (``GEPARD_MAX_HEADER_BYTES``, default
                64 KiB; over it: 431 ``headers_too_large``, connection closed; api/header_limit.py).
-               Without httptools: h11, whose own head bound gets the same number.
+               Without httptools: h11, whose own head bound gets the same number. With httptools a
+               head must also arrive whole within 30 s (408 ``request_timeout``) and a body may not
+               pause for 30 s (dropped): api/http_protocol.py; h11 has neither deadline.
     ws         uvicorn's ``websockets-sansio`` implementation (its legacy ``websockets`` one is deprecated),
                refusals answered without a false error line (api/ws_protocol.py),
                pinging every 20 s, closing after 20 s without pong, frames over 4 MiB closed with 1009,

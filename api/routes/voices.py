@@ -10,13 +10,20 @@
 
 Reads need any credential (an access token needs the ``tts`` grant); writes need an API key.
 Builtin voices (the default voice, preloaded clips) are listed and usable but read-only (403).
+
+Clones are bounded per process (``MAX_CONCURRENT_CLONES``): one holds its upload in memory (up to
+~20 MB) and its decoded audio while it runs, so unbounded clones could take gigabytes. A place is
+taken before the body is read; one over the limit waits up to ``CLONE_SLOT_WAIT_S`` for a place,
+then gets 429 ``concurrency_limited`` with retry advice, its body unread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Optional
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -24,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 
 from api.auth import Principal
 from api.disconnects import unless_client_leaves
-from api.errors import CloningUnavailableError
+from api.errors import CloningUnavailableError, RateLimitedError
 from api.protocol import InvalidFieldError, InvalidJsonError
 from api.protocol.requests import load_json
 from api.routes._clone_form import read_clone_form
@@ -32,12 +39,23 @@ from api.routes._common import read_body, runtime_of, start_request
 from voices.accents import ACCENTS, accent_id_problem
 from voices.listing import MAX_LIST_LIMIT
 
+if TYPE_CHECKING:
+    from api.app import Runtime
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_LIST_LIMIT = 10
 #: PATCH fields -> whether null is allowed (null clears an optional field).
 UPDATABLE_FIELDS = {"name": False, "description": True, "gender": True, "accent": True, "tagline": True}
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+#: Clones running at once in this process, counted from before their upload is read (each holds up
+#: to ~20 MB of upload plus its decoded audio: 20 unbounded 19 MB clones took +677 MiB). Cloning is
+#: rare and takes seconds; more at once only queue for the same CPU. Not a setting (yet).
+MAX_CONCURRENT_CLONES = 4
+#: How long a clone over the limit waits for a place before its 429.
+CLONE_SLOT_WAIT_S = 3.0
+#: The retry advice of that 429 (``retry-after`` / ``retry-after-ms``).
+CLONE_RETRY_AFTER_S = 2.0
 
 
 async def _authorise(request: Request, write: Optional[str] = None) -> Principal:
@@ -145,6 +163,29 @@ async def delete_voice(request: Request) -> Response:
     return Response(status_code=204)
 
 
+@contextlib.asynccontextmanager
+async def _clone_place(request: Request) -> AsyncIterator[None]:
+    """One of this app's ``MAX_CONCURRENT_CLONES`` places, for the block; 429 ``concurrency_limited``
+    when none frees within ``CLONE_SLOT_WAIT_S``."""
+    state = request.app.state
+    places: Optional[asyncio.Semaphore] = getattr(state, "clone_places", None)
+    if places is None:  # one per app (its event loop), made at its first clone
+        places = state.clone_places = asyncio.Semaphore(MAX_CONCURRENT_CLONES)
+    try:
+        async with asyncio.timeout(CLONE_SLOT_WAIT_S):
+            await places.acquire()
+    except TimeoutError:
+        logger.info("clone %s: refused, %d clones already running", getattr(request.state, "request_id", "-"),
+                    MAX_CONCURRENT_CLONES)
+        raise RateLimitedError(
+            f"this server already runs {MAX_CONCURRENT_CLONES} voice clones, the most it runs at once; "
+            f"retry in {CLONE_RETRY_AFTER_S:g} s", retry_after_s=CLONE_RETRY_AFTER_S) from None
+    try:
+        yield
+    finally:
+        places.release()
+
+
 async def clone_voice(request: Request) -> Response:
     rid = start_request(request)
     await _authorise(request, write="clone voices")
@@ -153,6 +194,12 @@ async def clone_voice(request: Request) -> Response:
         raise CloningUnavailableError(
             "voice cloning needs NanoCodec's encoder, which only the NeMo-built codec has; this server runs the "
             f"torch decoder (GEPARD_CODEC_IMPL={rt.settings.codec_impl}): install NeMo (./run.sh setup) and restart")
+    async with _clone_place(request):  # before the upload is read into memory
+        return await _clone(request, rt, rid)
+
+
+async def _clone(request: Request, rt: "Runtime", rid: str) -> Response:
+    """Read the upload, clone, store; the clip is freed when this returns (within the place)."""
     cloner = rt.cloner
     form = await read_clone_form(request, cloner.limits.max_bytes)
     await cloner.store.check_health()  # an unreachable store fails fast (503), before the CPU work
@@ -164,7 +211,7 @@ async def clone_voice(request: Request) -> Response:
         form.clip, form.filename, form.content_type, form.name, form.language, description=form.description,
         gender=form.gender, accent=form.accent, base_voice_id=form.base_voice_id,
     ))
-    runtime_of(request).metrics.voices_cloned.inc()
+    rt.metrics.voices_cloned.inc()
     return JSONResponse(voice.to_metadata_dict())
 
 

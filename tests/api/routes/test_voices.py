@@ -373,6 +373,71 @@ def test_a_clone_whose_client_hangs_up_is_cancelled_and_stores_nothing(deploymen
     deployment.sdk().voices.delete(again.json()["id"])
 
 
+def test_clones_past_the_process_limit_wait_briefly_then_get_429(deployment, monkeypatch):
+    """A clone holds its upload and decoded audio in memory while it runs (20 concurrent 19 MB
+    clones took +677 MiB): at most MAX_CONCURRENT_CLONES run at once per process. One more waits up
+    to CLONE_SLOT_WAIT_S for a place, its body unread, then gets 429 concurrency_limited with retry
+    advice; one that finds a place within the wait is served."""
+    import socket
+    import threading
+
+    from api.routes import voices as voices_routes
+
+    limit = getattr(voices_routes, "MAX_CONCURRENT_CLONES", 4)
+    monkeypatch.setattr(voices_routes, "CLONE_SLOT_WAIT_S", 0.5, raising=False)
+    rt = deployment.server.runtime
+    cloner = rt.cloner
+    encode, release, holding = cloner._encode, threading.Event(), []
+
+    async def held_encode(voice_id, pcm):  # slow clones: their places stay taken until released
+        holding.append(voice_id)
+        while not release.is_set():
+            await asyncio.sleep(0.02)
+        return await encode(voice_id, pcm)
+
+    refused_before = rt.metrics.errors.labels("voices", "concurrency_limited")._value.get()
+    clip = CLIP_22K.read_bytes()
+    cloner._encode = held_encode
+    try:
+        with ThreadPoolExecutor(limit + 1) as pool:
+            first = [pool.submit(clone, deployment.url, clip, name=f"limited {i}") for i in range(limit)]
+            deadline = time.monotonic() + 20
+            while len(holding) < limit:
+                assert time.monotonic() < deadline, f"only {len(holding)} of {limit} clones started"
+                time.sleep(0.02)
+            # a whole upload over the limit: 429 after the brief wait, with retry advice
+            t0 = time.monotonic()
+            r = clone(deployment.url, clip, name="one too many", timeout=10)
+            waited = time.monotonic() - t0
+            body = error_of(r)
+            assert (r.status_code, body["error_code"]) == (429, "concurrency_limited"), body
+            assert f"already runs {limit} voice clones" in body["message"] and "retry in" in body["message"]
+            assert (r.headers["retry-after"], r.headers["retry-after-ms"]) == ("2", "2000")
+            assert "x-should-retry" not in r.headers
+            assert 0.4 <= waited < 5
+            # its body is not read: a clone declaring 19.2 MB that sends 1 KB is answered all the same
+            with socket.create_connection(("127.0.0.1", deployment.server.port), timeout=10) as sock:
+                sock.sendall(b"POST /voices/clone HTTP/1.1\r\nHost: x\r\nContent-Length: 19200000\r\n"
+                             b"Content-Type: multipart/form-data; boundary=b\r\n\r\n" + b"x" * 1024)
+                answer = sock.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 429 "), answer[:200]
+            assert len(holding) == limit  # neither refused clone reached the encoder
+            # a clone that finds a place within its wait is served
+            monkeypatch.setattr(voices_routes, "CLONE_SLOT_WAIT_S", 30.0)
+            late = pool.submit(clone, deployment.url, clip, name="limited late")
+            time.sleep(0.5)
+            assert not late.done() and len(holding) == limit
+            release.set()
+            made = [f.result() for f in first] + [late.result()]
+    finally:
+        release.set()
+        del cloner._encode  # the class's method again
+    assert [r.status_code for r in made] == [200] * (limit + 1), [r.text for r in made]
+    assert rt.metrics.errors.labels("voices", "concurrency_limited")._value.get() == refused_before + 2
+    for r in made:
+        assert httpx.delete(f"{deployment.url}/voices/{r.json()['id']}").status_code == 204
+
+
 def test_bad_clone_forms_name_the_field(deployment):
     url = deployment.url + "/voices/clone"
     clip = CLIP_22K.read_bytes()
