@@ -108,8 +108,23 @@ class Runtime:
                 logger.exception("closing %s failed", name)
 
 
+async def _start_engine(options: EngineOptions) -> TtsEngine:
+    """``create_engine(options)``. Cancelled meanwhile (a signal during start-up), it still waits for
+    the engine, whose load runs in a thread nothing can stop, and closes it: nothing it started
+    (vLLM's engine processes) outlives the start-up."""
+    starting = asyncio.ensure_future(create_engine(options))
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):  # a load that failed left nothing open
+            await (await starting).aclose()
+        raise
+
+
 async def open_runtime(settings: Settings) -> Runtime:
-    engine = await create_engine(EngineOptions(model=settings.model, backend=settings.backend, device=settings.device,
+    """Open every long-lived part (module docstring). Cancelled, it closes what it has opened (an
+    engine that was loading is closed once loaded) and re-raises."""
+    engine = await _start_engine(EngineOptions(model=settings.model, backend=settings.backend, device=settings.device,
                                                dtype=settings.dtype, max_batch=settings.max_concurrent_generations,
                                                vllm_runner=settings.vllm_runner, torch_path=settings.torch_path,
                                                torch_compile=settings.torch_compile,

@@ -24,7 +24,14 @@ While draining:
 At ``drain_timeout_s`` what is left is cut, never silently: a WebSocket context gets one in-band
 ``service_unavailable`` error naming the timeout (then its socket closes with 1012), an SSE stream an
 ``event: error`` frame, and a ``/tts/bytes`` body is aborted (an incomplete chunked body, which every
-HTTP client reports as an error rather than a short file that looks complete).
+HTTP client reports as an error rather than a short file that looks complete). A second signal
+(``Lifecycle.cut_now``) makes the same cut at once, its errors naming the signal.
+
+Warm-up retries every second for as long as it fails (the voice store may come up after the
+gateway): the first failure, and each new cause, is a WARNING; while it keeps failing an ERROR
+every ``WARM_UP_ERROR_EVERY_S`` names the setting to check (``REDIS_URL``, or ``GEPARD_DATA_DIR``
+for the embedded store) and the cause; Redis refusing the credentials is an ERROR from the first
+attempt on.
 """
 
 from __future__ import annotations
@@ -32,8 +39,10 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Callable, Optional, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from api.errors import ServiceUnavailableError
 
@@ -48,6 +57,8 @@ __all__ = ["DrainCutError", "DrainListener", "Lifecycle", "Phase", "warm_up"]
 CUT_GRACE_S = 5.0
 #: Between warm-up attempts (the voice store may come up after the gateway).
 WARM_UP_RETRY_S = 1.0
+#: While warm-up keeps failing, an ERROR this often (the gateway stays out of service meanwhile).
+WARM_UP_ERROR_EVERY_S = 30.0
 #: Frames the warm-up synthesis makes (~0.4 s of audio): enough to run every step of the path.
 WARM_UP_FRAMES = 8
 WARM_UP_TEXT = "Warming up."
@@ -86,6 +97,8 @@ class Lifecycle:
         self._on_drain: list[Callable[[], None]] = []
         self._on_cut: list[Callable[[DrainCutError], None]] = []
         self._drain_task: Optional[asyncio.Task[bool]] = None
+        self._cut_now: Optional[str] = None  # why the drain cuts before its timeout (cut_now)
+        self._cutting = False  # the drain has cut (or is cutting) what was left
 
     # -- phases ------------------------------------------------------------------------------------
     @property
@@ -150,14 +163,23 @@ class Lifecycle:
         started = time.monotonic()
         logger.info("draining: %d open stream(s), %d socket(s); up to %g s for them to finish (GEPARD_DRAIN_TIMEOUT_S)",
                     open_streams(), len(self._listeners), self.drain_timeout_s)
-        clean = await _wait_for(lambda: open_streams() == 0, self.drain_timeout_s)
+        await _wait_for(lambda: open_streams() == 0 or self._cut_now is not None, self.drain_timeout_s)
+        clean = open_streams() == 0
         if not clean:
+            self._cutting = True
             left = open_streams()
-            error = DrainCutError(
-                f"the server shut down before this stream finished: it was still open {self.drain_timeout_s:g} s "
-                "after the shutdown began (GEPARD_DRAIN_TIMEOUT_S); send the unfinished text again on a new "
-                "connection", retry_after_s=1.0)
-            logger.warning("drain timeout after %g s: cutting %d stream(s)", self.drain_timeout_s, left)
+            if self._cut_now is not None:
+                error = DrainCutError(
+                    "the server shut down before this stream finished: it was told to stop at once, by "
+                    f"{self._cut_now} during the drain; send the unfinished text again on a new connection",
+                    retry_after_s=1.0)
+                logger.warning("%s during the drain: cutting %d stream(s) now", self._cut_now, left)
+            else:
+                error = DrainCutError(
+                    f"the server shut down before this stream finished: it was still open {self.drain_timeout_s:g} s "
+                    "after the shutdown began (GEPARD_DRAIN_TIMEOUT_S); send the unfinished text again on a new "
+                    "connection", retry_after_s=1.0)
+                logger.warning("drain timeout after %g s: cutting %d stream(s)", self.drain_timeout_s, left)
             for callback in self._on_cut:
                 callback(error)
             await asyncio.gather(*(listener.on_cut(error) for listener in list(self._listeners)),
@@ -170,6 +192,15 @@ class Lifecycle:
     def on_cut(self, callback: Callable[[DrainCutError], None]) -> None:
         """Call ``callback(error)`` when the drain timeout cuts the streams left (e.g. HTTP streams)."""
         self._on_cut.append(callback)
+
+    def cut_now(self, cause: str) -> bool:
+        """Cut what the drain still waits for now, as its timeout would, the errors naming ``cause``
+        (e.g. "a second SIGTERM"). False when there is no drain waiting to be cut: none began, it
+        already cut, or it is over."""
+        if self._drain_task is None or self._drain_task.done() or self._cutting or self._cut_now is not None:
+            return False
+        self._cut_now = cause
+        return True
 
 
 async def _wait_for(condition: Callable[[], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
@@ -195,11 +226,15 @@ async def warm_up(rt: "Runtime", lifecycle: Lifecycle) -> None:
     from engine.requests import SamplingParams
 
     attempt = 0
+    failing_since: Optional[float] = None
+    last_error_at: Optional[float] = None
     while lifecycle.phase is Phase.STARTING:
         attempt += 1
         t0 = time.perf_counter()
+        stage = "store"
         try:
             await rt.voices.check_health()
+            stage = "synthesis"
             segment = rt.service.segment(WARM_UP_TEXT, "en")
             sampling = SamplingParams(max_frames=WARM_UP_FRAMES, seed=0)
             samples = 0
@@ -209,10 +244,65 @@ async def warm_up(rt: "Runtime", lifecycle: Lifecycle) -> None:
             raise
         except Exception as exc:
             problem = f"{type(exc).__name__}: {exc}"
-            if problem != lifecycle.warm_up_problem:
+            now = time.monotonic()
+            failing_since = now if failing_since is None else failing_since
+            refused = stage == "store" and _credentials_refused(exc)
+            if (now - (failing_since if last_error_at is None else last_error_at) >= WARM_UP_ERROR_EVERY_S
+                    or (refused and last_error_at is None)):
+                last_error_at = now
+                logger.error("not ready: %s (warm-up failing for %.0f s, attempt %d, retrying every %g s): %s",
+                             _what_fails(rt, stage, refused), now - failing_since, attempt, WARM_UP_RETRY_S, problem)
+            elif problem != lifecycle.warm_up_problem:
                 logger.warning("warm-up attempt %d failed (retrying every %g s): %s", attempt, WARM_UP_RETRY_S, problem)
             lifecycle.warm_up_problem = problem
             await asyncio.sleep(WARM_UP_RETRY_S)
             continue
         logger.info("warm-up: %d samples in %.2f s", samples, time.perf_counter() - t0)
         lifecycle.mark_ready()
+
+
+def _what_fails(rt: "Runtime", stage: str, refused: bool) -> str:
+    """The part warm-up waits for, and the setting to check, for an ERROR line."""
+    if stage != "store":
+        return "the warm-up synthesis (engine and codec) fails"
+    url = rt.settings.redis_url
+    if url is None:
+        return f"the embedded voice store in GEPARD_DATA_DIR ({rt.settings.data_dir}) fails"
+    name = "GEPARD_REDIS_URL" if os.environ.get("GEPARD_REDIS_URL", "").strip() else "REDIS_URL"
+    if refused:
+        return f"Redis refuses the credentials in {name} ({_without_password(url)}): correct the user or password there"
+    return f"the voice store in {name} ({_without_password(url)}) does not answer"
+
+
+def _without_password(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    except ValueError:  # not a URL settings would have taken; say nothing of it
+        return "unparsable URL"
+
+
+_REFUSED_CREDENTIALS = ("WRONGPASS", "NOAUTH", "invalid username-password")
+
+
+def _credentials_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is Redis refusing the credentials: redis-py's
+    AuthenticationError, or the server's WRONGPASS / NOAUTH / "invalid username-password" answer."""
+    try:
+        from redis.exceptions import AuthenticationError, AuthenticationWrongNumberOfArgsError
+        auth_errors: tuple[type[BaseException], ...] = (AuthenticationError, AuthenticationWrongNumberOfArgsError)
+    except ImportError:  # the embedded store only
+        auth_errors = ()
+    seen: set[int] = set()
+    error: Optional[BaseException] = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = str(error)
+        if isinstance(error, auth_errors) or any(m in text for m in _REFUSED_CREDENTIALS):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

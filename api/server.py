@@ -21,21 +21,34 @@
                "Application startup failed", and the process exits 3 (``OneLineStartupFailure``)
     heap       once warm, just before ``/ready`` turns 200, the start-up heap is frozen out of the
                garbage collector's way (api/heap.py; ``serve`` only, not the in-process test servers)
-    shutdown   SIGTERM or SIGINT drains (``GracefulServer``, api/lifecycle.py): /ready turns 503,
-               new work gets 503, open streams get ``GEPARD_DRAIN_TIMEOUT_S`` to finish, the rest
+    listening  ``serve`` binds the address before the model loads, so a port in use (or a host it
+               cannot bind) is one line, ``gepard serve: cannot listen on ...``, and exit 2 within
+               seconds; connections are taken (listen) once start-up is done, as before
+    shutdown   SIGTERM, SIGINT or SIGHUP drains (``GracefulServer``, api/lifecycle.py): /ready turns
+               503, new work gets 503, open streams get ``GEPARD_DRAIN_TIMEOUT_S`` to finish, the rest
                is cut with in-band errors, then uvicorn shuts down (10 s more for any other open
-               request) and the process exits 0. A second signal stops at once.
+               request) and the process exits 0. A second signal (any of the three) makes that cut at
+               once and the process exits 0 as soon as the cut streams have ended; one more skips
+               uvicorn's wait for other requests.
+    early stop a signal while the app starts cancels the start-up: an engine load under way (in a
+               thread, it cannot be interrupted) ends first and the engine is closed, whatever else
+               was opened is closed, and the process exits 0 without waiting for the rest (a codec
+               load in its thread is left to the exit)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import logging
+import os
 import signal
+import socket
+import threading
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
 
 import uvicorn
 
@@ -75,12 +88,14 @@ class OneLineStartupFailure:
     Starlette reports an exception raised while the app starts to uvicorn as its whole traceback,
     which uvicorn logs as one record: a wall of frames in text logs, one 2,000-character escaped
     line in JSON logs, the cause at its very end. Here the report is the exception's type and
-    message; the traceback is logged at DEBUG. Anything else passes through untouched, ``state``
-    (where the lifespan keeps the runtime) included.
+    message; the traceback is logged at DEBUG. A start-up cancelled (``GracefulServer`` stopping
+    it on a signal) is reported by nothing here: the server logs why. Anything else passes through
+    untouched, ``state`` (where the lifespan keeps the runtime) included.
     """
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.lifespan_task: Optional["asyncio.Task[Any]"] = None  # the task running the lifespan
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.app, name)
@@ -98,8 +113,13 @@ class OneLineStartupFailure:
                 return
             await send(message)
 
+        self.lifespan_task = asyncio.current_task()
         try:
             await self.app(scope, receive, hold_failure)
+        except asyncio.CancelledError:
+            if failed is not None:
+                failed.pop("message", None)  # uvicorn logs a message; a stop on purpose needs none
+            raise
         except Exception as exc:
             if failed is not None:
                 logger.debug("start-up failed", exc_info=exc)
@@ -140,42 +160,111 @@ def uvicorn_config(settings: Settings, app: Any = None, *, host: Optional[str] =
 
 
 class GracefulServer(uvicorn.Server):
-    """uvicorn's server, draining the gateway on the first SIGTERM/SIGINT before it shuts down.
+    """uvicorn's server, draining the gateway on the first SIGTERM/SIGINT/SIGHUP before it shuts down.
 
     uvicorn alone stops at the first signal: it closes every WebSocket with 1012 at once, gives
-    HTTP responses 10 s, and then re-raises the signal, so the process dies by it. Here the first
+    HTTP responses 10 s, and then re-raises the signal, so the process dies by it (and by SIGHUP,
+    which it leaves alone, at once, leaving vLLM's engine processes behind). Here the first
     signal starts ``Runtime.drain()`` and the server keeps listening (new requests get a 503
     rather than a refused connection); when the drain is over, uvicorn's own shutdown runs and
-    ``serve`` returns normally (exit 0). A second signal skips the rest of the drain.
+    ``serve`` returns normally (exit 0). A second signal cuts what the drain waits for at once
+    (``Lifecycle.cut_now``: the in-band errors of the drain timeout); a signal after the cut
+    stops uvicorn's wait for other requests (its ``force_exit``). A signal during start-up
+    cancels it (``stopped_during_startup``).
     """
 
-    def __init__(self, config: uvicorn.Config, *, freeze_heap_when_ready: bool = False) -> None:
+    def __init__(self, config: uvicorn.Config, *, freeze_heap_when_ready: bool = False,
+                 exit_when_startup_stopped: bool = False) -> None:
         super().__init__(config)
         # the process that serves freezes its start-up heap once ready (api/heap.py); a test
         # process that runs many gateways must not, hence off by default
         self.freeze_heap_when_ready = freeze_heap_when_ready
+        # the process that serves exits at once (0) when a signal stopped its start-up: a codec load
+        # may still run in a worker thread nothing can stop, which the interpreter would wait for
+        self.exit_when_startup_stopped = exit_when_startup_stopped
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._drain: Optional["asyncio.Task[bool]"] = None
+        self._starting: Optional["asyncio.Task[Any]"] = None  # the task in startup(), while there
         self.drained_clean: Optional[bool] = None  # the drain's result, once it ran
+        self.stopped_during_startup = False  # a signal cancelled the start-up
 
     async def serve(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's handlers for SIGINT and SIGTERM, and the same for SIGHUP (left to its default,
+        SIGHUP would kill the process with no drain and no engine shutdown)."""
+        if threading.current_thread() is not threading.main_thread():
+            with super().capture_signals():
+                yield
+            return
+        original = signal.signal(signal.SIGHUP, self.handle_exit)
+        try:
+            with super().capture_signals():
+                yield
+        finally:
+            signal.signal(signal.SIGHUP, original)
+
     async def startup(self, sockets: Any = None) -> None:
-        await super().startup(sockets)
+        self._starting = asyncio.current_task()
+        try:
+            await super().startup(sockets)
+        except asyncio.CancelledError:
+            if not self.stopped_during_startup or self._starting is None:
+                raise
+            self._starting.uncancel()  # cancelled by _stop_startup, and handled here
+            lifespan_task = getattr(self.config.app, "lifespan_task", None)
+            if lifespan_task is not None:  # the app closes what it opened (api/app.py)
+                await asyncio.wait([lifespan_task])
+            logger.info("start-up stopped")
+            if self.exit_when_startup_stopped:  # what the app opened is closed (the engine too)
+                logging.shutdown()
+                os._exit(0)
+            return
+        finally:
+            self._starting = None
+        if sockets is not None and self.started:  # uvicorn logs the address only for sockets it bound
+            self._log_started_message(sockets)
         runtime = self._runtime()
         if self.freeze_heap_when_ready and runtime is not None and not self.should_exit:
             runtime.lifecycle.on_ready(freeze_startup_heap)
 
     def handle_exit(self, sig: int, frame: Optional[FrameType]) -> None:
         # not recorded in _captured_signals: uvicorn would re-raise it after a clean shutdown
-        if self._drain is not None or self._loop is None or not self.started:
-            self.should_exit = True  # second signal, or not serving yet: stop now
-            if self._drain is not None:
-                self.force_exit = sig == signal.SIGINT
+        if self._loop is None:
+            self.should_exit = True  # not serving yet: stop before it starts
             return
-        self._loop.call_soon_threadsafe(self._start_drain, signal.Signals(sig).name)
+        self._loop.call_soon_threadsafe(self._on_signal, signal.Signals(sig).name)
+
+    def _on_signal(self, name: str) -> None:
+        """A signal, on the event loop: stop the start-up, start the drain, cut it, or stop waiting."""
+        if not self.started:
+            self._stop_startup(name)
+        elif self._drain is None:
+            self._start_drain(name)
+        elif (runtime := self._runtime()) is not None and runtime.lifecycle.cut_now(f"a second signal ({name})"):
+            logger.info("%s, a second signal: cutting what is still open now", name)
+        else:  # the drain already cut (or finished): uvicorn's shutdown is under way
+            logger.info("%s, one more signal: stopping without waiting for open requests", name)
+            self.should_exit = self.force_exit = True
+
+    def _stop_startup(self, cause: str) -> None:
+        self.should_exit = True  # at the latest, the server stops once started
+        if self.stopped_during_startup:
+            logger.info("%s: already stopping; waiting for an engine load under way to end", cause)
+            return
+        lifespan = getattr(self, "lifespan", None)
+        lifespan_task = getattr(self.config.app, "lifespan_task", None)
+        if (self._starting is None or lifespan is None or lifespan.startup_event.is_set()
+                or lifespan_task is None or lifespan_task.done()):
+            return  # start-up not begun, or the app has started: should_exit stops the server
+        self.stopped_during_startup = True
+        logger.info("%s during start-up: stopping it (an engine load under way ends first, to be closed; "
+                    "whatever else was opened is closed)", cause)
+        lifespan_task.cancel()
+        self._starting.cancel()
 
     def begin_drain(self) -> None:
         """Start the drain as a signal would (thread-safe; tests call it)."""
@@ -202,6 +291,21 @@ class GracefulServer(uvicorn.Server):
         return getattr(self.config.app.state, "runtime", None) if hasattr(self.config.app, "state") else None
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """The server's address, bound (not yet listening: until start-up is done, connections are
+    refused as before). uvicorn's own ``Config.bind_socket`` does the same but logs "running on"
+    already and exits on an error; here the error is the caller's ``OSError``."""
+    host = host or "0.0.0.0"
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's create_server does
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def serve(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env(
@@ -221,7 +325,15 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     settings = dataclasses.replace(settings, model=str(model_dir))
     scheme = "https" if settings.tls_certfile else "http"
+    try:
+        # bound before anything loads (minutes on real weights), so a port in use is said at once
+        sock = bind_socket(settings.host, settings.port)
+    except OSError as exc:
+        print(f"gepard serve: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc} "
+              "(set GEPARD_HOST/GEPARD_PORT or --host/--port)")
+        return 2
     logger.info("serving on %s://%s:%d (model %s, backend %s)", scheme, settings.host, settings.port, settings.model, settings.backend)
-    server = GracefulServer(uvicorn_config(settings), freeze_heap_when_ready=True)
-    server.run()
-    return 0 if server.started else 3  # 3: start-up failed (what uvicorn.run exits with)
+    server = GracefulServer(uvicorn_config(settings), freeze_heap_when_ready=True, exit_when_startup_stopped=True)
+    server.run(sockets=[sock])
+    # 3: start-up failed (what uvicorn.run exits with); a signal that stopped the start-up is a clean stop
+    return 0 if server.started or server.stopped_during_startup else 3

@@ -1,11 +1,19 @@
-"""The ``gepard`` command: synth writes a WAV of the expected length, serve fails clearly offline, and a
-serving gateway redacts credentials from its log and bounds request heads."""
+"""The ``gepard`` command: synth writes a WAV of the expected length, serve fails clearly offline (and
+on a port in use, before anything loads), a signal during start-up stops it, and a serving gateway
+redacts credentials from its log and bounds request heads."""
 
+import asyncio
 import contextlib
+import importlib.util
 import logging
+import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from typing import AsyncIterator
 
 import numpy as np
@@ -18,7 +26,7 @@ from api.cli import build_parser, main
 from api.server import GracefulServer, uvicorn_config
 from api.settings import Settings
 from codec_worker.errors import CodecFormatError
-from tests.api.live import REPO
+from tests.api.live import REPO, free_port
 from tests.conftest import REF_AUDIO_DIR
 
 FRAMES = 24  # the tiny checkpoint's counter stops every request after 24 frames
@@ -190,3 +198,110 @@ def test_a_start_up_failure_is_one_line_and_exit_3(caplog):
     assert not any(r.exc_info for r in errors)
     # the traceback is still there for whoever asks for DEBUG
     assert any(r.levelno == logging.DEBUG and r.exc_info and r.getMessage() == "start-up failed" for r in caplog.records)
+
+
+def test_serve_says_a_port_in_use_at_once(tiny_ckpt_dir, tmp_path):
+    """The address is bound before anything loads: a port in use is one line and exit 2 in the
+    seconds the settings take, not uvicorn's error after the model and codec have loaded (~47 s on
+    the tiny checkpoint, minutes on real weights)."""
+    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"),
+           "GEPARD_MODEL": str(tiny_ckpt_dir), "GEPARD_BACKEND": "torch", "GEPARD_DEVICE": "cpu",
+           "GEPARD_DATA_DIR": str(tmp_path / "data")}
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout == (f"gepard serve: cannot listen on 127.0.0.1:{port}: Address already in use "
+                           "(set GEPARD_HOST/GEPARD_PORT or --host/--port)\n")
+    assert "Waiting for application startup" not in proc.stderr  # nothing loaded
+
+
+def test_a_signal_during_start_up_stops_it_and_closes_what_it_opened(caplog):
+    """A signal while the app starts cancels the start-up: what the lifespan opened is closed and
+    the server returns at once, not once everything has loaded (33 s on real weights with torch,
+    67 s with vLLM, however many Ctrl-Cs)."""
+    opened, closed = threading.Event(), threading.Event()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        opened.set()
+        try:
+            await asyncio.sleep(60)  # a load under way
+            yield
+        finally:
+            closed.set()
+
+    caplog.set_level(logging.INFO)
+    settings = Settings.from_env({})
+    server = GracefulServer(uvicorn_config(settings, Starlette(lifespan=lifespan), host="127.0.0.1", port=free_port()))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    assert opened.wait(30)
+    stop_at = time.monotonic()
+    server.handle_exit(signal.SIGTERM, None)
+    thread.join(timeout=10)
+    assert not thread.is_alive() and time.monotonic() - stop_at < 5
+    assert closed.is_set() and server.stopped_during_startup and not server.started
+    messages = [r.getMessage() for r in caplog.records if r.name == "api.server"]
+    assert messages[-1] == "start-up stopped" and messages[-2].startswith("SIGTERM during start-up: stopping it")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]  # a stop on purpose is no error
+
+
+async def test_open_runtime_cancelled_while_the_engine_loads_closes_the_engine(monkeypatch, tmp_path):
+    """The engine loads in a thread nothing can stop: cancelled meanwhile (a signal during start-up),
+    open_runtime waits for the engine and closes it, so nothing it started (vLLM's engine processes,
+    the torch backend's worker thread) outlives the start-up."""
+    from api import app as app_module
+
+    closed: list[bool] = []
+
+    class Engine:
+        async def aclose(self) -> None:
+            closed.append(True)
+
+    def load() -> Engine:
+        time.sleep(0.3)
+        return Engine()
+
+    async def create_engine(options: object) -> Engine:
+        return await asyncio.get_running_loop().run_in_executor(None, load)
+
+    monkeypatch.setattr(app_module, "create_engine", create_engine)
+    task = asyncio.create_task(app_module.open_runtime(Settings(model=str(tmp_path), data_dir=tmp_path / "data")))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert closed == [True]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nemo") is None, reason="needs NeMo (a codec load that takes seconds)")
+def test_serve_stopped_while_the_codec_loads_exits_at_once(tiny_ckpt_dir, tmp_path):
+    """`gepard serve` given SIGTERM while the codec loads (NeMo's import: ~15-25 s here): the engine
+    is closed and the process exits 0 at once, without waiting for the load (a worker thread nothing
+    can stop)."""
+    log_path = tmp_path / "server.log"
+    env = {**os.environ, "GEPARD_MODEL": str(tiny_ckpt_dir), "GEPARD_BACKEND": "torch", "GEPARD_DEVICE": "cpu",
+           "GEPARD_CODEC_IMPL": "nemo", "GEPARD_DATA_DIR": str(tmp_path / "data"),
+           "GEPARD_REDIS_URL": "", "REDIS_URL": "",
+           "GEPARD_HOST": "127.0.0.1", "GEPARD_PORT": str(free_port())}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve"], cwd=REPO, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "torch backend:" not in log_path.read_text():  # the engine is up; the codec loads next
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.05)
+        stop_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert time.monotonic() - stop_at < 10  # not the ~15-25 s the codec load takes
+        text = log_path.read_text()
+        assert "SIGTERM during start-up: stopping it" in text and "start-up stopped" in text
+        assert "codec loaded" not in text and "Traceback" not in text, text[-3000:]
+    finally:
+        proc.kill()

@@ -3,15 +3,19 @@
 SIGTERM with work in flight: /ready turns 503 at once, new requests, upgrades and contexts get
 503 service_unavailable with retry advice, a running context and an SSE stream finish, idle
 sockets close with 1012, and the process exits 0. At the drain timeout a context still open gets
-one in-band error, never silence. Start-up: /ready is 503 until warm-up has gone through, which
-waits for the voice store.
+one in-band error, never silence. SIGHUP drains as SIGTERM does; a second signal makes the cut at
+once. Start-up: /ready is 503 until warm-up has gone through, which waits for the voice store, and
+says why with an ERROR every WARM_UP_ERROR_EVERY_S while it cannot.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -226,3 +230,176 @@ def test_drain_timeout_cuts_http_streams_visibly(tiny_ckpt_dir, tmp_path):
                     pass
         server.thread.join(timeout=30)
         assert not server.thread.is_alive() and server.server.drained_clean is False
+
+
+def test_sighup_drains_and_a_second_signal_cuts_at_once(tiny_ckpt_dir, tmp_path):
+    """SIGHUP drains as SIGTERM does (left to its default, it killed the process at once: no drain,
+    vLLM's engine processes left behind). A second signal, of any kind, makes the drain timeout's cut
+    at once: an in-band error for a context, an error event for an SSE stream, an aborted /tts/bytes
+    body; then the process exits 0 within seconds, with no traceback (it used to skip the cut: 1012
+    with no error, HTTP streams cut by uvicorn 10 s later, CancelledError tracebacks)."""
+    env = serve_env(tiny_ckpt_dir, tmp_path / "data", GEPARD_DRAIN_TIMEOUT_S="30", GEPARD_CODEC_IMPL="torch")
+    server = ServerProcess.start(env, tmp_path / "server.log")
+    long_text = " ".join(f"Sentence number {i} is here." for i in range(120))  # ~40 s of streaming here
+    body = {"model_id": "sonic-3", "transcript": long_text, "voice": {"mode": "id", "id": DEFAULT_VOICE_ID},
+            "output_format": RAW}
+    streaming = {"sse": threading.Event(), "bytes": threading.Event()}
+    sse_events: list[dict] = []
+    bytes_end: list[str] = []
+
+    def sse_request() -> None:
+        with httpx.stream("POST", server.url + "/tts/sse", json=body, timeout=60) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    sse_events.append(json.loads(line[6:]))
+                    streaming["sse"].set()
+
+    def bytes_request() -> None:
+        try:
+            with httpx.stream("POST", server.url + "/tts/bytes", json=body, timeout=60) as r:
+                for _ in r.iter_bytes():
+                    streaming["bytes"].set()
+            bytes_end.append("complete")
+        except httpx.RemoteProtocolError:
+            bytes_end.append("aborted")
+
+    async def scenario() -> float:
+        async with connect(f"ws://127.0.0.1:{server.port}/tts/websocket") as ws:
+            await send(ws, gen("open", long_text, DEFAULT_VOICE_ID, output_format=RAW))
+            assert (await recv(ws))["type"] == "chunk"
+            threads = [threading.Thread(target=sse_request), threading.Thread(target=bytes_request)]
+            for thread in threads:
+                thread.start()
+            for started in streaming.values():
+                assert await asyncio.to_thread(started.wait, 30)
+            server.process.send_signal(signal.SIGHUP)
+            body = await asyncio.to_thread(wait_ready_state, server.url, 503)
+            assert body["phase"] == "draining"
+            await asyncio.sleep(0.3)
+            assert not bytes_end and sse_events[-1]["type"] == "chunk"  # all three still streaming
+            second_at = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            messages = await read_context(ws, "open", timeout_s=10)
+            error = messages[-1]
+            assert (error["type"], error["status_code"], error["error_code"]) == ("error", 503, "service_unavailable")
+            assert "second signal (SIGTERM)" in error["message"]
+            assert await until_closed(ws) == 1012
+            for thread in threads:
+                await asyncio.to_thread(thread.join, 10)
+            return second_at
+
+    try:
+        second_at = asyncio.run(scenario())
+        assert sse_events[-1]["type"] == "error" and sse_events[-1]["error_code"] == "service_unavailable"
+        assert "second signal (SIGTERM)" in sse_events[-1]["message"]
+        assert bytes_end == ["aborted"]
+        assert server.process.wait(timeout=15) == 0
+        assert time.monotonic() - second_at < 8  # not uvicorn's 10 s wait for the HTTP streams
+        log = server.log_path.read_text()
+        assert "SIGHUP: draining before shutdown" in log
+        assert "a second signal (SIGTERM) during the drain: cutting 3 stream(s) now" in log
+        assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+    finally:
+        server.stop()
+
+
+def test_the_server_takes_sighup_as_it_takes_sigterm():
+    """While it serves, SIGHUP goes to the server's handler (the drain), as SIGTERM and SIGINT do;
+    uvicorn handles only those two, so SIGHUP (a closed terminal, a supervisor) killed it at once."""
+    from starlette.applications import Starlette
+
+    from api.server import GracefulServer, uvicorn_config
+    from api.settings import Settings
+
+    server = GracefulServer(uvicorn_config(Settings.from_env({}), Starlette()))
+    fallen_through: list[int] = []
+    # stands in for the default action (death) while the test runs, and must be back afterwards
+    fallback = lambda sig, frame: fallen_through.append(sig)  # noqa: E731
+    previous = signal.signal(signal.SIGHUP, fallback)
+    try:
+        with server.capture_signals():
+            assert signal.getsignal(signal.SIGHUP) == server.handle_exit
+            os.kill(os.getpid(), signal.SIGHUP)
+            deadline = time.monotonic() + 5
+            while not (server.should_exit or fallen_through) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert server.should_exit and not fallen_through  # not serving yet: it stops before it starts
+        assert signal.getsignal(signal.SIGHUP) is fallback
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+async def test_warm_up_failing_is_an_error_every_period_naming_the_setting(monkeypatch, caplog, tmp_path):
+    """While warm-up keeps failing (here the embedded store), the first failure is a WARNING and an
+    ERROR naming GEPARD_DATA_DIR follows every WARM_UP_ERROR_EVERY_S (30 s; 0.2 s here) with the cause:
+    a gateway that never turns ready says so, not once."""
+    from types import SimpleNamespace
+
+    from api import lifecycle
+    from voices.errors import VoiceStoreUnavailableError
+
+    monkeypatch.setattr(lifecycle, "WARM_UP_RETRY_S", 0.02)
+    monkeypatch.setattr(lifecycle, "WARM_UP_ERROR_EVERY_S", 0.2, raising=False)
+
+    class Voices:
+        async def check_health(self) -> None:
+            raise VoiceStoreUnavailableError("voice store unavailable during health check: disk I/O error")
+
+    rt = SimpleNamespace(settings=SimpleNamespace(redis_url=None, data_dir=tmp_path / "data"), voices=Voices())
+    caplog.set_level(logging.INFO, logger="api.lifecycle")
+    task = asyncio.create_task(lifecycle.warm_up(rt, lifecycle.Lifecycle()))
+    await asyncio.sleep(0.7)
+    task.cancel()
+    records = [r for r in caplog.records if r.name == "api.lifecycle"]
+    assert records[0].levelno == logging.WARNING  # the store may just not be up yet
+    errors = [r.getMessage() for r in records if r.levelno == logging.ERROR]
+    assert 2 <= len(errors) <= 4, errors
+    assert all(m.startswith(f"not ready: the embedded voice store in GEPARD_DATA_DIR ({tmp_path / 'data'}) fails "
+                            "(warm-up failing for ") and m.endswith("disk I/O error") for m in errors), errors
+
+
+def test_warm_up_says_redis_refuses_the_credentials_until_they_work(tiny_ckpt_dir, tmp_path, monkeypatch, caplog):
+    """REDIS_URL with a wrong password: an ERROR saying Redis refuses the credentials in REDIS_URL
+    (the password masked) from the first attempt, and again every WARM_UP_ERROR_EVERY_S (30 s; 0.5 s
+    here) while /ready stays 503; it keeps retrying, so once Redis takes the password it turns ready.
+    (It used to be one WARNING, then silence for ever.)"""
+    from api import lifecycle
+    from tests.api.conftest import gateway_settings
+    from tests.api.live import LiveServer
+
+    monkeypatch.setattr(lifecycle, "WARM_UP_RETRY_S", 0.1)
+    monkeypatch.setattr(lifecycle, "WARM_UP_ERROR_EVERY_S", 0.5, raising=False)
+    monkeypatch.delenv("GEPARD_REDIS_URL", raising=False)
+    caplog.set_level(logging.INFO, logger="api.lifecycle")
+    redis = RedisServer.start()
+
+    def require_password(password: str, current: str = "") -> None:
+        with socket.create_connection(("127.0.0.1", redis.port), timeout=5) as sock:
+            if current:
+                sock.sendall(f"AUTH {current}\r\n".encode())
+                assert sock.recv(64).startswith(b"+OK")
+            sock.sendall(f"CONFIG SET requirepass {password}\r\n".encode())
+            assert sock.recv(64).startswith(b"+OK")
+
+    server = None
+    try:
+        require_password("right-pass-4Kq")
+        url = f"redis://:wrong-pass-7Zp@127.0.0.1:{redis.port}/0"
+        server = LiveServer(gateway_settings(tiny_ckpt_dir, tmp_path / "data", redis_url=url, codec_impl="torch"))
+        server.start(ready=False)
+        deadline = time.monotonic() + 20
+        while len(errors := [r for r in caplog.records
+                             if r.name == "api.lifecycle" and r.levelno == logging.ERROR]) < 3:
+            assert time.monotonic() < deadline, caplog.text[-3000:]
+            time.sleep(0.05)
+        expected = (f"not ready: Redis refuses the credentials in REDIS_URL (redis://:***@127.0.0.1:{redis.port}/0): "
+                    "correct the user or password there (warm-up failing for ")
+        assert all(r.getMessage().startswith(expected) for r in errors), errors[0].getMessage()
+        assert "wrong-pass-7Zp" not in caplog.text
+        assert httpx.get(server.url + "/ready", timeout=5).json()["phase"] == "starting"
+        require_password("wrong-pass-7Zp", current="right-pass-4Kq")  # Redis now takes the URL's password
+        wait_ready_state(server.url, 200, timeout_s=20)
+    finally:
+        if server is not None:
+            server.stop()
+        redis.stop()
