@@ -250,7 +250,7 @@ def test_several_problems_make_one_message():
 def test_bytes_and_sse_need_text(transcript):
     err = error_of(tts, transcript=transcript)
     assert isinstance(err, EmptyTranscriptError) and err.error_code == "empty_transcript"
-    assert str(err) == "transcript: must contain at least one non-whitespace character"
+    assert str(err) == "transcript: must contain at least one visible, non-whitespace character"
 
 
 def test_ranges_accept_their_bounds():
