@@ -13,10 +13,8 @@ import httpx
 import pytest
 
 from api.cli import main as gepard
-from tests.api.conftest import gateway_settings
-from tests.api.live import LiveServer
+from tests.api.conftest import redis_key_gateway
 from tests.playground.conftest import API_KEY, screenshot
-from tests.voices.redis_server import RedisServer
 
 TYPED = "Hello there, this is the playground streaming words as they are typed."
 SPEECH = ("One sentence here. Two sentences there. Three sentences now. Four sentences more. "
@@ -306,13 +304,9 @@ REDIS_KEY = "k-playground-redis-0123456789"
 
 @pytest.fixture(scope="module")
 def redis_gateway(tiny_ckpt_dir, tmp_path_factory):
-    """Auth on, keys in Redis (``gepard keys add|remove``); key_cache_ttl_s=0: a removed key fails at once."""
-    redis = RedisServer.start()
-    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("playground-keys"), redis_url=redis.url,
-                                require_auth=True, key_cache_ttl_s=0)
-    with LiveServer(settings) as server:
-        yield server, redis
-    redis.stop()
+    """Auth on, keys in Redis (``gepard keys add|remove``); a removed key fails at once."""
+    with redis_key_gateway(tiny_ckpt_dir, tmp_path_factory.mktemp("playground-keys")) as pair:
+        yield pair
 
 
 def gepard_keys(action: str, redis_url: str) -> None:

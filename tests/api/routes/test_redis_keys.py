@@ -18,7 +18,7 @@ from api.cli import main
 from api.errors import AuthBackendUnavailableError, AuthenticationError
 from api.key_store import RedisKeyStore
 from api.settings import Settings, SettingsError
-from tests.api.conftest import gateway_settings
+from tests.api.conftest import gateway_settings, redis_key_gateway
 from tests.api.live import LiveServer
 from tests.api.routes.ws_helpers import gen, read_until_terminal, send
 from tests.voices.redis_server import RedisServer
@@ -30,13 +30,8 @@ SECRET = b"redis-keys-token-secret-0123456789"
 
 @pytest.fixture(scope="module")
 def redis_gateway(tiny_ckpt_dir, tmp_path_factory):
-    redis = RedisServer.start()
-    # key_cache_ttl_s=0: a removed key fails at once (the default believes Redis for 2 s)
-    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("keys-data"), redis_url=redis.url,
-                                require_auth=True, key_cache_ttl_s=0)
-    with LiveServer(settings) as server:
-        yield server, redis
-    redis.stop()
+    with redis_key_gateway(tiny_ckpt_dir, tmp_path_factory.mktemp("keys-data")) as pair:
+        yield pair
 
 
 def _voices(server, key):
