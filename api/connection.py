@@ -48,8 +48,8 @@ nothing new on a socket that outlived it, however long a context stays open with
 The refused context gets its 401 in band (token_expired, token_revoked, invalid_credentials, as a
 new request would), later ones get the same, contexts already speaking finish what they were
 given (an empty closing message is not new work), and the socket closes with 1008 as soon as none
-is working (open or closing; the idle close still applies). A 503 (the key store cannot be reached) refuses only a new context (the key may well
-be valid) and lets an open one go on.
+is working (open or closing; the idle close still applies). A 503 (the key store cannot be
+reached) refuses only a new context (the key may well be valid) and lets an open one go on.
 
 Drain (api/lifecycle.py): once the server drains, a new context gets 503 ``service_unavailable``
 in band (an empty close aside), and so does the first text of a context opened empty and not yet
