@@ -68,7 +68,8 @@ def test_kustomize_renders_and_every_rendered_object_validates():
     assert run.returncode == 0, run.stderr
     rendered = [doc for doc in yaml.safe_load_all(run.stdout) if doc]
     assert {doc["kind"] for doc in rendered} >= {
-        "Deployment", "Service", "StatefulSet", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Ingress", "ConfigMap"}
+        "Deployment", "Service", "StatefulSet", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Ingress", "ConfigMap",
+        "NetworkPolicy"}
     assert [e for doc in rendered for e in validation_errors(doc)] == []
     namespace = kustomization()["namespace"]
     assert all(doc["metadata"]["namespace"] == namespace for doc in rendered)
@@ -91,6 +92,43 @@ def test_probes_point_at_routes_that_exist(objects):
         assert path in routes, f"{probe} asks {path}, which api/app.py does not serve"
         port = container[probe]["httpGet"]["port"]
         assert port in {p["name"] for p in container["ports"]} | {p["containerPort"] for p in container["ports"]}
+
+
+PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+
+
+def containers(objects) -> list[tuple[str, dict]]:
+    """(kind/name, container) of every workload's pod template."""
+    return [(f"{kind}/{name}", c) for (kind, name), doc in objects.items() if kind in ("Deployment", "StatefulSet")
+            for c in doc["spec"]["template"]["spec"]["containers"]]
+
+
+def test_probe_timeouts_outlast_the_health_checks(objects):
+    """/health and /ready bound each check (Redis among them) at CHECK_TIMEOUT_S, so with a hung Redis
+    they answer just after it: a probe timeout at Kubernetes' default of 1 s would fail every such
+    probe (a startup probe that never passes, a liveness probe that restarts healthy replicas)."""
+    from api.routes.health import CHECK_TIMEOUT_S
+
+    checked = 0
+    for where, container in containers(objects):
+        for probe in PROBES:
+            if "httpGet" in container.get(probe, {}):
+                timeout_s = container[probe].get("timeoutSeconds", 1)  # Kubernetes' default
+                assert timeout_s > CHECK_TIMEOUT_S + 0.5, f"{where} {probe}: timeoutSeconds {timeout_s}"
+                checked += 1
+    assert checked == len(PROBES)  # the gateway's three
+
+
+def test_the_hpa_owns_the_replica_count(objects):
+    """A Deployment the HPA scales must not set spec.replicas: every `kubectl apply -k` would reset the
+    autoscaled count to it (the HPA's minReplicas is the floor)."""
+    hpas = [doc for (kind, _), doc in objects.items() if kind == "HorizontalPodAutoscaler"]
+    assert hpas
+    for hpa in hpas:
+        ref = hpa["spec"]["scaleTargetRef"]
+        target = objects[(ref["kind"], ref["name"])]
+        assert "replicas" not in target["spec"], f"{ref['kind']}/{ref['name']} sets replicas, which the HPA owns"
+        assert hpa["spec"]["minReplicas"] >= 2  # the floor the Deployment no longer states
 
 
 def test_grace_period_outlasts_prestop_plus_drain(objects):
@@ -142,6 +180,35 @@ def test_replicas_share_the_redis_of_the_kustomization(objects):
     assert args[args.index("--appendonly") + 1] == "yes"
 
 
+def test_only_the_gateways_reach_redis(objects):
+    """Redis has no password and holds the API keys (a pod that can SADD to the key set has a key) and the
+    voices: a NetworkPolicy selects its pods and admits only the gateway's, on the Redis port. Policies
+    add up, so every policy that selects the Redis pods is checked, and one must exist."""
+    redis_pod = objects[("StatefulSet", "gepard-redis")]["spec"]["template"]
+    redis_labels = redis_pod["metadata"]["labels"]
+    redis_ports = {p["containerPort"] for c in redis_pod["spec"]["containers"] for p in c["ports"]} | {
+        p["name"] for c in redis_pod["spec"]["containers"] for p in c["ports"]}
+    gateway_labels = objects[("Deployment", "gepard")]["spec"]["template"]["metadata"]["labels"]
+    policies = [doc for (kind, _), doc in objects.items() if kind == "NetworkPolicy"
+                and doc["spec"]["podSelector"].get("matchLabels", {}).items() <= redis_labels.items()]
+    assert policies, "no NetworkPolicy selects the Redis pods: every pod in the cluster can reach Redis"
+    for policy in policies:
+        spec = policy["spec"]
+        assert "matchExpressions" not in spec["podSelector"] and spec["podSelector"].get("matchLabels")
+        assert "Ingress" in spec["policyTypes"]
+        assert spec.get("ingress"), "a policy without ingress rules would shut the gateways out too"
+        for rule in spec["ingress"]:
+            assert rule.get("from") and rule.get("ports"), f"{policy['metadata']['name']}: a rule open to all"
+            for peer in rule["from"]:
+                assert set(peer) == {"podSelector"}, f"{peer}: only pods of this namespace, by label"
+                selector = peer["podSelector"].get("matchLabels", {})
+                # the gateway's pods match, and the selector is specific (not Redis itself, not every pod)
+                assert selector and selector.items() <= gateway_labels.items(), selector
+                assert not selector.items() <= redis_labels.items()
+            assert {p["port"] for p in rule["ports"]} <= redis_ports
+            assert all(p.get("protocol", "TCP") == "TCP" for p in rule["ports"])
+
+
 def test_selectors_and_ports_line_up(objects):
     pod_labels = objects[("Deployment", "gepard")]["spec"]["template"]["metadata"]["labels"]
     service = objects[("Service", "gepard")]
@@ -190,3 +257,41 @@ def test_ingress_keeps_long_websockets_and_ends_tls_with_a_secret(objects):
     assert notes["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"  # SSE and streamed bytes
     (tls,) = ingress["spec"]["tls"]
     assert tls["secretName"] and tls["hosts"] == [ingress["spec"]["rules"][0]["host"]]
+
+
+def readme_k8s_commands() -> str:
+    """The first fenced block of the README's Kubernetes section: the commands a reader pastes."""
+    section = (K8S_DIR.parents[1] / "README.md").read_text().split("\n### Kubernetes\n", 1)[1].split("\n### ", 1)[0]
+    return section.split("\n```\n", 1)[1].split("\n```\n", 1)[0] + "\n"
+
+
+def test_readme_commands_run_as_pasted_and_create_the_secret_the_deployment_reads(tmp_path, objects):
+    """Pasted into bash (-e), the README's block makes one kubectl call per command: a comment after a
+    line-continuing backslash would end the command there (kubectl would get a " " argument) and run
+    the next --from-literal line as a command of its own. kubectl and openssl are stubs: kubectl
+    records its arguments, one NUL-separated line per call."""
+    log = tmp_path / "kubectl.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "kubectl").write_text(f"#!/bin/sh\nprintf '%s\\0' \"$@\" >> {log}\necho >> {log}\n")
+    (bin_dir / "openssl").write_text("#!/bin/sh\necho 0123abcd\n")
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    run = subprocess.run(["bash", "-e", "-c", readme_k8s_commands()], env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+                         capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    calls = [line.rstrip("\0").split("\0") for line in log.read_text().splitlines()]
+    namespace = kustomization()["namespace"]
+    secrets = [call for call in calls if call[:5] == ["-n", namespace, "create", "secret", "generic"]]
+    assert len(secrets) == 1, calls
+    (secret,) = secrets
+    assert secret[5] == "gepard-secrets"
+    literals = dict(arg.removeprefix("--from-literal=").split("=", 1) for arg in secret[6:])
+    assert len(literals) == len(secret) - 6, f"not all arguments are --from-literal=KEY=VALUE: {secret}"
+    # the keys the gateway reads from that Secret, and the generated values in full
+    refs = {e["valueFrom"]["secretKeyRef"]["key"] for e in gateway(objects)["env"]
+            if e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "gepard-secrets"}
+    assert set(literals) == refs
+    assert literals["GEPARD_TOKEN_SECRET"] == literals["GEPARD_METRICS_TOKEN"] == "0123abcd"
+    assert calls[0] == ["create", "namespace", namespace] and calls[-1] == ["apply", "-k", "deploy/k8s"]
+    assert len(calls) == 4, calls  # namespace, gepard-secrets, gepard-tls, apply
