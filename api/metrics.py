@@ -92,7 +92,8 @@ class Metrics:
         self.streams_open = Gauge("gepard_streams_open", "Admitted streams (WebSocket contexts and HTTP TTS requests)",
                                   registry=r)
         self.streams_refused = Counter("gepard_streams_refused_total", "New streams refused, by the limit that refused "
-                                       "them (process, key, load)", ["reason"], registry=r)
+                                       "them (process, key, load; draining: admission closed by the drain)", ["reason"],
+                                       registry=r)
 
         # Engine (engine.stats): per step, pushed by the engine as steps happen
         self.engine_step = Histogram("gepard_engine_step_seconds", "Wall time of one engine step (one batched "

@@ -84,14 +84,76 @@ def test_gateway_environment_names_only_real_settings(compose):
         assert env["REDIS_URL"] == "redis://redis:6379/0"
 
 
+_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
+
+
+def interpolate(node, env: dict[str, str]):
+    """The compose file as `docker compose config` reads it with ``env``: ${VAR}, ${VAR:-default}
+    (default when unset or empty), ${VAR-default} (default when unset), $$ (a literal $)."""
+    if isinstance(node, dict):
+        return {key: interpolate(value, env) for key, value in node.items()}
+    if isinstance(node, list):
+        return [interpolate(item, env) for item in node]
+    if not isinstance(node, str):
+        return node
+
+    def value(match: re.Match) -> str:
+        if match[0] == "$$":
+            return "$"
+        name, op, default = match[1], match[2], match[3]
+        if op == ":-" and not env.get(name) or op == "-" and name not in env:
+            return default
+        return env.get(name, "")
+
+    return _VARIABLE.sub(value, node)
+
+
+def duration_s(text: str) -> float:
+    """A Compose duration (Go's syntax: 45s, 1m15s, 1h) in seconds."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|us|h|m|s)", text)
+    assert parts and "".join(n + u for n, u in parts) == text, f"not a duration: {text!r}"
+    unit = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6}
+    return sum(float(n) * unit[u] for n, u in parts)
+
+
+#: the gateway's shutdown after the drain (engine, codec and process exit): what the grace period
+#: must leave on top of GEPARD_DRAIN_TIMEOUT_S and the cut streams' grace
+SHUTDOWN_S = 5.0
+
+
+def assert_grace_outlasts_drain(compose: dict, env: dict[str, str]) -> None:
+    from api.lifecycle import CUT_GRACE_S
+
+    rendered = interpolate(compose, env)
+    for name in GATEWAYS:
+        service = rendered["services"][name]
+        drain_s = float(service["environment"]["GEPARD_DRAIN_TIMEOUT_S"])
+        grace_s = duration_s(service["stop_grace_period"])
+        assert grace_s >= drain_s + CUT_GRACE_S + SHUTDOWN_S, \
+            f"{name} with {env}: SIGKILL after {grace_s:g} s, the drain can take {drain_s:g} + {CUT_GRACE_S:g} s"
+
+
 def test_stop_grace_period_outlasts_the_drain(compose):
     drain_s = float(settings_default("GEPARD_DRAIN_TIMEOUT_S"))
     for name in GATEWAYS:
         service = compose["services"][name]
         configured = re.fullmatch(r"\$\{GEPARD_DRAIN_TIMEOUT_S:-(\d+(?:\.\d+)?)\}", service["environment"]["GEPARD_DRAIN_TIMEOUT_S"])
         assert configured and float(configured.group(1)) == drain_s  # the same default as the code
-        grace = re.fullmatch(r"(\d+)s", service["stop_grace_period"])
-        assert grace and int(grace.group(1)) > drain_s + 5
+    assert_grace_outlasts_drain(compose, {})
+
+
+def test_a_longer_drain_gets_a_longer_grace_period_as_the_readme_says(compose):
+    """GEPARD_DRAIN_TIMEOUT_S is a variable, so the grace period must be one too: a fixed 45 s would
+    SIGKILL a 60 s drain. The README's example command, rendered, gives the drain its time."""
+    readme = (REPO / "README.md").read_text().split("\n### Docker Compose\n", 1)[1].split("\n### ", 1)[0]
+    example = re.search(r"`((?:GEPARD_[A-Z_]+=\S+ )+)docker compose up`", readme)
+    assert example, "the README does not show how to raise the drain timeout and the grace period together"
+    env = dict(pair.split("=", 1) for pair in example[1].split())
+    assert set(env) == {"GEPARD_DRAIN_TIMEOUT_S", "GEPARD_STOP_GRACE_PERIOD"}
+    assert float(env["GEPARD_DRAIN_TIMEOUT_S"]) > settings_default("GEPARD_DRAIN_TIMEOUT_S")
+    assert_grace_outlasts_drain(compose, env)
+    with pytest.raises(AssertionError, match="SIGKILL after 45 s"):  # the drain alone: the default grace
+        assert_grace_outlasts_drain(compose, {"GEPARD_DRAIN_TIMEOUT_S": env["GEPARD_DRAIN_TIMEOUT_S"]})
 
 
 def active_services(compose: dict, profiles: set[str]) -> set[str]:
@@ -159,6 +221,84 @@ def test_alerts_use_only_exported_metrics(compose):
     alerts = yaml.safe_load((REPO / "deploy/prometheus/alerts.yml").read_text())
     used = set().union(*(gepard_names(rule["expr"]) for group in alerts["groups"] for rule in group["rules"]))
     assert used and sorted(used - exported_metric_names()) == []
+
+
+#: 5xx error codes GepardServerErrors leaves out, each for a reason: they are not failures of ours
+NOT_SERVER_ERRORS = {
+    "cloning_unavailable": "501: the torch codec cannot encode clips, a configuration, not a failure",
+    "service_unavailable": "503: starting or draining, every rollout and scale-in gives some",
+}
+
+
+def server_error_codes() -> set[str]:
+    """Every error_code api/errors.py answers with a 5xx: its table, its own ApiError classes, and the
+    internal_error every unmapped exception becomes."""
+    import api.errors as errors
+
+    codes = {rule.error_code for rule in errors._TABLE.values() if rule.status_code >= 500}
+    codes.add(errors._INTERNAL.error_code)
+    classes = [errors.ApiError]
+    while classes:
+        cls = classes.pop()
+        classes.extend(cls.__subclasses__())
+        if cls.status_code >= 500:
+            codes.add(cls.default_error_code)
+    return codes
+
+
+def alert_rule(name: str) -> dict:
+    alerts = yaml.safe_load((REPO / "deploy/prometheus/alerts.yml").read_text())
+    (rule,) = [rule for group in alerts["groups"] for rule in group["rules"] if rule.get("alert") == name]
+    return rule
+
+
+def test_server_errors_alert_covers_every_5xx_code():
+    codes = server_error_codes()
+    assert {"internal_error", "engine_unavailable", "auth_unavailable"} <= codes  # the enumeration works
+    assert set(NOT_SERVER_ERRORS) <= codes, "an exemption names a code that is no longer a 5xx"
+    listed = set(re.search(r'error_code=~"([^"]+)"', alert_rule("GepardServerErrors")["expr"]).group(1).split("|"))
+    assert sorted(codes - set(NOT_SERVER_ERRORS) - listed) == [], "5xx codes the alert does not see"
+    assert sorted(listed - codes) == [], "the alert lists codes that are not 5xx codes"
+
+
+def readme_alert_table() -> dict[str, str]:
+    """{alert: its README row} from the table under "What to alert on"."""
+    section = (REPO / "README.md").read_text().split("\n### What to alert on\n", 1)[1].split("\n### ", 1)[0]
+    return {m[1]: m[0] for m in re.finditer(r"^\| (Gepard[A-Za-z]+) \|.*$", section, flags=re.M)}
+
+
+def metric_help(name: str) -> str:
+    from api.metrics import Metrics
+
+    (family,) = [f for f in Metrics().registry.collect() if f.name == name.removesuffix("_total")]
+    return family.documentation
+
+
+def test_readme_alert_table_is_the_rules_and_says_what_they_mean():
+    alerts = yaml.safe_load((REPO / "deploy/prometheus/alerts.yml").read_text())
+    table = readme_alert_table()
+    assert sorted(table) == sorted(rule["alert"] for group in alerts["groups"] for rule in group["rules"])
+    # vLLM preempts a request when the KV cache runs out; a Gepard request cannot be recomputed, it fails
+    assert "fails" in metric_help("gepard_engine_preemptions_total")
+    assert "fails" in alert_rule("GepardKvCacheExhausted")["annotations"]["summary"]
+    assert "fail" in table["GepardKvCacheExhausted"] and "recomput" not in table["GepardKvCacheExhausted"]
+
+
+def test_refusal_reasons_are_documented_as_admission_counts_them():
+    """gepard_streams_refused_total{reason}: every reason api/admission.py counts is in the metric's help
+    and the README row; refusals of the drain gate are not among them (gepard_errors_total{route="drain"})."""
+    import inspect
+
+    import api.admission
+
+    reasons = set(re.findall(r'self\._refuse\("([a-z_]+)"\)', inspect.getsource(api.admission)))
+    assert {"process", "key", "load", "draining"} <= reasons
+    help_text = metric_help("gepard_streams_refused_total")
+    assert all(reason in help_text for reason in reasons), help_text
+    block = (REPO / "README.md").read_text().split("<!-- metrics-table -->", 1)[1].split("<!-- /metrics-table -->", 1)[0]
+    (row,) = [line for line in block.splitlines() if line.startswith("| `gepard_streams_refused_total` |")]
+    assert reasons <= set(re.findall(r"`([a-z_]+)`", row))
+    assert 'gepard_errors_total{route="drain"}' in row
 
 
 def test_grafana_provisions_the_datasource_and_an_existing_dashboard(compose):
