@@ -14,7 +14,10 @@ frames when the consumer lags (one pending chunk, not an unbounded queue of mess
 consumer only at the boundaries of the request's ``delivery`` cadence (the codec's chunk schedule,
 when the gateway asks) or at its end: one task wake-up per chunk of audio instead of per frame.
 Cancelling or closing a ``generate`` iterator aborts the request; the worker drops it at the start
-of its next step, so it stops within one step.
+of its next step, so it stops within one step. An abort names the request it was made for (its
+PlannedRequest), not just its id, and the id stays taken until the worker has let go of that
+request: a new request that reuses the id at once waits for that (at most a step) and then runs
+normally, instead of being hit by the abort or receiving the old request's frames.
 
 A request that fails on its own (see ``torch_generator``: its prefill raised, it sampled an invalid
 code, or the batched step it was part of failed) gets GenerationError; the worker keeps serving.
@@ -30,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator, Optional
+from typing import AsyncIterator, Callable, Optional
 
 import torch
 
@@ -46,6 +49,11 @@ from engine.sampling import new_seed
 from engine.stats import EngineStats, StepEvent, StepObserver, notify
 
 logger = logging.getLogger(__name__)
+
+# A worker whose last step did nothing (waiting requests that cannot start) sleeps until a request
+# arrives, one is aborted or the engine closes; and, in case nothing of that comes although a step
+# could now move, looks again after this many seconds
+STALL_RECHECK_S = 0.5
 
 
 @dataclass
@@ -79,17 +87,24 @@ class _Mailbox:
 
     loop: asyncio.AbstractEventLoop
     delivery: tuple[int, ...] = ()
+    planned: Optional[PlannedRequest] = None  # what the worker knows the request by: an abort names it, not its id
     event: asyncio.Event = field(default_factory=asyncio.Event)
     frames: list[torch.Tensor] = field(default_factory=list)
     finish: Optional[FinishReason] = None
     error: Optional[BaseException] = None
     received: int = 0  # frames put so far
     cadence: DeliveryCadence = field(init=False)
+    # set once the request is over for the worker (its finish or its failure arrived): until then
+    # its id stays taken, even after its consumer left
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    on_end: Optional[Callable[[], None]] = None  # called when it ends (set once its consumer left)
 
     def __post_init__(self) -> None:
         self.cadence = DeliveryCadence(self.delivery)
 
     def put(self, out: StepOutput) -> None:  # runs on the event loop
+        if self.ended.is_set():  # e.g. the engine closed and failed it while the worker ran a last step
+            return
         if out.error is not None:
             self.fail(out.error)
             return
@@ -101,10 +116,20 @@ class _Mailbox:
         if self.finish is not None or self.cadence.due(self.received):
             self.event.set()
             self.cadence.advance(self.received)
+        if self.finish is not None:
+            self._end()
 
     def fail(self, exc: BaseException) -> None:
+        if self.ended.is_set():
+            return
         self.error = exc
         self.event.set()
+        self._end()
+
+    def _end(self) -> None:
+        self.ended.set()
+        if self.on_end is not None:
+            self.on_end()
 
 
 class TorchEngine(TtsEngine):
@@ -117,8 +142,11 @@ class TorchEngine(TtsEngine):
         self._lock = threading.Condition()
         self._incoming: list[PlannedRequest] = []  # handed over by the event loop, embedded by the worker
         self._embedding = 0  # requests the worker took from _incoming and is embedding now
-        self._aborts: list[str] = []
+        self._aborts: list[PlannedRequest] = []  # the requests to abort (objects: an id may be reused meanwhile)
+        # request id -> its mailbox, from acceptance until the worker let go of the request
         self._mailboxes: dict[str, _Mailbox] = {}
+        # the worker's own view: request id -> the request it holds (taken from _incoming, no final output yet)
+        self._live: dict[str, PlannedRequest] = {}
         self._generated: dict[str, int] = {}  # frames produced per running request (worker thread writes)
         self._dead: Optional[BaseException] = None
         self._closed = False
@@ -208,16 +236,20 @@ class TorchEngine(TtsEngine):
 
     # -- TtsEngine --------------------------------------------------------------------------------
     async def generate(self, request: SynthesisRequest) -> AsyncIterator[FrameChunk]:
-        if self._dead is not None:
-            raise EngineDeadError(f"engine is dead: {self._dead}")
+        self._check_open()
         rid = request.request_id
-        if rid in self._mailboxes:
-            raise InvalidRequestError(f"request id {rid!r} is already running")
+        while (old := self._mailboxes.get(rid)) is not None:
+            if old.on_end is None:  # its consumer is still there
+                raise InvalidRequestError(f"request id {rid!r} is already running")
+            # cancelled, and the worker has not let go of it yet (it does within a step): wait,
+            # so that the abort meant for it cannot reach this request
+            await old.ended.wait()
+            self._check_open()
         planned = self.plan(request)
-        box = _Mailbox(asyncio.get_running_loop(), delivery=request.delivery)
+        box = _Mailbox(asyncio.get_running_loop(), delivery=request.delivery, planned=planned)
         with self._lock:
-            if self._dead is not None:  # died since the check above: its failure notice went to the boxes it knew
-                raise EngineDeadError(f"engine is dead: {self._dead}")
+            # died or closed since the check above: its failure notice went to the boxes it knew
+            self._check_open()
             if self._queued() + self._generator.num_active >= self.config.max_batch + self.config.max_queue:
                 raise OverloadedError(f"engine is at capacity ({self.config.max_batch} running, {self.config.max_queue} queued)")
             self._mailboxes[rid] = box
@@ -225,7 +257,6 @@ class TorchEngine(TtsEngine):
             self._lock.notify()
         logger.info("request %s added (max_frames=%d)", rid, planned.max_frames)
         sent = 0
-        finished = False
         try:
             while True:
                 await box.event.wait()
@@ -239,28 +270,53 @@ class TorchEngine(TtsEngine):
                     chunk = FrameChunk(rid, codes, sent, finish)
                     sent += codes.shape[1]
                     if finish is not None:
-                        finished = True
                         logger.info("request %s finished: %s after %d frames", rid, finish.value, sent)
                     yield chunk
                 if finish is not None:
                     return
         finally:
-            if not finished:
-                await self.abort(rid)
-            self._mailboxes.pop(rid, None)
+            # no await in here: a second cancel must not leave the id taken forever
+            if box.ended.is_set():  # finished or failed: the worker is done with it, nothing to abort
+                self._unregister(rid, box)
+            else:  # the consumer left a live request: abort it; its id is free once the worker let go
+                box.on_end = lambda: self._unregister(rid, box)
+                self._abort(rid, box)
 
     async def abort(self, request_id: str) -> None:
-        with self._lock:
-            self._incoming = [p for p in self._incoming if p.request_id != request_id]
-            self._aborts.append(request_id)
-            self._lock.notify()
-        logger.info("request %s aborted", request_id)
+        box = self._mailboxes.get(request_id)
+        if box is not None and not box.ended.is_set():
+            self._abort(request_id, box)
 
-    async def check_health(self) -> None:
+    def _abort(self, rid: str, box: _Mailbox) -> None:
+        """Abort the request ``box`` belongs to (on the event loop): one not handed to the worker yet
+        ends here; the worker drops one it holds at the start of its next step."""
+        planned = box.planned
+        assert planned is not None  # generate() gives each registered box its request
+        with self._lock:
+            waiting = len(self._incoming)
+            self._incoming = [p for p in self._incoming if p is not planned]
+            never_started = len(self._incoming) < waiting
+            if not never_started:
+                self._aborts.append(planned)
+                self._lock.notify()
+        if never_started:
+            box.put(StepOutput(rid, None, FinishReason.ABORT))
+        logger.info("request %s aborted", rid)
+
+    def _unregister(self, rid: str, box: _Mailbox) -> None:
+        if self._mailboxes.get(rid) is box:
+            del self._mailboxes[rid]
+
+    def _check_open(self) -> None:
         if self._dead is not None:
             raise EngineDeadError(f"torch engine stopped: {type(self._dead).__name__}: {self._dead}")
+        if self._closed:
+            raise EngineDeadError("torch engine is closed")
         if not self._thread.is_alive():
             raise EngineDeadError("torch engine stopped: its worker thread exited")
+
+    async def check_health(self) -> None:
+        self._check_open()
 
     def compress_reference(self, ref_codes: torch.Tensor) -> torch.Tensor:
         return self.model.compress(ref_codes)
@@ -269,26 +325,37 @@ class TorchEngine(TtsEngine):
         return self.model.null_prefix.detach().float().cpu().clone()
 
     async def aclose(self) -> None:
+        """Stop the worker; requests still open end with EngineDeadError, new ones are refused."""
         with self._lock:
             self._closed = True
             self._lock.notify()
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 10)
+        self._fail_open(EngineDeadError("torch engine closed while the request was open"))
 
     # -- worker thread ----------------------------------------------------------------------------
     def _run(self) -> None:
         gen = self._generator
+        stalled = False  # the last step did nothing: its waiting requests cannot start until something changes
         try:
             while True:
                 with self._lock:
-                    while not (self._closed or self._incoming or self._aborts or gen.has_work()):
-                        self._lock.wait()
+                    while not (self._closed or self._incoming or self._aborts or (gen.has_work() and not stalled)):
+                        # stalled, wait for an arrival, an abort or a close rather than spin; the
+                        # timeout only guards against a wrong guess that nothing can move
+                        if not self._lock.wait(timeout=STALL_RECHECK_S if stalled else None):
+                            break
                     if self._closed:
                         return
+                    for p in self._aborts:
+                        # only the request it was made for: one that ended meanwhile is not live, and
+                        # a new request under the same id never is before that one let go
+                        if self._live.get(p.request_id) is p:
+                            gen.abort(p.request_id)  # applied at the start of the next step
+                    self._aborts.clear()
                     planned, self._incoming = self._incoming, []
                     self._embedding = len(planned)
-                    for rid in self._aborts:
-                        gen.abort(rid)  # applied at the start of the next step, after the adds below
-                    self._aborts.clear()
+                    for p in planned:
+                        self._live[p.request_id] = p
                 # outside the lock, so that the event loop never waits for device work to hand a request over
                 failed = self._embed_into(gen, planned)
                 if failed:
@@ -296,18 +363,27 @@ class TorchEngine(TtsEngine):
                 started = time.perf_counter()
                 outputs = gen.step()  # per-request failures come back as outputs with an error
                 duration = time.perf_counter() - started
+                stalled = not outputs and not gen.last_batch_size
                 self._dispatch(outputs)
                 if gen.last_batch_size:  # a step that only dropped aborted requests computed nothing
                     self._steps += 1
                     notify(self._observer, StepEvent(duration, gen.last_batch_size, tuple(gen.last_queue_waits)))
         except BaseException as exc:  # device lost, or the batched step keeps failing: the loop must never die silently
             logger.exception("torch engine worker died")
-            err = EngineDeadError(f"engine failed: {type(exc).__name__}: {exc}")
             with self._lock:  # a request registers under the lock too: it sees _dead, or its box is told
                 self._dead = exc
-                boxes = list(self._mailboxes.values())
-            for box in boxes:
+            self._fail_open(EngineDeadError(f"engine failed: {type(exc).__name__}: {exc}"))
+
+    def _fail_open(self, err: EngineDeadError) -> None:
+        """Tell every open request the engine is gone (called once ``_dead`` or ``_closed`` is set, so no
+        request registers after the boxes are listed)."""
+        with self._lock:
+            boxes = list(self._mailboxes.values())
+        for box in boxes:
+            try:
                 box.loop.call_soon_threadsafe(box.fail, err)
+            except RuntimeError:  # its event loop closed meanwhile: nobody is listening
+                pass
 
     def _embed_into(self, gen: BatchGenerator | FastGenerator, planned: list[PlannedRequest]) -> list[StepOutput]:
         """Embed each newly planned request and queue it on ``gen``; one whose prompt cannot be
@@ -362,7 +438,9 @@ class TorchEngine(TtsEngine):
             if out.codes is not None:
                 self._generated[out.request_id] = self._generated.get(out.request_id, 0) + 1
             if out.finish_reason is not None or out.error is not None:
+                # before the hand-over below: once its mailbox hears of the end, the id may be reused
                 self._generated.pop(out.request_id, None)
+                self._live.pop(out.request_id, None)
             box = self._mailboxes.get(out.request_id)
             if box is not None:
                 by_loop.setdefault(box.loop, []).append((box, out))

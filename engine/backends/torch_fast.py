@@ -30,8 +30,9 @@ What differs is how a step runs:
   launched, which is dropped (everything on the device runs in stream order, so a slot handed to
   a new request is reset after that frame's step has written it);
 - more requests than slots wait in ``pending`` (FIFO) until slots free up; a request whose prompt
-  plus frame cap does not fit ``max_positions`` is refused by the engine before it starts
-  (``check_fits``).
+  plus frame cap does not fit ``max_positions``, or that needs more slots than there are (CFG with
+  one slot), is refused by the engine before it starts (``check_fits``), and fails at admission
+  when handed to the generator directly.
 
 Failures are contained as in the reference loop: a request whose knobs no tensor can hold or
 whose frame holds an invalid code fails alone (its slot scrubbed); a failed prefill batch fails
@@ -70,6 +71,11 @@ def choose_path(path: str, device: torch.device) -> str:
     if path == "auto":
         return "fast" if is_cuda(device) else "reference"
     return path
+
+
+def slots_needed(req: PreparedRequest | PlannedRequest) -> int:
+    """KV cache slots a request takes: one, and one more for its CFG branch."""
+    return 1 + (req.uncond_len is not None)
 
 
 def positions_needed(req: PreparedRequest | PlannedRequest) -> int:
@@ -142,12 +148,24 @@ class FastGenerator(BatchLoop):
 
     def check_fits(self, req: PreparedRequest | PlannedRequest) -> None:
         """InvalidRequestError when the request could never fit the cache (before it starts)."""
+        problem = self._never_fits(req)
+        if problem is not None:
+            raise InvalidRequestError(problem)
         need = positions_needed(req)
         if need > self.max_positions:
             raise InvalidRequestError(
                 f"request needs {need} KV cache positions (prompt {max(req.prompt_len, req.uncond_len or 0)} + max_frames "
                 f"{req.max_frames}) but the torch fast path's cache holds {self.max_positions} per request; "
                 "lower max_frames or shorten the text")
+
+    def _never_fits(self, req: PreparedRequest | PlannedRequest) -> Optional[str]:
+        """Why ``req`` needs more slots than the cache has (None: it fits once enough are free): such
+        a request would wait at the head of the queue forever, and every request behind it too."""
+        if slots_needed(req) <= self.slots:
+            return None
+        return (f"classifier-free guidance (cfg_scale {req.sampling.cfg_scale}) needs two KV cache slots but this "
+                f"engine's torch fast path has {self.slots}; raise its concurrency (max_batch / kv_slots) to 2 or "
+                "more, or drop cfg_scale")
 
     def _release(self, st: _Running, scrub: bool = False) -> None:
         for slot in (st.slot, st.uncond_slot):
@@ -310,7 +328,12 @@ class FastGenerator(BatchLoop):
         longest = 0
         while self.pending and len(self.active) + len(batch) < self.max_batch and len(batch) < self.prefill_batch:
             req = self.pending[0]
-            need = 1 + (req.uncond_embeds is not None)
+            never = self._never_fits(req)  # the engine refuses these; a direct caller may not
+            if never is not None:
+                self.pending.pop(0)
+                outputs.append(self._fail(_Running(req, slot=-1), never))
+                continue
+            need = slots_needed(req)
             if self.allocator.free < need:
                 break  # wait for slots; the queue keeps its order
             length = max(req.prompt_len, req.uncond_len or 0)
@@ -471,4 +494,4 @@ class FastGenerator(BatchLoop):
         return len(self.graphs.graphs)
 
 
-__all__ = ["FastGenerator", "PATHS", "choose_path", "positions_needed"]
+__all__ = ["FastGenerator", "PATHS", "choose_path", "positions_needed", "slots_needed"]

@@ -1,4 +1,5 @@
 import asyncio
+import logging
 import shutil
 import threading
 
@@ -395,7 +396,7 @@ async def test_a_request_that_races_the_engines_death_is_told_not_left_waiting(e
         planned = plan(request)
         monkeypatch.setattr(engine._generator, "step", lambda: (_ for _ in ()).throw(lost))
         with engine._lock:
-            engine._aborts.append("nobody")  # wakes the worker, whose next step fails
+            engine._aborts.append(planned)  # wakes the worker (an abort of a request it does not hold), whose next step fails
             engine._lock.notify()
         engine._thread.join(10)
         assert not engine._thread.is_alive()
@@ -519,3 +520,60 @@ async def test_a_prompt_that_cannot_be_built_fails_its_request_alone(engine, mon
         assert torch.equal(solo, codes) and reason is FinishReason.STOP
     await engine.check_health()
     assert engine.num_requests == 0 and engine.stats().waiting == 0
+
+
+# -- closing, cancelling and reusing an id ----------------------------------------------------------
+
+async def test_closing_the_engine_ends_open_requests_and_refuses_new_ones(never_stop_dir):
+    eng = TorchEngine(GepardModel.from_pretrained(never_stop_dir))
+    stream = eng.generate(SynthesisRequest("open", TEXTS[1], None, SamplingParams(temperature=0.0, max_frames=2000)))
+    await stream.__anext__()
+    await eng.aclose()
+    with pytest.raises(EngineDeadError, match="torch engine closed while the request was open"):
+        await asyncio.wait_for(stream.__anext__(), 2)  # used to wait forever
+    with pytest.raises(EngineDeadError, match="torch engine is closed"):
+        await asyncio.wait_for(collect(eng, "new", TEXTS[0]), 2)  # used to be accepted and wait forever
+    with pytest.raises(EngineDeadError, match="torch engine is closed"):
+        await eng.check_health()
+    assert eng._mailboxes == {}  # no caller left waiting
+
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+async def test_an_id_reused_right_after_its_cancel_runs_the_new_request_normally(never_stop_dir, path):
+    """The abort of the cancelled request must not hit the new one (it used to: 0 frames and ABORT),
+    and none of the old request's frames may reach it."""
+    eng = TorchEngine(GepardModel.from_pretrained(never_stop_dir), TorchEngineConfig(path=path, max_positions=2200))
+    try:
+        stream = eng.generate(SynthesisRequest("x", TEXTS[1], None, SamplingParams(temperature=0.0, max_frames=2000)))
+        await stream.__anext__()
+        await stream.aclose()  # aborts "x"; the worker drops it at its next step
+        short = SamplingParams(temperature=0.0, max_frames=5)
+        codes, reason = await asyncio.wait_for(collect(eng, "x", TEXTS[0], short), 10)
+        assert reason is FinishReason.LENGTH and codes.shape[1] == 5
+        fresh, _ = await collect(eng, "fresh", TEXTS[0], short)
+        assert torch.equal(codes, fresh)
+        assert eng.num_requests == 0
+        with pytest.raises(InvalidRequestError, match="request id 'y' is already running"):  # a live id stays taken
+            running = eng.generate(SynthesisRequest("y", TEXTS[1], None, SamplingParams(temperature=0.0, max_frames=2000)))
+            await running.__anext__()
+            await eng.generate(SynthesisRequest("y", TEXTS[0], None, short)).__anext__()
+        await running.aclose()
+    finally:
+        await eng.aclose()
+
+
+async def test_only_a_request_its_consumer_left_is_logged_as_aborted(never_stop_dir, caplog):
+    caplog.set_level(logging.INFO, logger="engine.backends.torch_backend")
+    eng = TorchEngine(GepardModel.from_pretrained(never_stop_dir))
+    try:
+        let_through(eng, "bad", temperature=float("nan"))
+        with pytest.raises(GenerationError, match="request bad: sampled code"):
+            await collect(eng, "bad", TEXTS[0])
+        await collect(eng, "done", TEXTS[0], SamplingParams(temperature=0.0, max_frames=3))
+        assert not [r for r in caplog.records if "aborted" in r.getMessage()]  # failed, finished: not aborted
+        stream = eng.generate(SynthesisRequest("left", TEXTS[1], None, SamplingParams(temperature=0.0, max_frames=2000)))
+        await stream.__anext__()
+        await stream.aclose()
+        assert [r.getMessage() for r in caplog.records if "aborted" in r.getMessage()] == ["request left aborted"]
+    finally:
+        await eng.aclose()

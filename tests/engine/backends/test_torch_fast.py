@@ -373,6 +373,58 @@ async def test_a_request_too_long_for_the_cache_is_refused_before_any_frame(tiny
         await eng.aclose()
 
 
+async def drain(stream) -> list:
+    return [c async for c in stream]
+
+
+CFG_SLOTS = (r"classifier-free guidance \(cfg_scale 2.0\) needs two KV cache slots but this engine's torch fast "
+             r"path has 1; raise its concurrency \(max_batch / kv_slots\) to 2 or more, or drop cfg_scale")
+
+
+async def test_a_cfg_request_with_one_slot_is_refused_before_it_can_block_the_queue(tiny_model):
+    """CFG takes two slots: with one it used to wait at the head of the queue forever, the worker
+    spinning and every later request stuck behind it."""
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=1, path="fast", max_positions=512))
+    try:
+        cfg = SamplingParams(temperature=0.0, cfg_scale=2.0)
+        with pytest.raises(InvalidRequestError, match=CFG_SLOTS):
+            await asyncio.wait_for(drain(eng.generate(SynthesisRequest("cfg", TEXTS[0], None, cfg))), 10)
+        assert eng.num_requests == 0
+        chunks = await asyncio.wait_for(drain(eng.generate(SynthesisRequest("plain", TEXTS[0], None, GREEDY))), 30)
+        assert chunks[-1].finish_reason is FinishReason.STOP
+    finally:
+        await eng.aclose()
+
+
+def test_a_cfg_request_handed_straight_to_a_one_slot_generator_fails_alone(tiny_model, preparer):
+    cfg = prepare(preparer, tiny_model, "cfg", TEXTS[0], KNOBS["cfg_greedy"])
+    ok = prepare(preparer, tiny_model, "ok", TEXTS[1], GREEDY)
+    got = drive(fast(tiny_model, max_batch=1), {0: [cfg, ok]})  # used to never finish (drive's step limit)
+    assert isinstance(got.finish["cfg"], GenerationError) and "needs two KV cache slots" in str(got.finish["cfg"])
+    assert got.frames["cfg"] == []
+    assert_same(solo(tiny_model, ok), got, "ok")
+
+
+async def test_a_worker_whose_waiting_requests_cannot_start_sleeps_instead_of_spinning(tiny_model, monkeypatch):
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=2, path="fast", max_positions=512))
+    gen, steps = eng._generator, []
+    step = gen.step
+    monkeypatch.setattr(gen, "_admit", lambda outputs: [])  # as if no slot ever freed up
+    monkeypatch.setattr(gen, "step", lambda: steps.append(1) or step())
+    try:
+        task = asyncio.ensure_future(drain(eng.generate(SynthesisRequest("stuck", TEXTS[0], None, GREEDY))))
+        await asyncio.sleep(1.0)
+        assert 1 <= len(steps) <= 5, len(steps)  # a spinning worker steps tens of thousands of times a second
+        task.cancel()  # an abort is a change: the worker wakes and drops the request
+        for _ in range(100):
+            if eng.num_requests == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert eng.num_requests == 0 and task.cancelled()
+    finally:
+        await eng.aclose()
+
+
 def test_a_too_long_request_handed_straight_to_the_generator_fails_alone(tiny_model, preparer):
     ok = prepare(preparer, tiny_model, "ok", TEXTS[0], GREEDY)
     long = prepare(preparer, tiny_model, "long", TEXTS[1], SamplingParams(temperature=0.0, max_frames=200))
