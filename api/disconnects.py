@@ -16,8 +16,10 @@ context's task). ``DisconnectMiddleware`` sits outside the routes and:
   ("ws <id> closed by client"); a disconnect error escaping the app is one INFO line here.
 
 ``unless_client_leaves(request, work)`` is for the routes whose work ends in a side effect the
-client learns of only from the response (a clone stored under a new id): the work is cancelled
-when the client hangs up first, and ClientDisconnect raised.
+client learns of only from the response (a clone stored under a new id), or holds what others wait
+for (a stream's first audio, awaited with its engine request and stream place taken:
+api/routes/_common.py ``primed``): the work is cancelled when the client hangs up first, and
+ClientDisconnect raised.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Callable, Optional
 from starlette.requests import Request
 
 from api.app_state import runtime_of  # noqa: F401  (re-exported for routes)
+from api.disconnects import unless_client_leaves
 from api.errors import RequestTooLargeError, describe_error, is_mapped, new_request_id
 
 if TYPE_CHECKING:
@@ -55,16 +56,26 @@ async def read_body(request: Request, limit: int = MAX_JSON_BODY_BYTES) -> bytes
 
 
 async def primed(
-    body: AsyncIterator[bytes], on_error: Optional[Callable[[Exception], bytes]] = None
+    request: Request, body: AsyncIterator[bytes], on_error: Optional[Callable[[Exception], bytes]] = None
 ) -> AsyncIterator[bytes]:
     """Await ``body``'s first item now, so that errors until then become proper HTTP errors, and
-    return a stream of all its items for a StreamingResponse.
+    return a stream of all its items for a StreamingResponse. ``request``'s body must have been read.
 
+    A client that hangs up before the first item (queued behind a busy engine, say) closes ``body``
+    at once, which aborts its engine request and gives back its stream place, and ClientDisconnect
+    is raised: api.disconnects logs the one line, the access log a 499 (no answer was sent).
     After the first item the status line is gone: ``on_error`` turns a later failure into a last
     in-band item (SSE); without it the failure propagates and the server aborts the connection.
     Closing the stream (client gone, or done) closes ``body``, which aborts its engine requests.
     """
-    first = await body.__anext__()
+    async def first_item() -> bytes:
+        return await body.__anext__()
+
+    try:
+        first = await unless_client_leaves(request, first_item())
+    except BaseException:  # client gone, a refusal, an error, this handler cancelled: nothing is left open
+        await body.aclose()
+        raise
 
     async def stream() -> AsyncIterator[bytes]:
         try:

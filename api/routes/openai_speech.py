@@ -29,7 +29,7 @@ import math
 import weakref
 from typing import AsyncIterator, Optional
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
@@ -275,6 +275,8 @@ async def speech(request: Request) -> Response:
     rid = start_request(request)
     try:
         return await _speech(request, rid)
+    except ClientDisconnect:
+        raise  # nobody to answer: one INFO line and a 499 in the access log (api/disconnects.py)
     except Exception as exc:
         return _answer_error(request, exc, rid)
 
@@ -310,7 +312,7 @@ async def _speech(request: Request, rid: str) -> Response:
         error = json.loads(_answer_error(request, exc, rid).body)
         return sse_event({"type": "error", **error})
 
-    stream = await primed(audio(), on_error=in_band if req.sse else None)
+    stream = await primed(request, audio(), on_error=in_band if req.sse else None)
     rt.metrics.first_audio.labels(_ROUTE).observe(since_start(request))
     if req.sse:
         return StreamingResponse(stream, media_type="text/event-stream",

@@ -25,6 +25,6 @@ async def endpoint(request: Request) -> Response:
     rt.metrics.requests.labels("bytes").inc()
 
     sink = AudioSink(req.output_format)
-    stream = await primed(encoded_audio(svc, job, sink, key=principal.subject, route="bytes", request_id=rid))
+    stream = await primed(request, encoded_audio(svc, job, sink, key=principal.subject, route="bytes", request_id=rid))
     rt.metrics.first_audio.labels("bytes").observe(since_start(request))
     return StreamingResponse(stream, media_type=req.output_format.media_type, headers={"x-request-id": rid})

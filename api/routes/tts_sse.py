@@ -68,6 +68,6 @@ async def endpoint(request: Request) -> Response:
         rt.metrics.errors.labels("sse", event.error_code).inc()  # the code the client reads
         return sse_frame(event)
 
-    stream = await primed(events(), on_error=in_band)
+    stream = await primed(request, events(), on_error=in_band)
     rt.metrics.first_audio.labels("sse").observe(since_start(request))
     return StreamingResponse(stream, media_type="text/event-stream", headers={"cache-control": "no-cache", "x-request-id": rid})

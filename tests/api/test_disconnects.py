@@ -146,3 +146,65 @@ def test_a_real_error_is_still_an_error(server, captured):
     assert httpx.get(f"http://127.0.0.1:{server}/broken", timeout=30).status_code == 500
     text = wait_for(captured, "Exception in ASGI application")
     assert "ValueError: a real bug" in text and "client disconnected" not in text
+
+
+# --- the real gateway: a client gone before its first audio -----------------------------------------
+
+SPEAK = {"model_id": "sonic-3", "transcript": "Hello there.",
+         "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000}}
+
+
+def until(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/tts/bytes", SPEAK),
+    ("/tts/sse", SPEAK),
+    ("/v1/audio/speech", {"model": "tts-1", "voice": "alloy", "input": "Hello there.", "response_format": "pcm"}),
+])
+def test_a_client_gone_before_its_first_audio_gives_back_its_engine_request_and_stream(
+        gateway, default_voice_id, captured, monkeypatch, path, body):
+    """The engine is busy and the request waits for its first audio; its client gives up. Its engine
+    request is aborted and its stream place given back at once (not when its first audio would have
+    come), and the request is a disconnect: one INFO line and a 499 in the access log, no ERROR."""
+    import json
+
+    rt = gateway.runtime
+    svc = rt.service
+    held: list[str] = []  # the engine requests waiting for a first frame that does not come
+    release = threading.Event()  # lets them end if the server never closes them (the test failed)
+
+    async def first_frame_held_back(request):
+        held.append(request.request_id)
+        try:
+            while not release.is_set():
+                await asyncio.sleep(0.01)
+            return
+            yield  # an async generator, like the engine's
+        finally:
+            held.remove(request.request_id)
+
+    monkeypatch.setattr(rt.engine, "generate", first_frame_held_back)
+    if "voice" not in body:
+        body = {**body, "voice": default_voice_id}
+    payload = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", gateway.port))
+    try:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+        until(lambda: held and svc.admission.open_streams == 1 and svc.in_flight == 1, 30,
+              "the request to wait for its first audio")
+        sock.close()  # the client gives up (curl -m)
+        until(lambda: not held and svc.admission.open_streams == 0 and svc.in_flight == 0, 2.0,
+              "the engine request and the stream place to be given back")
+        text = wait_for(captured, f"client disconnected: POST {path} (request ")
+        text = wait_for(captured, f"http POST {path} 499 ")
+    finally:
+        release.set()
+        sock.close()
+    assert_quiet(text)
+    assert text.count("client disconnected") == 1
