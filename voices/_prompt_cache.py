@@ -19,11 +19,19 @@ from typing import Optional
 from voices.models import VoicePrompt
 
 
+#: ``CacheEntry.validated_at`` of an entry whose next hit must check its generation whatever else holds.
+NEEDS_CHECK = float("-inf")
+
+
 @dataclass(slots=True)
 class CacheEntry:
     prompt: VoicePrompt
     generation: str
-    validated_at: float  # time.monotonic() of the last successful generation check (or fetch)
+    validated_at: float  # time.monotonic() of the last successful generation check (or fetch), or NEEDS_CHECK
+
+    @property
+    def needs_check(self) -> bool:
+        return self.validated_at == NEEDS_CHECK
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +84,14 @@ class PromptCache:
 
     def clear(self) -> None:
         self._entries.clear()
+        self._invalidations += 1
+
+    def distrust_all(self) -> None:
+        """Every entry needs a generation check at its next hit (``needs_check``), and fills begun
+        before now are not cached: invalidations may have been missed (no listener was subscribed).
+        Unlike ``clear`` the prompts stay, so a store outage that follows still finds them."""
+        for entry in self._entries.values():
+            entry.validated_at = NEEDS_CHECK
         self._invalidations += 1
 
     def invalidate_fills(self) -> None:

@@ -283,7 +283,7 @@ class VoiceStore(abc.ABC):
 
     async def _revalidate(self, voice_id: str, entry: CacheEntry) -> VoicePrompt:
         now = time.monotonic()
-        if self._cache_trusted():
+        if self._cache_trusted() and not entry.needs_check:
             return entry.prompt
         if self._revalidate_after_s and now - entry.validated_at < self._revalidate_after_s:
             return entry.prompt

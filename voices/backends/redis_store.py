@@ -302,11 +302,14 @@ class RedisVoiceStore(VoiceStore):
         """Evict cached prompts as other replicas delete or re-prefix voices; reconnect on errors."""
         backoff = 0.1
         while not self._stop_listening:
-            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._client.pubsub()
             try:
                 await pubsub.subscribe(self._channel)
-                # messages sent while we were not subscribed are lost: start from an empty cache
-                self._cache.clear()
+                await _subscription_confirmed(pubsub)
+                # messages sent while we were not subscribed are lost: every cached prompt gets a
+                # generation check at its next hit. Not a clear: a Redis outage right after would
+                # leave nothing to serve, where a failed check serves the cached prompt.
+                self._cache.distrust_all()
                 self._listening = True
                 backoff = 0.1
                 # redis-py may swallow a cancellation inside get_message: the flag ends the loop too
@@ -343,3 +346,18 @@ class RedisVoiceStore(VoiceStore):
             if self._owns_client:
                 with contextlib.suppress(Exception):
                     await self._client.aclose()
+
+
+#: How long a new subscription has to be confirmed before the listener counts it as failed.
+SUBSCRIBE_CONFIRM_S = 2.0
+
+
+async def _subscription_confirmed(pubsub: "aioredis.client.PubSub") -> None:
+    """Wait for Redis's confirmation of the SUBSCRIBE just sent. Sending it proves nothing: on a
+    pooled connection whose server has gone, the write succeeds and only the reply's read fails."""
+    deadline = asyncio.get_running_loop().time() + SUBSCRIBE_CONFIRM_S
+    while (left := deadline - asyncio.get_running_loop().time()) > 0:
+        message = await pubsub.get_message(timeout=left)
+        if message is not None and message.get("type") == "subscribe":
+            return
+    raise rexc.ConnectionError(f"no confirmation of the subscription within {SUBSCRIBE_CONFIRM_S:g} s")

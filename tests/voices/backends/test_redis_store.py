@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import redis.asyncio as aioredis
 import torch
@@ -53,6 +55,54 @@ async def test_outage_fails_writes_and_lists_but_cached_prompts_keep_working(
             await store.get_prompt("cold")
     finally:
         await store.aclose()
+
+
+async def test_prompts_cached_before_the_listener_subscribed_survive_an_outage_that_follows(
+        own_redis: RedisServer) -> None:
+    """The invalidation listener starts at the first cache hit; its subscription used to clear the
+    cache (messages missed before it), so an outage right after found nothing to serve: a gateway's
+    WebSocket got 503 voice_store_unavailable for a voice its /tts/bytes had just spoken. Entries now
+    stay and get a generation check at their next hit, which an outage answers with the cached prompt."""
+    store = RedisVoiceStore.from_url(own_redis.url, socket_timeout_s=0.5, connect_timeout_s=0.5, retries=1)
+    try:
+        hot = make_record("hot", seed=1)
+        await store.put(hot)
+        await store.get_prompt("hot")  # a miss: fetched and cached
+        await store.get_prompt("hot")  # a hit: starts the listener
+        for _ in range(100):  # until it has subscribed
+            if store._listening:
+                break
+            await asyncio.sleep(0.02)
+        assert store._listening and store.cached_voice_ids() == ["hot"]
+
+        own_redis.stop()
+        for _ in range(3):
+            assert torch.equal((await store.get_prompt("hot")).prefix, hot.prefix)
+            await asyncio.sleep(0.3)  # the listener notices and retries meanwhile
+    finally:
+        await store.aclose()
+
+
+async def test_a_delete_missed_while_unsubscribed_is_caught_by_the_check_after_the_subscription(
+        redis_server: RedisServer) -> None:
+    """Keeping entries across a (re)subscription must not serve a voice deleted while nobody listened."""
+    a = RedisVoiceStore.from_url(redis_server.url, namespace="resub")
+    b = RedisVoiceStore.from_url(redis_server.url, namespace="resub")
+    try:
+        await a.put(make_record("gone"))
+        await b.get_prompt("gone")  # cached on b, whose listener has not started (no hit yet)
+        await a.delete("gone")  # published while b listened to nothing
+        b._cache_trusted()  # starts b's listener, as a hit would
+        for _ in range(100):
+            if b._listening:
+                break
+            await asyncio.sleep(0.02)
+        assert b._listening and b.cached_voice_ids() == ["gone"]
+        with pytest.raises(VoiceNotFoundError):  # kept across the subscription, but checked
+            await b.get_prompt("gone")
+    finally:
+        await a.aclose()
+        await b.aclose()
 
 
 async def test_store_recovers_when_redis_comes_back(own_redis: RedisServer) -> None:
