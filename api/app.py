@@ -126,7 +126,9 @@ async def open_runtime(settings: Settings) -> Runtime:
     engine that was loading is closed once loaded) and re-raises."""
     engine = await _start_engine(EngineOptions(model=settings.model, backend=settings.backend, device=settings.device,
                                                dtype=settings.dtype, max_batch=settings.max_concurrent_generations,
-                                               vllm_runner=settings.vllm_runner, torch_path=settings.torch_path,
+                                               vllm_runner=settings.vllm_runner,
+                                               stall_timeout_s=settings.engine_stall_timeout_s,
+                                               torch_path=settings.torch_path,
                                                torch_compile=settings.torch_compile,
                                                torch_overlap=settings.torch_overlap))
     try:

@@ -21,6 +21,10 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
     GEPARD_VLLM_RUNNER                 vllm_runner                  v1 (v1 | v2: vLLM's model runner; v1 runs
                                                                     the adapter the CPU tests cover, on GPU too)
+    GEPARD_ENGINE_STALL_TIMEOUT_S      engine_stall_timeout_s       60 (vLLM backend: with requests unfinished
+                                                                    and no engine step for this long, the engine
+                                                                    is declared dead: /health fails, waiting
+                                                                    streams get engine_unavailable; 0: off)
     GEPARD_TORCH_PATH                  torch_path                   auto (auto | reference | fast: the torch
                                                                     backend's loop; auto: fast on CUDA only)
     GEPARD_TORCH_COMPILE               torch_compile                false (the fast path's decode step and prefill
@@ -170,6 +174,7 @@ class Settings:
     device: str = field(default="auto", metadata=_env("GEPARD_DEVICE"))
     dtype: str = field(default="auto", metadata=_env("GEPARD_DTYPE"))
     vllm_runner: str = field(default="v1", metadata=_env("GEPARD_VLLM_RUNNER"))
+    engine_stall_timeout_s: float = field(default=60.0, metadata=_env("GEPARD_ENGINE_STALL_TIMEOUT_S"))
     torch_path: str = field(default="auto", metadata=_env("GEPARD_TORCH_PATH"))
     torch_compile: bool = field(default=False, metadata=_env("GEPARD_TORCH_COMPILE"))
     torch_overlap: bool = field(default=False, metadata=_env("GEPARD_TORCH_OVERLAP"))
@@ -277,6 +282,7 @@ class Settings:
         choice("codec_impl", CODEC_IMPLS)
         choice("vllm_runner", VLLM_RUNNERS)
         choice("torch_path", TORCH_PATHS)
+        in_range("engine_stall_timeout_s", 0, 86400)
         for key in self.api_keys:
             problem = api_key_problem(key)
             if problem is not None:
@@ -588,4 +594,5 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "key_cache_ttl_s": _parse_float,
     "max_header_bytes": _parse_int,
     "drain_timeout_s": _parse_float,
+    "engine_stall_timeout_s": _parse_float,
 }

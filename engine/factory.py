@@ -26,6 +26,7 @@ class EngineOptions:
     max_batch: int = 64
     extra: dict = field(default_factory=dict)  # backend-specific knobs
     vllm_runner: str | None = None  # vLLM's model runner, "v1" | "v2"; None: v1 (engine.backends.vllm_runner)
+    stall_timeout_s: float | None = None  # vLLM: no engine step this long with requests unfinished = dead (0: off)
     torch_path: str = "auto"  # the torch backend's loop: auto | reference | fast (engine.backends.torch_fast)
     torch_compile: bool = False  # the fast path's decode step and prefill through torch.compile (fast_step)
     torch_overlap: bool = False  # the fast path launches a step before reading the last (engine.backends.torch_fast)

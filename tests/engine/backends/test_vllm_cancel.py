@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("vllm")
 
 from engine.backends.vllm_backend import VllmEngine, VllmEngineConfig  # noqa: E402
-from engine.errors import EngineDeadError  # noqa: E402
+from engine.errors import EngineDeadError, InvalidRequestError  # noqa: E402
 from engine.requests import FinishReason, SamplingParams, SynthesisRequest  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
@@ -100,12 +100,54 @@ async def test_a_second_cancel_during_the_abort_still_frees_the_request(engine, 
     task.cancel()  # the second cancel, while the first one's cleanup awaits the abort
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert request(3).request_id not in engine._streams
+    # the shielded abort outlives the cancelled task; the id stays registered until it is through
+    # (the test below: a request reusing it meanwhile is refused, not killed by that abort)
+    await asyncio.wait_for(aborted.wait(), 10)
+    assert await id_released(engine, request(3).request_id)
     load = await wait_until_idle(engine)
     assert (load.unfinished, load.running, load.kv_cache_usage) == (0, 0, 0.0)
-    # the shielded abort outlives the cancelled task: let it land here, not on the next test's
-    # request of the same id (it once aborted that one, which then came back with no frames)
+
+
+async def id_released(engine, rid) -> bool:
+    for _ in range(100):
+        if rid not in engine._streams:
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def test_an_id_reused_while_its_abort_is_pending_is_refused_not_aborted_later(engine, monkeypatch):
+    """vLLM aborts by external id: every live request of that id. A request reusing the id of one
+    whose (slow) abort is still pending must not be the one that abort kills: it is refused as
+    "already running" (or, were it accepted, it would have to run to its end)."""
+    abort, aborting, aborted = engine.abort, asyncio.Event(), asyncio.Event()
+
+    async def slow_abort(request_id):
+        aborting.set()
+        await asyncio.sleep(0.3)
+        await abort(request_id)
+        aborted.set()
+
+    monkeypatch.setattr(engine, "abort", slow_abort)
+    task = await consuming(engine, request(5, max_frames=400))
+    task.cancel()
+    await aborting.wait()
+    task.cancel()  # generate() returns while its abort is still pending
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not aborted.is_set()
+    try:
+        codes, reason = await collect(engine, request(5, max_frames=400))
+    except InvalidRequestError as exc:
+        assert "already running" in str(exc)
+    else:
+        assert reason is FinishReason.LENGTH and codes.shape[1] == 400, (reason, codes.shape)
     await asyncio.wait_for(aborted.wait(), 10)
+    assert await id_released(engine, request(5).request_id)
+    codes, reason = await collect(engine, request(5))  # once the abort is through, the id is free again
+    assert reason is FinishReason.LENGTH and codes.shape[1] == FRAMES
+    load = await wait_until_idle(engine)
+    assert (load.unfinished, load.running, load.kv_cache_usage) == (0, 0, 0.0)
 
 
 async def test_aborting_one_of_eight_stops_it_within_two_steps_and_spares_the_others(engine):
