@@ -11,7 +11,8 @@ Each stream cuts exact decode windows (codec_worker.streaming) and queues them. 
 thread takes up to ``max_batch`` queued windows from any streams, groups them by width, and
 decodes each group in one decoder call (right-padded, see streaming.decode_windows). Results go
 back to the awaiting coroutine through ``loop.call_soon_threadsafe``, so the event loop never
-blocks on the decoder.
+blocks on the decoder. When a group's call fails, each of its windows is decoded alone, so only
+the streams whose window fails again get the error (DecodeError); the others get their audio.
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ def _deliver(jobs: list[_Job], results: Sequence[np.ndarray | None] | None = Non
             loop.call_soon_threadsafe(_settle_all, outcomes)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
+
+
+def _decode_error(exc: Exception) -> CodecError:
+    """What a window's waiter gets for a failed decode: a CodecError as is, anything else wrapped."""
+    return exc if isinstance(exc, CodecError) else DecodeError(f"decoder failed: {exc}")
 
 
 def group_by_width(jobs: list[_Job], ratio: float = 2.0) -> list[list[_Job]]:
@@ -252,14 +258,22 @@ class BatchingCodecDecoder(CodecDecoder):
         if not jobs:
             return
         # 2) decode in one call (on CUDA: on the decoder's own stream, see _cuda_stream)
-        started = time.perf_counter()
         try:
-            pieces = self._decode_on_stream([job.window for job in jobs])
+            pieces = self._decode_counted(jobs)
         except Exception as exc:  # one bad batch fails its windows, not the worker
-            logger.exception("codec decode of %d windows failed", len(jobs))
-            error = exc if isinstance(exc, CodecError) else DecodeError(f"decoder failed: {exc}")
-            _deliver(jobs, error=error)
+            if len(jobs) == 1:
+                logger.exception("codec decode of 1 window failed")
+                _deliver(jobs, error=_decode_error(exc))
+            else:  # which window broke it? each alone: only the windows that fail again fail
+                self._decode_each(jobs, exc)
             return
+        # 3) hand each window's audio back to its loop
+        _deliver(jobs, results=pieces)
+
+    def _decode_counted(self, jobs: list[_Job]) -> list[np.ndarray]:
+        """One decoder call for ``jobs``' windows, counted and reported to the observer."""
+        started = time.perf_counter()
+        pieces = self._decode_on_stream([job.window for job in jobs])
         self.batches_decoded += 1
         self.windows_decoded += len(jobs)
         if self.observer is not None:
@@ -267,8 +281,27 @@ class BatchingCodecDecoder(CodecDecoder):
                 self.observer(DecodeBatchEvent(time.perf_counter() - started, len(jobs)))
             except Exception:  # monitoring never fails a decode
                 logger.exception("codec decode observer failed (ignored)")
-        # 3) hand each window's audio back to its loop
-        _deliver(jobs, results=pieces)
+        return pieces
+
+    def _decode_each(self, jobs: list[_Job], batch_error: Exception) -> None:
+        """A group's decode failed: decode each of its windows alone, so one stream's bad window
+        (or one that breaks the batch) fails that stream only; the others get their audio. One log
+        line for the group, with the batch's error and how many windows failed again."""
+        retried = failed = 0
+        for job in jobs:
+            if job.dropped or job.future.cancelled():  # closed meanwhile: nobody waits for it
+                continue
+            retried += 1
+            try:
+                pieces = self._decode_counted([job])
+            except Exception as exc:
+                failed += 1
+                logger.debug("codec decode of stream %d's window alone failed", job.stream_id, exc_info=True)
+                _deliver([job], error=_decode_error(exc))
+            else:
+                _deliver([job], results=pieces)
+        logger.error("codec decode of %d windows failed (%s: %s); retried %d alone, %d failed again",
+                     len(jobs), type(batch_error).__name__, batch_error, retried, failed)
 
     def _decode_on_stream(self, windows: list[DecodeWindow]) -> list[np.ndarray]:
         """decode_windows, on CUDA on a stream of its own, so the codec's kernels do not queue

@@ -312,3 +312,40 @@ def test_a_batch_settles_each_event_loops_windows_in_one_call() -> None:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(5)
             loop.close()
+
+
+async def test_a_failed_batch_fails_only_the_stream_whose_window_fails_alone(codec: NanoCodec, monkeypatch, caplog) -> None:
+    """One stream's window that breaks its batch (bad codes, a decoder fault on its input) fails that
+    stream only: the group is retried window by window and the healthy streams get their audio."""
+    from codec_worker.errors import DecodeError
+
+    healthy = [random_codes(8, seed=61), random_codes(8, seed=62)]
+    poison = random_codes(8, seed=99)
+    expected = [codec.decode_codes(codes.unsqueeze(0))[0].numpy() for codes in healthy]
+    real, calls = type(codec).decode_codes, []
+
+    def flaky(self, codes, lengths=None):
+        calls.append(codes.shape[0])
+        if any(torch.equal(codes[row, :, :8], poison) for row in range(codes.shape[0])):
+            raise RuntimeError("simulated fault on one stream's window")
+        return real(self, codes, lengths)
+
+    monkeypatch.setattr(type(codec), "decode_codes", flaky)
+    async with BatchingCodecDecoder(codec, max_batch=8, schedule=(8,)) as decoder:
+        streams = [decoder.open_stream() for _ in range(3)]
+        with decoder._cond:  # hold the worker off until all three windows are queued: one batch
+            tasks = [asyncio.create_task(s.push(c)) for s, c in zip(streams, [healthy[0], poison, healthy[1]])]
+            await asyncio.sleep(0)
+            assert len(decoder._queue) == 3
+        with caplog.at_level("ERROR", logger="codec_worker.batching"):
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+        for stream in streams:
+            await stream.aclose()
+    assert calls == [3, 1, 1, 1]  # the batch, then each window alone
+    assert isinstance(results[1], DecodeError) and "simulated fault" in str(results[1])
+    for got, want in zip((results[0], results[2]), expected):
+        assert isinstance(got, np.ndarray) and float(np.abs(got - want).max()) <= TOLERANCE
+    lines = [r for r in caplog.records if r.name == "codec_worker.batching" and r.levelname == "ERROR"]
+    assert len(lines) == 1 and "3 windows" in lines[0].getMessage() and "simulated fault" in lines[0].getMessage()
+    assert "retried 3 alone, 1 failed again" in lines[0].getMessage()
+    assert streams[1].closed and decoder.windows_decoded == 2
