@@ -3,8 +3,10 @@
 All encoders take ``pcm  # [T] float32, nominal range [-1, 1]`` (mono; any float dtype is
 accepted and converted) and return little-endian bytes, ``sample_width`` bytes per sample:
 
-- ``pcm_f32le``: IEEE-754 float32, values passed through unchanged (no clipping; NaN/inf are
-  replaced by 0/+-1 so a client never receives non-finite samples).
+- ``pcm_f32le``: IEEE-754 float32, values in [-1, 1] passed through unchanged; values past
+  +-1 are clipped to +-1 (as every other encoding clips: resampling overshoots near full-scale
+  peaks, and a client converting with ``int16(x * 32767)`` would wrap), NaN becomes 0 and +-inf
+  +-1, so a client never receives non-finite or out-of-range samples.
 - ``pcm_s16le``: ``round(x * 32768)`` clipped to [-32768, 32767], so every int16 value survives
   a s16 -> f32 -> s16 round trip exactly (``decode`` divides by 32768).
 - ``pcm_mulaw`` / ``pcm_alaw``: ITU-T G.711 (mu-law: 14-bit magnitude, bias 0x84/4 = 33, 8
@@ -196,7 +198,7 @@ def encode_pcm(pcm: np.ndarray, encoding: AudioEncoding | str) -> bytes:
     """``pcm  # [T] float32 in [-1, 1]`` -> ``T * encoding.sample_width`` bytes."""
     enc = AudioEncoding.parse(encoding)
     if enc is AudioEncoding.PCM_F32LE:
-        return _as_float32(pcm).astype("<f4", copy=False).tobytes()
+        return np.clip(_as_float32(pcm), -1.0, 1.0).astype("<f4", copy=False).tobytes()
     s16 = float_to_s16(pcm)
     if enc is AudioEncoding.PCM_S16LE:
         return s16.astype("<i2", copy=False).tobytes()

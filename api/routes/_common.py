@@ -96,6 +96,8 @@ async def encoded_audio(svc: "SynthesisService", job: "PreparedRequest", sink: "
                         request_id: str) -> AsyncIterator[bytes]:
     """A whole prepared transcript as encoded audio through ``sink``, for the one-body routes
     (``/tts/bytes``, ``/v1/audio/speech``): segment after segment, each piece as soon as it is encoded.
+    Each segment ends with ``sink.end_segment()``: its resampler tail goes out with it (not with the
+    next segment's first audio), and the samples are those the SSE and WebSocket routes make.
 
     The stream's admission place is taken when the first audio is awaited (a refusal is still an
     HTTP error) and given back when the body ends or is abandoned; closing this generator mid-segment
@@ -109,6 +111,9 @@ async def encoded_audio(svc: "SynthesisService", job: "PreparedRequest", sink: "
                     data = await asyncio.to_thread(sink.push, pcm)
                     if data:
                         yield data
+            data = await asyncio.to_thread(sink.end_segment)
+            if data:
+                yield data
         tail = await asyncio.to_thread(sink.finish)
         if tail:
             yield tail

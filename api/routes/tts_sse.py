@@ -40,18 +40,26 @@ async def endpoint(request: Request) -> Response:
             since = time.perf_counter()
             for i, segment in enumerate(job.segments):
                 offset_s = sink.samples_in / svc.sample_rate_hz
-                pieces: list[np.ndarray] = []
+                pieces: list[np.ndarray] = []  # the segment's PCM, kept only for its word timestamps
                 # aclosing: closing this generator mid-segment (client gone) aborts the engine request now
                 async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume,
                                                            timing=timing)) as chunks:
                     async for pcm in chunks:
                         ticket.mark_spoke()
-                        pieces.append(pcm)
+                        if req.add_timestamps:
+                            pieces.append(pcm)
                         units = await asyncio.to_thread(sink.push_units, pcm)
                         now = time.perf_counter()
                         for piece in (p for unit in units for p in split_audio(unit, width, cid)):
                             yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
                         since = now
+                # the segment's resampler tail now, not with the next segment's first audio: the same
+                # samples as /tts/bytes and the WebSocket (each segment resampled on its own)
+                units = await asyncio.to_thread(sink.end_segment_units)
+                now = time.perf_counter()
+                for piece in (p for unit in units for p in split_audio(unit, width, cid)):
+                    yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
+                since = now
                 if req.add_timestamps and pieces:
                     ts = segment_timestamps(segment.normalized, np.concatenate(pieces), offset_s,
                                             use_normalized=bool(req.use_normalized_timestamps))

@@ -77,8 +77,14 @@ def test_f32le_bytes_are_ieee_little_endian():
 
 
 def test_f32le_round_trip_is_exact():
-    pcm = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    pcm = np.random.default_rng(0).uniform(-1.0, 1.0, 1000).astype(np.float32)
+    pcm[:2] = (1.0, -1.0)
     np.testing.assert_array_equal(decode_pcm(encode_pcm(pcm, "pcm_f32le"), "pcm_f32le"), pcm)
+
+
+def test_f32le_clips_to_the_nominal_range_like_the_integer_encodings():
+    pcm = np.array([1.0000001, 1.17, -1.05, -3.0, 0.25], np.float32)
+    assert struct.unpack("<5f", encode_pcm(pcm, "pcm_f32le")) == (1.0, 1.0, -1.0, -1.0, 0.25)
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,9 @@
 """Byte-level checks of what the TTS routes return, independent of the gateway's own audio code.
 
 The tiny checkpoint (tests/api/conftest.py) makes every engine request exactly 24 frames of 1024
-samples at 22050 Hz, so the audio of ``n`` segments at ``rate`` Hz is exactly
-``round(n * 24 * 1024 * rate / 22050)`` samples (one resampler per request/context, so segment
-seams add nothing). Containers are parsed here from their specifications, not with api.audio.
+samples at 22050 Hz, and every route resamples each segment on its own (``AudioSink.end_segment``),
+so the audio of ``n`` segments at ``rate`` Hz is exactly ``n * round(24 * 1024 * rate / 22050)``
+samples. Containers are parsed here from their specifications, not with api.audio.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ RATES = (8000, 16000, 22050, 24000, 44100, 48000)
 
 
 def expected_samples(segments: int, rate_hz: int) -> int:
-    """Output samples of ``segments`` engine requests at ``rate_hz``."""
-    return round(segments * SAMPLES_PER_SEGMENT * rate_hz / CODEC_RATE_HZ)
+    """Output samples of ``segments`` engine requests at ``rate_hz`` (each segment resampled on its own)."""
+    return segments * round(SAMPLES_PER_SEGMENT * rate_hz / CODEC_RATE_HZ)
 
 
 def expected_bytes(segments: int, encoding: str, rate_hz: int) -> int:

@@ -97,7 +97,7 @@ def test_streaming_response_is_chunked(client):
         assert response.headers["content-type"] == "audio/pcm"
         assert response.headers.get("transfer-encoding") == "chunked" and "content-length" not in response.headers
         body = b"".join(response.iter_bytes())
-    assert len(body) == 2 * expected_samples(2, RATE)  # one resampler over both segments
+    assert len(body) == 2 * expected_samples(2, RATE)  # each segment resampled on its own
 
 
 def test_sse_stream(client):

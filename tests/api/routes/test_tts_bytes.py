@@ -1,5 +1,5 @@
 """POST /tts/bytes on a live server: every container/encoding/rate byte-exactly, G.711 round trips,
-streamed resampling against whole-utterance resampling, request fields, every 4xx, and client
+streamed resampling against each segment resampled whole, request fields, every 4xx, and client
 disconnects stopping the engine."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import soxr
 from tests.api.routes.audio_checks import (
     RATES,
     SAMPLE_WIDTH,
+    SAMPLES_PER_SEGMENT,
     WAV_FORMAT_TAG,
     decode,
     expected_bytes,
@@ -132,12 +133,17 @@ def test_g711_round_trip(gateway, default_voice_id, encoding):
     assert np.abs(a).max() > 1000  # real audio, not silence
 
 
-def test_resampled_stream_equals_whole_utterance_resampling(gateway, default_voice_id):
+def test_resampled_stream_equals_each_segment_resampled_whole(gateway, default_voice_id):
+    """Each segment (one engine request) is resampled on its own, in one piece with its tail
+    released at the segment's end: what the WebSocket must do (a segment's audio all goes out
+    before its flush_done) and so what every route does, for the same samples on every route.
+    The streamed audio equals each segment resampled whole, one after the other."""
     native = decode(ok(gateway, body(default_voice_id, TWO, encoding="pcm_f32le", rate=22050, seed=3)), "pcm_f32le")
     assert len(native) == expected_samples(2, 22050)
-    for rate in (8000, 16000, 44100, 48000):
+    segments = (native[:SAMPLES_PER_SEGMENT], native[SAMPLES_PER_SEGMENT:])
+    for rate in (8000, 16000, 24000, 44100, 48000):
         streamed = decode(ok(gateway, body(default_voice_id, TWO, encoding="pcm_f32le", rate=rate, seed=3)), "pcm_f32le")
-        whole = soxr.resample(native, 22050, rate, quality="HQ")
+        whole = np.concatenate([soxr.resample(seg, 22050, rate, quality="HQ") for seg in segments])
         assert len(streamed) == len(whole) == expected_samples(2, rate)
         assert np.abs(streamed - whole).max() < 1e-4, rate
 

@@ -90,10 +90,12 @@ def test_timestamps_are_original_tokens_inside_the_audio(gateway, default_voice_
     # the second segment's words start no earlier than its audio does
     second = stamps[-1]["word_timestamps"]
     assert second["words"][0] == "It's" and second["start"][0] >= SAMPLES_PER_SEGMENT / CODEC_RATE_HZ - 1e-6
-    # a timestamps event follows the audio it describes (all but the resampler's few-ms look-ahead)
-    for stamp in stamps:
+    # a timestamps event follows all the audio of its segment (the resampler's look-ahead included:
+    # each segment's tail goes out at the segment's end, not with the next segment's first chunk)
+    for k, stamp in enumerate(stamps):
         sent = sum(len(base64.b64decode(e["data"])) for e in events[:events.index(stamp)] if e["type"] == "chunk")
-        assert sent / 2 / 16000 >= max(stamp["word_timestamps"]["end"]) - 0.05
+        assert sent == (k + 1) * expected_bytes(1, "pcm_s16le", 16000)
+        assert sent / 2 / 16000 >= max(stamp["word_timestamps"]["end"])
 
 
 def test_normalized_timestamps_report_spoken_words(gateway, default_voice_id):
@@ -137,3 +139,31 @@ def test_sse_client_disconnect_stops_engine_work(gateway, default_voice_id):
                 if line.startswith("data: ") and '"chunk"' in line:
                     break
     assert engine_idle(gateway, timeout_s=3.0, hold_s=1.0), "engine still busy after the SSE client left"
+
+
+@pytest.mark.parametrize("add_timestamps", [False, True])
+def test_segment_pcm_is_kept_only_for_timestamps(gateway, default_voice_id, monkeypatch, add_timestamps):
+    """Without add_timestamps the route keeps no chunk of a segment's PCM once it is encoded (a long
+    segment's PCM is megabytes per stream); with it, the segment's chunks live until its timestamps."""
+    import gc
+    import weakref
+
+    import api.synthesis
+
+    gain, alive_before = api.synthesis._gain, []
+    refs: list[weakref.ref] = []
+
+    def tracked(pcm, volume):  # runs in the server's thread, for each chunk the route gets
+        gc.collect()
+        alive_before.append(sum(ref() is not None for ref in refs))  # earlier chunks still referenced
+        out = gain(pcm, volume).copy()
+        refs.append(weakref.ref(out))
+        return out
+
+    monkeypatch.setattr(api.synthesis, "_gain", tracked)
+    events = sse_events(gateway, sse_body(default_voice_id, "Hello there.", add_timestamps=add_timestamps))
+    assert events[-1]["type"] == "done" and len(alive_before) >= 3
+    if add_timestamps:
+        assert alive_before == list(range(len(alive_before)))  # every earlier chunk of the segment kept
+    else:
+        assert max(alive_before) <= 1  # at most the chunk the route is still encoding

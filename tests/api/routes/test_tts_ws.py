@@ -127,6 +127,38 @@ async def test_context_audio_equals_the_bytes_route_and_resamples_per_segment(ga
     np.testing.assert_allclose(np.frombuffer(audio_of(ctx["quiet"]), "<f4"), native * 0.5, atol=1e-4)  # volume
 
 
+def _post_audio(server, route: str, payload: dict) -> bytes:
+    r = httpx.post(server.url + route, json=payload, timeout=60)
+    assert r.status_code == 200, r.text
+    if route == "/tts/bytes":
+        return r.content
+    frames = [json.loads(f.split("\ndata: ", 1)[1]) for f in r.text.strip().split("\n\n")]
+    assert frames[-1]["type"] == "done"
+    return b"".join(base64.b64decode(f["data"]) for f in frames if f["type"] == "chunk")
+
+
+@pytest.mark.parametrize("rate", [24000, 8000])
+async def test_bytes_sse_and_websocket_make_the_same_audio_for_several_sentences(gateway, default_voice_id, rate):
+    """The three routes resample each segment on its own, so a multi-sentence transcript is the
+    same samples on all of them at any rate (a resampler kept across segments on the HTTP routes
+    made other samples from the first segment seam on, and one sample more)."""
+    text = "Hello there. This is the second sentence! And a third one?"
+    fmt = {"container": "raw", "encoding": "pcm_f32le", "sample_rate": rate}
+    payload = {"model_id": "sonic-3", "transcript": text, "voice": default_voice_id, "output_format": fmt, "seed": 7}
+    by_bytes = _post_audio(gateway, "/tts/bytes", payload)
+    by_sse = _post_audio(gateway, "/tts/sse", payload)
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("parity", text, default_voice_id, cont=False, seed=7, output_format=fmt))
+        msgs = by_context(await read_until_terminal(ws, ["parity"]))["parity"]
+    by_ws = audio_of(msgs)
+    assert msgs[-1]["type"] == "done"
+    assert len(by_bytes) == len(by_sse) == len(by_ws) == expected_bytes(3, "pcm_f32le", rate)
+    a, b, c = (np.frombuffer(x, "<f4") for x in (by_bytes, by_sse, by_ws))
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+    assert np.abs(a).max() > 0.01
+
+
 @pytest.mark.parametrize("closing", ["", " ", "  \n"])
 async def test_empty_or_blank_close_gives_exactly_one_done_and_no_audio(gateway, default_voice_id, closing):
     async with connect(ws_url(gateway)) as ws:
