@@ -504,8 +504,10 @@ class WsConnection:
             ctx = self.contexts.pop(msg.context_id, None)
             if ctx is not None:
                 await ctx.cancel()
-                self._remember(msg.context_id, ContextState.CANCELLED)
                 logger.info("context %s cancelled", ctx.request_id)
+            # whatever the id was (open, finished, refused, never seen): nothing more for it. The SDKs
+            # stop routing a cancelled id's events, and hand strays to whichever context is reading
+            self._remember(msg.context_id, ContextState.CANCELLED)
             return
         cid = msg.context_id
         ctx = self.contexts.get(cid)
@@ -514,7 +516,8 @@ class WsConnection:
             if previous is ContextState.CANCELLED:
                 return  # nothing at all after a cancel
             if previous is not None:
-                await self.send_error(ContextClosedError(cid), f"{self.connection_id}:{cid}", cid)
+                await self.send_error(ContextClosedError(cid, refused=previous is ContextState.FAILED),
+                                      f"{self.connection_id}:{cid}", cid)
                 return
             if not await self._credentials_still_good(cid):
                 return

@@ -175,10 +175,10 @@ class ContextClosedError(ApiError):
     default_error_code = "context_closed"
     title = "Context has closed"
 
-    def __init__(self, context_id: str) -> None:
-        super().__init__(
-            f"context {context_id!r} has closed (it received continue=false or finished); use a new context_id"
-        )
+    def __init__(self, context_id: str, refused: bool = False) -> None:
+        why = ("its id was refused or failed earlier (see that error)" if refused
+               else "it received continue=false or finished")
+        super().__init__(f"context {context_id!r} has closed ({why}); use a new context_id")
         self.context_id = context_id
 
 

@@ -355,6 +355,22 @@ async def test_cancel_of_unknown_or_finished_context_is_silent(gateway, default_
         assert await probe(ws) == []
 
 
+async def test_nothing_after_a_cancel_even_of_an_id_not_open(gateway, default_voice_id):
+    """The SDKs stop routing a cancelled id's events (4.2.0's sync client hands strays to whichever
+    context is reading, and a done among them ends that one's receive), and they let push() go on
+    after cancel(): a late token for a turn cancelled before it opened, or after it finished, must
+    neither speak nor be answered."""
+    v = default_voice_id
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, {"context_id": "pre", "cancel": True})  # cancelled before its first message
+        await send(ws, gen("pre", "Hello there.", v, cont=False))
+        await send(ws, gen("ended", "Hi.", v, cont=False))
+        assert (await read_until_terminal(ws, ["ended"]))[-1]["type"] == "done"
+        await send(ws, {"context_id": "ended", "cancel": True})  # cancelled after its done
+        await send(ws, gen("ended", "More.", v, cont=False))
+        assert await probe(ws) == []
+
+
 async def test_client_close_cancels_every_context(gateway, default_voice_id):
     long_text = " ".join(f"Part {w}." for w in "one two three four five six seven eight".split())
     async with connect(ws_url(gateway)) as ws:
@@ -686,7 +702,9 @@ async def test_an_empty_context_is_admitted_with_its_first_text(two_stream_gatew
         await send(ws, gen("late", "Hi there.", v))
         assert_ws_error(await next_of(ws, "late"), "late", 429, "concurrency_limited", "GEPARD_MAX_STREAMS", "retry")
         await send(ws, gen("late", " And more.", v, cont=False))
-        assert_ws_error(await next_of(ws, "late"), "late", 400, "context_closed")
+        closed = await next_of(ws, "late")
+        assert_ws_error(closed, "late", 400, "context_closed", "refused or failed earlier")
+        assert "continue=false" not in closed["message"]  # it never got one: it was refused
         await send(ws, gen("bye", "", v, cont=False))  # an empty close needs no place, full or not
         assert (await next_of(ws, "bye"))["type"] == "done"
         for sock, cid in ((ws, "first"), (other, "filler")):

@@ -81,10 +81,9 @@ async def wait_until_idle(engine):
     return engine.load()
 
 
-async def test_a_second_cancel_during_the_abort_still_frees_the_request(engine, monkeypatch):
-    """A consumer cancelled twice (say, its context and then its socket): the second cancel lands
-    while the stream's cleanup awaits the abort. The request must still be aborted and stop counting
-    against the engine's capacity."""
+async def cancelled_with_a_slow_abort(engine, monkeypatch, req) -> tuple["asyncio.Task", asyncio.Event]:
+    """A consuming task for ``req``, cancelled once, its cleanup now in an abort that takes 0.3 s;
+    the event is set when that abort is through."""
     abort, aborting, aborted = engine.abort, asyncio.Event(), asyncio.Event()
 
     async def slow_abort(request_id):
@@ -94,9 +93,17 @@ async def test_a_second_cancel_during_the_abort_still_frees_the_request(engine, 
         aborted.set()
 
     monkeypatch.setattr(engine, "abort", slow_abort)
-    task = await consuming(engine, request(3, max_frames=400))
+    task = await consuming(engine, req)
     task.cancel()
     await aborting.wait()
+    return task, aborted
+
+
+async def test_a_second_cancel_during_the_abort_still_frees_the_request(engine, monkeypatch):
+    """A consumer cancelled twice (say, its context and then its socket): the second cancel lands
+    while the stream's cleanup awaits the abort. The request must still be aborted and stop counting
+    against the engine's capacity."""
+    task, aborted = await cancelled_with_a_slow_abort(engine, monkeypatch, request(3, max_frames=400))
     task.cancel()  # the second cancel, while the first one's cleanup awaits the abort
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -120,18 +127,7 @@ async def test_an_id_reused_while_its_abort_is_pending_is_refused_not_aborted_la
     """vLLM aborts by external id: every live request of that id. A request reusing the id of one
     whose (slow) abort is still pending must not be the one that abort kills: it is refused as
     "already running" (or, were it accepted, it would have to run to its end)."""
-    abort, aborting, aborted = engine.abort, asyncio.Event(), asyncio.Event()
-
-    async def slow_abort(request_id):
-        aborting.set()
-        await asyncio.sleep(0.3)
-        await abort(request_id)
-        aborted.set()
-
-    monkeypatch.setattr(engine, "abort", slow_abort)
-    task = await consuming(engine, request(5, max_frames=400))
-    task.cancel()
-    await aborting.wait()
+    task, aborted = await cancelled_with_a_slow_abort(engine, monkeypatch, request(5, max_frames=400))
     task.cancel()  # generate() returns while its abort is still pending
     with pytest.raises(asyncio.CancelledError):
         await task
