@@ -91,11 +91,14 @@ class Runtime:
     metrics: Metrics
     lifecycle: Lifecycle
     key_store: Optional[RedisKeyStore] = None
+    #: Voice clones in flight (api/routes/voices.py, from when one asks for its place): work the
+    #: drain waits for, as it waits for open streams.
+    clones_in_flight: int = 0
 
     def drain(self) -> "asyncio.Task[bool]":
         """Start (once) the drain of this gateway (api/lifecycle.py); the task's result is True
-        when every open stream finished before the drain timeout."""
-        return self.lifecycle.drain(lambda: self.service.admission.open_streams)
+        when every open stream and voice clone finished before the drain timeout."""
+        return self.lifecycle.drain(lambda: self.service.admission.open_streams, lambda: self.clones_in_flight)
 
     async def aclose(self) -> None:
         closers = [("voices", self.voices.aclose), ("codec", self.decoder.aclose), ("engine", self.engine.aclose)]

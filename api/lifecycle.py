@@ -21,11 +21,17 @@ While draining:
 - a socket closes with 1012 (service restart) as soon as it has no admitted or closing context, so clients
   reconnect, through the load balancer, to a replica that is ready.
 
+A voice clone accepted before the drain (``POST /voices/clone``, holding one of its places in
+api/routes/voices.py) is work the drain waits for as well: it runs to its end and its client gets
+the voice id.
+
 At ``drain_timeout_s`` what is left is cut, never silently: a WebSocket context gets one in-band
 ``service_unavailable`` error naming the timeout (then its socket closes with 1012), an SSE stream an
 ``event: error`` frame, and a ``/tts/bytes`` body is aborted (an incomplete chunked body, which every
 HTTP client reports as an error rather than a short file that looks complete). A second signal
-(``Lifecycle.cut_now``) makes the same cut at once, its errors naming the signal.
+(``Lifecycle.cut_now``) makes the same cut at once, its errors naming the signal. A clone still
+running then cannot be cut in band (its answer is one JSON body): the WARNING says so, and uvicorn's
+graceful shutdown (api/server.py) is left to end it.
 
 Warm-up retries every second for as long as it fails (the voice store may come up after the
 gateway): the first failure, and each new cause, is a WARNING; while it keeps failing an ERROR
@@ -152,41 +158,50 @@ class Lifecycle:
             listener.on_drain()
         return True
 
-    def drain(self, open_streams: Callable[[], int]) -> "asyncio.Task[bool]":
-        """Start (once) and return the drain task; its result is True when nothing had to be cut."""
+    def drain(self, open_streams: Callable[[], int],
+              clones: Callable[[], int] = lambda: 0) -> "asyncio.Task[bool]":
+        """Start (once) and return the drain task, which waits for ``open_streams()`` and
+        ``clones()`` (voice clones in flight) to reach 0; its result is True when nothing had to be
+        cut or left behind."""
         if self._drain_task is None:
-            self._drain_task = asyncio.create_task(self._drain(open_streams), name="gateway-drain")
+            self._drain_task = asyncio.create_task(self._drain(open_streams, clones), name="gateway-drain")
         return self._drain_task
 
-    async def _drain(self, open_streams: Callable[[], int]) -> bool:
+    async def _drain(self, open_streams: Callable[[], int], clones: Callable[[], int]) -> bool:
         self.begin_drain()
         started = time.monotonic()
-        logger.info("draining: %d open stream(s), %d socket(s); up to %g s for them to finish (GEPARD_DRAIN_TIMEOUT_S)",
-                    open_streams(), len(self._listeners), self.drain_timeout_s)
-        await _wait_for(lambda: open_streams() == 0 or self._cut_now is not None, self.drain_timeout_s)
-        clean = open_streams() == 0
+        logger.info("draining: %d open stream(s), %d clone(s), %d socket(s); up to %g s for them to finish "
+                    "(GEPARD_DRAIN_TIMEOUT_S)", open_streams(), clones(), len(self._listeners), self.drain_timeout_s)
+        await _wait_for(lambda: open_streams() + clones() == 0 or self._cut_now is not None, self.drain_timeout_s)
+        clean = open_streams() + clones() == 0
+        outcome = "clean"
         if not clean:
             self._cutting = True
-            left = open_streams()
+            left, cloning = open_streams(), clones()
+            what = [f"cutting {left} stream(s){' now' if self._cut_now is not None else ''}"] if left else []
+            if cloning:  # one JSON body each, no in-band error channel: the server's shutdown ends them
+                what.append(f"{cloning} voice clone(s) still running cannot be cut in band and are left to the "
+                            "server's graceful shutdown, which cancels any still running when it ends")
+            outcome = " and ".join(x for x in ("streams cut" if left else "", "clones left" if cloning else "") if x)
             if self._cut_now is not None:
                 error = DrainCutError(
                     "the server shut down before this stream finished: it was told to stop at once, by "
                     f"{self._cut_now} during the drain; send the unfinished text again on a new connection",
                     retry_after_s=1.0)
-                logger.warning("%s during the drain: cutting %d stream(s) now", self._cut_now, left)
+                logger.warning("%s during the drain: %s", self._cut_now, "; ".join(what))
             else:
                 error = DrainCutError(
                     f"the server shut down before this stream finished: it was still open {self.drain_timeout_s:g} s "
                     "after the shutdown began (GEPARD_DRAIN_TIMEOUT_S); send the unfinished text again on a new "
                     "connection", retry_after_s=1.0)
-                logger.warning("drain timeout after %g s: cutting %d stream(s)", self.drain_timeout_s, left)
+                logger.warning("drain timeout after %g s: %s", self.drain_timeout_s, "; ".join(what))
             for callback in self._on_cut:
                 callback(error)
             await asyncio.gather(*(listener.on_cut(error) for listener in list(self._listeners)),
                                  return_exceptions=True)
             await _wait_for(lambda: open_streams() == 0, CUT_GRACE_S)
         self.phase = Phase.STOPPED
-        logger.info("drained in %.1f s (%s)", time.monotonic() - started, "clean" if clean else "streams cut")
+        logger.info("drained in %.1f s (%s)", time.monotonic() - started, outcome)
         return clean
 
     def on_cut(self, callback: Callable[[DrainCutError], None]) -> None:

@@ -14,7 +14,9 @@ Builtin voices (the default voice, preloaded clips) are listed and usable but re
 Clones are bounded per process (``MAX_CONCURRENT_CLONES``): one holds its upload in memory (up to
 ~20 MB) and its decoded audio while it runs, so unbounded clones could take gigabytes. A place is
 taken before the body is read; one over the limit waits up to ``CLONE_SLOT_WAIT_S`` for a place,
-then gets 429 ``concurrency_limited`` with retry advice, its body unread.
+then gets 429 ``concurrency_limited`` with retry advice, its body unread. The drain waits for the
+clones in flight (``Runtime.clones_in_flight``) as it waits for open streams: a clone accepted before
+a shutdown ends with its voice id (one that arrives during the drain gets its 503).
 """
 
 from __future__ import annotations
@@ -166,24 +168,30 @@ async def delete_voice(request: Request) -> Response:
 @contextlib.asynccontextmanager
 async def _clone_place(request: Request) -> AsyncIterator[None]:
     """One of this app's ``MAX_CONCURRENT_CLONES`` places, for the block; 429 ``concurrency_limited``
-    when none frees within ``CLONE_SLOT_WAIT_S``."""
+    when none frees within ``CLONE_SLOT_WAIT_S``. Counted in ``Runtime.clones_in_flight`` from the
+    wait for a place on (accepted work, which the drain waits for: api/lifecycle.py)."""
     state = request.app.state
     places: Optional[asyncio.Semaphore] = getattr(state, "clone_places", None)
     if places is None:  # one per app (its event loop), made at its first clone
         places = state.clone_places = asyncio.Semaphore(MAX_CONCURRENT_CLONES)
+    rt = runtime_of(request)
+    rt.clones_in_flight += 1
     try:
-        async with asyncio.timeout(CLONE_SLOT_WAIT_S):
-            await places.acquire()
-    except TimeoutError:
-        logger.info("clone %s: refused, %d clones already running", getattr(request.state, "request_id", "-"),
-                    MAX_CONCURRENT_CLONES)
-        raise RateLimitedError(
-            f"this server already runs {MAX_CONCURRENT_CLONES} voice clones, the most it runs at once; "
-            f"retry in {CLONE_RETRY_AFTER_S:g} s", retry_after_s=CLONE_RETRY_AFTER_S) from None
-    try:
-        yield
+        try:
+            async with asyncio.timeout(CLONE_SLOT_WAIT_S):
+                await places.acquire()
+        except TimeoutError:
+            logger.info("clone %s: refused, %d clones already running", getattr(request.state, "request_id", "-"),
+                        MAX_CONCURRENT_CLONES)
+            raise RateLimitedError(
+                f"this server already runs {MAX_CONCURRENT_CLONES} voice clones, the most it runs at once; "
+                f"retry in {CLONE_RETRY_AFTER_S:g} s", retry_after_s=CLONE_RETRY_AFTER_S) from None
+        try:
+            yield
+        finally:
+            places.release()
     finally:
-        places.release()
+        rt.clones_in_flight -= 1
 
 
 async def clone_voice(request: Request) -> Response:

@@ -403,3 +403,64 @@ def test_warm_up_says_redis_refuses_the_credentials_until_they_work(tiny_ckpt_di
         if server is not None:
             server.stop()
         redis.stop()
+
+
+def test_the_drain_waits_for_a_voice_clone_in_flight(tiny_ckpt_dir, tmp_path, caplog):
+    """A clone accepted before the drain began is work the drain waits for, as an open stream is: it
+    ends with its voice id and the drain is clean (the drain counted open streams only, so it ended at
+    once and left the clone to uvicorn's shutdown, which cancels what is still running after 10 s).
+    A clone that arrives during the drain gets the drain's 503."""
+    from tests.api.conftest import gateway_settings
+    from tests.api.live import LiveServer
+    from tests.api.routes._voices_support import CLIP_22K, clone
+
+    caplog.set_level(logging.INFO, logger="api.lifecycle")
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path / "data", drain_timeout_s=30)
+    with LiveServer(settings) as server:
+        cloner = server.runtime.cloner
+        compress, compressing, compressed_at = cloner.compress, threading.Event(), []
+
+        def slow_compress(codes):  # runs in a worker thread (voices.recompute.compress_codes)
+            compressing.set()
+            time.sleep(3.0)
+            try:
+                return compress(codes)
+            finally:
+                compressed_at.append(time.monotonic())
+
+        cloner.compress = slow_compress
+        answers: list[httpx.Response] = []
+        cloning = threading.Thread(target=lambda: answers.append(clone(server.url, CLIP_22K.read_bytes(),
+                                                                       name="cloned while draining")))
+        cloning.start()
+        assert compressing.wait(60), "the clone never reached its encoding"
+        server.drain()
+        wait_ready_state(server.url, 503)
+        refused = clone(server.url, CLIP_22K.read_bytes(), name="too late")
+        assert (refused.status_code, refused.json()["error_code"]) == (503, "service_unavailable")
+        deadline = time.monotonic() + 60
+        while server.server.drained_clean is None:
+            assert time.monotonic() < deadline, "the drain never ended"
+            time.sleep(0.01)
+        drained_at = time.monotonic()
+        cloning.join(timeout=60)
+        server.thread.join(timeout=30)
+    (answer,) = answers
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["id"] and answer.json()["name"] == "cloned while draining"
+    assert compressed_at and drained_at >= compressed_at[0]  # the drain ended after the clone's work
+    assert server.server.drained_clean is True
+    assert any(r.getMessage().startswith("draining: 0 open stream(s), 1 clone(s), ") for r in caplog.records)
+
+
+async def test_a_drain_timeout_says_the_clones_left_are_left_to_the_shutdown(caplog):
+    """At the drain timeout a clone still running cannot be cut in band (its answer is one JSON
+    body): the drain is not clean, and its WARNING says the server's shutdown is left to end it."""
+    from api.lifecycle import Lifecycle
+
+    caplog.set_level(logging.INFO, logger="api.lifecycle")
+    lifecycle = Lifecycle(drain_timeout_s=0.2)
+    assert await lifecycle.drain(lambda: 0, lambda: 2) is False
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith("drain timeout after 0.2 s: 2 voice clone(s) still running"), warning
+    assert "cannot be cut in band" in warning and "shutdown" in warning, warning
