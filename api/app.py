@@ -40,7 +40,7 @@ from api.routes import pronunciation_dicts
 from api.routes import openai_speech
 from api.routes import playground
 from api.runtime import codec_source
-from api.settings import Settings
+from api.settings import Settings, SettingsError
 from api.synthesis import SynthesisService
 from api.text.errors import TextError
 from codec_worker.errors import CodecError, CodecLoadError
@@ -135,6 +135,11 @@ async def open_runtime(settings: Settings) -> Runtime:
                                                torch_compile=settings.torch_compile,
                                                torch_overlap=settings.torch_overlap))
     try:
+        cfg_unavailable = engine.cfg_unavailable
+        if settings.default_sampling.uses_cfg and cfg_unavailable:  # every request would get a 400
+            raise SettingsError([
+                f"GEPARD_CFG_SCALE={settings.cfg_scale:g} makes every request use classifier-free guidance, but "
+                f"{cfg_unavailable}: every request would be refused; or set GEPARD_CFG_SCALE to 1"])
         info = engine.model_info
         device = pick_device(settings.device)
         model_dir = Path(info.name) if Path(info.name).is_dir() else None

@@ -34,6 +34,12 @@ class TtsEngine(abc.ABC):
         """Requests the engine holds now, running or queued (0 when idle; a leak check)."""
         return 0
 
+    @property
+    def cfg_unavailable(self) -> Optional[str]:
+        """Why classifier-free guidance cannot run here at all, naming the setting to change (every
+        request using it is refused, 400), or None when it can."""
+        return None
+
     def stats(self) -> EngineStats:
         """The scheduler now (running, waiting, KV-cache use, preemptions): see engine.stats."""
         return EngineStats()

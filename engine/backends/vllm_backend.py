@@ -410,6 +410,10 @@ class VllmEngine(TtsEngine):
         return self._frontend.model_info
 
     @property
+    def cfg_unavailable(self) -> Optional[str]:
+        return "the vLLM backend does not run it (set GEPARD_BACKEND=torch for it)"
+
+    @property
     def model_runner(self) -> str:
         """vLLM's model runner this engine runs on: "v1" or "v2" (benchmarks report it)."""
         return self._runner.runner

@@ -305,3 +305,21 @@ def test_serve_stopped_while_the_codec_loads_exits_at_once(tiny_ckpt_dir, tmp_pa
         assert "codec loaded" not in text and "Traceback" not in text, text[-3000:]
     finally:
         proc.kill()
+
+
+async def test_cfg_by_default_with_one_fast_path_slot_refuses_to_start(tiny_ckpt_dir, tmp_path):
+    """GEPARD_CFG_SCALE above 1 makes every request use CFG, which takes two of the torch fast path's KV
+    cache slots; with GEPARD_MAX_CONCURRENT_GENERATIONS=1 it has one, so every request would get a 400:
+    start-up fails with one line naming both variables (the engine loaded for it is closed)."""
+    from api.app import open_runtime
+    from api.settings import SettingsError
+
+    settings = Settings(model=str(tiny_ckpt_dir), backend="torch", device="cpu", dtype="float32", torch_path="fast",
+                        data_dir=tmp_path / "data", cfg_scale=2.0, max_concurrent_generations=1,
+                        max_streams=1)
+    with pytest.raises(SettingsError) as failed:
+        await open_runtime(settings)
+    message = str(failed.value)
+    assert message.startswith("invalid settings: GEPARD_CFG_SCALE=2 makes every request use classifier-free "
+                              "guidance"), message
+    assert "raise GEPARD_MAX_CONCURRENT_GENERATIONS to 2" in message and "\n" not in message
