@@ -16,7 +16,12 @@ always run.
 
 Saturation is measured end to end, where audio leaves the codec (``LoadMeter``): over a sliding
 exponential window of ``tau_s`` seconds it compares the stream-seconds spent generating with the
-audio seconds produced. ``saturation = busy stream-seconds / audio seconds`` is the average
+audio seconds produced. Each piece of audio brings the stream-seconds spent producing it (since
+the stream's previous piece, or since its consumer asked for more), so a piece still being
+generated counts neither its time nor its audio: counted as it ran, the time since each stream's
+last piece read as load with no audio for it (a stream 0.2 s past its first chunk, before its
+next, read as thousands of times real time, and a just-started one at twice its real rate), and
+refused a second stream that would have kept up. ``saturation = busy stream-seconds / audio seconds`` is the average
 per-stream real-time factor: 0.1 means each generating stream gets audio 10x faster than real
 time, 1.0 means streams are exactly real-time, above 1 they fall behind and listeners hear gaps.
 Engine, codec and gateway CPU time all count, since audio is measured after all of them. A
@@ -33,7 +38,8 @@ the concurrency it was measured at, and the highest concurrency measured is kept
 
 The streams a prediction counts are those generating now plus those admitted that have not
 produced audio yet (a burst of new contexts, whose load the meter cannot have seen): ``n`` of
-them, with ``b`` streams busy on average, and the next one is admitted when
+them, with ``b`` streams busy on average while any was (so a pause between requests does not
+turn the rate two streams had into one stream's), and the next one is admitted when
 ``max(s * (n + 1) / b, (n + 1) / capacity)`` stays at or below ``max_saturation`` (the second
 term once a capacity at that concurrency is known). An open context that already spoke and waits
 for more text is not counted until it generates again. The first term assumes throughput is
@@ -81,8 +87,9 @@ class AdmissionLimits:
 class LoadMeter:
     """Busy stream-seconds vs audio seconds over an exponential window (thread-safe, cheap).
 
-    ``stream_busy(+1/-1)`` when a stream starts/stops waiting for audio it has begun receiving,
-    ``audio(seconds)`` when audio comes out. All times come from ``clock`` (monotonic seconds).
+    ``stream_busy(+1/-1)`` when a stream starts/stops waiting for audio it has begun receiving
+    (the count of busy streams), ``audio(seconds, busy_s)`` when audio comes out, with the
+    stream-seconds spent producing it. All times come from ``clock`` (monotonic seconds, ``now()``).
     """
 
     def __init__(self, tau_s: float = 2.0, capacity_saturation: float = 0.8, capacity_memory_s: float = 120.0,
@@ -95,6 +102,8 @@ class LoadMeter:
         self._last = clock()
         self._busy = 0  # streams generating now (after their first audio)
         self._busy_avg = 0.0  # exponential average of _busy
+        self._active_avg = 0.0  # exponential average of (_busy > 0): busy_avg / active_avg streams while any was busy
+        self._work_rate = 0.0  # exponential average of the stream-seconds that produced the audio counted
         self._audio_rate = 0.0  # exponential average of audio seconds per second
         self._capacity = 0.0  # audio seconds per second when saturated (0: not measured yet)
         self._capacity_streams = 0.0  # busy streams (average) it was measured with
@@ -105,6 +114,8 @@ class LoadMeter:
         if dt:
             decay = math.exp(-dt / self.tau_s)
             self._busy_avg = self._busy_avg * decay + self._busy * (1.0 - decay)
+            self._active_avg = self._active_avg * decay + (1.0 - decay if self._busy else 0.0)
+            self._work_rate *= decay
             self._audio_rate *= decay
             self._last = now
 
@@ -113,11 +124,16 @@ class LoadMeter:
             self._advance(self._clock())
             self._busy = max(self._busy + delta, 0)
 
-    def audio(self, seconds: float) -> None:
+    def now(self) -> float:
+        return self._clock()
+
+    def audio(self, seconds: float, busy_s: float) -> None:
+        """``seconds`` of a stream's audio came out, produced in ``busy_s`` seconds of its busy time."""
         with self._lock:
             now = self._clock()
             self._advance(now)
             self._audio_rate += seconds / self.tau_s
+            self._work_rate += max(busy_s, 0.0) / self.tau_s
             saturation = self._saturation_locked()
             if saturation >= self.capacity_saturation and self._busy_avg >= 1.0:
                 # audio flows at the rate the machine sustains with this many streams: keep the
@@ -131,9 +147,9 @@ class LoadMeter:
                     self._capacity_at = now
 
     def _saturation_locked(self) -> float:
-        if self._busy_avg < 1e-3:
+        if self._work_rate < 1e-3 or self._audio_rate <= 0.0:
             return 0.0
-        return self._busy_avg / max(self._audio_rate, 1e-6)
+        return self._work_rate / self._audio_rate
 
     @property
     def busy_streams(self) -> int:
@@ -159,7 +175,11 @@ class LoadMeter:
         """Saturation once ``streams`` open streams and one more all generate."""
         with self._lock:
             self._advance(self._clock())
-            s, busy = self._saturation_locked(), max(self._busy_avg, 1.0)
+            # the streams that were busy together when ``s`` was measured: their average over the
+            # time any was busy (busy_avg alone also averages the idle time in: after a pause it
+            # decays while ``s``, a ratio, holds, and two streams' rate read as one's)
+            concurrency = self._busy_avg / self._active_avg if self._active_avg > 1e-9 else 1.0
+            s, busy = self._saturation_locked(), max(concurrency, 1.0)
         predicted = s * (streams + 1) / busy
         capacity = self.capacity(streams + 1)
         if capacity:

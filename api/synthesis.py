@@ -204,8 +204,10 @@ class SynthesisService:
         # The load meter sees this stream as busy from its first audio to its last, except while
         # it waits for its consumer at a yield (a client reading at its own pace, a player at real
         # time, is not load: counted, it read as saturation and refused other streams). The first
-        # chunk's audio is not counted, so the busy time covers exactly the audio counted.
-        busy = False
+        # chunk's audio is not counted, so the busy time covers exactly the audio counted: each
+        # later piece brings the busy time since the stream's previous piece (or since its consumer
+        # asked for more), so a piece still being generated is not counted as load without audio.
+        busy_since: Optional[float] = None  # the meter's clock when this stream last became busy
         try:
             async with contextlib.aclosing(self.engine.generate(request)) as frames:
                 async for chunk in frames:
@@ -220,30 +222,30 @@ class SynthesisService:
                         pcm = await decode()
                         if not pcm.size:
                             continue
-                        busy = self._measure(pcm, busy, timing)
+                        self._measure(pcm, busy_since, timing)
                         self.meter.stream_busy(-1)  # the consumer's time, until it asks for more
                         try:
                             yield _gain(pcm, volume)
                         finally:
                             self.meter.stream_busy(+1)
+                            busy_since = self.meter.now()
         finally:
             if timing is not None:
                 timing.settle(time.perf_counter())
             self._in_flight -= 1
-            if busy:
+            if busy_since is not None:
                 self.meter.stream_busy(-1)
             await stream.aclose()
 
-    def _measure(self, pcm: np.ndarray, busy: bool, timing: Optional[StreamTiming] = None) -> bool:
+    def _measure(self, pcm: np.ndarray, busy_since: Optional[float], timing: Optional[StreamTiming] = None) -> None:
         """Feed the load meter (and the stream's playback model) with one piece of a stream's
-        audio; returns the stream's busy flag."""
+        audio; ``busy_since``: when the stream last became busy (None: this is its first piece)."""
         if timing is not None:
             timing.audio(time.perf_counter(), pcm.size / self.sample_rate_hz)
-        if busy:
-            self.meter.audio(pcm.size / self.sample_rate_hz)
+        if busy_since is not None:
+            self.meter.audio(pcm.size / self.sample_rate_hz, self.meter.now() - busy_since)
         else:
             self.meter.stream_busy(+1)
-        return True
 
     @property
     def in_flight(self) -> int:

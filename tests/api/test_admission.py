@@ -4,6 +4,7 @@ key, the load-aware limit and its prediction, places given back exactly once."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -26,7 +27,7 @@ class Clock:
             self.now += step
             t += step
             for _ in range(streams):
-                meter.audio(step * xrt_per_stream)
+                meter.audio(step * xrt_per_stream, step)
 
 
 def steady_meter(streams: int, xrt_per_stream: float, seconds: float = 20.0) -> tuple[LoadMeter, Clock]:
@@ -174,3 +175,46 @@ def test_open_streams_waiting_for_text_do_not_count_as_load():
     meter, _ = steady_meter(1, 5.0)  # 1 stream generating, s = 0.2
     adm = admission(meter, open_streams=6, max_saturation=0.9)  # 6 open, 5 of them idle between turns
     adm.admit("k")  # predicted 0.2 * (1 + 0 + 1) / 1 = 0.4
+
+
+def test_a_piece_still_being_generated_is_not_counted_as_load():
+    """Audio comes in chunks (4 then 16 frames on a CPU codec): between two of a stream's chunks
+    its time is spent on audio not out yet. Counted as busy time with no audio, it read a lone
+    stream 0.1 s past its first chunk as ~50000x real time and one between its first two counted
+    chunks as up to twice its real rate, refusing a second stream on an idle server (the pair ran
+    at 0.2-0.7x real time). Each piece brings the busy time that produced it instead."""
+    clock = Clock()
+    meter = LoadMeter(tau_s=2.0, clock=clock)
+    adm = admission(meter, open_streams=1, max_saturation=0.9)
+    meter.stream_busy(+1)  # the first stream's first chunk is out (its audio is not counted)
+    clock.now += 0.1  # its next chunk (16 frames, 0.744 s of audio) is being generated
+    assert meter.saturation() == 0.0 and meter.predicted_saturation(1) == 0.0  # nothing measured yet
+    clock.now += 0.15
+    meter.audio(16 / 21.5, 0.25)  # out after 0.25 s: the stream runs at 0.34x real time
+    assert meter.saturation() == pytest.approx(0.25 / (16 / 21.5), rel=0.01)
+    for _ in range(4):  # the next chunk, not out yet: the measurement holds
+        clock.now += 0.05
+        assert meter.predicted_saturation(1) == pytest.approx(2 * 0.336, rel=0.02)
+    adm.admit("second")  # 0.67 <= 0.9: two such streams keep up
+    clock.now += 0.05
+    meter.audio(16 / 21.5, 0.5)  # the next chunk took 0.5 s (0.67x): now it counts
+    decay = math.exp(-0.25 / 2.0)  # the first piece is 0.25 s older
+    assert meter.saturation() == pytest.approx((0.25 * decay + 0.5) / (16 / 21.5 * (decay + 1)), rel=0.01)
+
+
+def test_a_pause_does_not_turn_the_rate_of_two_streams_into_one_streams():
+    """Saturation is a ratio, so it holds through a pause while the average of busy streams decays:
+    the prediction divides by the streams busy together when it was measured, not by that decayed
+    average (which read a pair's per-stream rate as one stream's and refused a second request
+    sent just after a first on a server that had just served such a pair)."""
+    meter, clock = steady_meter(2, 1 / 0.45, seconds=1.0)  # a pair at 0.45x real time each
+    meter.stream_busy(-2)
+    clock.now += 1.5  # the pair is done; a pause
+    meter.stream_busy(+1)  # a new request: its first chunk is out
+    clock.now += 0.05
+    assert meter.saturation() == pytest.approx(0.45, rel=0.02)
+    assert meter.predicted_saturation(1) == pytest.approx(0.45, rel=0.1)  # two streams: as the pair ran, not 0.9
+    adm = admission(meter, open_streams=1, max_saturation=0.9)
+    adm.admit("second")
+    meter2, _ = steady_meter(2, 1 / 0.45, seconds=20.0)  # still running: the same prediction for 2
+    assert meter2.predicted_saturation(1) == pytest.approx(0.45, rel=0.03)

@@ -92,3 +92,58 @@ async def test_a_codec_that_refuses_a_stream_leaves_no_generation_counted(tiny_c
         rt.decoder.open_stream = real_open
     finally:
         await rt.aclose()
+
+
+async def test_the_load_meter_does_not_count_a_piece_still_being_generated(tiny_ckpt_dir, tmp_path):
+    """A stream's time counts as load together with the audio it produced: while its next chunk is
+    being generated the saturation is that of the pieces already out, not inflated by time with no
+    audio for it yet (counted so, halfway through its third piece a stream read as 1.5x its rate,
+    and on an idle server a second stream was refused that the pair would have served)."""
+    from api.admission import LoadMeter
+
+    class Clock:
+        now = 100.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    rt = await open_runtime(gateway_settings(tiny_ckpt_dir, tmp_path / "data", chunk_schedule=(3, 5)))
+    try:
+        svc = rt.service
+        clock = Clock()
+        svc.meter = svc.admission.meter = LoadMeter(tau_s=2.0, clock=clock)
+        real_open, probes, pieces = rt.decoder.open_stream, [], []
+
+        class PacedStream:  # each piece after the first takes 0.1 s of the meter's clock to make
+            def __init__(self, inner) -> None:
+                self.inner, self.made = inner, 0
+
+            def __getattr__(self, name):
+                return getattr(self.inner, name)
+
+            async def _paced(self, call):
+                if self.made >= 1:
+                    clock.now += 0.05
+                    if self.made >= 2:  # halfway through a piece: what would a second stream be told?
+                        probes.append((len(pieces), svc.meter.predicted_saturation(1)))
+                    clock.now += 0.05
+                self.made += 1
+                return await call()
+
+            async def push(self, codes):
+                return await self._paced(lambda: self.inner.push(codes))
+
+            async def finish(self):
+                return await self._paced(self.inner.finish)
+
+        rt.decoder.open_stream = lambda: PacedStream(real_open())
+        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        async with contextlib.aclosing(svc.speak(svc.segment("Hello there, how are you today?", "en"), prefix,
+                                                 SamplingParams(temperature=0.0), "paced")) as stream:
+            async for piece in stream:
+                pieces.append(piece.size / svc.sample_rate_hz)
+    finally:
+        await rt.aclose()
+    assert len(pieces) >= 3 and probes and probes[0][0] == 2
+    # halfway through the third piece the meter has one counted piece: 0.1 s for pieces[1]
+    assert probes[0][1] == pytest.approx(2 * 0.1 / pieces[1], rel=0.02)
