@@ -5,7 +5,7 @@ written by ``put``) and when it was last validated. The store decides whether a 
 generation check; this module only keeps the entries and the counters.
 
 A fetch that misses runs while other code may invalidate the voice (a delete here, another
-replica's delete arriving over pub/sub, the listener's clear on subscribe): ``fill_mark()`` before
+replica's delete arriving over pub/sub, the listener's distrust_all on subscribing): ``fill_mark()`` before
 the fetch and ``put_if_unchanged()`` after it caches the fetched prompt only if nothing was
 invalidated meanwhile, so an eviction that found nothing to evict is not undone by the fill.
 """

@@ -19,7 +19,8 @@ a voice deleted through another replica is refused on the very next request here
 hears about deletes as they happen (Redis: every delete or prefix change publishes the voice id,
 and each store listens) skips that check while it is listening (``_cache_trusted``): a hot voice
 then costs no round trip at all, and a delete elsewhere evicts it as soon as the message lands
-(milliseconds); while not listening (starting, reconnecting) the check is made. Setting
+(milliseconds); while not listening (starting, reconnecting) the check is made, and so it is at
+the next hit of every entry cached before the (re)subscription, as deletes may have been missed. Setting
 ``revalidate_after_s`` > 0 skips the check for entries validated that recently: no round trip
 at all for a hot voice, at the price of serving a voice deleted elsewhere for up to that long.
 When the check itself fails because the backend is unavailable, the cached prompt is served
