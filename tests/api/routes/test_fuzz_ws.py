@@ -8,8 +8,8 @@ cancel variants. Contracts:
 
 - every frame the parser refuses gets exactly one answer, in order: an ``error`` event (done true,
   status_code an int 4xx, the four keys every message carries) whose ``context_id`` is the one the
-  frame named, or "" when it named none that can be echoed; a valid cancel of an unknown context
-  gets none;
+  frame named, or "" when it named none that can be echoed; a valid cancel gets none, and from
+  then on nothing is answered for the id it named (the SDKs stop routing a cancelled id's events);
 - the socket stays open, and "fz-good" still gets all of its audio, its flush_done and its done;
 - a few valid contexts with generated transcripts, run meanwhile, each end in done (or a 4xx).
 
@@ -45,7 +45,8 @@ _WS_FUZZ = settings(deadline=None, database=None, phases=[Phase.generate],
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 _CANCELS = st.tuples(
-    st.one_of(st.just("fz-ctx"), st.text(max_size=10).map(lambda s: "fz-" + s), JSON_VALUES),
+    # not "fz-ctx", the id the other frames name: cancelled, its errors would all go unanswered
+    st.one_of(st.just("fz-cancelled"), st.text(max_size=10).map(lambda s: "fz-" + s), JSON_VALUES),
     st.one_of(st.just(True), JSON_VALUES),
     st.dictionaries(st.sampled_from(["transcript", "continue", "flush", "model_id", "x"]), JSON_VALUES, max_size=2),
 ).map(lambda t: render({"context_id": t[0], "cancel": t[1], **t[2]}))
@@ -69,14 +70,16 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
-def expected_answer(frame: Frame) -> Optional[str]:
-    """The context_id of the one error this frame gets; None when it gets no answer (a valid
-    cancel); raises LookupError for a valid generation (never sent in bulk)."""
+def expected_answer(frame: Frame, cancelled: set[str]) -> Optional[str]:
+    """The context_id of the one error this frame gets; None when it gets no answer: a valid cancel
+    (its id joins ``cancelled``, the ids cancelled on this socket so far) or a frame naming a
+    cancelled id. Raises LookupError for a valid generation (never sent in bulk)."""
     try:
         msg = parse_ws_message(frame)
     except ProtocolError as exc:
-        return exc.context_id
+        return None if exc.context_id and exc.context_id in cancelled else exc.context_id
     if isinstance(msg, WsCancelRequest):
+        cancelled.add(msg.context_id)
         return None
     raise LookupError("valid generation message")
 
@@ -89,6 +92,7 @@ class Socket:
         self.good: list[dict] = []
         self.others: dict[str, list[dict]] = {}
         self.frames_sent = 0
+        self.cancelled: set[str] = set()  # ids cancelled on this socket: nothing more is sent for them
 
     def _recv(self, deadline: float) -> Optional[dict]:
         """One message: None when it was the good or a tracked context's (set aside)."""
@@ -130,7 +134,7 @@ def test_fuzzed_frames_get_in_order_errors_and_leave_other_contexts_alone(gatewa
             expected = []
             for frame in batch:
                 try:
-                    answer = expected_answer(frame)
+                    answer = expected_answer(frame, sock.cancelled)
                 except LookupError:
                     continue  # valid generations would synthesise: not in the bulk
                 ws.send(frame)
