@@ -139,7 +139,8 @@ async def open_runtime(settings: Settings) -> Runtime:
         if settings.default_sampling.uses_cfg and cfg_unavailable:  # every request would get a 400
             raise SettingsError([
                 f"GEPARD_CFG_SCALE={settings.cfg_scale:g} makes every request use classifier-free guidance, but "
-                f"{cfg_unavailable}: every request would be refused; or set GEPARD_CFG_SCALE to 1"])
+                f"{cfg_unavailable}: every request would be refused; set GEPARD_CFG_SCALE to 1, or run guidance "
+                "on GEPARD_BACKEND=torch with GEPARD_MAX_CONCURRENT_GENERATIONS of 2 or more"])
         info = engine.model_info
         device = pick_device(settings.device)
         model_dir = Path(info.name) if Path(info.name).is_dir() else None

@@ -36,8 +36,8 @@ class TtsEngine(abc.ABC):
 
     @property
     def cfg_unavailable(self) -> Optional[str]:
-        """Why classifier-free guidance cannot run here at all, naming the setting to change (every
-        request using it is refused, 400), or None when it can."""
+        """Why classifier-free guidance cannot run here at all (every request using it is refused,
+        400), or None when it can. In the engine's terms: the gateway names its settings."""
         return None
 
     def stats(self) -> EngineStats:

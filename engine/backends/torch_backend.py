@@ -200,11 +200,7 @@ class TorchEngine(TtsEngine):
 
     @property
     def cfg_unavailable(self) -> Optional[str]:
-        # a CFG request takes two of the fast path's KV cache slots (torch_fast.slots_needed)
-        if isinstance(self._generator, FastGenerator) and self._generator.slots < 2:
-            return (f"the torch fast path has {self._generator.slots} KV cache slot and a CFG request takes two "
-                    "(raise GEPARD_MAX_CONCURRENT_GENERATIONS to 2 or more)")
-        return None
+        return self._generator.cfg_unavailable if isinstance(self._generator, FastGenerator) else None
 
     # -- request preparation ----------------------------------------------------------------------
     def plan(self, request: SynthesisRequest) -> PlannedRequest:

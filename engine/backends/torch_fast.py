@@ -158,6 +158,13 @@ class FastGenerator(BatchLoop):
                 f"{req.max_frames}) but the torch fast path's cache holds {self.max_positions} per request; "
                 "lower max_frames or shorten the text")
 
+    @property
+    def cfg_unavailable(self) -> Optional[str]:
+        """Why no CFG request can ever run here (None: one can): it takes two slots."""
+        if self.slots >= 2:
+            return None
+        return f"a CFG request takes two KV cache slots and this torch fast path has {self.slots}"
+
     def _never_fits(self, req: PreparedRequest | PlannedRequest) -> Optional[str]:
         """Why ``req`` needs more slots than the cache has (None: it fits once enough are free): such
         a request would wait at the head of the queue forever, and every request behind it too."""

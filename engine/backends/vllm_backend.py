@@ -411,7 +411,7 @@ class VllmEngine(TtsEngine):
 
     @property
     def cfg_unavailable(self) -> Optional[str]:
-        return "the vLLM backend does not run it (set GEPARD_BACKEND=torch for it)"
+        return "the vLLM backend does not run it (the torch backend does)"
 
     @property
     def model_runner(self) -> str:

@@ -322,4 +322,5 @@ async def test_cfg_by_default_with_one_fast_path_slot_refuses_to_start(tiny_ckpt
     message = str(failed.value)
     assert message.startswith("invalid settings: GEPARD_CFG_SCALE=2 makes every request use classifier-free "
                               "guidance"), message
-    assert "raise GEPARD_MAX_CONCURRENT_GENERATIONS to 2" in message and "\n" not in message
+    assert "torch fast path has 1" in message and "GEPARD_MAX_CONCURRENT_GENERATIONS of 2" in message
+    assert "\n" not in message
