@@ -28,7 +28,9 @@ Limits that keep one client from holding the server (each answered in band, nami
   empty close never needs one). Past a stream limit or the load limit it gets 429
   ``concurrency_limited`` with retry advice (while the server drains, 503) and never speaks (its
   id is then closed: later input on it gets ``context_closed``; a retry takes a new context id).
-  Open contexts, empty or not, are bounded per socket by ``max_contexts`` (429
+  A context with nothing left to say gives its place back after ``context_hold_s`` and takes one
+  again with its next text (refused the same way), so open contexts on a socket still in use hold
+  no places others need. Open contexts, empty or not, are bounded per socket by ``max_contexts`` (429
   ``too_many_contexts``);
 - text: a context may hold ``max_context_text_chars`` characters not yet spoken, a socket
   ``max_socket_text_chars`` over all its contexts; the message that would go past fails its
@@ -137,6 +139,16 @@ def _retrieve_outcome(task: asyncio.Task) -> None:
     """Mark a finished task's exception as seen: the context reported it already (or was cancelled)."""
     if not task.cancelled():
         task.exception()
+    _drop_cancellation(task)
+
+
+def _drop_cancellation(task: asyncio.Task) -> None:
+    """Take a cancelled task's stored CancelledError. Its traceback holds the worker's frames, and
+    they hold the context (its Opus encoder, two FFmpeg threads each): left stored, that cycle
+    lives until the garbage collector runs, so a socket that cancels often piles up encoders."""
+    if task.cancelled():
+        with contextlib.suppress(asyncio.CancelledError):
+            task.exception()
 
 
 class WsContext:
@@ -166,11 +178,16 @@ class WsContext:
         self._finished = False
         self._section: Optional[ContainerWriter] = None  # raw Opus: the open flush section's encoder (see _speak)
         self._job_running = False  # the worker is on a job (a segment being spoken, a flush or the end)
+        self._hold_timer: Optional[asyncio.TimerHandle] = None  # gives the stream place back when idle
         self.task = asyncio.create_task(self._worker(), name=f"ws-context-{self.context_id}")
         # However the task ends, the context is finished (its stream place released): a task
         # cancelled before it first ran (a fail() or cancel() for a message the reader had already
         # queued behind the first) never reaches the worker's finally
-        self.task.add_done_callback(lambda _task: conn.context_finished(self))
+        self.task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        _drop_cancellation(task)
+        self.conn.context_finished(self)
 
     @property
     def working(self) -> bool:
@@ -208,6 +225,7 @@ class WsContext:
             return
         if self.state is not ContextState.OPEN:
             raise ContextClosedError(self.context_id)
+        self._stop_hold_timer()
         if msg.transcript:
             self.buffer.append(msg.transcript)
         if msg.flush:
@@ -246,9 +264,35 @@ class WsContext:
         if len(self.buffer) and self._timer is None and self.state is ContextState.OPEN:
             self._timer = asyncio.get_running_loop().call_later(self._buffer_delay_s, self._on_timer)
 
+    # -- stream place ----------------------------------------------------------------------------
+    def _hold_place_while_idle(self) -> None:
+        """An admitted context with nothing left to say keeps its stream place for ``context_hold_s``
+        (an agent's next words rarely take longer), then gives it back: an open context that waits
+        costs the engine nothing, and held places would refuse other clients' streams for as long as
+        its socket is used. Its next text takes a place again (``WsConnection._admit_late``)."""
+        if self.state is ContextState.OPEN and self.ticket is not None and not self.busy and self._hold_timer is None:
+            self._hold_timer = asyncio.get_running_loop().call_later(self.conn.limits.context_hold_s,
+                                                                     self._give_place_back)
+
+    def _give_place_back(self) -> None:
+        self._hold_timer = None
+        if self.state is not ContextState.OPEN or self.ticket is None or self.busy:
+            return
+        self.ticket.release()
+        self.ticket = None
+        logger.info("context %s: nothing to say for %g s; its stream place is given back (its next text takes one)",
+                    self.request_id, self.conn.limits.context_hold_s)
+        self.conn.place_given_back()
+
+    def _stop_hold_timer(self) -> None:
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+
     # -- lifecycle ---------------------------------------------------------------------------------
     async def cancel(self) -> None:
         self.state = ContextState.CANCELLED
+        self._stop_hold_timer()
         if self._timer is not None:
             self._timer.cancel()
         task = self.task
@@ -269,6 +313,7 @@ class WsContext:
         if self.state in (ContextState.CANCELLED, ContextState.FAILED, ContextState.DONE):
             return
         self.state = ContextState.FAILED
+        self._stop_hold_timer()
         if self._timer is not None:
             self._timer.cancel()
         if asyncio.current_task() is not self.task:
@@ -302,6 +347,7 @@ class WsContext:
                         return
                 finally:
                     self._job_running = False
+                self._hold_place_while_idle()
         except asyncio.CancelledError:
             raise
         except WebSocketDisconnect:
@@ -316,8 +362,14 @@ class WsContext:
     async def _speak(self, job: _Job) -> None:
         service = self.conn.service
         cfg = self.config
-        # the dictionary is read per segment, so an update or delete applies to the next one
-        prons = await service.pronunciations(cfg.pronunciation_dict_id)
+        # the dictionary is read per segment, so an update applies to the next one; its last copy is
+        # spoken with while the store is unreachable, or once it is deleted (api/synthesis.py)
+        dictionary = getattr(self, "_dictionary", None)
+        if dictionary is None:
+            dictionary = self._dictionary = service.context_dictionary(cfg.pronunciation_dict_id, self.request_id)
+        prons = await dictionary.current()
+        # after the dictionary a segment must still fit GEPARD_MAX_TRANSCRIPT_CHARS (400 transcript_too_long)
+        service.check_pronounced([job.text], prons, cfg.pronunciation_dict_id, what="sentence")
         # normalization: Cartesia documents it for bytes and SSE only, but it is fixed with the rest of
         # the context by its first message, and a client that sends it on a socket means it
         segment: Segment = service.segment(job.text, cfg.effective_language, cfg.normalization, pronunciations=prons)
@@ -380,10 +432,10 @@ class WsContext:
         if not units:
             return since
         now = time.perf_counter()
+        if self.ticket is not None:
+            self.ticket.mark_spoke()  # idempotent; a place taken again after an idle spell is fresh until then
         if not self._first_audio_sent:
             self._first_audio_sent = True
-            if self.ticket is not None:
-                self.ticket.mark_spoke()
             if self.conn.metrics is not None and self._owed_since is not None:
                 self.conn.metrics.first_audio.labels("ws").observe(now - self._owed_since)
         width = self.config.output_format.unit_bytes
@@ -401,11 +453,12 @@ class WsLimits:
     send_timeout_s: float = 10.0
     max_context_text_chars: int = 50_000
     max_socket_text_chars: int = 200_000
+    context_hold_s: float = 10.0
 
     @classmethod
     def from_settings(cls, settings) -> "WsLimits":
         return cls(settings.ws_idle_timeout_s, settings.max_contexts_per_socket, settings.ws_send_timeout_s,
-                   settings.max_context_text_chars, settings.max_socket_text_chars)
+                   settings.max_context_text_chars, settings.max_socket_text_chars, settings.ws_context_hold_s)
 
 
 class WsConnection:
@@ -580,8 +633,8 @@ class WsConnection:
             await self.send_error(exc, ctx.request_id, cid)
 
     async def _admit_late(self, ctx: WsContext) -> bool:
-        """The first text of a context opened empty: check its voice and take its stream place now,
-        as for a new context with text. On a refusal (429 over a limit, 503 while draining) or an
+        """The first text of a context opened empty (or of one that gave its place back while idle):
+        check its voice and take its stream place now, as for a new context with text. On a refusal (429 over a limit, 503 while draining) or an
         unknown voice, the context fails with that error in band and its id is closed (later input
         gets ``context_closed``); False then, and the text is not taken."""
         try:
@@ -655,6 +708,8 @@ class WsConnection:
         if ctx._finished:
             return
         ctx._finished = True
+        ctx._stop_hold_timer()
+        ctx._section = None  # an Opus section left open (cancelled, failed): its encoder goes now
         if ctx.ticket is not None:
             ctx.ticket.release()
         ctx.timing.close(time.perf_counter())
@@ -665,6 +720,11 @@ class WsConnection:
         self._remember(ctx.context_id, ctx.state)
         self._last_activity = time.monotonic()
         if self._draining or self._credentials_lapsed is not None:
+            self._close_if_idle()
+
+    def place_given_back(self) -> None:
+        """A context gave its stream place back while idle: a draining socket may now close."""
+        if self._draining:
             self._close_if_idle()
 
     # -- drain (api.lifecycle.DrainListener) -------------------------------------------------------

@@ -51,6 +51,8 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_MAX_TRANSCRIPT_CHARS        max_transcript_chars         5000
     GEPARD_WS_IDLE_TIMEOUT_S           ws_idle_timeout_s            300 (Cartesia closes idle sockets at 5 min)
     GEPARD_MAX_CONTEXTS_PER_SOCKET     max_contexts_per_socket      64
+    GEPARD_WS_CONTEXT_HOLD_S           ws_context_hold_s            10 (an open context with nothing to say
+                                                                    gives its stream place back after this)
     GEPARD_MAX_CONCURRENT_GENERATIONS  max_concurrent_generations   64
     GEPARD_MODEL_IDS                   model_ids                    gepard-1.0,gepard-latest,sonic,sonic-*
     GEPARD_TEMPERATURE ...             temperature, top_k, repetition_penalty, stop_threshold, max_frames,
@@ -195,6 +197,7 @@ class Settings:
     max_transcript_chars: int = field(default=5000, metadata=_env("GEPARD_MAX_TRANSCRIPT_CHARS"))
     ws_idle_timeout_s: float = field(default=300.0, metadata=_env("GEPARD_WS_IDLE_TIMEOUT_S"))
     max_contexts_per_socket: int = field(default=64, metadata=_env("GEPARD_MAX_CONTEXTS_PER_SOCKET"))
+    ws_context_hold_s: float = field(default=10.0, metadata=_env("GEPARD_WS_CONTEXT_HOLD_S"))
     max_concurrent_generations: int = field(default=64, metadata=_env("GEPARD_MAX_CONCURRENT_GENERATIONS"))
     model_ids: tuple[str, ...] = field(default=DEFAULT_MODEL_IDS, metadata=_env("GEPARD_MODEL_IDS"))
     temperature: float = field(default=0.4, metadata=_env("GEPARD_TEMPERATURE"))
@@ -326,6 +329,7 @@ class Settings:
         in_range("max_transcript_chars", 1)
         in_range("ws_idle_timeout_s", 0, lo_open=True)
         in_range("max_contexts_per_socket", 1)
+        in_range("ws_context_hold_s", 0)
         in_range("max_concurrent_generations", 1)
         if not self.model_ids or any(not pattern for pattern in self.model_ids):
             bad("model_ids", "must list at least one model id (use * to accept every id)")
@@ -572,6 +576,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "max_transcript_chars": _parse_int,
     "ws_idle_timeout_s": _parse_float,
     "max_contexts_per_socket": _parse_int,
+    "ws_context_hold_s": _parse_float,
     "max_concurrent_generations": _parse_int,
     "model_ids": _parse_list,
     "temperature": _parse_float,

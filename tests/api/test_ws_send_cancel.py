@@ -105,6 +105,7 @@ def context_with_worker(conn: WsConnection, worker, finished: list) -> WsContext
     """A WsContext around ``worker`` (no engine or ticket); ``finished`` records context_finished."""
     ctx = WsContext.__new__(WsContext)
     ctx.conn, ctx.state, ctx.context_id, ctx.request_id, ctx._timer = conn, ContextState.OPEN, "c", "conn:c", None
+    ctx._hold_timer = None
     conn.context_finished = finished.append  # the connection's bookkeeping, recorded
     ctx.task = asyncio.create_task(worker(ctx))
     return ctx
