@@ -1,12 +1,32 @@
-"""Shared helpers for the benchmark scripts: machine description and random checkpoints on disk."""
+"""Shared helpers for the benchmark scripts: machine description, percentiles and random checkpoints
+on disk. Only the standard library at import: the load generator and gpu_summary.py run where torch
+is absent."""
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 from pathlib import Path
+from typing import Iterable, Optional
 
 CACHE = Path(os.environ.get("GEPARD_BENCH_DIR", Path(__file__).resolve().parent.parent / "models" / "bench"))
+
+
+def percentile(values: Iterable[float], q: float) -> Optional[float]:
+    """The q-th percentile (0-100) with linear interpolation between closest ranks (numpy's
+    default); None for no values. Every bench script uses this one: a nearest-rank pick rounded
+    half to even made the p50 of two samples their minimum, and an index truncated for p90 could
+    fall below the interpolated p50."""
+    xs = sorted(values)
+    if not xs:
+        return None
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile must be within [0, 100], got {q}")
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def machine() -> str:

@@ -9,8 +9,11 @@ short warm-up burst of C streams runs first, then C streams are submitted at onc
     xRT          generated audio seconds of all streams / wall seconds of the burst (higher is better)
     RTF p50/p90  per stream: seconds from submit to its last frame / audio seconds it got (< 1 keeps up)
     TTFF p50/p90 per stream: milliseconds from submit to its first frame (first-audio latency, minus codec)
+    failed       streams that ended without a frame: left out of RTF and TTFF (they have neither),
+                 printed, and the exit status is 1
 
 Audio seconds are frames * 1024 / 22050. Nothing here decodes audio: this measures the engine only.
+Percentiles interpolate between closest ranks (``bench._common.percentile``, as every bench script).
 """
 
 from __future__ import annotations
@@ -18,15 +21,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import machine, random_checkpoint  # noqa: E402
+from bench._common import machine, percentile, random_checkpoint  # noqa: E402
 from engine.interface import TtsEngine  # noqa: E402
 from engine.requests import SamplingParams, SynthesisRequest  # noqa: E402
 
@@ -47,17 +51,34 @@ class Result:
     rtf_p90: float
     ttff_p50_ms: float
     ttff_p90_ms: float
+    failed: int = 0  # streams without a frame, left out of RTF and TTFF
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+Stream = tuple[Optional[float], float, int]  # (ttff_s, None without a frame; total_s; frames)
 
 
-async def burst(engine: TtsEngine, concurrency: int, frames: int, tag: str) -> tuple[float, list[tuple[float, float, int]]]:
+def pct(values: list[float], q: float) -> float:
+    """The shared interpolating percentile (q in 0-100); NaN (not measured) for no values."""
+    value = percentile(values, q)
+    return math.nan if value is None else value
+
+
+def summarize(backend: str, size: str, concurrency: int, frames: int, wall: float, streams: list[Stream],
+              spf: float) -> Result:
+    """One burst's figures; ``spf``: audio seconds per frame. A stream with no frame fails: its TTFF
+    is not 0 (the best score) and its RTF not total / 0; it is counted apart instead."""
+    heard = [s for s in streams if s[0] is not None and s[2] > 0]
+    rtf = [total / (n * spf) for _, total, n in heard]
+    ttff = [first * 1000 for first, _, _ in heard]
+    total_frames = sum(n for _, _, n in streams)
+    return Result(backend, size, concurrency, frames, wall, total_frames / wall, total_frames * spf / wall,
+                  pct(rtf, 50), pct(rtf, 90), pct(ttff, 50), pct(ttff, 90), failed=len(streams) - len(heard))
+
+
+async def burst(engine: TtsEngine, concurrency: int, frames: int, tag: str) -> tuple[float, list[Stream]]:
     """Run ``concurrency`` streams at once; returns the wall time and (ttff_s, total_s, frames) per stream."""
 
-    async def one(i: int) -> tuple[float, float, int]:
+    async def one(i: int) -> Stream:
         request = SynthesisRequest(f"{tag}-{i}", TEXT, None, SamplingParams(temperature=0.4, seed=i, max_frames=frames))
         t0 = time.perf_counter()
         first, n = None, 0
@@ -65,7 +86,7 @@ async def burst(engine: TtsEngine, concurrency: int, frames: int, tag: str) -> t
             if first is None and chunk.num_frames:
                 first = time.perf_counter() - t0
             n += chunk.num_frames
-        return first or 0.0, time.perf_counter() - t0, n
+        return first, time.perf_counter() - t0, n  # first None: no frame came
 
     t0 = time.perf_counter()
     streams = await asyncio.gather(*[one(i) for i in range(concurrency)])
@@ -103,15 +124,11 @@ async def run(args: argparse.Namespace) -> list[Result]:
             for c in levels:
                 await burst(engine, c, min(4, args.frames), f"warm{c}")
                 wall, streams = await burst(engine, c, args.frames, f"c{c}")
-                audio = [n * spf for _, _, n in streams]
-                rtf = [total / max(a, 1e-9) for (_, total, _), a in zip(streams, audio)]
-                ttff = [first * 1000 for first, _, _ in streams]
-                total_frames = sum(n for _, _, n in streams)
-                r = Result(args.backend, size, c, args.frames, wall, total_frames / wall, sum(audio) / wall, statistics.median(rtf),
-                           percentile(rtf, 0.9), statistics.median(ttff), percentile(ttff, 0.9))
+                r = summarize(args.backend, size, c, args.frames, wall, streams, spf)
                 results.append(r)
                 print(f"{r.backend:>7} {size:>5} {c:4d} {r.frames_per_s:9.1f} {r.xrt:8.2f} {r.rtf_p50:8.3f} {r.rtf_p90:8.3f} "
-                      f"{r.ttff_p50_ms:9.1f} {r.ttff_p90_ms:9.1f}", flush=True)
+                      f"{r.ttff_p50_ms:9.1f} {r.ttff_p90_ms:9.1f}"
+                      f"{f'  FAILED: {r.failed} stream(s) without a frame' if r.failed else ''}", flush=True)
         finally:
             await engine.aclose()
     return results
@@ -135,6 +152,9 @@ def main(argv: list[str] | None = None) -> None:
     results = asyncio.run(run(args))
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "results": [asdict(r) for r in results]}, indent=2))
+    failed = sum(r.failed for r in results)
+    if failed:
+        raise SystemExit(f"bench/engine.py: {failed} stream(s) ended without a frame (rows marked FAILED)")
 
 
 if __name__ == "__main__":  # vLLM spawns its engine processes: keep module import side-effect free

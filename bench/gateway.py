@@ -10,6 +10,9 @@ loopback. For each concurrency C, C streams of the same sentence run two ways, a
 
     TTFA      request sent -> first audio (direct: first PCM array; gateway: first chunk message)
     overhead  (gateway stream time - direct stream time) / gateway chunks: what each chunk costs extra
+    n         streams with audio, the samples behind the TTFA percentiles (interpolated, as in every
+              bench script); a stream that ends without audio fails: it is left out of them, printed
+              as "failed", and the exit status is 1
 
 Both paths use the same engine in the same run, so the ratio isolates the gateway. The WebSocket
 client runs in the same process and event loop, so its own parsing is counted as gateway cost.
@@ -21,12 +24,15 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -36,14 +42,36 @@ import websockets  # noqa: E402
 from api.app import DEFAULT_VOICE_ID, build_app, open_runtime  # noqa: E402
 from api.server import uvicorn_config  # noqa: E402
 from api.settings import Settings  # noqa: E402
-from bench._common import machine, random_checkpoint  # noqa: E402
+from bench._common import machine, percentile, random_checkpoint  # noqa: E402
 from engine.requests import SamplingParams  # noqa: E402
 
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the forest."
 FORMAT = {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}
 
+Stream = tuple[Optional[float], float, int]  # (first audio s, None without audio; stream s; chunks)
 
-async def direct_stream(rt, i: int) -> tuple[float, float, int]:
+
+@dataclass(frozen=True)
+class PathSummary:
+    ttfa_p50_ms: float
+    ttfa_p90_ms: float
+    wall_s: float  # median stream time
+    chunks: float  # median chunks per stream
+    n: int  # streams with audio: the TTFA samples
+    failed: int  # streams without audio: left out of TTFA (they have none), not scored as 0 ms
+
+
+def summarize_path(streams: list[Stream]) -> PathSummary:
+    """One path's figures over its streams. TTFA percentiles come from the streams that were heard,
+    interpolated (so p90 >= p50); a stream with no audio is a failure, not the best TTFA."""
+    ttfa = [first * 1000 for first, _, _ in streams if first is not None]
+    p50, p90 = percentile(ttfa, 50), percentile(ttfa, 90)
+    return PathSummary(math.nan if p50 is None else p50, math.nan if p90 is None else p90,
+                       statistics.median(r[1] for r in streams), statistics.median(r[2] for r in streams),
+                       len(ttfa), len(streams) - len(ttfa))
+
+
+async def direct_stream(rt, i: int) -> Stream:
     svc = rt.service
     segment = svc.segment(TEXT, "en")
     sampling = SamplingParams(temperature=0.4, seed=i)
@@ -54,10 +82,10 @@ async def direct_stream(rt, i: int) -> tuple[float, float, int]:
         async for _ in pcm_stream:
             first = first if first is not None else time.perf_counter() - t0
             chunks += 1
-    return first or 0.0, time.perf_counter() - t0, chunks
+    return first, time.perf_counter() - t0, chunks
 
 
-async def gateway_stream(url: str, i: int) -> tuple[float, float, int]:
+async def gateway_stream(url: str, i: int) -> Stream:
     async with websockets.connect(url + "/tts/websocket", max_size=1 << 22) as ws:
         cid = str(uuid.uuid4())
         msg = {"context_id": cid, "model_id": "sonic-3", "voice": {"mode": "id", "id": DEFAULT_VOICE_ID},
@@ -74,10 +102,11 @@ async def gateway_stream(url: str, i: int) -> tuple[float, float, int]:
                 if event["type"] == "error":
                     raise RuntimeError(event)
                 break
-        return first or 0.0, time.perf_counter() - t0, chunks
+        return first, time.perf_counter() - t0, chunks
 
 
-async def main_async(args: argparse.Namespace) -> None:
+async def main_async(args: argparse.Namespace) -> int:
+    """Run every level; returns how many streams ended without audio (failures)."""
     ckpt = random_checkpoint(args.size)  # default counter: every stream stops after a fixed frame count
     with tempfile.TemporaryDirectory() as data_dir:
         settings = Settings(model=str(ckpt), backend=args.backend, data_dir=Path(data_dir), port=args.port,
@@ -91,29 +120,30 @@ async def main_async(args: argparse.Namespace) -> None:
             await asyncio.sleep(0.05)
         url = f"ws://127.0.0.1:{args.port}"
         print(f"machine: {machine()}\nmodel: {args.size} random checkpoint, backend {args.backend}")
-        print(f"{'C':>3} {'path':>8} {'TTFA p50 ms':>12} {'TTFA p90 ms':>12} {'stream s':>9} {'chunks':>7}")
+        print(f"{'C':>3} {'path':>8} {'TTFA p50 ms':>12} {'TTFA p90 ms':>12} {'stream s':>9} {'chunks':>7} {'n':>4}")
+        failed = 0
         try:
             for c in args.levels:
                 await asyncio.gather(*[direct_stream(rt, i) for i in range(c)])  # warm-up
                 await asyncio.gather(*[gateway_stream(url, i) for i in range(c)])
-                stats: dict[str, list[tuple[float, float, int]]] = {"direct": [], "gateway": []}
+                stats: dict[str, list[Stream]] = {"direct": [], "gateway": []}
                 for _ in range(args.rounds):
                     stats["direct"] += await asyncio.gather(*[direct_stream(rt, i) for i in range(c)])
                     stats["gateway"] += await asyncio.gather(*[gateway_stream(url, i) for i in range(c)])
-                summary = {}
-                for path, rows in stats.items():
-                    ttfa = sorted(r[0] * 1000 for r in rows)
-                    summary[path] = (statistics.median(ttfa), ttfa[int(0.9 * (len(ttfa) - 1))],
-                                     statistics.median(r[1] for r in rows), statistics.median(r[2] for r in rows))
-                    p50, p90, wall, chunks = summary[path]
-                    print(f"{c:3d} {path:>8} {p50:12.1f} {p90:12.1f} {wall:9.3f} {chunks:7.0f}")
+                summary = {path: summarize_path(rows) for path, rows in stats.items()}
+                for path, s in summary.items():
+                    print(f"{c:3d} {path:>8} {s.ttfa_p50_ms:12.1f} {s.ttfa_p90_ms:12.1f} {s.wall_s:9.3f} {s.chunks:7.0f} "
+                          f"{s.n:4d}{f'  FAILED: {s.failed} stream(s) without audio' if s.failed else ''}")
+                    failed += s.failed
                 d, g = summary["direct"], summary["gateway"]
-                per_chunk = (g[2] - d[2]) / max(g[3], 1) * 1000
-                print(f"{c:3d}    ratio TTFA gateway/direct = {g[0] / max(d[0], 1e-9):.2f}, overhead per chunk = {per_chunk:.2f} ms")
+                per_chunk = (g.wall_s - d.wall_s) / max(g.chunks, 1) * 1000
+                print(f"{c:3d}    ratio TTFA gateway/direct = {g.ttfa_p50_ms / max(d.ttfa_p50_ms, 1e-9):.2f}, "
+                      f"overhead per chunk = {per_chunk:.2f} ms")
         finally:
             server.should_exit = True
             await serving
             await rt.aclose()
+    return failed
 
 
 def main() -> None:
@@ -125,7 +155,9 @@ def main() -> None:
     p.add_argument("--port", type=int, default=8765)
     args = p.parse_args()
     args.levels = [int(x) for x in args.concurrency.split(",")]
-    asyncio.run(main_async(args))
+    failed = asyncio.run(main_async(args))
+    if failed:
+        raise SystemExit(f"bench/gateway.py: {failed} stream(s) ended without audio (rows marked FAILED)")
 
 
 if __name__ == "__main__":

@@ -29,12 +29,15 @@
 #
 # Knobs (environment): GEPARD_GPU_NETWORK=auto|yes|no, GEPARD_GPU_BUDGET_S (default 450: the whole
 # run, install included), GEPARD_BENCH_FRAMES (200, ~9.3 s of audio per stream),
+# GEPARD_BENCH_ONE_STREAM_ROUNDS (5: bursts per schedule at one stream, so the one-stream TTFA and RTF
+# are p50s of 5 samples, not one; a burst of one stream is the run's shortest, seconds in all),
 # GEPARD_BENCH_CONCURRENCY (1,32,128,256,512,1024), GEPARD_TORCH_PATH (auto|reference|fast: the torch
 # backend's loop; auto = the fast path on CUDA), GEPARD_VLLM_RUNNER (v1|v2, default v1: the adapter
 # the CPU tests cover), GEPARD_VLLM_SPEC (vllm==0.32.0), GEPARD_GPU_MEMORY_UTILIZATION (0.85),
 # GEPARD_BENCH_DIR (./models/bench), GEPARD_GPU_SMI (nvidia-smi).
 # --dry-run (or GEPARD_GPU_DRY_RUN=1) prints the commands it would run (one "+ cmd" line each) and
-# runs none; it goes on past a missing GPU, saying so.
+# runs none, the network probe of GEPARD_GPU_NETWORK=auto included (it then shows the commands
+# without network); it goes on past a missing GPU, saying so.
 #
 # Exit codes: 0 done, 2 bad usage, 3 no NVIDIA GPU, 4 a module the run needs is missing (no network).
 set -euo pipefail
@@ -53,6 +56,7 @@ NETWORK="${GEPARD_GPU_NETWORK:-auto}"
 case "$NETWORK" in auto|yes|no) ;; *) echo "bench/gpu.sh: GEPARD_GPU_NETWORK must be auto, yes or no, got '$NETWORK'" >&2; exit 2 ;; esac
 BUDGET="${GEPARD_GPU_BUDGET_S:-450}"
 FRAMES="${GEPARD_BENCH_FRAMES:-200}"
+ONE_STREAM_ROUNDS="${GEPARD_BENCH_ONE_STREAM_ROUNDS:-5}"
 CONCURRENCY="${GEPARD_BENCH_CONCURRENCY:-1,32,128,256,512,1024}"
 TORCH_PATH="${GEPARD_TORCH_PATH:-auto}"
 VLLM_RUNNER="${GEPARD_VLLM_RUNNER:-v1}"
@@ -78,8 +82,13 @@ source "$ROOT/bench/_gpu.sh"
 require_gpu bench/gpu.sh "$SMI" "$DRY"
 
 # 2) network or not
-if [ "$NETWORK" = auto ]; then
-  if python3 -c "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/vllm/', timeout=5)" >/dev/null 2>&1; then
+PROBE=(python3 -c "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/vllm/', timeout=5)")
+if [ "$NETWORK" = auto ] && [ "$DRY" = 1 ]; then
+  run "${PROBE[@]}"  # a dry run runs nothing, the probe included (it reaches out to PyPI)
+  echo "# dry run: the network probe above was not run; the commands without network follow (GEPARD_GPU_NETWORK=yes shows the others)"
+  NETWORK=no
+elif [ "$NETWORK" = auto ]; then
+  if "${PROBE[@]}" >/dev/null 2>&1; then
     NETWORK=yes
   else
     NETWORK=no
@@ -94,7 +103,8 @@ bench() {  # bench BACKEND PYTHON BUDGET_S EXTRA...
   local backend="$1" py="$2" budget="$3"; shift 3
   run env TOKENIZERS_PARALLELISM=false VLLM_PLUGINS=gepard GEPARD_BENCH_DIR="$BENCH_DIR" "$py" "$ROOT/bench/pipeline.py" \
     --backend "$backend" --size full --checkpoint "$CKPT" --dtype bfloat16 --frames "$FRAMES" \
-    --concurrency "$CONCURRENCY" "${SCHEDULE_ARGS[@]}" --compare-levels 1 --budget-s "$budget" \
+    --concurrency "$CONCURRENCY" "${SCHEDULE_ARGS[@]}" --compare-levels 1 --one-stream-rounds "$ONE_STREAM_ROUNDS" \
+    --budget-s "$budget" \
     --json "$BENCH_DIR/gpu-$backend.json" "$@"
 }
 

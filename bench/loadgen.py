@@ -28,7 +28,9 @@ Per stream (one utterance = one context), times from the client's monotonic cloc
                  speaking a clause before the sentence ends)
     audio_s      audio received: bytes / sample width / sample rate
     wall_s       first text message sent -> terminal event (done / error)
-    rtf          (terminal event - first audio) / audio_s; below 1 is faster than real time
+    rtf          (terminal event - first audio) / audio_s; below 1 is faster than real time. Not
+                 the RTF of bench/engine.py and bench/pipeline.py (submit -> last audio, / audio
+                 seconds): this one leaves out TTFA and so the agent's own text pacing before it
     underrun_s   how long a listener who starts playing at the first chunk waits for audio
                  (``underrun()``): buffer_end starts at t_first + dur(first chunk); a chunk at t
                  after buffer_end adds a wait and restarts the buffer at t. A wait only counts
@@ -45,7 +47,9 @@ A stream is *refused* when its error is a concurrency refusal (status 429: ``con
 ``too_many_contexts``); refusals are reported apart from other errors, and a refused agent backs
 off (``backoff_s``) before its next utterance, as the SDKs do. *Failures* are timeouts, lost
 connections, more than one terminal event, any message after a terminal event, malformed
-messages, and errors other than refusals. A ``context_closed`` error (or a repeated refusal, for a
+messages, errors other than refusals, connection attempts that fail (``connect_errors``, by kind in
+``sockets``) and agents that end by an exception (``agent_errors``: a bug in this client, each
+printed to stderr). A ``context_closed`` error (or a repeated refusal, for a
 refused context) answering text the agent sent while the context's terminal event was on its way
 is counted (``late_input_errors``), not failed; audio after a terminal event always fails.
 
@@ -53,7 +57,8 @@ Per level: p50/p90/p99 of TTFA (every stream with audio), RTF and underrun (comp
 gaps over 3 s, aggregate xRT = audio seconds received / level wall seconds (level start to the last
 stream's end), errors by code, the refusal rate (refused / streams), and the client's own CPU
 seconds (it shares the machine with a local server). ``--out`` writes JSON with every per-stream
-record and the summaries; ``--plot`` a PNG of latency and underrun against concurrency.
+record and the summaries; ``--plot`` a PNG of latency and underrun against concurrency. The exit
+status is 1 when a level has a failure (connection failures included) or ran no stream at all.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ import math
 import random
 import sys
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +81,9 @@ from typing import Any, Iterable, Optional, Sequence
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench._common when run as a script
+from bench._common import percentile  # noqa: E402  (one percentile for every bench script)
 
 GAP_LIMIT_S = 3.0  # pipecat gives up on a context after 3 s without a message
 REFUSAL_CODES = frozenset({"concurrency_limited", "too_many_contexts"})
@@ -120,20 +129,6 @@ class Chunk:
     t: float  # arrival time, s
     dur: float  # audio seconds it carries
     ready: float = -math.inf  # time from which waiting for it is the server's fault
-
-
-def percentile(values: Iterable[float], q: float) -> Optional[float]:
-    """The q-th percentile (0-100) with linear interpolation between closest ranks (numpy's
-    default); None for no values."""
-    xs = sorted(values)
-    if not xs:
-        return None
-    if not 0.0 <= q <= 100.0:
-        raise ValueError(f"percentile must be within [0, 100], got {q}")
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def percentiles(values: Iterable[float], qs: Sequence[float] = (50, 90, 99)) -> dict[str, Optional[float]]:
@@ -268,8 +263,12 @@ class StreamRecord:
         return out
 
 
-def summarize(records: Sequence[StreamRecord], concurrency: int, wall_s: float) -> dict[str, Any]:
-    """One level's figures (see the module docstring for the definitions)."""
+def summarize(records: Sequence[StreamRecord], concurrency: int, wall_s: float, connect_errors: int = 0,
+              agent_errors: int = 0) -> dict[str, Any]:
+    """One level's figures (see the module docstring for the definitions). ``connect_errors``:
+    connection attempts that failed; ``agent_errors``: agents that ended by an exception. Both are
+    failures: a level whose agents never reached the server has no stream to fail, and must not
+    read as a clean run."""
     done = [r for r in records if r.outcome == "done"]
     errors: dict[str, int] = {}
     for r in records:
@@ -289,7 +288,10 @@ def summarize(records: Sequence[StreamRecord], concurrency: int, wall_s: float) 
         "refused": refused,
         "refusal_rate": refused / len(records) if records else 0.0,
         "other_errors": outcomes["error"] - refused,
-        "failures": sum(bool(r.violations) for r in records) + outcomes["error"] - refused,
+        "connect_errors": connect_errors,
+        "agent_errors": agent_errors,
+        "failures": (sum(bool(r.violations) for r in records) + outcomes["error"] - refused + connect_errors
+                     + agent_errors),
         "ttfa_s": percentiles(r.ttfa_s for r in records if r.ttfa_s is not None),
         "ttfa_sentence_s": percentiles(r.ttfa_sentence_s for r in records if r.ttfa_sentence_s is not None),
         "rtf": percentiles(r.rtf for r in done if r.rtf is not None),
@@ -665,6 +667,7 @@ class Agent:
     async def _send_text(self, sock: Socket, stream: LiveStream, utt: Utterance) -> None:
         cid = stream.record.context_id
         flush_id = 1
+        sent_at: Optional[float] = None  # when this sender's last piece went out
         for s, pieces in enumerate(utt.sentences):
             for piece in pieces:
                 if stream.ended.is_set():
@@ -674,10 +677,12 @@ class Agent:
                     stream.record.start_s = stream.t_first_text
                 await sock.send(self._message(cid, piece, utt))
                 stream.record.text_chars += len(piece)
-                stream.last_activity = self.clock.now()
+                stream.last_activity = sent_at = self.clock.now()
                 await asyncio.sleep(self.rng.uniform(0.02, 0.06))  # LLM token pacing
             if stream.t_first_sentence is None:
-                stream.t_first_sentence = stream.last_activity
+                # not last_activity: the reader sets that on every message received (during the
+                # pacing sleep above, too), which would move the sentence's end to a chunk's arrival
+                stream.t_first_sentence = sent_at
             if utt.flush_after[s] and not stream.ended.is_set():
                 await sock.send(self._message(cid, "", utt, flush=True))
                 stream.complete_at[flush_id] = self.clock.now()
@@ -772,15 +777,35 @@ async def run_level(cfg: LoadConfig, concurrency: int, voice: str) -> LevelResul
     _, pending = await asyncio.wait(tasks, timeout=hard_stop_at + 10.0)
     for task in pending:
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    agent_errors = report_agent_errors(concurrency, await asyncio.gather(*tasks, return_exceptions=True))
     for session in sessions:
         await session.aclose()
     ends = [r.start_s + r.wall_s for r in records if r.wall_s is not None]
     wall = max(ends, default=clock.now())
-    summary = summarize(records, concurrency, wall)
+    summary = summarize(records, concurrency, wall, sum(stats.connect_errors.values()), agent_errors)
     summary["client_cpu_s"] = time.process_time() - cpu0
     summary["sockets"] = dataclasses.asdict(stats)
     return LevelResult(concurrency, summary, stats, records)
+
+
+def report_agent_errors(concurrency: int, outcomes: Sequence[Any]) -> int:
+    """Print every agent that ended by an exception (``outcomes``: what gathering the agents with
+    ``return_exceptions`` gave) to stderr and return how many. An agent raises only on a bug in this
+    client (``utterance`` re-raises its sender's errors on purpose) or when it was cancelled, still
+    running 10 s past the hard stop: either way its level's figures are not the server's alone."""
+    errors = 0
+    for i, outcome in enumerate(outcomes):
+        if isinstance(outcome, asyncio.CancelledError):
+            print(f"loadgen: C={concurrency} agent {i} was still running 10 s after the hard stop; cancelled",
+                  file=sys.stderr, flush=True)
+        elif isinstance(outcome, BaseException):
+            print(f"loadgen: C={concurrency} agent {i} failed:", file=sys.stderr)
+            traceback.print_exception(outcome, file=sys.stderr)
+            sys.stderr.flush()
+        else:
+            continue
+        errors += 1
+    return errors
 
 
 async def run(cfg: LoadConfig, progress: bool = False) -> list[LevelResult]:
@@ -804,17 +829,35 @@ def _ms(x: Optional[float]) -> str:
     return f"{x * 1000:.0f}" if x is not None else "-"
 
 
-TABLE_HEADER = (f"{'C':>4} {'streams':>7} {'done':>5} {'refused':>7} {'other err':>9} {'fail':>4} "
+TABLE_HEADER = (f"{'C':>4} {'streams':>7} {'done':>5} {'refused':>7} {'other err':>9} {'conn err':>8} {'fail':>4} "
                 f"{'TTFA p50':>8} {'p90':>6} {'p99':>6} {'sent p50':>8} {'RTF p50':>7} {'underrun p99':>12} {'gaps>3s':>7} {'xRT':>6}")
 
 
 def format_row(s: dict[str, Any]) -> str:
     rtf = s["rtf"]["p50"]
     return (f"{s['concurrency']:>4} {s['streams']:>7} {s['completed']:>5} {s['refused']:>7} {s['other_errors']:>9} "
-            f"{s['failures']:>4} {_ms(s['ttfa_s']['p50']):>8} {_ms(s['ttfa_s']['p90']):>6} {_ms(s['ttfa_s']['p99']):>6} "
+            f"{s.get('connect_errors', 0):>8} {s['failures']:>4} {_ms(s['ttfa_s']['p50']):>8} {_ms(s['ttfa_s']['p90']):>6} {_ms(s['ttfa_s']['p99']):>6} "
             f"{_ms(s['ttfa_sentence_s']['p50']):>8} "
             f"{(f'{rtf:.2f}' if rtf is not None else '-'):>7} {_ms(s['underrun_s']['p99']):>12} "
             f"{s['gaps_over_3s']:>7} {s['xrt']:>6.2f}")
+
+
+def level_problems(summary: dict[str, Any]) -> list[str]:
+    """Why a level's figures are not a clean run (empty when they are): failures, connection
+    attempts that failed (by kind), agents that crashed, or no stream at all."""
+    problems = []
+    connect = summary.get("sockets", {}).get("connect_errors") or {}
+    if connect:
+        kinds = ", ".join(f"{kind} x{n}" for kind, n in sorted(connect.items()))
+        problems.append(f"{sum(connect.values())} connection attempt(s) failed ({kinds})")
+    if summary.get("agent_errors"):
+        problems.append(f"{summary['agent_errors']} agent(s) ended by an exception (printed above)")
+    others = summary["failures"] - summary.get("connect_errors", 0) - summary.get("agent_errors", 0)
+    if others:
+        problems.append(f"{others} stream failure(s)")
+    if not summary["streams"]:
+        problems.append("no stream ran")
+    return problems
 
 
 def write_json(path: Path, cfg: LoadConfig, results: list[LevelResult]) -> None:
@@ -919,10 +962,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if plot:
         write_plot(plot, results, title=f"{cfg.ws_url}")
         print(f"wrote {plot}")
-    failures = sum(r.summary["failures"] for r in results)
-    return 1 if failures else 0
+    failed = False
+    for r in results:
+        for problem in level_problems(r.summary):
+            print(f"FAILED C={r.concurrency}: {problem}", flush=True)
+            failed = True
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     sys.exit(main())

@@ -2,6 +2,7 @@
 
     python bench/pipeline.py --backend torch|vllm [--size tiny|full] [--concurrency 1,32,128,256]
                              [--frames 200] [--chunk-schedule 2,4,8,16 [--chunk-schedule 4,16 ...]]
+                             [--rounds 1] [--one-stream-rounds 5]
                              [--torch-path auto|reference|fast] [--vllm-runner v1|v2] [--budget-s 300]
 
 One engine (``max_batch`` = the largest concurrency that fits, see below) on a random checkpoint
@@ -20,6 +21,12 @@ stream exactly as ``api.synthesis.SynthesisService.speak`` does:
     codec     codec share: decode seconds / (decode + engine step seconds) during the burst
     mem       peak GPU memory in GiB: the device's used memory, sampled every 20 ms (all processes:
               vLLM's engine core too), and this process's torch allocator peak
+    n         the streams with audio: the samples each per-stream percentile rests on. A stream
+              that ends without audio fails: it is counted apart (``failed``), not given a TTFA or RTF
+
+Percentiles interpolate between closest ranks (``bench._common.percentile``). One stream per burst
+gives one sample per row, so the one-stream headline pools the C=1 rows of the default schedule:
+``--one-stream-rounds`` (default ``--rounds``) runs more bursts at C=1 only, the cheapest level.
 
 The codec (``--codec-impl``): NeMo's NanoCodec when ``nemo_toolkit`` imports, else the torch decoder
 (``codec_worker.torchcodec``: the same audio from the same checkpoint, torch + PyYAML only), so a GPU
@@ -33,7 +40,8 @@ the largest level is dropped and it starts again, so 512/1024 run only "if memor
 Extra schedules (the 2nd ``--chunk-schedule`` on) run only at ``--compare-levels`` (default: 1 stream),
 so comparing first-audio latency costs little. ``--budget-s`` bounds the whole run: a level whose predicted burst time (last wall x C / last C)
 does not fit in what is left is skipped, and a burst still running at the budget is cancelled.
-Results print as a table and go to ``--json``.
+Results print as a table and go to ``--json``, rewritten after every row, so a run cut short (by
+bench/gpu_session.sh's cap, with SIGINT) keeps every row it measured.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import threading
 import time
@@ -50,7 +59,7 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import machine, random_checkpoint  # noqa: E402
+from bench._common import machine, percentile, random_checkpoint  # noqa: E402
 from codec_worker.batching import BatchingCodecDecoder, DecodeBatchEvent  # noqa: E402
 from codec_worker.schedule import DEFAULT_SCHEDULE, ChunkSchedule  # noqa: E402
 from engine.interface import TtsEngine  # noqa: E402
@@ -95,6 +104,8 @@ class Row:
     gpu_device_peak_gib: Optional[float] = None
     gpu_torch_peak_gib: Optional[float] = None
     note: str = ""
+    n: int = 0  # streams with audio: the samples behind the per-stream percentiles
+    failed: int = 0  # streams that ended without audio (left out of the percentiles)
 
 
 @dataclass
@@ -115,11 +126,10 @@ class Probe:
             self.codec.append(event.duration_s)
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+def pct(values: list[float], q: float) -> float:
+    """The shared interpolating percentile (q in 0-100); NaN (not measured) for no values."""
+    value = percentile(values, q)
+    return math.nan if value is None else value
 
 
 def underrun(arrivals: list[tuple[float, float]]) -> float:
@@ -140,7 +150,9 @@ async def one_stream(engine: TtsEngine, decoder: Optional[BatchingCodecDecoder],
     if decoder is None:
         return await frames_only(engine, rid, seed, frames)
     stream = decoder.open_stream()
-    request = SynthesisRequest(rid, TEXT, None, SamplingParams(temperature=0.4, seed=seed, max_frames=frames))
+    # frames a codec chunk at a time, as SynthesisService.speak asks the engine for them
+    request = SynthesisRequest(rid, TEXT, None, SamplingParams(temperature=0.4, seed=seed, max_frames=frames),
+                               delivery=decoder.schedule.sizes)
     t0 = time.perf_counter()
     arrivals: list[tuple[float, float]] = []
     ttff = float("nan")
@@ -365,18 +377,22 @@ def use_codec(args: argparse.Namespace) -> Optional[str]:
     return impl
 
 
-def summarise(args: argparse.Namespace, runner: str, schedule: ChunkSchedule, c: int, wall: float,
+def summarise(args: argparse.Namespace, runner: str, schedule: ChunkSchedule | str, c: int, wall: float,
               streams: list[StreamResult], probe: Probe, memory: GpuMemory) -> Row:
-    ttfa = [s.ttfa_s * 1000 for s in streams]
-    rtf = [s.total_s / max(s.audio_s, 1e-9) for s in streams]
-    under = [s.underrun_s * 1000 for s in streams]
+    # A stream without audio has no first audio (NaN, which sorts anywhere) and an RTF of 0 (the
+    # best): it fails, counted apart, and the percentiles rest on the streams that were heard.
+    heard = [s for s in streams if s.audio_s > 0]
+    ttfa = [s.ttfa_s * 1000 for s in heard if not math.isnan(s.ttfa_s)]  # all NaN without a codec
+    rtf = [s.total_s / s.audio_s for s in heard]
+    under = [s.underrun_s * 1000 for s in heard]
     codec_s, step_s = sum(probe.codec), sum(probe.steps)
     return Row(args.backend, runner, args.size, str(schedule), c, args.frames, wall,
-               sum(s.audio_s for s in streams) / wall, percentile(rtf, 0.5), percentile(rtf, 0.99),
-               percentile(ttfa, 0.5), percentile(ttfa, 0.99), percentile([s.ttff_s * 1000 for s in streams], 0.5),
-               percentile(under, 0.5), percentile(under, 0.99),
-               percentile(probe.steps, 0.5) * 1000, percentile(probe.steps, 0.99) * 1000, len(probe.steps),
-               codec_s, codec_s / max(codec_s + step_s, 1e-9), memory.device_gib(), memory.torch_gib())
+               sum(s.audio_s for s in streams) / wall, pct(rtf, 50), pct(rtf, 99),
+               pct(ttfa, 50), pct(ttfa, 99), pct([s.ttff_s * 1000 for s in heard], 50),
+               pct(under, 50), pct(under, 99),
+               pct(probe.steps, 50) * 1000, pct(probe.steps, 99) * 1000, len(probe.steps),
+               codec_s, codec_s / max(codec_s + step_s, 1e-9), memory.device_gib(), memory.torch_gib(),
+               n=len(heard), failed=len(streams) - len(heard))
 
 
 def skipped(args: argparse.Namespace, runner: str, c: int, note: str) -> Row:
@@ -386,26 +402,60 @@ def skipped(args: argparse.Namespace, runner: str, c: int, note: str) -> Row:
                step_p99_ms=nan, steps=0, codec_s=0.0, codec_share=nan, note=note)
 
 
-HEADER = (f"{'schedule':>12} {'C':>5} {'xRT':>8} {'RTF p50':>8} {'RTF p99':>8} {'TTFA p50':>9} {'TTFA p99':>9} {'TTFF p50':>8} "
+HEADER = (f"{'schedule':>12} {'C':>5} {'n':>5} {'xRT':>8} {'RTF p50':>8} {'RTF p99':>8} {'TTFA p50':>9} {'TTFA p99':>9} {'TTFF p50':>8} "
           f"{'under p99':>9} {'step p50':>8} {'step p99':>8} {'codec':>6} {'GPU GiB':>7}")
 
 
 def fmt(r: Row) -> str:
     mem = "-" if r.gpu_device_peak_gib is None else f"{r.gpu_device_peak_gib:.1f}"
-    return (f"{r.schedule:>12} {r.concurrency:5d} {r.xrt:8.2f} {r.rtf_p50:8.3f} {r.rtf_p99:8.3f} {r.ttfa_p50_ms:9.1f} "
+    notes = [f"FAILED: {r.failed} stream(s) without audio"] if r.failed else []
+    notes += [r.note] if r.note else []
+    return (f"{r.schedule:>12} {r.concurrency:5d} {r.n:5d} {r.xrt:8.2f} {r.rtf_p50:8.3f} {r.rtf_p99:8.3f} {r.ttfa_p50_ms:9.1f} "
             f"{r.ttfa_p99_ms:9.1f} {r.ttff_p50_ms:8.1f} {r.underrun_p99_ms:9.1f} {r.step_p50_ms:8.2f} {r.step_p99_ms:8.2f} "
-            f"{r.codec_share:6.1%} {mem:>7}{('  ' + r.note) if r.note else ''}")
+            f"{r.codec_share:6.1%} {mem:>7}{''.join('  ' + note for note in notes)}")
+
+
+def one_stream_figures(rows: list[Row]) -> Optional[dict[str, Any]]:
+    """The one-stream figures from the C=1 rows given (one schedule): each such burst is one stream,
+    so its p50 is its one sample, and the bursts pool into p50s over ``n`` samples."""
+    solo = [r for r in rows if r.concurrency == 1]
+    if not solo:
+        return None
+    heard = [r for r in solo if r.n]
+
+    def p50(key: str) -> float:
+        return pct([v for v in (getattr(r, key) for r in heard) if not math.isnan(v)], 50)
+
+    return {"ttfa_ms": p50("ttfa_p50_ms"), "ttff_ms": p50("ttff_p50_ms"), "rtf": p50("rtf_p50"),
+            "schedule": solo[0].schedule, "n": len(heard), "failed": sum(r.failed for r in solo)}
 
 
 def headline(rows: list[Row]) -> dict[str, Any]:
     """The figures the issue's targets are stated in: one stream, and the most streams kept real time."""
     main = [r for r in rows if r.schedule == rows[0].schedule and not r.note] if rows else []
-    one = next((r for r in main if r.concurrency == 1), None)
-    realtime = [r.concurrency for r in main if r.rtf_p99 < 1.0]
-    return {"one_stream": None if one is None else {"ttfa_ms": one.ttfa_p50_ms, "ttff_ms": one.ttff_p50_ms,
-                                                     "rtf": one.rtf_p50, "schedule": one.schedule},
+    realtime = [r.concurrency for r in main if r.rtf_p99 < 1.0 and not r.failed]
+    return {"one_stream": one_stream_figures(main),
             "max_realtime_concurrency": max(realtime) if realtime else 0,
             "best_xrt": max((r.xrt for r in main), default=float("nan"))}
+
+
+def result_doc(args: argparse.Namespace, host: str, runner: str, checkpoint: Path, impl: Optional[str],
+               rows: list[Row]) -> dict[str, Any]:
+    return {"machine": host, "backend": args.backend, "runner": runner, "size": args.size, "dtype": args.dtype,
+            "frames": args.frames, "checkpoint": str(checkpoint), "codec": impl is not None, "codec_impl": impl,
+            **headline(rows), "rows": [asdict(r) for r in rows]}
+
+
+def save(path: Optional[Path], result: dict[str, Any]) -> None:
+    """Write ``result`` to ``path`` (NaN, not measured, as null: strict JSON) through a temporary
+    file: called after every row, so a run cut at its cap keeps the rows it measured, and a cut
+    during the write keeps the previous whole file."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(_no_nan(result), indent=2))
+    part.replace(path)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -413,7 +463,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     levels = sorted({int(c) for c in args.concurrency.split(",")})
     compare = {int(c) for c in args.compare_levels.split(",") if c.strip()}
     schedules = [DEFAULT_SCHEDULE if s == "default" else ChunkSchedule.parse(s) for s in (args.chunk_schedule or ["default"])]
-    print(f"machine: {machine()}", flush=True)
+    host = machine()
+    print(f"machine: {host}", flush=True)
     impl = use_codec(args)
     checkpoint = prepare_checkpoint(args, impl)
     t0 = time.perf_counter()
@@ -428,18 +479,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         str(s): None if codec is None else BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s)
         for s in (schedules if codec is not None else schedules[:1])}
     rows: list[Row] = []
+    save(args.json, result_doc(args, host, runner, checkpoint, impl, rows))  # no earlier run's rows stay there
     last: Optional[tuple[int, float]] = None  # (concurrency, wall of one burst)
     try:
         for c in levels:
             here = [s for s in decoders if s == str(schedules[0]) or c in compare]
+            rounds = (args.one_stream_rounds or args.rounds) if c == 1 else args.rounds
             left = None if deadline is None else deadline - time.monotonic()
             # linear in C (batching makes it sublinear: conservative), every schedule and round, + warm-up
-            predicted = None if last is None else last[1] * c / last[0] * 1.2 * args.rounds * len(here)
+            predicted = None if last is None else last[1] * c / last[0] * 1.2 * rounds * len(here)
             if left is not None and predicted is not None and predicted > left:
                 print(f"# C={c} skipped: ~{predicted:.0f} s predicted, {left:.0f} s of the budget left", flush=True)
                 rows.append(skipped(args, runner, c, "skipped (time budget)"))
+                save(args.json, result_doc(args, host, runner, checkpoint, impl, rows))
                 break
-            for r in range(args.rounds):
+            for r in range(rounds):
                 for name in here:
                     decoder = decoders[name]
                     timeout = None if deadline is None else max(1.0, deadline - time.monotonic())
@@ -454,6 +508,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                     memory)
                     rows.append(row)
                     print(fmt(row), flush=True)
+                    save(args.json, result_doc(args, host, runner, checkpoint, impl, rows))
                     if name == str(schedules[0]):
                         last = (c, wall)
                 if deadline is not None and time.monotonic() >= deadline:
@@ -465,16 +520,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if decoder is not None:
                 await decoder.aclose()
         await engine.aclose()
-    head = headline(rows)
-    one = head["one_stream"]
+    result = result_doc(args, host, runner, checkpoint, impl, rows)
+    save(args.json, result)
+    one = result["one_stream"]
     if one is not None:
-        ttfa = "n/a (no codec)" if one["ttfa_ms"] != one["ttfa_ms"] else f"{one['ttfa_ms']:.1f} ms"
-        print(f"# one stream: TTFA {ttfa}, first frame {one['ttff_ms']:.1f} ms, RTF {one['rtf']:.4f}; "
-              f"most streams with p99 RTF < 1: {head['max_realtime_concurrency']}; best xRT {head['best_xrt']:.1f}",
-              flush=True)
-    return {"machine": machine(), "backend": args.backend, "runner": runner, "size": args.size, "dtype": args.dtype,
-            "frames": args.frames, "checkpoint": str(checkpoint), "codec": codec is not None, "codec_impl": impl, **head,
-            "rows": [asdict(r) for r in rows]}
+        ttfa = "n/a (no codec)" if math.isnan(one["ttfa_ms"]) else f"{one['ttfa_ms']:.1f} ms"
+        failed = f", {one['failed']} without audio (FAILED)" if one["failed"] else ""
+        print(f"# one stream (p50 of {one['n']} burst(s){failed}): TTFA {ttfa}, first frame {one['ttff_ms']:.1f} ms, "
+              f"RTF {one['rtf']:.4f}; most streams with p99 RTF < 1: {result['max_realtime_concurrency']}; "
+              f"best xRT {result['best_xrt']:.1f}", flush=True)
+    return result
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -489,6 +544,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"codec chunk schedule, e.g. 2,4,8,32, or 'default' ({DEFAULT_SCHEDULE}); repeat the flag to compare")
     p.add_argument("--compare-levels", default="1", help="concurrencies at which the 2nd+ schedules run too")
     p.add_argument("--rounds", type=int, default=1, help="bursts per schedule and level (alternating schedules)")
+    p.add_argument("--one-stream-rounds", type=int, default=None,
+                   help="bursts per schedule at C=1 (default --rounds): the one-stream figures pool them, one "
+                        "sample per burst; C=1 is the cheapest level to repeat")
     p.add_argument("--codec", choices=("auto", "yes", "no"), default="auto",
                    help="no: frames only (TTFA n/a); auto/yes: decode audio with --codec-impl")
     p.add_argument("--codec-impl", choices=("auto", "nemo", "torch"), default="auto",
@@ -519,11 +577,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.check:
         raise SystemExit(check_host())
-    result = asyncio.run(run(args))
+    result = asyncio.run(run(args))  # writes --json after every row
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(_no_nan(result), indent=2))  # NaN (not measured) -> null: strict JSON
         print(f"# results: {args.json}", flush=True)
+    failed = sum(r["failed"] for r in result["rows"])
+    if failed:
+        raise SystemExit(f"bench/pipeline.py: {failed} stream(s) ended without audio (rows marked FAILED)")
 
 
 if __name__ == "__main__":  # vLLM spawns its engine processes: keep module import side-effect free

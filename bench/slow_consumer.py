@@ -1,12 +1,13 @@
 """Server memory and generation slots while clients stop reading (issue 9, backpressure).
 
-    python bench/slow_consumer.py [--clients 20] [--duration 60] [--send-timeout 10] [--url ws://...]
+    python bench/slow_consumer.py [--clients 20] [--duration 60] [--send-timeout 10] [--url ws://... [--pid PID]]
 
 Starts ``gepard serve`` on the tiny random checkpoint (torch backend, CPU) as its own process
 unless ``--url`` names a running server, then opens ``--clients`` WebSocket connections whose
 receive buffer is 4 KiB and which never read. Each keeps sending long texts on fresh contexts
 (48 kHz float32 output, the largest audio per character) for ``--duration`` seconds. Every second
-it samples the server's RSS (from /proc, when the server is ours) and the generation slots in use
+it samples the server's RSS (from /proc: the server it started, or with ``--url`` the local process
+``--pid`` names; without either memory is not measured) and the generation slots in use
 (``gepard_generations_in_flight`` from /metrics). A server that buffers audio for clients that do
 not read grows without bound; one that applies backpressure stays flat and frees the slots after
 its send timeout.
@@ -26,6 +27,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Optional
 from urllib.parse import urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -50,6 +52,15 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def rss(pid: Optional[int]) -> Optional[float]:
+    """The server's RSS in MiB; None when no process of it is known here (--url without --pid)."""
+    return None if pid is None else rss_mib(pid)
+
+
+def _mib(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def metric(text: str, name: str) -> float:
@@ -92,7 +103,7 @@ async def silent_client(ws_url: str, voice: str, stop_at: float) -> int:
 async def run(args: argparse.Namespace) -> None:
     server = None
     if args.url:
-        ws_url, pid = args.url.rstrip("/"), None
+        ws_url, pid = args.url.rstrip("/"), args.pid  # a server elsewhere has no RSS to read here
     else:
         ckpt = random_checkpoint("tiny")
         port = free_port()
@@ -117,10 +128,11 @@ async def run(args: argparse.Namespace) -> None:
                     pass
                 await asyncio.sleep(0.2)
             voice = await voice_id(http_url)
-            baseline = rss_mib(pid) if pid else float("nan")
+            baseline = rss(pid)
             print(f"machine: {machine()}")
             print(f"{args.clients} clients that never read, {args.duration:.0f} s, send timeout {args.send_timeout:g} s")
-            print(f"baseline RSS {baseline:.0f} MiB")
+            print(f"baseline RSS {_mib(baseline)} MiB" if pid is not None else
+                  "RSS not measured: --url names a server this run did not start; --pid PID reads that process's")
             stop_at = time.monotonic() + args.duration
             clients = [asyncio.create_task(silent_client(ws_url, voice, stop_at)) for _ in range(args.clients)]
             samples = []
@@ -128,19 +140,19 @@ async def run(args: argparse.Namespace) -> None:
             while time.monotonic() < stop_at:
                 await asyncio.sleep(1.0)
                 text = (await client.get(http_url + "/metrics", headers=scrape_headers)).text
-                sample = (time.monotonic() - t0, rss_mib(pid) if pid else float("nan"),
-                          metric(text, "gepard_generations_in_flight"))
+                sample = (time.monotonic() - t0, rss(pid), metric(text, "gepard_generations_in_flight"))
                 samples.append(sample)
                 if int(sample[0]) % 10 == 0:
-                    print(f"t={sample[0]:5.1f} s  RSS {sample[1]:7.0f} MiB  generations in flight {sample[2]:.0f}")
+                    print(f"t={sample[0]:5.1f} s  RSS {_mib(sample[1]):>7} MiB  generations in flight {sample[2]:.0f}")
             opened = sum(await asyncio.gather(*clients))
             await asyncio.sleep(args.send_timeout + 5)
             text = (await client.get(http_url + "/metrics", headers=scrape_headers)).text
-            after = rss_mib(pid) if pid else float("nan")
-            peak = max(s[1] for s in samples)
+            after = rss(pid)
+            peak = max((s[1] for s in samples if s[1] is not None), default=None)
             print(f"contexts opened by the silent clients: {opened}")
-            print(f"RSS: baseline {baseline:.0f} MiB, peak {peak:.0f} MiB (+{peak - baseline:.0f}), "
-                  f"after the clients left {after:.0f} MiB (+{after - baseline:.0f})")
+            if baseline is not None and peak is not None and after is not None:
+                print(f"RSS: baseline {baseline:.0f} MiB, peak {peak:.0f} MiB (+{peak - baseline:.0f}), "
+                      f"after the clients left {after:.0f} MiB (+{after - baseline:.0f})")
             print(f"generation slots in use after they left: {metric(text, 'gepard_generations_in_flight'):.0f}")
             if args.json:
                 Path(args.json).write_text(json.dumps({"machine": machine(), "baseline_mib": baseline, "peak_mib": peak,
@@ -157,8 +169,16 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--send-timeout", type=float, default=10.0)
     parser.add_argument("--url", help="a running server (ws://host:port); default: start one on the tiny checkpoint")
+    parser.add_argument("--pid", type=int,
+                        help="with --url: that server's process id on this machine, whose RSS is sampled (e.g. a "
+                             "second run against the same server); without it memory is not measured")
     parser.add_argument("--json", help="write the samples here")
-    asyncio.run(run(parser.parse_args()))
+    args = parser.parse_args()
+    if args.pid is not None and not args.url:
+        parser.error("--pid names the process of a server given by --url (without --url this run starts its own)")
+    if args.pid is not None and not Path(f"/proc/{args.pid}/status").is_file():
+        parser.error(f"--pid {args.pid}: no such process on this machine (its RSS is read from /proc)")
+    asyncio.run(run(args))
 
 
 if __name__ == "__main__":

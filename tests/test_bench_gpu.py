@@ -67,6 +67,7 @@ def test_dry_run_without_network_uses_the_machines_python_and_the_torch_backend(
     assert args.concurrency == "1,32,128,256,512,1024" and args.frames == 200
     assert args.chunk_schedule == ["default", "8,32", "4,16"] and args.compare_levels == "1"
     assert args.json == tmp_path / "bench" / "gpu-torch.json" and 0 < args.budget_s < 450
+    assert args.rounds == 1 and args.one_stream_rounds == 5  # the one-stream targets rest on 5 bursts, not 1
     # nothing installed, no vLLM, nothing run or written
     assert not any("pip" in cmd for cmd in cmds)
     assert not any(word == "vllm" or word.startswith("vllm==") for cmd in cmds for word in cmd)
@@ -90,6 +91,25 @@ def test_dry_run_with_network_installs_vllm_and_measures_both_backends(tmp_path)
     assert "VLLM_PLUGINS=gepard" in vllm_cmd
 
 
+def test_a_dry_run_with_network_auto_probes_nothing(tmp_path):
+    """A dry run runs nothing: with GEPARD_GPU_NETWORK=auto (the default) the PyPI probe is shown as
+    a command, not run, and the commands without network follow."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    probed = tmp_path / "probed"
+    python3 = bin_dir / "python3"  # answers the probe as a machine with network would, and says it ran
+    python3.write_text(f"#!/bin/sh\ntouch {probed}\nexit 0\n")
+    python3.chmod(0o755)
+    done = gpu_sh(tmp_path, "--dry-run", PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON="/opt/py312/bin/python3")
+    assert done.returncode == 0, done.stderr
+    assert not probed.exists()
+    cmds = commands(done.stdout)
+    assert cmds[0][:2] == ["python3", "-c"] and "urlopen('https://pypi.org/simple/vllm/'" in cmds[0][2]
+    assert "the network probe above was not run" in done.stdout and "network: no;" in done.stdout
+    assert cmds[1] == ["/opt/py312/bin/python3", str(ROOT / "bench/pipeline.py"), "--check"]
+    assert not any("pip" in cmd for cmd in cmds)
+
+
 def test_underrun_counts_what_a_listener_waits_at_the_seams():
     # (arrival s, audio s): the 2nd piece is due at 0.1 + 0.2 = 0.3 and comes at 0.5 (0.2 s gap);
     # the 3rd is due at 0.5 + 0.3 = 0.8 and comes at 0.7 (in time)
@@ -100,10 +120,11 @@ def test_underrun_counts_what_a_listener_waits_at_the_seams():
 def test_headline_names_one_stream_and_the_most_streams_kept_real_time():
     def row(c, rtf_p99, schedule="2,4,8,32"):
         return Row("torch", "fast", "full", schedule, c, 200, 1.0, c / rtf_p99, rtf_p99 / 2, rtf_p99, 20.0, 25.0, 5.0,
-                   0.0, 0.0, 1.0, 2.0, 10, 0.1, 0.1)
+                   0.0, 0.0, 1.0, 2.0, 10, 0.1, 0.1, n=c)
 
     head = headline([row(1, 0.02), row(1, 0.5, "8,32"), row(32, 0.3), row(256, 0.9), row(512, 1.4)])
-    assert head["one_stream"] == {"ttfa_ms": 20.0, "ttff_ms": 5.0, "rtf": 0.01, "schedule": "2,4,8,32"}
+    assert head["one_stream"] == {"ttfa_ms": 20.0, "ttff_ms": 5.0, "rtf": 0.01, "schedule": "2,4,8,32", "n": 1,
+                                  "failed": 0}
     assert head["max_realtime_concurrency"] == 256
 
 
@@ -250,6 +271,25 @@ def test_a_part_that_fails_or_overruns_is_reported_and_the_next_runs(tmp_path):
     assert "bench/loop_cost.py --checkpoint" in (out / "07-gateway.log").read_text()
     assert "part 08-summary done" in done.stdout and "part 00-tests done" in done.stdout
     assert "--no-graphs" in (out / "04-profile.log").read_text()
+
+
+def test_only_the_pipeline_json_this_session_wrote_is_taken_as_its_own(tmp_path):
+    """A gpu-*.json part 1 did not write (an earlier run's, here a vLLM one an offline session never
+    repeats) stays where it is and is not copied beside this session's results."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    stale = bench / "gpu-vllm.json"
+    stale.write_text('{"backend": "vllm", "rows": []}')
+    os.utime(stale, (1_700_000_000, 1_700_000_000))
+    fresh = bench / "gpu-torch.json"
+    smi, py = stand_in_gpu_host(tmp_path, f"  *pipeline.py\\ --backend\\ torch*) echo '{{\"rows\": []}}' > {fresh} ;;\n")
+    out = tmp_path / "out"
+    done = gpu_session(tmp_path, str(out), GEPARD_GPU_SMI=str(smi), PYTHON=str(py), GEPARD_SESSION_STEP_S="1",
+                       GEPARD_SESSION_WHEELS=str(tmp_path / "no-wheels"))
+    assert "part 01-pipeline done" in done.stdout, done.stdout + done.stderr
+    assert (out / "gpu-torch.json").read_text() == '{"rows": []}\n'
+    assert not (out / "gpu-vllm.json").exists() and stale.exists()
+    assert f"not copying {stale}: older than this session" in done.stdout
 
 
 def test_on_the_device_machine_every_part_comes_back_in_one_archive(tmp_path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 from bench.gpu_summary import main, summary
@@ -14,9 +14,15 @@ BASE = Row(backend="torch", runner="fast", size="full", schedule="2,4,8,32", con
            underrun_p99_ms=0.0, step_p50_ms=1.0, step_p99_ms=1.0, steps=200, codec_s=0.1, codec_share=0.2)
 
 
-def write(out: Path, rows: list[Row], **extra) -> None:
+def row(**changes) -> dict:
+    """A row of bench/pipeline.py's JSON: BASE with ``changes``, every level's figures resting on
+    ``n`` streams heard (1 unless given) and none failed."""
+    return {**asdict(BASE), "n": 1, "failed": 0, **changes}
+
+
+def write(out: Path, rows: list[dict], **extra) -> None:
     result = {"backend": "torch", "runner": "fast", "size": "full", "dtype": "bfloat16", "frames": 200,
-              "codec_impl": "torch", "machine": "NVIDIA H200", "rows": [asdict(r) for r in rows], **extra}
+              "codec_impl": "torch", "machine": "NVIDIA H200", "rows": rows, **extra}
     (out / "gpu-torch.json").write_text(json.dumps(result))
 
 
@@ -27,12 +33,12 @@ def verdicts(text: str) -> dict[str, str]:
 
 
 def test_the_default_schedules_rows_are_set_against_each_target(tmp_path):
-    rows = [replace(BASE, concurrency=1, ttfa_p50_ms=15.0, rtf_p50=0.03),  # first audio met, RTF not
-            replace(BASE, concurrency=256, rtf_p99=0.4, ttfa_p99_ms=350.0, xrt=250.0),
-            replace(BASE, concurrency=512, rtf_p99=0.9, xrt=400.0),
-            replace(BASE, concurrency=1024, rtf_p99=1.3, xrt=420.0),
+    rows = [row(concurrency=1, ttfa_p50_ms=15.0, rtf_p50=0.03),  # first audio met, RTF not
+            row(concurrency=256, rtf_p99=0.4, ttfa_p99_ms=350.0, xrt=250.0, n=256),
+            row(concurrency=512, rtf_p99=0.9, xrt=400.0),
+            row(concurrency=1024, rtf_p99=1.3, xrt=420.0),
             # another schedule's rows (the first-audio comparison) never count for the targets
-            replace(BASE, schedule="8,32", concurrency=1, ttfa_p50_ms=5.0, rtf_p50=0.001)]
+            row(schedule="8,32", concurrency=1, ttfa_p50_ms=5.0, rtf_p50=0.001)]
     write(tmp_path, rows)
     text = summary(tmp_path)
     got = verdicts(text)
@@ -45,8 +51,33 @@ def test_the_default_schedules_rows_are_set_against_each_target(tmp_path):
     assert "| 8,32 | 1 |" in text  # still listed with every level
 
 
+def test_the_one_stream_targets_pool_every_burst_at_one_stream_and_say_on_how_many(tmp_path):
+    rows = [row(concurrency=1, ttfa_p50_ms=30.0, rtf_p50=0.03),  # the first burst alone: not met
+            row(concurrency=1, ttfa_p50_ms=12.0, rtf_p50=0.01),
+            row(concurrency=1, ttfa_p50_ms=14.0, rtf_p50=0.015),
+            row(concurrency=1, ttfa_p50_ms=float("nan"), rtf_p50=0.0, n=0, failed=1),  # never heard
+            row(concurrency=1, ttfa_p50_ms=19.0, rtf_p50=0.02),
+            row(concurrency=1, ttfa_p50_ms=16.0, rtf_p50=0.018),
+            row(concurrency=256, rtf_p99=0.4, ttfa_p99_ms=250.0, xrt=250.0, n=255, failed=1)]
+    write(tmp_path, rows)
+    text = summary(tmp_path)
+    got = verdicts(text)
+    assert got["one stream: time to first audio"] == "met" and got["one stream: RTF"] == "met"
+    assert "| one stream: time to first audio | <= 20 ms | 16 ms (n=5) | met |" in text  # p50 of 12 14 16 19 30
+    assert "| one stream: RTF | <= 0.02 | 0.018 (n=5) | met |" in text
+    assert "| 256 streams: TTFA p99 | < 300 ms | 250 ms (n=255) | met |" in text
+    write(tmp_path, rows[:1])
+    assert "| one stream: time to first audio | <= 20 ms | 30 ms (n=1: a single sample) | **not met** |" in summary(tmp_path)
+    # a JSON from before bench/pipeline.py kept n: each C=1 row with a figure is still one sample
+    (tmp_path / "gpu-torch.json").write_text(json.dumps({"rows": [
+        {k: v for k, v in r.items() if k not in ("n", "failed")} for r in rows[1:3] + rows[-1:]]}))
+    text = summary(tmp_path)
+    assert "| one stream: time to first audio | <= 20 ms | 13 ms (n=2) | met |" in text
+    assert "| 256 streams: TTFA p99 | < 300 ms | 250 ms (n not recorded) | met |" in text
+
+
 def test_levels_not_measured_say_so_and_missing_files_are_skipped(tmp_path):
-    write(tmp_path, [replace(BASE, concurrency=1), replace(BASE, concurrency=256, note="skipped (time budget)")])
+    write(tmp_path, [row(concurrency=1), row(concurrency=256, note="skipped (time budget)")])
     text = summary(tmp_path)
     assert verdicts(text)["256 streams: p99 RTF"] == ""
     assert "| 256 streams: p99 RTF | < 1 | not measured | |" in text

@@ -1,28 +1,42 @@
-"""The load generator's maths (bench/loadgen.py): percentiles, the playhead underrun, gaps, RTF,
-xRT and a level's summary. Pure functions, no server."""
+"""The load generator (bench/loadgen.py): its maths (percentiles, the playhead underrun, gaps, RTF,
+xRT and a level's summary) as pure functions; its sender's timing against a stand-in socket; and
+how a level reports what is not the server's figures (connection failures, crashed agents) against
+a closed port and a WebSocket server on loopback."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import math
 import random
+import re
+from pathlib import Path
 
 import pytest
+from websockets.asyncio.server import serve
 
+from bench import _common
 from bench.loadgen import (
+    Agent,
     Chunk,
+    Clock,
+    LevelStats,
     LiveStream,
     LoadConfig,
+    Session,
     StreamRecord,
+    Utterance,
     audio_seconds,
     backoff_s,
     b64_decoded_len,
     gaps,
+    main,
     parse_args,
     percentile,
     percentiles,
     plan_utterance,
     real_time_factor,
+    run_level,
     summarize,
     underrun,
     websocket_url,
@@ -53,6 +67,16 @@ def test_percentile_of_nothing_and_of_one():
     assert percentiles([]) == {"p50": None, "p90": None, "p99": None}
     with pytest.raises(ValueError):
         percentile([1.0], 101)
+
+
+def test_every_bench_script_shares_one_interpolating_percentile():
+    from bench import engine, gateway, gpu_summary, pipeline
+
+    assert percentile is _common.percentile
+    for module in (engine, gateway, gpu_summary, pipeline):
+        assert module.percentile is _common.percentile, module.__name__
+    assert pipeline.pct([2.0, 1.0], 50) == 1.5  # not the minimum (nearest rank, rounded half to even)
+    assert math.isnan(pipeline.pct([], 50))
 
 
 # -- audio sizes ------------------------------------------------------------------------------------
@@ -275,3 +299,99 @@ def test_a_refused_context_refused_again_for_late_text_is_no_violation_but_audio
     assert s.record.late_input_errors == 1 and not s.record.violations
     s.on_message(_chunk("c", 0.1), 0.03)  # a later piece was admitted as a new context: never fine
     assert s.record.after_terminal == 1 and s.record.violations
+
+
+# -- a level that never reached the server, or whose agents crashed, is no clean run -------------------
+def test_summary_counts_connection_failures_and_crashed_agents_as_failures():
+    s = summarize([_rec("done", ttfa_s=0.1, audio_s=1.0)], concurrency=1, wall_s=1.0, connect_errors=3,
+                  agent_errors=1)
+    assert s["connect_errors"] == 3 and s["agent_errors"] == 1 and s["failures"] == 4
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:  # bound, then closed: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_server_that_cannot_be_reached_is_a_failed_run(capsys):
+    code = main(["--url", f"ws://127.0.0.1:{_closed_port()}", "--voice", "v", "--concurrency", "1",
+                 "--duration", "0.3", "--ramp", "0", "--grace", "0"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    header, row = out.splitlines()[2:4]
+    assert "conn err" in header
+    cells = dict(zip(["C", "streams", "done", "refused", "other", "conn", "fail"], row.split()))
+    assert cells["streams"] == "0" and int(cells["conn"]) >= 1 and cells["fail"] == cells["conn"], out
+    assert re.search(r"^FAILED C=1: \d+ connection attempt\(s\) failed \(ConnectionRefusedError x\d+\)$", out, re.M)
+    assert "FAILED C=1: no stream ran" in out
+
+
+async def test_an_agent_that_raises_is_printed_and_fails_its_level(monkeypatch, capsys):
+    """utterance() re-raises its sender's errors on purpose (a bug in this client, not the server's
+    doing): gathering the agents must not swallow them."""
+
+    async def listen(ws) -> None:  # a WebSocket server that takes whatever comes and answers nothing
+        async for _ in ws:
+            pass
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("a bug in the client")
+
+    monkeypatch.setattr(Agent, "_message", broken)
+    async with serve(listen, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        cfg = LoadConfig(url=f"ws://127.0.0.1:{port}", concurrency=[1], duration_s=0.2, ramp_s=0.0, grace_s=0.2,
+                         cancel_rate=0.0, disconnect_rate=0.0)
+        result = await run_level(cfg, 1, "v")
+    err = capsys.readouterr().err
+    assert result.summary["agent_errors"] == 1 and result.summary["failures"] >= 1, result.summary
+    assert "C=1 agent 0 failed" in err and "RuntimeError: a bug in the client" in err
+
+
+# -- the sender's own times -----------------------------------------------------------------------------
+class _Wire:
+    """Stands in for a Socket: notes when each piece goes out, and once the first sentence's last
+    piece has gone, lets a chunk arrive 10 ms later (the reader's on_message), while the sender
+    sleeps between pieces as an LLM does."""
+
+    def __init__(self, stream: LiveStream, clock: Clock, last_piece: str) -> None:
+        self.stream, self.clock, self.last_piece = stream, clock, last_piece
+        self.sent: dict[str, float] = {}
+        self.arrived_at: float | None = None
+
+    async def send(self, msg: dict) -> None:
+        self.sent.setdefault(msg["transcript"], self.clock.now())
+        if msg["transcript"] == self.last_piece:
+            asyncio.get_running_loop().call_later(0.01, self._arrive)
+
+    def _arrive(self) -> None:
+        self.arrived_at = self.clock.now()
+        self.stream.on_message(_chunk(self.stream.record.context_id, 0.1), self.arrived_at)
+
+
+async def test_the_first_sentence_ends_when_its_last_piece_is_sent_not_when_a_message_arrives():
+    cfg = LoadConfig(url="ws://x")
+    clock = Clock()
+    agent = Agent(0, 1, Session(0, cfg, clock, LevelStats()), cfg, "v", clock, 60.0, 60.0, [])
+    stream = LiveStream(StreamRecord(level=1, agent=0, socket=0, context_id="c"), cfg, clock)
+    utt = Utterance([["Sure, I can ", "help. "], ["Bye. "]], [False, False], None, 1.0, False)
+    wire = _Wire(stream, clock, "help. ")
+    await agent._send_text(wire, stream, utt)
+    assert wire.arrived_at is not None  # the chunk came while the sender slept after "help. "
+    # the send's own time (taken as it returns), not the chunk's arrival 10 ms after it
+    assert wire.sent["help. "] <= stream.t_first_sentence < wire.arrived_at
+    assert stream.finish().ttfa_sentence_s == pytest.approx(wire.arrived_at - stream.t_first_sentence)
+
+
+# -- the README says what loadgen's RTF is ------------------------------------------------------------------
+def test_the_readme_defines_loadgens_rtf_as_loadgen_counts_it():
+    """loadgen's RTF runs from the first audio to the terminal event, not from the request as the
+    engine benchmarks' does; the README quotes loadgen's figures, so it must say which it is."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    paragraph = readme.split("`bench/loadgen.py` drives", 1)[1].split("```", 1)[0]
+    assert "first audio chunk to its `done`" in " ".join(paragraph.split())
+    assert "loadgen's RTF p50, first audio to `done`" in " ".join(readme.split())
+    assert real_time_factor(t_first_audio=1.0, t_end=3.0, audio_s=4.0) == 0.5  # what the words describe
