@@ -202,6 +202,14 @@ class NotFoundError(ApiError):
     title = "Not found"
 
 
+class RequestTimeoutError(ApiError):
+    """A request head or body that did not arrive in time (api/http_protocol.py, clone uploads)."""
+
+    status_code = 408
+    default_error_code = "request_timeout"
+    title = "Request timeout"
+
+
 class MethodNotAllowedError(ApiError):
     """The path is served, but not with this method; ``allow`` lists the methods that are."""
 

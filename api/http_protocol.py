@@ -47,7 +47,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.server import ServerState
 
-from api.errors import ApiError
+from api.errors import RequestTimeoutError
 from api.header_limit import BoundedHttpToolsProtocol
 from api.late_errors import ABORT_EXTENSION
 
@@ -68,12 +68,6 @@ BODY_IDLE_TIMEOUT_S = 30.0
 
 __all__ = ["BODY_IDLE_TIMEOUT_S", "GatewayHttpProtocol", "HEAD_TIMEOUT_S", "RequestTimeoutError",
            "StalledReaderFlowControl"]
-
-
-class RequestTimeoutError(ApiError):
-    status_code = 408
-    default_error_code = "request_timeout"
-    title = "Request timeout"
 
 
 class StalledReaderFlowControl(FlowControl):

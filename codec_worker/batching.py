@@ -390,7 +390,11 @@ class BatchedDecodeStream(DecodeStream):
 
 
 class NanoCodecEncoder(CodecEncoder):
-    """CodecEncoder over a NanoCodec (borrowed); each encode runs in a worker thread."""
+    """CodecEncoder over a NanoCodec (borrowed); each encode runs in a worker thread.
+
+    ``encode_blocking`` is the same work in the calling thread, for a caller that runs it on an
+    executor of its own (voice cloning does: voices/cloning.py, so clones never occupy the event
+    loop's default executor and a cancelled clone can wait for its thread)."""
 
     def __init__(self, codec: NanoCodec) -> None:
         self.sample_rate_hz = codec.sample_rate_hz
@@ -398,6 +402,10 @@ class NanoCodecEncoder(CodecEncoder):
 
     async def encode(self, audio: np.ndarray) -> torch.Tensor:
         """Mono audio [N] float @ sample_rate_hz -> unfolded codes [32, ceil(N/1024)] int64 (CPU)."""
+        return await asyncio.to_thread(self.encode_blocking, audio)
+
+    def encode_blocking(self, audio: np.ndarray) -> torch.Tensor:
+        """``encode`` in the calling thread (it blocks for the whole encode)."""
         if not isinstance(audio, np.ndarray):
             raise InvalidAudioError(f"expected a numpy array [N], got {type(audio).__name__}")
         if audio.ndim != 1 or audio.size == 0:
@@ -405,7 +413,7 @@ class NanoCodecEncoder(CodecEncoder):
         if not np.issubdtype(audio.dtype, np.floating):
             raise InvalidAudioError(f"expected float audio in [-1, 1], got dtype {audio.dtype}")
         batch = torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32)).unsqueeze(0)  # [1, N]
-        codes = await asyncio.to_thread(self._codec.encode, batch)  # [1, 32, T]
+        codes = self._codec.encode(batch)  # [1, 32, T]
         return codes[0].cpu()
 
 

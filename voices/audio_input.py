@@ -23,7 +23,9 @@ Silence: a clip is rejected when the RMS level of the kept audio is below
 recorded at ordinary levels sits around -35..-15 dBFS RMS and a quiet room's noise floor around
 -60..-80 dBFS, so a clip below -60 dBFS carries no usable voice (digital silence is -inf).
 
-All work here is CPU-bound and blocking: call it through ``asyncio.to_thread``.
+All work here is CPU-bound and blocking: call it in a worker thread (voices/cloning.py runs it on
+the clone executor). ``check``, when given, is called between the steps (before the decode, before
+the resample) and may raise to stop a clip nobody waits for any more.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import io
 import logging
 import math
 import os
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import soundfile as sf
@@ -130,12 +132,15 @@ def load_reference_clip(
     min_seconds: float = DEFAULT_MIN_SECONDS,
     target_rate: int = TARGET_RATE_HZ,
     silence_threshold_dbfs: float = SILENCE_THRESHOLD_DBFS,
+    check: Optional[Callable[[], None]] = None,
 ) -> np.ndarray:
     """Decode an uploaded reference clip to mono float32 [N] @ ``target_rate`` Hz.
 
     Keeps the first ``max_ref_seconds`` (0 keeps everything). Raises ClipTooLargeError,
-    UnsupportedAudioFormatError, CorruptClipError, ClipTooShortError or ClipSilentError.
+    UnsupportedAudioFormatError, CorruptClipError, ClipTooShortError or ClipSilentError, or what
+    ``check`` raises (called before the decode and before the resample).
     """
+    check = check or _go_on
     if max_ref_seconds and max_ref_seconds < min_seconds:
         raise ValueError(f"max_ref_seconds ({max_ref_seconds}) must be 0 or >= min_seconds ({min_seconds})")
     name = repr(filename) if filename else "upload"
@@ -158,6 +163,7 @@ def load_reference_clip(
             f"{data[:8].hex(' ')}); supported formats: {', '.join(SUPPORTED_FORMATS)}"
         )
     # 3) decode at most max_ref_seconds
+    check()
     pcm, rate_hz = _decode(data, fmt, name, max_ref_seconds)  # [frames, channels] float32
     # 4) mono
     mono = pcm.mean(axis=1, dtype=np.float64).astype(np.float32) if pcm.shape[1] > 1 else pcm[:, 0]
@@ -172,12 +178,17 @@ def load_reference_clip(
     if level_dbfs < silence_threshold_dbfs:
         raise ClipSilentError(level_dbfs, silence_threshold_dbfs)
     # 6) resample: [N_in] @ rate_hz -> [N_out] @ target_rate
+    check()
     if rate_hz != target_rate:
         mono = soxr.resample(mono, rate_hz, target_rate, quality="HQ").astype(np.float32, copy=False)
     if max_ref_seconds:
         mono = mono[: int(round(max_ref_seconds * target_rate))]
     logger.debug("reference clip %s: %s %d Hz, %.2f s kept, %.1f dBFS", name, fmt, rate_hz, duration_s, level_dbfs)
     return np.ascontiguousarray(np.clip(mono, -1.0, 1.0), dtype=np.float32)
+
+
+def _go_on() -> None:
+    """The default ``check``: nothing stops a decode."""
 
 
 def _frames_to_decode(name: str, rate_hz: int, channels: int, declared_frames: int, max_ref_seconds: float) -> int:

@@ -10,14 +10,26 @@ The prefix is computed once; synthesis with the voice never touches audio again.
 codes are kept so the prefix can be redone for another checkpoint (``VoiceCloner.recompute``; the
 synthesis path does it at a voice's first use, voices/recompute.py). Every step runs before
 ``store.put``, so a failure anywhere stores nothing.
+
+The blocking steps (decode, encode, compress) run one after another on the clone executor
+(``clone_executor()``: ``MAX_CONCURRENT_CLONES`` threads of its own), never on the event loop's
+default executor, where the TTS routes encode audio: clones, however long, cannot starve synthesis.
+A clone cancelled while a step runs (its client hung up: api/disconnects.py) cannot interrupt that
+thread, so the cancel waits for the step to end and no further step starts; the decode also stops
+at its next internal check. The caller's cancelled ``clone`` therefore returns only once no thread
+works for it any more, and a clone place held around it (api/routes/voices.py) stays taken until
+then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 import numpy as np
 import torch
@@ -40,6 +52,69 @@ if TYPE_CHECKING:  # annotation only: importing codec_worker would load the code
 logger = logging.getLogger(__name__)
 
 NUM_CODE_CHANNELS = 32
+#: Voice clones one process runs at once: the clone executor's threads, and the clone places the
+#: route hands out (api/routes/voices.py). Cloning is rare and takes seconds; more at once only
+#: queue for the same CPU. Not a setting (yet).
+MAX_CONCURRENT_CLONES = 4
+
+T = TypeVar("T")
+_executor: Optional[ThreadPoolExecutor] = None
+_executor_lock = threading.Lock()
+
+
+def clone_executor() -> ThreadPoolExecutor:
+    """The threads every clone's blocking steps run on (``MAX_CONCURRENT_CLONES``, one process-wide
+    pool, made at first use): apart from the event loop's default executor, which the TTS routes
+    use to encode audio, so no number of clones can hold up synthesis."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(MAX_CONCURRENT_CLONES, thread_name_prefix="voice-clone")
+        return _executor
+
+
+class _StepsCancelled(Exception):
+    """Raised by a step's own check once its clone was cancelled (it never leaves ``_Steps``)."""
+
+
+class _Steps:
+    """One clone's blocking steps, each on the clone executor (see the module docstring)."""
+
+    def __init__(self, voice_id: str) -> None:
+        self.voice_id = voice_id
+        self._cancelled = threading.Event()
+
+    def check(self) -> None:
+        """For a step's thread, between its own parts: stop once the clone was cancelled."""
+        if self._cancelled.is_set():
+            raise _StepsCancelled(self.voice_id)
+
+    async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the clone executor. Cancelled meanwhile: the thread is told
+        (``check``) and waited for, then the cancellation goes on; no later step starts."""
+        work = clone_executor().submit(functools.partial(fn, *args, **kwargs))
+        future = asyncio.wrap_future(work)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            self._cancelled.set()
+            if not work.cancel():  # it runs: it cannot be stopped, only waited for
+                logger.info("voice %s: clone cancelled; waiting for its %s to end", self.voice_id,
+                            getattr(fn, "__name__", "step"))
+                await _until_done(future)
+            raise
+
+
+async def _until_done(future: "asyncio.Future[Any]") -> None:
+    """Wait until ``future`` (a thread's) is done, however often the waiter is cancelled meanwhile:
+    the thread runs on regardless, and what it holds must not be handed on before it ends."""
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError:
+            continue
+    if not future.cancelled():
+        future.exception()  # retrieved: a cancelled clone's result or error goes nowhere
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +131,7 @@ class VoiceCloner:
     """Clones voices into ``store`` with ``encoder`` (audio -> codes) and ``compress``
     (codes -> prefix, e.g. ``engine.compress_reference``). Borrows all three; closes nothing.
 
-    ``compress`` is a blocking call and runs in a worker thread. ``model_fingerprint`` is
+    ``compress`` is a blocking call and runs on the clone executor. ``model_fingerprint`` is
     recorded on every voice (``ModelInfo.fingerprint`` of the engine that owns ``compress``).
     """
 
@@ -109,18 +184,19 @@ class VoiceCloner:
         )
         if base_voice_id:
             logger.debug("voice %s: base_voice_id %s ignored", voice.id, base_voice_id)
-        # 2) clip -> pcm [N] float32 @ encoder rate (blocking decode + resample in a thread)
+        steps = _Steps(voice.id)  # the blocking steps, on the clone executor (module docstring)
+        # 2) clip -> pcm [N] float32 @ encoder rate (blocking decode + resample)
         limits = self.limits
-        pcm = await asyncio.to_thread(
+        pcm = await steps.run(
             load_reference_clip, clip_bytes, filename=filename, content_type=content_type,
             max_bytes=limits.max_bytes, max_ref_seconds=limits.max_ref_seconds,
             min_seconds=limits.min_seconds, target_rate=self.encoder.sample_rate_hz,
-            silence_threshold_dbfs=limits.silence_threshold_dbfs,
+            silence_threshold_dbfs=limits.silence_threshold_dbfs, check=steps.check,
         )
         # 3) pcm -> codes [32, T] -> ref_codes [T, 32]
-        ref_codes = await self._encode(voice.id, pcm)
+        ref_codes = await self._encode(voice.id, pcm, steps)
         # 4) ref_codes -> prefix [K, hidden]
-        prefix = await compress_codes(self.compress, voice.id, ref_codes)
+        prefix = await compress_codes(self.compress, voice.id, ref_codes, run=steps.run)
         # 5) store; nothing was written before this line
         record = VoiceRecord(voice=voice, prefix=prefix, ref_codes=ref_codes.to(torch.int16))
         stored = await self.store.put(record)
@@ -137,9 +213,16 @@ class VoiceCloner:
         recomputer = PrefixRecomputer(self.store, self.compress, self.model_fingerprint)
         return (await recomputer.recompute(voice_id)).voice
 
-    async def _encode(self, voice_id: str, pcm: np.ndarray) -> torch.Tensor:
+    async def _encode(self, voice_id: str, pcm: np.ndarray, steps: Optional[_Steps] = None) -> torch.Tensor:
+        """pcm -> checked ref_codes [T, 32]. An encoder with a blocking ``encode_blocking``
+        (NanoCodecEncoder) runs it as one of ``steps`` (the clone executor); any other CodecEncoder's
+        ``encode`` is awaited as it is."""
+        blocking = getattr(self.encoder, "encode_blocking", None)
         try:
-            codes = await self.encoder.encode(pcm)
+            if steps is not None and callable(blocking):
+                codes = await steps.run(blocking, pcm)
+            else:
+                codes = await self.encoder.encode(pcm)
         except (VoiceStoreError, asyncio.CancelledError):
             raise
         except Exception as exc:

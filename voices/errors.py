@@ -13,11 +13,15 @@
     ├── InvalidPronunciationDictError   a dictionary field, entry or list parameter       -> 400
     │   └── IpaNotSupportedError     an IPA alias (Gepard has no phoneme input)          -> 400
     └── InvalidClipError             the uploaded reference clip cannot be used           -> 400
-        ├── ClipTooShortError        shorter than the minimum (3 s)
-        ├── ClipSilentError          RMS level below the silence threshold (dBFS)
-        ├── ClipTooLargeError        more bytes than the upload limit                      -> 413
-        ├── UnsupportedAudioFormatError  not wav/flac/ogg/mp3                              -> 415
-        └── CorruptClipError         claims a supported format but does not decode
+        ├── ClipTooShortError        shorter than the minimum (3 s)                       -> 400
+        ├── ClipSilentError          RMS level below the silence threshold (-60 dBFS)     -> 400
+        ├── ClipTooLargeError        more bytes than the upload limit                      -> 400
+        ├── UnsupportedAudioFormatError  not wav/flac/ogg/mp3                              -> 400
+        └── CorruptClipError         claims a supported format but does not decode        -> 400
+
+Every bad clip is a 400, each with its own ``error_code`` (api/errors.py): Cartesia documents 400
+for a bad request (protocol section 7), and the SDKs raise BadRequestError for 400 but only a
+generic APIStatusError for 413 or 415.
 
 Third-party errors are translated where they enter (``map_redis_errors()`` in
 ``voices/backends/redis_store.py``, ``map_sqlite_errors()`` in ``voices/backends/local_store.py``)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import Callable
+from typing import Awaitable, Callable, Optional
 
 import torch
 
@@ -43,13 +43,16 @@ logger = logging.getLogger(__name__)
 CompressFn = Callable[[torch.Tensor], torch.Tensor]  # ref_codes [T, 32] int -> prefix [K, hidden]
 
 
-async def compress_codes(compress: CompressFn, voice_id: str, ref_codes: torch.Tensor) -> torch.Tensor:
-    """ref_codes [T, 32] -> prefix [K, hidden] float on CPU, in a worker thread (``compress`` blocks).
+async def compress_codes(compress: CompressFn, voice_id: str, ref_codes: torch.Tensor, *,
+                         run: Optional[Callable[..., Awaitable[torch.Tensor]]] = None) -> torch.Tensor:
+    """ref_codes [T, 32] -> prefix [K, hidden] float on CPU, in a worker thread (``compress`` blocks):
+    ``run(compress, ref_codes)`` when given (a clone's steps on the clone executor, voices/cloning.py),
+    else ``asyncio.to_thread``.
 
     Raises VoiceCloningError if ``compress`` fails or returns anything but a finite float [K, hidden].
     """
     try:
-        prefix = await asyncio.to_thread(compress, ref_codes)
+        prefix = await (run or asyncio.to_thread)(compress, ref_codes)
     except (VoiceStoreError, asyncio.CancelledError):
         raise
     except Exception as exc:

@@ -27,18 +27,23 @@ class EnergyEncoder(CodecEncoder):
 
     async def encode(self, audio: np.ndarray) -> torch.Tensor:
         self.calls += 1
-        if audio.ndim != 1 or audio.dtype != np.float32:
-            raise ValueError(f"expected mono float32 audio, got {audio.shape} {audio.dtype}")
-        frames = math.ceil(len(audio) / SAMPLES_PER_FRAME)
-        padded = np.zeros(frames * SAMPLES_PER_FRAME, np.float32)
-        padded[: len(audio)] = audio
-        x = torch.from_numpy(padded).reshape(frames, SAMPLES_PER_FRAME)  # [T, 1024]
-        energy = (x.square().mean(dim=1) + 1e-10).log10().add(10).div(10).clamp(0, 1)  # [T] in [0, 1]
-        zcr = (x[:, 1:].sign() != x[:, :-1].sign()).float().mean(dim=1)  # [T] in [0, 1]
-        levels = torch.tensor(channel_levels(), dtype=torch.float32)  # [32]
-        phase = torch.arange(32, dtype=torch.float32) / 32  # [32]
-        mix = (energy[None, :] * (1 - phase[:, None]) + zcr[None, :] * phase[:, None])  # [32, T]
-        return torch.minimum((mix * levels[:, None]).floor(), levels[:, None] - 1).long()  # [32, T]
+        return energy_codes(audio)
+
+
+def energy_codes(audio: np.ndarray) -> torch.Tensor:
+    """EnergyEncoder's codes [32, T] int64 for mono float32 ``audio`` (blocking; any thread)."""
+    if audio.ndim != 1 or audio.dtype != np.float32:
+        raise ValueError(f"expected mono float32 audio, got {audio.shape} {audio.dtype}")
+    frames = math.ceil(len(audio) / SAMPLES_PER_FRAME)
+    padded = np.zeros(frames * SAMPLES_PER_FRAME, np.float32)
+    padded[: len(audio)] = audio
+    x = torch.from_numpy(padded).reshape(frames, SAMPLES_PER_FRAME)  # [T, 1024]
+    energy = (x.square().mean(dim=1) + 1e-10).log10().add(10).div(10).clamp(0, 1)  # [T] in [0, 1]
+    zcr = (x[:, 1:].sign() != x[:, :-1].sign()).float().mean(dim=1)  # [T] in [0, 1]
+    levels = torch.tensor(channel_levels(), dtype=torch.float32)  # [32]
+    phase = torch.arange(32, dtype=torch.float32) / 32  # [32]
+    mix = (energy[None, :] * (1 - phase[:, None]) + zcr[None, :] * phase[:, None])  # [32, T]
+    return torch.minimum((mix * levels[:, None]).floor(), levels[:, None] - 1).long()  # [32, T]
 
 
 class QueryPoolCompressor:

@@ -196,3 +196,20 @@ def test_samples_to_decode_are_bounded_by_rate_times_channels_times_kept_seconds
         load_reference_clip(long_stereo, max_ref_seconds=0)
     with pytest.raises(ClipSilentError):  # the default keeps 15 s of it: decoded
         load_reference_clip(long_stereo)
+
+
+def test_check_runs_before_the_decode_and_before_the_resample_and_may_stop_the_clip():
+    """A clip nobody waits for any more (its clone was cancelled) stops at the next check."""
+    data = encode(sine(4.0, 44100), 44100, "WAV")
+    calls: list[int] = []
+    pcm = load_reference_clip(data, check=lambda: calls.append(1))
+    assert len(calls) == 2 and pcm.shape == (4 * RATE,)
+
+    class Stop(Exception):
+        pass
+
+    def stop() -> None:
+        raise Stop()
+
+    with pytest.raises(Stop):
+        load_reference_clip(data, check=stop)

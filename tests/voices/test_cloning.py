@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import math
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,7 @@ import soundfile as sf
 import torch
 
 from tests.voices.conftest import StoreFactory, make_record
-from tests.voices.standins import EnergyEncoder, QueryPoolCompressor
+from tests.voices.standins import EnergyEncoder, QueryPoolCompressor, energy_codes
 from voices.audio_input import load_reference_clip
 from voices.cloning import ClipLimits, VoiceCloner
 from voices.errors import (
@@ -167,3 +169,66 @@ async def test_recompute_for_a_new_checkpoint_refreshes_every_replica(make_store
     await store.put(make_record("no-codes", with_codes=False))
     with pytest.raises(VoiceIncompatibleError, match="no stored reference codes"):
         await new.recompute("no-codes")
+
+
+class BlockingEncoder(EnergyEncoder):
+    """An encoder with a blocking ``encode_blocking``, as NanoCodecEncoder has: it holds its thread
+    until ``gate`` is set (a long clip on a busy machine)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.entered, self.finished = threading.Event(), threading.Event(), threading.Event()
+        self.threads: list[str] = []
+
+    def encode_blocking(self, audio: np.ndarray) -> torch.Tensor:
+        self.threads.append(threading.current_thread().name)
+        self.entered.set()
+        try:
+            assert self.gate.wait(30), "never released"
+            return energy_codes(audio)
+        finally:
+            self.finished.set()
+
+
+async def test_blocking_steps_run_on_the_clone_executor(make_store: StoreFactory) -> None:
+    """Decode, encode and compress run on the clone executor (MAX_CONCURRENT_CLONES threads of its
+    own), never on the event loop's default executor, where the TTS routes encode audio."""
+    from voices.cloning import MAX_CONCURRENT_CLONES, clone_executor
+
+    store = make_store()
+    encoder, compress_threads = BlockingEncoder(), []
+    compress = QueryPoolCompressor()
+
+    def compress_here(codes: torch.Tensor) -> torch.Tensor:
+        compress_threads.append(threading.current_thread().name)
+        return compress(codes)
+
+    encoder.gate.set()
+    voice = await cloner_for(store, encoder=encoder, compress=compress_here).clone(wav(4.0), "a.wav", None, "V", "en")
+    record = await store.get_record(voice.id)
+    assert torch.equal(record.ref_codes.long(), energy_codes(load_reference_clip(wav(4.0))).T)
+    assert [t.split("_")[0] for t in encoder.threads + compress_threads] == ["voice-clone"] * 2
+    assert clone_executor()._max_workers == MAX_CONCURRENT_CLONES
+
+
+async def test_a_cancelled_clone_waits_for_its_running_step_and_starts_no_other(make_store: StoreFactory) -> None:
+    """A thread cannot be interrupted: a cancelled clone (its client left) returns only once the
+    step running in its thread ended, so whoever holds a place for it holds it until then, and no
+    later step (compress, store) runs."""
+    store = make_store()
+    encoder, compress = BlockingEncoder(), QueryPoolCompressor()
+    cloner = cloner_for(store, encoder=encoder, compress=compress)
+    task = asyncio.create_task(cloner.clone(wav(4.0), "a.wav", None, "Gone", "en"))
+    try:
+        assert await asyncio.to_thread(encoder.entered.wait, 10), "the clone never reached its encode"
+        task.cancel()
+        await asyncio.sleep(0.3)
+        assert not task.done()  # its encode still runs in its thread: the cancel waits for it
+        task.cancel()  # a second cancel changes nothing
+        await asyncio.sleep(0.1)
+        assert not task.done()
+    finally:
+        encoder.gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert encoder.finished.is_set() and compress.calls == 0 and await store.count() == 0
