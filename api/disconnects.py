@@ -25,7 +25,6 @@ ClientDisconnect raised.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Awaitable, Optional, TypeVar
 
@@ -59,8 +58,9 @@ async def unless_client_leaves(request: Request, work: Awaitable[T]) -> T:
         watch.cancel()
         if not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # the work's own ending is judged below; a cancel of this handler meanwhile propagates
+            # (suppressing CancelledError here would swallow it, then read an unfinished task)
+            await asyncio.wait((task,))
     if task.cancelled():
         raise ClientDisconnect()
     return task.result()

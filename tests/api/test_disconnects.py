@@ -17,12 +17,12 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from api.disconnects import DisconnectMiddleware
+from api.disconnects import DisconnectMiddleware, unless_client_leaves
 from api.logging_setup import configure_logging
 from api.server import uvicorn_config
 from api.settings import Settings
@@ -208,3 +208,55 @@ def test_a_client_gone_before_its_first_audio_gives_back_its_engine_request_and_
         sock.close()
     assert_quiet(text)
     assert text.count("client disconnected") == 1
+
+
+# --- unless_client_leaves, on its own --------------------------------------------------------------
+
+
+def request_whose_client(leaves: asyncio.Event) -> Request:
+    """A request whose body was read: its next message is http.disconnect once ``leaves`` is set."""
+    async def receive():
+        await leaves.wait()
+        return {"type": "http.disconnect"}
+
+    return Request({"type": "http", "method": "POST", "path": "/", "headers": []}, receive)
+
+
+async def slow_to_stop(stopped: list) -> None:
+    """Work whose cancel takes a moment (a clone's running step, an engine abort)."""
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        await asyncio.sleep(0.2)
+        stopped.append(True)
+        raise
+
+
+async def test_work_is_cancelled_when_the_client_leaves_first():
+    leaves, stopped = asyncio.Event(), []
+    call = asyncio.create_task(unless_client_leaves(request_whose_client(leaves), slow_to_stop(stopped)))
+    await asyncio.sleep(0.05)
+    leaves.set()
+    with pytest.raises(ClientDisconnect):
+        await call
+    assert stopped == [True]  # the work had stopped when ClientDisconnect came
+
+
+async def test_the_result_comes_back_when_the_client_stays():
+    async def work():
+        return 42
+
+    assert await unless_client_leaves(request_whose_client(asyncio.Event()), work()) == 42
+
+
+async def test_a_cancel_of_the_caller_while_the_work_stops_is_a_cancel():
+    """The handler cancelled (a server shutdown) while it waits for the work's cancel to finish:
+    CancelledError, not the work's unfinished state read as a result."""
+    leaves, stopped = asyncio.Event(), []
+    call = asyncio.create_task(unless_client_leaves(request_whose_client(leaves), slow_to_stop(stopped)))
+    await asyncio.sleep(0.05)
+    leaves.set()
+    await asyncio.sleep(0.05)  # the client is gone: the work is being cancelled, and takes 0.2 s
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
