@@ -36,7 +36,7 @@ from api.audio.errors import AudioFormatError
 from api.errors import ApiError, MethodNotAllowedError, NotFoundError, ProtocolError, error_response, new_request_id
 from api.metrics import Metrics, route_label
 from api.routes import access_token, health, tts_bytes, tts_sse, tts_ws, voices as voice_routes
-from api.routes import pronunciation_dicts
+from api.routes import not_served, pronunciation_dicts
 from api.routes import openai_speech
 from api.routes import playground
 from api.runtime import codec_source
@@ -260,6 +260,7 @@ def build_app(settings: Settings, runtime: Optional[Runtime] = None) -> Starlett
         Route("/access-token", access_token.endpoint, methods=["POST"]),
         *voice_routes.routes(),
         *pronunciation_dicts.routes(),
+        *not_served.routes(),
         *openai_speech.routes(),
         *playground.routes(),
     ]

@@ -11,10 +11,12 @@ Gateway errors raised by ``api/`` itself (HTTP status in brackets):
     ├── PermissionDeniedError        [403] the credential lacks the grant (token without "tts"...)
     ├── NotFoundError                [404] not_found (also: no route at that path)
     ├── MethodNotAllowedError        [405] method_not_allowed: a route, but not for that method
+    ├── RequestTimeoutError          [408] request_timeout: a request head or body came too slowly
     ├── RequestTooLargeError         [413] request_too_large
     ├── RateLimitedError             [429] concurrency_limited (retryable only with retry_after_s)
     │   └── TooManyContextsError     [429] too_many_contexts on one WebSocket
     ├── CloningUnavailableError      [501] cloning_unavailable: the codec here is decode-only
+    ├── NotServedError               [501] not_implemented: a Cartesia endpoint this server lacks
     └── ServiceUnavailableError      [503] service_unavailable, retryable (starting, draining)
         └── AuthBackendUnavailableError  [503] the API-key store (Redis) cannot be reached
 
@@ -85,9 +87,11 @@ __all__ = [
     "MethodNotAllowedError",
     "MissingFieldError",
     "NotFoundError",
+    "NotServedError",
     "PermissionDeniedError",
     "ProtocolError",
     "RateLimitedError",
+    "RequestTimeoutError",
     "RequestTooLargeError",
     "ServiceUnavailableError",
     "TooManyContextsError",
@@ -255,6 +259,14 @@ class CloningUnavailableError(ApiError):
     status_code = 501
     default_error_code = "cloning_unavailable"
     title = "Voice cloning unavailable"
+
+
+class NotServedError(ApiError):
+    """A Cartesia endpoint the SDKs call that this server does not implement (api/routes/not_served.py)."""
+
+    status_code = 501
+    default_error_code = "not_implemented"
+    title = "Not implemented"
 
 
 class ServiceUnavailableError(ApiError):

@@ -119,6 +119,36 @@ def test_sdk_raises_typed_errors(client, default_voice_id):
     assert events[-1].type == "done"
 
 
+def test_sdk_calls_for_endpoints_not_served_get_a_501_naming_the_feature(gateway, default_voice_id):
+    """localize, accents, infill and the voice changer: one 501 each, in Cartesia's shape, that the
+    SDK does not retry (x-should-retry: false), not a 404 or a 405 from /voices/{id}."""
+    requests: list[str] = []
+    with Cartesia(api_key="sk-any", base_url=gateway.url, max_retries=2,
+                  http_client=httpx.Client(event_hooks={"request": [lambda r: requests.append(r.url.path)]})) as c:
+        calls = {
+            "voice localization (voices.localize)": lambda: c.voices.localize(
+                voice_id=default_voice_id, name="Brit", accent="british"),
+            "adding accents to a voice (voices.add_accents)": lambda: c.voices.add_accents(
+                default_voice_id, accents=[{"accent": "british"}]),
+            "infill (tts.infill)": lambda: c.tts.infill(model_id=MODEL, transcript="Hi.", voice_id=default_voice_id,
+                                                        language="en", left_audio=b"RIFF"),
+        }
+        for feature, call in calls.items():
+            requests.clear()
+            with pytest.raises(cartesia.APIStatusError) as info:
+                call()
+            assert info.value.status_code == 501, (feature, info.value)
+            assert info.value.body["error_code"] == "not_implemented" and feature in info.value.body["message"]
+            assert len(requests) == 1, f"{feature}: the SDK retried ({requests})"
+    # the neighbouring routes are unchanged: GET /voices/localize is a voice lookup
+    assert httpx.get(gateway.url + "/voices/localize").status_code == 404
+    for method, path in (("DELETE", f"/voices/{default_voice_id}/accents/british"), ("POST", "/voice-changer/bytes"),
+                         ("POST", "/voice-changer/sse")):
+        r = httpx.request(method, gateway.url + path)
+        assert r.status_code == 501 and r.json()["error_code"] == "not_implemented", (path, r.text)
+        assert r.headers["x-should-retry"] == "false"
+
+
 # --- WebSocket -----------------------------------------------------------------------------------------
 
 
