@@ -87,7 +87,7 @@ from api.lifecycle import Lifecycle
 from api.metrics import Metrics
 from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEvent, TimestampsEvent, split_audio
 from api.protocol.requests import ProtocolError, WsCancelRequest, WsGenerationRequest, parse_ws_message
-from api.synthesis import Segment, SynthesisService
+from api.synthesis import ContextDictionary, Segment, SynthesisService
 from api.text import TextBuffer, segment_timestamps
 
 logger = logging.getLogger(__name__)
@@ -179,6 +179,7 @@ class WsContext:
         self._section: Optional[ContainerWriter] = None  # raw Opus: the open flush section's encoder (see _speak)
         self._job_running = False  # the worker is on a job (a segment being spoken, a flush or the end)
         self._hold_timer: Optional[asyncio.TimerHandle] = None  # gives the stream place back when idle
+        self._dictionary: Optional[ContextDictionary] = None  # made at its first segment
         self.task = asyncio.create_task(self._worker(), name=f"ws-context-{self.context_id}")
         # However the task ends, the context is finished (its stream place released): a task
         # cancelled before it first ran (a fail() or cancel() for a message the reader had already
@@ -364,10 +365,9 @@ class WsContext:
         cfg = self.config
         # the dictionary is read per segment, so an update applies to the next one; its last copy is
         # spoken with while the store is unreachable, or once it is deleted (api/synthesis.py)
-        dictionary = getattr(self, "_dictionary", None)
-        if dictionary is None:
-            dictionary = self._dictionary = service.context_dictionary(cfg.pronunciation_dict_id, self.request_id)
-        prons = await dictionary.current()
+        if self._dictionary is None:
+            self._dictionary = service.context_dictionary(cfg.pronunciation_dict_id, self.request_id)
+        prons = await self._dictionary.current()
         # after the dictionary a segment must still fit GEPARD_MAX_TRANSCRIPT_CHARS (400 transcript_too_long)
         service.check_pronounced([job.text], prons, cfg.pronunciation_dict_id, what="sentence")
         # normalization: Cartesia documents it for bytes and SSE only, but it is fixed with the rest of
@@ -639,7 +639,8 @@ class WsConnection:
         gets ``context_closed``); False then, and the text is not taken."""
         try:
             await self.service.voice_prefix(ctx.config.voice_id)
-            await self.service.pronunciations(ctx.config.pronunciation_dict_id)
+            if ctx._dictionary is None:  # one that spoke keeps its dictionary's last copy (api/synthesis.py)
+                await self.service.pronunciations(ctx.config.pronunciation_dict_id)
         except Exception as exc:
             await ctx.fail(exc)
             return False

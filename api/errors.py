@@ -6,6 +6,8 @@ Gateway errors raised by ``api/`` itself (HTTP status in brackets):
     ├── BadRequestError              [400] invalid_request: a value the route cannot use
     │   ├── UnknownModelError        [400] model_not_found: model_id is not served here
     │   └── TranscriptTooLongError   [400] transcript_too_long: over GEPARD_MAX_TRANSCRIPT_CHARS
+    │       └── PronouncedTextTooLongError  [400] transcript_too_long: over it once a
+    │                                    pronunciation dictionary's aliases replaced their keys
     ├── ContextClosedError           [400] context_closed: input after the context's continue=false
     ├── AuthenticationError          [401] missing / invalid credentials, expired token
     ├── PermissionDeniedError        [403] the credential lacks the grant (token without "tts"...)
@@ -89,6 +91,7 @@ __all__ = [
     "NotFoundError",
     "NotServedError",
     "PermissionDeniedError",
+    "PronouncedTextTooLongError",
     "ProtocolError",
     "RateLimitedError",
     "RequestTimeoutError",
@@ -171,6 +174,26 @@ class TranscriptTooLongError(BadRequestError):
         )
         self.length = length
         self.limit = limit
+
+
+class PronouncedTextTooLongError(TranscriptTooLongError):
+    """The text is within GEPARD_MAX_TRANSCRIPT_CHARS as sent, but not once its pronunciation
+    dictionary replaced keys by their aliases (``what``: "transcript" for a whole HTTP request,
+    "sentence" for one segment of a WebSocket context)."""
+
+    title = "Transcript too long after its pronunciation dictionary"
+
+    def __init__(self, what: str, sent: int, pronounced: int, limit: int, dict_id: str) -> None:
+        advice = ("split the text into several requests" if what == "transcript" else
+                  "send shorter sentences")
+        BadRequestError.__init__(
+            self,
+            f"{what}: {sent} characters read as {pronounced} after pronunciation dictionary {dict_id!r}, "
+            f"over the limit of {limit} (GEPARD_MAX_TRANSCRIPT_CHARS, which applies to the text after the "
+            f"dictionary too); shorten the dictionary's aliases or {advice}")
+        self.length = pronounced
+        self.limit = limit
+        self.dict_id = dict_id
 
 
 class ContextClosedError(ApiError):

@@ -11,6 +11,16 @@ is cut into sentence segments; each segment is one engine request. Text is norma
 segment (numbers, dates... spoken as words) and the alignment is kept for word timestamps.
 Closing a ``speak`` iterator early (client gone, cancel) aborts the engine request and frees
 the codec stream.
+
+Pronunciation dictionaries. A request's dictionary is read from the store once (a WebSocket
+context re-reads it for each segment through its ``ContextDictionary``, so an update applies to the
+next segment). The text after the dictionary must fit GEPARD_MAX_TRANSCRIPT_CHARS as the text sent
+does: a whole HTTP transcript, each segment of a WebSocket context (PronouncedTextTooLongError,
+400 ``transcript_too_long``), so a long alias cannot make one request many times longer for the
+engine. The last copy read of each dictionary is kept (``DictionaryMemory``): while the store
+cannot be reached, requests and contexts speak with it (a WARNING once per outage), as voices speak
+from their cached prompts; a context whose dictionary is deleted after it was accepted goes on with
+its last copy (an INFO line), so the text it accepted is still spoken.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import contextlib
 import functools
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import AsyncIterator, Optional
 
@@ -26,21 +37,25 @@ import numpy as np
 import torch
 
 from api.admission import Admission, LoadMeter, StreamTicket
-from api.errors import BadRequestError, RateLimitedError, TranscriptTooLongError
+from api.errors import BadRequestError, PronouncedTextTooLongError, RateLimitedError, TranscriptTooLongError
 from api.protocol.requests import EmptyTranscriptError
 from api.settings import Settings
 from api.stream_timing import StreamObserver, StreamTiming
 from api.text import NormalizedText, TextBuffer, has_speech
-from api.text.pronunciation import Pronunciations, compile_pronunciations, normalize_pronounced
+from api.text.pronunciation import Pronunciations, apply_pronunciations, compile_pronunciations, normalize_pronounced
 from codec_worker.interface import CodecDecoder
 from engine.interface import TtsEngine
 from engine.requests import SamplingParams, SynthesisRequest
+from voices.errors import PronunciationDictNotFoundError, VoiceStoreUnavailableError
 from voices.recompute import PrefixRecomputer
 from voices.store import VoiceStore
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LANGUAGE = "en"
+#: Characters of entries (keys and aliases) of the last copies kept of dictionaries read, about as
+#: much as the compiled dictionaries' cache holds (api/text/pronunciation.py), so mostly the same objects.
+DICTIONARY_MEMORY_CHARS = 4_000_000
 
 
 class SpeedNotSupportedError(BadRequestError):
@@ -75,6 +90,67 @@ class Segment:
         return has_speech(self.speech_text)
 
 
+class DictionaryMemory:
+    """The last compiled copy read of each pronunciation dictionary, least recently read dropped
+    first past ``budget_chars`` characters of entries. Only an outage or a context whose dictionary
+    went reads it: every request reads the store first."""
+
+    def __init__(self, budget_chars: int = DICTIONARY_MEMORY_CHARS) -> None:
+        self._copies: OrderedDict[str, tuple[Pronunciations, int]] = OrderedDict()
+        self._chars = 0
+        self._budget = budget_chars
+
+    def put(self, dict_id: str, prons: Pronunciations) -> None:
+        old = self._copies.pop(dict_id, None)
+        if old is not None:
+            self._chars -= old[1]
+        size = sum(len(key) + len(alias) for key, alias in prons.entries)
+        self._copies[dict_id] = (prons, size)
+        self._chars += size
+        while self._chars > self._budget and len(self._copies) > 1:
+            _, (_, dropped) = self._copies.popitem(last=False)
+            self._chars -= dropped
+
+    def get(self, dict_id: str) -> Optional[Pronunciations]:
+        found = self._copies.get(dict_id)
+        return None if found is None else found[0]
+
+
+class ContextDictionary:
+    """A WebSocket context's pronunciation dictionary, re-read for each segment (an update applies
+    to the next one) with its last copy kept: while the store cannot be reached the context speaks
+    with it, and once the dictionary is deleted too (it was there when the context was accepted, so
+    the text the context accepted is still spoken, as an HTTP request that read it once is)."""
+
+    def __init__(self, service: "SynthesisService", dict_id: Optional[str], request_id: str) -> None:
+        self._service = service
+        self.dict_id = dict_id or None
+        self.request_id = request_id
+        self._copy: Optional[Pronunciations] = None
+        self._gone = False
+
+    async def current(self) -> Optional[Pronunciations]:
+        if self.dict_id is None:
+            return None
+        try:
+            self._copy = await self._service.pronunciations(self.dict_id)
+            self._gone = False
+        except PronunciationDictNotFoundError:
+            last = self._copy or self._service.dictionary_memory.get(self.dict_id)
+            if last is None:
+                raise
+            if not self._gone:
+                self._gone = True
+                logger.info("context %s: pronunciation dictionary %s was deleted after the context was accepted; "
+                            "its last copy is used until the context ends", self.request_id, self.dict_id)
+            self._copy = last
+        except VoiceStoreUnavailableError as exc:
+            if self._copy is None:  # the service had no copy either
+                raise
+            self._service.note_stale_dictionary(self.dict_id, exc)
+        return self._copy
+
+
 class SynthesisService:
     def __init__(self, engine: TtsEngine, decoder: CodecDecoder, voices: VoiceStore, settings: Settings) -> None:
         self.engine = engine
@@ -91,6 +167,8 @@ class SynthesisService:
         #: told about each stream's underruns and real-time factor (api.metrics wires Prometheus in)
         self.stream_observer: Optional[StreamObserver] = None
         self._interrupted: Optional[Exception] = None
+        self.dictionary_memory = DictionaryMemory()
+        self._dictionaries_stale = False  # serving remembered dictionaries: the store is unreachable
 
     def interrupt(self, error: Exception) -> None:
         """End every ``speak`` running now (and any later) with ``error`` at its next frames: the
@@ -141,7 +219,8 @@ class SynthesisService:
         self.check_request(req, model_checked=model_checked)
         prefix = await self.voice_prefix(req.voice_id)
         prons = await self.pronunciations(req.pronunciation_dict_id)
-        segments = self.plan(req.transcript, req.effective_language, req.normalization, prons)
+        segments = self.plan(req.transcript, req.effective_language, req.normalization, prons,
+                             dict_id=req.pronunciation_dict_id)
         if not segments:
             raise EmptyTranscriptError("transcript: nothing to speak after normalisation")
         return PreparedRequest(prefix, segments, self.sampling(req), self.volume(req))
@@ -157,12 +236,50 @@ class SynthesisService:
     # -- text -----------------------------------------------------------------------------------
     async def pronunciations(self, dict_id: Optional[str]) -> Optional[Pronunciations]:
         """The compiled pronunciation dictionary ``dict_id`` (None: none); read from the store on
-        every call, so an update or delete through any replica applies to the next segment.
-        PronunciationDictNotFoundError (404) names an unknown id; "" counts as none."""
+        every call, so an update or delete through any replica applies to the next request.
+        PronunciationDictNotFoundError (404) names an unknown id; "" counts as none. While the store
+        cannot be reached, the last copy this process read (a WARNING once per outage), else
+        VoiceStoreUnavailableError (503)."""
         if not dict_id:
             return None
-        dictionary = await self.voices.dictionaries.get(dict_id)
-        return compile_pronunciations(dictionary.items)
+        try:
+            dictionary = await self.voices.dictionaries.get(dict_id)
+        except VoiceStoreUnavailableError as exc:
+            last = self.dictionary_memory.get(dict_id)
+            if last is None:
+                raise
+            self.note_stale_dictionary(dict_id, exc)
+            return last
+        if self._dictionaries_stale:
+            self._dictionaries_stale = False
+            logger.info("pronunciation dictionaries are read from the store again")
+        prons = compile_pronunciations(dictionary.items)
+        self.dictionary_memory.put(dict_id, prons)
+        return prons
+
+    def note_stale_dictionary(self, dict_id: str, exc: Exception) -> None:
+        """A dictionary is served from its last copy because the store cannot be reached: one
+        WARNING per outage (the next successful read says it is over)."""
+        if not self._dictionaries_stale:
+            self._dictionaries_stale = True
+            logger.warning("pronunciation dictionary %s: store unavailable, speaking with the last copy read of each "
+                           "dictionary until it is back: %s", dict_id, exc)
+
+    def context_dictionary(self, dict_id: Optional[str], request_id: str) -> ContextDictionary:
+        """What a WebSocket context reads its dictionary through, segment after segment."""
+        return ContextDictionary(self, dict_id, request_id)
+
+    def check_pronounced(self, texts: list[str], pronunciations: Optional[Pronunciations], dict_id: Optional[str],
+                         what: str = "transcript") -> None:
+        """PronouncedTextTooLongError (400 ``transcript_too_long``) when ``texts`` together are
+        longer than GEPARD_MAX_TRANSCRIPT_CHARS after the dictionary (``what`` names them in the
+        message: "transcript", "sentence"). Matching is linear in the text, so this costs little."""
+        if pronunciations is None or pronunciations.empty:
+            return
+        limit = self.settings.max_transcript_chars
+        pronounced = sum(len(apply_pronunciations(t, pronunciations).text) for t in texts)
+        if pronounced > limit:
+            raise PronouncedTextTooLongError(what, sum(len(t) for t in texts), pronounced, limit, dict_id or "")
 
     def segment(self, text: str, language: Optional[str], normalization: Optional[str] = None,
                 pronunciations: Optional[Pronunciations] = None) -> Segment:
@@ -173,12 +290,15 @@ class SynthesisService:
         return Segment(text, normalize_pronounced(text, lang, mode, pronunciations))
 
     def plan(self, transcript: str, language: Optional[str], normalization: Optional[str] = None,
-             pronunciations: Optional[Pronunciations] = None) -> list[Segment]:
+             pronunciations: Optional[Pronunciations] = None, *, dict_id: Optional[str] = None) -> list[Segment]:
         """Cut a whole transcript into sentence segments, leaving out those with nothing to speak
-        (punctuation or emoji only): none at all for a transcript like "..." or ":)"."""
+        (punctuation or emoji only): none at all for a transcript like "..." or ":)". With a
+        dictionary, the text after it must fit GEPARD_MAX_TRANSCRIPT_CHARS (``check_pronounced``;
+        ``dict_id`` names the dictionary in the error)."""
         buf = TextBuffer(clause_min_chars=None, max_chars=400)
         buf.append(transcript)
         parts = buf.take_ready(force=True)
+        self.check_pronounced(parts, pronunciations, dict_id)
         segments = (self.segment(p, language, normalization, pronunciations) for p in parts)
         return [s for s in segments if s.has_speech]
 

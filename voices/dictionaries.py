@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 from voices.errors import (
+    InvalidCursorError,
     IpaNotSupportedError,
     InvalidPronunciationDictError,
     PronunciationDictNotFoundError,
@@ -47,8 +48,23 @@ _IPA_MARKUP_RE = re.compile(r"<<|>>")
 #: Letters and marks that only IPA uses (IPA Extensions block, stress and length marks, the tie
 #: bar); no orthography of the languages Gepard normalises (en, es, pt, nl) contains them.
 _IPA_CHAR_RE = re.compile("[\u0250-\u02af\u02c8\u02cc\u02d0\u02d1\u0361\u035c]")
+#: What no name, text or alias may hold: control characters (C0, DEL, C1) other than tab, line feed
+#: and carriage return (whitespace, which matching reads as a space), and unpaired surrogates (JSON
+#: can spell them as "\ud800"; they are no character and cannot be stored as UTF-8).
+_FORBIDDEN_CHAR_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 OrderKey = tuple[str, str]  # (normalised created_at, id)
+
+
+class InvalidDictCursorError(InvalidCursorError, InvalidPronunciationDictError):
+    """``starting_after`` / ``ending_before`` names no pronunciation dictionary: 400 ``invalid_cursor``,
+    as the same mistake on ``GET /voices`` is (api/errors.py maps InvalidCursorError)."""
+
+    def __init__(self, parameter: str, dict_id: str) -> None:
+        InvalidPronunciationDictError.__init__(
+            self, f"{parameter}={dict_id!r} is not the id of a pronunciation dictionary in this list", field=parameter)
+        self.parameter = parameter
+        self.voice_id = self.dict_id = dict_id
 
 
 def new_dict_id() -> str:
@@ -127,7 +143,19 @@ def check_name(name: object) -> str:
     if len(name) > MAX_DICT_NAME_CHARS:
         raise InvalidPronunciationDictError(
             f"name: {len(name)} characters is over the limit of {MAX_DICT_NAME_CHARS}", field="name")
+    _check_chars("name", name)
     return name
+
+
+def _check_chars(field: str, value: str) -> None:
+    """InvalidPronunciationDictError naming ``field`` and the character when ``value`` holds a
+    control character (tab and line breaks aside) or an unpaired surrogate."""
+    bad = _FORBIDDEN_CHAR_RE.search(value)
+    if bad is not None:
+        what = "an unpaired surrogate" if "\ud800" <= bad.group() <= "\udfff" else "a control character"
+        raise InvalidPronunciationDictError(
+            f"{field}: {what} (U+{ord(bad.group()):04X}) at position {bad.start()} is not allowed; names, texts "
+            "and aliases may hold no control characters other than tab and line breaks", field=field)
 
 
 def parse_items(raw: object) -> tuple[PronunciationItem, ...]:
@@ -167,6 +195,7 @@ def _parse_item(i: int, entry: object) -> PronunciationItem:
             raise InvalidPronunciationDictError(
                 f"{where}.{name}: {len(value)} characters is over the limit of {MAX_ITEM_CHARS}",
                 field=f"{where}.{name}")
+        _check_chars(f"{where}.{name}", value)
         values[name] = value.strip()
     case_sensitive = entry.get("case_sensitive")
     if case_sensitive is not None and not isinstance(case_sensitive, bool):
@@ -286,9 +315,7 @@ class DictionaryStore(abc.ABC):
         if cursor is not None:
             key = await self._cursor_key(cursor)
             if key is None:
-                parameter = "ending_before" if reverse else "starting_after"
-                raise InvalidPronunciationDictError(
-                    f"{parameter}={cursor!r} is not the id of a pronunciation dictionary", field=parameter)
+                raise InvalidDictCursorError("ending_before" if reverse else "starting_after", cursor)
         rows = await self._scan(key, reverse=reverse, count=limit + 1)
         has_more, page = len(rows) > limit, rows[:limit]
         if reverse:

@@ -10,8 +10,10 @@
 The paths also answer without the trailing slash. Reads need any credential (a token needs the
 ``tts`` grant, as the dictionaries serve TTS requests); writes need an API key. Entries are
 sounds-like spellings only: an IPA alias is refused with 400 ``ipa_not_supported``
-(voices/dictionaries.py). Every dictionary is visible to every credential of this server, as voices
-are; ``owner_id`` records the credential that created it (``key:<8 hex>``, or ``anonymous``).
+(voices/dictionaries.py). A create or update body may be up to MAX_DICT_BODY_BYTES (8 MiB), so a
+dictionary within the item limits always fits, however its text is encoded. Every dictionary is
+visible to every credential of this server, as voices are; ``owner_id`` records the credential
+that created it (``key:<8 hex>``, or ``anonymous``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ logger = logging.getLogger(__name__)
 CREATE_FIELDS = frozenset({"name", "items"})
 UPDATE_FIELDS = frozenset({"name", "items"})
 
+#: Largest create or update body. The most a dictionary within the limits can take as JSON: every
+#: character of text, alias and name an astral one written as an escaped surrogate pair ("\ud83d\ude00",
+#: 12 bytes), each entry with its keys and case_sensitive (46 bytes more): 6.2 MB for 1000 entries
+#: of 256 + 256 characters. 8 MiB leaves room for indentation; the shared 1 MiB would refuse (413) a
+#: dictionary of long non-ASCII entries that the item limits accept.
+MAX_DICT_BODY_BYTES = 8 << 20
+
 
 async def _authorise(request: Request, write: str | None = None) -> Principal:
     principal = await runtime_of(request).auth.authenticate(request)
@@ -49,7 +58,7 @@ def _store(request: Request) -> DictionaryStore:
 
 
 async def _json_object(request: Request, what: str, allowed: frozenset[str]) -> dict[str, Any]:
-    body = await read_body(request)
+    body = await read_body(request, MAX_DICT_BODY_BYTES)
     data = load_json(body, what) if body.strip() else {}  # bounded depth, precise 400s
     if not isinstance(data, dict):
         raise InvalidJsonError(f"{what} must be a JSON object, got {type(data).__name__}")

@@ -19,6 +19,7 @@ from api.errors import (
     ContextClosedError,
     NotFoundError,
     PermissionDeniedError,
+    PronouncedTextTooLongError,
     RateLimitedError,
     RequestTooLargeError,
     ServiceUnavailableError,
@@ -37,11 +38,13 @@ from api.text.errors import NormalizationModeError
 from codec_worker import errors as codec_errors
 from engine import errors as engine_errors
 from voices import errors as voice_errors
+from voices.dictionaries import InvalidDictCursorError
 
 # (exception, status, error_code, retryable)
 CASES = [
     (UnknownModelError("tts-9000", ["gepard-1.0", "sonic*"]), 400, "model_not_found", False),
     (TranscriptTooLongError(6000, 5000), 400, "transcript_too_long", False),
+    (PronouncedTextTooLongError("transcript", 301, 37801, 5000, "pdict_1"), 400, "transcript_too_long", False),
     (BadRequestError("expires_in: must be between 1 and 3600 seconds, got 0"), 400, "invalid_request", False),
     (ContextClosedError("ctx-1"), 400, "context_closed", False),
     (AuthenticationError("missing credentials", error_code="missing_credentials"), 401, "missing_credentials", False),
@@ -64,6 +67,7 @@ CASES = [
     (voice_errors.VoiceExistsError("abc"), 409, "voice_exists", False),
     (voice_errors.ReadOnlyVoiceError("builtin-1", "deleted"), 403, "voice_read_only", False),
     (voice_errors.InvalidCursorError("starting_after", "zzz"), 400, "invalid_cursor", False),
+    (InvalidDictCursorError("ending_before", "zzz"), 400, "invalid_cursor", False),
     (voice_errors.InvalidVoiceError("name: must not be empty"), 400, "invalid_voice", False),
     (voice_errors.VoiceStoreUnavailableError("redis timeout"), 503, "voice_store_unavailable", True),
     (voice_errors.VoiceCloningError("encoder failed"), 500, "voice_cloning_failed", False),

@@ -9,6 +9,7 @@ import pytest
 
 from voices.dictionaries import MAX_ITEM_CHARS, PronunciationItem, parse_items
 from voices.errors import (
+    InvalidCursorError,
     InvalidPronunciationDictError,
     IpaNotSupportedError,
     PronunciationDictNotFoundError,
@@ -106,6 +107,9 @@ def test_ipa_aliases_are_refused_with_the_entry_named(alias):
     ([{"text": "a", "alias": "b", "case_sensitive": "yes"}], "items[0].case_sensitive: expected true or false"),
     ([{"text": "a", "alias": "b", "phoneme": "x"}], "items[0]: unknown field(s) ['phoneme']"),
     ([{"text": "a" * (MAX_ITEM_CHARS + 1), "alias": "b"}], f"over the limit of {MAX_ITEM_CHARS}"),
+    ([{"text": "nul\u0000", "alias": "b"}], "items[0].text: a control character (U+0000) at position 3"),
+    ([{"text": "a", "alias": "b"}, {"text": "c", "alias": "\u009bx"}], "items[1].alias: a control character (U+009B)"),
+    ([{"text": "a", "alias": "\udc00"}], "items[0].alias: an unpaired surrogate (U+DC00)"),
 ])
 def test_bad_entries_get_a_precise_message(raw, message):
     with pytest.raises(InvalidPronunciationDictError) as err:
@@ -116,7 +120,8 @@ def test_bad_entries_get_a_precise_message(raw, message):
 
 async def test_names_are_checked(make_store):
     store = make_store().dictionaries
-    for name, message in [("", "must not be empty"), (5, "expected a string"), ("x" * 300, "over the limit")]:
+    for name, message in [("", "must not be empty"), (5, "expected a string"), ("x" * 300, "over the limit"),
+                          ("a\u0000", "a control character"), ("\x1b[1m", "a control character")]:
         with pytest.raises(InvalidPronunciationDictError, match=message):
             await store.create(name=name)  # type: ignore[arg-type]
 
@@ -164,5 +169,5 @@ async def test_a_deleted_dictionary_still_works_as_a_page_cursor(make_store, on)
     assert [d.id for d in (await store.list(limit=2, starting_after=ids[1])).data] == ids[2:4]
     await other.delete(ids[4])
     assert [d.id for d in (await store.list(limit=2, ending_before=ids[4])).data] == ids[2:4]
-    with pytest.raises(InvalidPronunciationDictError, match="starting_after='never-made'"):
+    with pytest.raises(InvalidCursorError, match="starting_after='never-made'"):  # 400 invalid_cursor, as for voices
         await store.list(starting_after="never-made")

@@ -122,3 +122,21 @@ async def test_cancelled_opus_contexts_are_freed_without_the_garbage_collector(o
         assert left == 0, f"{left} cancelled context(s) still alive, waiting for the garbage collector"
     finally:
         gc.enable()
+
+
+async def test_a_context_taking_a_place_again_keeps_its_deleted_dictionary(one_place_gateway, default_voice_id):
+    """The dictionary a context spoke with is deleted while it waits: its next text still takes a
+    place and is spoken with the dictionary's last copy, as before its idle spell."""
+    server, v = one_place_gateway, default_voice_id
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        r = await http.post("/pronunciation-dicts/", json={"name": "db", "items": [{"text": "SQL", "alias": "sequel"}]})
+        assert r.status_code == 200, r.text
+        dict_id = r.json()["id"]
+        async with connect(server.ws_url + "/tts/websocket") as ws:
+            extra = {"pronunciation_dict_id": dict_id, "add_timestamps": True, "use_normalized_timestamps": True}
+            await speak_turn(ws, "agent", "I like SQL.", v, **extra)
+            await wait_until(lambda: open_streams(server) == 0, 10, "the idle context's place")
+            assert (await http.delete(f"/pronunciation-dicts/{dict_id}")).status_code == 204
+            msgs = await speak_turn(ws, "agent", "SQL again.", v, **extra)
+            words = [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]]
+            assert "sequel" in [w.lower().strip(".") for w in words], words
