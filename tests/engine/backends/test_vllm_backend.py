@@ -6,6 +6,7 @@ tiny checkpoint stops after exactly 24 frames (its built-in counter), so frames 
 
 import asyncio
 import dataclasses
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -56,8 +57,24 @@ async def engine(tiny_gepard_dir):
     started = engine_pids() - before
     assert started, "vLLM runs its engine core in child processes"
     yield eng
-    await eng.aclose()
+    kills = RecordsSaying("force killing")
+    logging.getLogger("vllm").addHandler(kills)  # vLLM's loggers do not propagate to the root
+    try:
+        await eng.aclose()
+    finally:
+        logging.getLogger("vllm").removeHandler(kills)
     assert await wait_for_exit(started) == set(), "engine processes left behind after aclose()"
+    assert kills.lines == [], "aclose() let vLLM kill its engine processes instead of their clean exit"
+
+
+class RecordsSaying(logging.Handler):
+    def __init__(self, needle: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.needle, self.lines = needle, []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.needle in record.getMessage():
+            self.lines.append(record.getMessage())
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
