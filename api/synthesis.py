@@ -17,7 +17,7 @@ context re-reads it for each segment through its ``ContextDictionary``, so an up
 next segment). The text after the dictionary must fit GEPARD_MAX_TRANSCRIPT_CHARS as the text sent
 does: a whole HTTP transcript, each segment of a WebSocket context (PronouncedTextTooLongError,
 400 ``transcript_too_long``), so a long alias cannot make one request many times longer for the
-engine. The last copy read of each dictionary is kept (``DictionaryMemory``): while the store
+engine. The last copy read of each dictionary is kept (``dictionary_memory``): while the store
 cannot be reached, requests and contexts speak with it (a WARNING once per outage), as voices speak
 from their cached prompts; a context whose dictionary is deleted after it was accepted goes on with
 its last copy (an INFO line), so the text it accepted is still spoken.
@@ -29,7 +29,6 @@ import contextlib
 import functools
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import AsyncIterator, Optional
 
@@ -42,7 +41,9 @@ from api.protocol.requests import EmptyTranscriptError
 from api.settings import Settings
 from api.stream_timing import StreamObserver, StreamTiming
 from api.text import NormalizedText, TextBuffer, has_speech
-from api.text.pronunciation import Pronunciations, apply_pronunciations, compile_pronunciations, normalize_pronounced
+from api.text.pronunciation import (
+    Pronunciations, SizedLru, apply_pronunciations, compile_pronunciations, entry_chars, normalize_pronounced,
+)
 from codec_worker.interface import CodecDecoder
 from engine.interface import TtsEngine
 from engine.requests import SamplingParams, SynthesisRequest
@@ -88,32 +89,6 @@ class Segment:
     def has_speech(self) -> bool:
         """Whether the model has anything to read here (a letter or digit; api/text/speech.py)."""
         return has_speech(self.speech_text)
-
-
-class DictionaryMemory:
-    """The last compiled copy read of each pronunciation dictionary, least recently read dropped
-    first past ``budget_chars`` characters of entries. Only an outage or a context whose dictionary
-    went reads it: every request reads the store first."""
-
-    def __init__(self, budget_chars: int = DICTIONARY_MEMORY_CHARS) -> None:
-        self._copies: OrderedDict[str, tuple[Pronunciations, int]] = OrderedDict()
-        self._chars = 0
-        self._budget = budget_chars
-
-    def put(self, dict_id: str, prons: Pronunciations) -> None:
-        old = self._copies.pop(dict_id, None)
-        if old is not None:
-            self._chars -= old[1]
-        size = sum(len(key) + len(alias) for key, alias in prons.entries)
-        self._copies[dict_id] = (prons, size)
-        self._chars += size
-        while self._chars > self._budget and len(self._copies) > 1:
-            _, (_, dropped) = self._copies.popitem(last=False)
-            self._chars -= dropped
-
-    def get(self, dict_id: str) -> Optional[Pronunciations]:
-        found = self._copies.get(dict_id)
-        return None if found is None else found[0]
 
 
 class ContextDictionary:
@@ -167,7 +142,8 @@ class SynthesisService:
         #: told about each stream's underruns and real-time factor (api.metrics wires Prometheus in)
         self.stream_observer: Optional[StreamObserver] = None
         self._interrupted: Optional[Exception] = None
-        self.dictionary_memory = DictionaryMemory()
+        # the last copy read of each dictionary, by id (module docstring)
+        self.dictionary_memory: SizedLru[str, Pronunciations] = SizedLru(DICTIONARY_MEMORY_CHARS)
         self._dictionaries_stale = False  # serving remembered dictionaries: the store is unreachable
 
     def interrupt(self, error: Exception) -> None:
@@ -254,7 +230,7 @@ class SynthesisService:
             self._dictionaries_stale = False
             logger.info("pronunciation dictionaries are read from the store again")
         prons = compile_pronunciations(dictionary.items)
-        self.dictionary_memory.put(dict_id, prons)
+        self.dictionary_memory.put(dict_id, prons, entry_chars(prons))
         return prons
 
     def note_stale_dictionary(self, dict_id: str, exc: Exception) -> None:

@@ -52,11 +52,12 @@ import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Mapping, Optional, Protocol, Sequence
+from typing import Generic, Hashable, Mapping, Optional, Protocol, Sequence, TypeVar
 
 from api.text.normalization import NormalizedText, WordAlignment, normalize
 
-__all__ = ["Pronunciations", "Substitution", "apply_pronunciations", "compile_pronunciations", "normalize_pronounced"]
+__all__ = ["Pronunciations", "SizedLru", "Substitution", "apply_pronunciations", "compile_pronunciations", "entry_chars",
+           "normalize_pronounced"]
 
 
 class Entry(Protocol):
@@ -253,52 +254,67 @@ def _compile(items: tuple[tuple[str, str, bool], ...]) -> Pronunciations:
     return Pronunciations(tuple(entries), index_)
 
 
-class _Cache:
-    """Compiled dictionaries by their entries, least recently used dropped first once the entries'
-    characters pass a budget (entries and their compiled index take about 3 bytes a character)."""
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
-    def __init__(self, budget_chars: int) -> None:
-        self.budget = budget_chars
-        self._items: OrderedDict[tuple[tuple[str, str, bool], ...], tuple[Pronunciations, int]] = OrderedDict()
-        self._chars = 0
+
+class SizedLru(Generic[K, V]):
+    """Values by key, least recently used dropped first once their sizes together pass ``budget``
+    (the newest is always kept). Thread-safe: the codec and engine threads never call it, but a
+    dictionary may be compiled from a worker thread."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._size = 0
         self._lock = threading.Lock()
 
-    def get(self, items: tuple[tuple[str, str, bool], ...]) -> Pronunciations:
+    def get(self, key: K) -> Optional[V]:
         with self._lock:
-            hit = self._items.get(items)
-            if hit is not None:
-                self._items.move_to_end(items)
-                return hit[0]
-        prons = _compile(items)
-        size = sum(len(k) + len(a) + 16 for k, a, _ in items)
+            hit = self._items.get(key)
+            if hit is None:
+                return None
+            self._items.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: K, value: V, size: int) -> None:
         with self._lock:
-            hit = self._items.get(items)  # another thread may have compiled it meanwhile
-            if hit is not None:
-                return hit[0]
-            self._items[items] = (prons, size)
-            self._chars += size
-            while self._chars > self.budget and len(self._items) > 1:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._size -= old[1]
+            self._items[key] = (value, size)
+            self._size += size
+            while self._size > self.budget and len(self._items) > 1:
                 _, (_, dropped) = self._items.popitem(last=False)
-                self._chars -= dropped
-        return prons
+                self._size -= dropped
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
-            self._chars = 0
+            self._size = 0
 
     def __len__(self) -> int:
         return len(self._items)
 
 
+def entry_chars(prons: Pronunciations) -> int:
+    """A compiled dictionary's size for a ``SizedLru``: its entries' characters (entries and their
+    compiled index take about 3 bytes a character)."""
+    return sum(len(key) + len(alias) + 16 for key, alias in prons.entries)
+
+
 # 7 dictionaries at the limits (1000 entries of 256 + 256 characters), thousands of usual ones
-_CACHE = _Cache(4_000_000)
+_CACHE: SizedLru[tuple[tuple[str, str, bool], ...], Pronunciations] = SizedLru(4_000_000)
 
 
 def compile_pronunciations(items: Sequence[Entry]) -> Pronunciations:
     """Compile a dictionary's entries (cached on their values: an unchanged dictionary is free)."""
-    return _CACHE.get(tuple((i.text.strip(), i.alias.strip(), bool(i.case_sensitive))
-                            for i in items if i.text.strip()))
+    key = tuple((i.text.strip(), i.alias.strip(), bool(i.case_sensitive)) for i in items if i.text.strip())
+    prons = _CACHE.get(key)
+    if prons is None:  # two threads may both compile one: the same result, the later kept
+        prons = _compile(key)
+        _CACHE.put(key, prons, entry_chars(prons))
+    return prons
 
 
 def _accepts(form: _Form, text: str, units: list[str], starts: list[int], i: int, count: int) -> bool:
