@@ -373,7 +373,7 @@ class WsContext:
         # normalization: Cartesia documents it for bytes and SSE only, but it is fixed with the rest of
         # the context by its first message, and a client that sends it on a socket means it
         segment: Segment = service.segment(job.text, cfg.effective_language, cfg.normalization, pronunciations=prons)
-        if not segment.has_speech:  # whitespace, punctuation or emoji only: no engine request
+        if not segment.has_audio:  # whitespace, punctuation or emoji only (and no pause): nothing to send
             return
         if self._owed_since is None:
             self._owed_since = job.ready_at

@@ -76,10 +76,18 @@ class PreparedRequest:
 
 @dataclass(frozen=True)
 class Segment:
-    """One engine request's worth of text."""
+    """One engine request's worth of text, and how its audio is delivered.
+
+    ``speed`` and ``volume`` override the request's (``generation_config``) for this segment when
+    set (the transcript's own ``<speed>``/``<volume>`` tags); ``pause_after_s`` is silence sent after
+    the segment's speech (a ``<break>`` tag). A segment with a pause and nothing to read is silence
+    only: it gets no engine request."""
 
     original: str  # as the client sent it (spaces and punctuation kept)
     normalized: NormalizedText  # what the model speaks, with the word alignment
+    speed: Optional[float] = None
+    volume: Optional[float] = None
+    pause_after_s: float = 0.0
 
     @property
     def speech_text(self) -> str:
@@ -89,6 +97,11 @@ class Segment:
     def has_speech(self) -> bool:
         """Whether the model has anything to read here (a letter or digit; api/text/speech.py)."""
         return has_speech(self.speech_text)
+
+    @property
+    def has_audio(self) -> bool:
+        """Whether the segment sends any audio: speech, or a pause."""
+        return self.has_speech or self.pause_after_s > 0
 
 
 class ContextDictionary:
@@ -276,7 +289,7 @@ class SynthesisService:
         parts = buf.take_ready(force=True)
         self.check_pronounced(parts, pronunciations, dict_id)
         segments = (self.segment(p, language, normalization, pronunciations) for p in parts)
-        return [s for s in segments if s.has_speech]
+        return [s for s in segments if s.has_audio]
 
     # -- audio ----------------------------------------------------------------------------------
     async def speak(
@@ -284,8 +297,29 @@ class SynthesisService:
         volume: float = 1.0, timing: Optional[StreamTiming] = None,
     ) -> AsyncIterator[np.ndarray]:
         """Generate one segment: yields PCM chunks [N] float32 @ 22050 Hz as the codec produces them,
-        scaled by ``volume`` (generation_config.volume) and clipped to [-1, 1]. ``timing`` (the
-        stream's playback model) owes audio from the engine submission to the segment's end."""
+        scaled by ``volume`` (generation_config.volume; the segment's own, when it has one) and
+        clipped to [-1, 1], then the segment's pause as silence. ``timing`` (the stream's playback
+        model) owes audio from the engine submission to the segment's end."""
+        if segment.volume is not None:
+            volume = segment.volume
+        if segment.has_speech:
+            async with contextlib.aclosing(self._speech(segment, prefix, sampling, request_id, volume, timing)) as audio:
+                async for pcm in audio:
+                    yield pcm
+        if segment.pause_after_s > 0:
+            pause = np.zeros(round(segment.pause_after_s * self.sample_rate_hz), np.float32)
+            if timing is not None:  # silence is ready at once: it is audio, never an underrun
+                now = time.perf_counter()
+                timing.owe(now)
+                timing.audio(now, pause.size / self.sample_rate_hz)
+                timing.settle(now)
+            yield pause
+
+    async def _speech(
+        self, segment: Segment, prefix: Optional[torch.Tensor], sampling: SamplingParams, request_id: str,
+        volume: float, timing: Optional[StreamTiming],
+    ) -> AsyncIterator[np.ndarray]:
+        """The segment's speech: one engine request and one codec stream."""
         if self._in_flight >= self.settings.max_concurrent_generations:
             raise RateLimitedError(
                 f"too many concurrent generations ({self.settings.max_concurrent_generations}); retry shortly",

@@ -147,3 +147,41 @@ async def test_the_load_meter_does_not_count_a_piece_still_being_generated(tiny_
     assert len(pieces) >= 3 and probes and probes[0][0] == 2
     # halfway through the third piece the meter has one counted piece: 0.1 s for pieces[1]
     assert probes[0][1] == pytest.approx(2 * 0.1 / pieces[1], rel=0.02)
+
+
+async def test_a_segment_pause_is_silence_after_its_speech_and_a_pause_alone_asks_the_engine_nothing(tiny_ckpt_dir, tmp_path):
+    """``Segment.pause_after_s`` (a ``<break>``) is that much silence after the segment's speech, at
+    the codec's rate; a segment that is a pause only is silence with no engine request."""
+    import dataclasses
+
+    import numpy as np
+
+    rt = await open_runtime(gateway_settings(tiny_ckpt_dir, tmp_path / "data"))
+    try:
+        svc = rt.service
+        real_generate, requests = rt.engine.generate, []
+
+        def recording_generate(request):
+            requests.append(request)
+            return real_generate(request)
+
+        rt.engine.generate = recording_generate
+        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+
+        async def spoken(segment) -> np.ndarray:
+            async with contextlib.aclosing(svc.speak(segment, prefix, SamplingParams(temperature=0.0), "pause")) as s:
+                return np.concatenate([p async for p in s])
+
+        speech = svc.segment("Hello there.", "en")
+        plain = await spoken(speech)
+        paused = await spoken(dataclasses.replace(speech, pause_after_s=0.5))
+        assert len(requests) == 2
+        pause = round(0.5 * svc.sample_rate_hz)
+        assert paused.size == plain.size + pause
+        np.testing.assert_array_equal(paused[: plain.size], plain)  # greedy: the same speech
+        assert not paused[plain.size:].any()
+        alone = await spoken(dataclasses.replace(svc.segment("", "en"), pause_after_s=0.25))
+        assert alone.size == round(0.25 * svc.sample_rate_hz) and not alone.any()
+        assert len(requests) == 2 and svc.in_flight == 0
+    finally:
+        await rt.aclose()
