@@ -109,6 +109,7 @@ class Runtime:
                 await asyncio.shield(closer())
             except Exception:
                 logger.exception("closing %s failed", name)
+        self.cloner.close()
 
 
 async def _start_engine(options: EngineOptions) -> TtsEngine:
@@ -171,7 +172,8 @@ async def open_runtime(settings: Settings) -> Runtime:
             prefix=engine.default_prefix()[:0],  # [0, H]: no rows before the text
         ))
         cloner = VoiceCloner(encoder, engine.compress_reference, info.fingerprint, voices,
-                             limits=ClipLimits(max_bytes=settings.max_clip_bytes, max_ref_seconds=settings.max_ref_seconds))
+                             limits=ClipLimits(max_bytes=settings.max_clip_bytes, max_ref_seconds=settings.max_ref_seconds),
+                             max_concurrent=settings.max_concurrent_clones)
     except BaseException:
         await engine.aclose()
         raise

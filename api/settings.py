@@ -48,6 +48,10 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_MAX_REF_SECONDS             max_ref_seconds              15 (keep the first N s of a clone clip;
                                                                     0 keeps all, else at least 3)
     GEPARD_MAX_CLIP_BYTES              max_clip_bytes               20000000 (largest clone upload, bytes)
+    GEPARD_MAX_CONCURRENT_CLONES       max_concurrent_clones        4 (voice clones run at once; more wait up to
+                                                                    3 s for a place, then get 429)
+    GEPARD_CLONE_UPLOAD_TIMEOUT_S      clone_upload_timeout_s       120 (a clone's whole request body must
+                                                                    arrive within this; else 408)
     GEPARD_MAX_TRANSCRIPT_CHARS        max_transcript_chars         5000
     GEPARD_WS_IDLE_TIMEOUT_S           ws_idle_timeout_s            300 (Cartesia closes idle sockets at 5 min)
     GEPARD_MAX_CONTEXTS_PER_SOCKET     max_contexts_per_socket      64
@@ -115,6 +119,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 from api.errors import UnknownModelError
 from engine.requests import SAMPLING_BOUNDS, SamplingParams
 from voices.audio_input import DEFAULT_MAX_BYTES, DEFAULT_MAX_REF_SECONDS, DEFAULT_MIN_SECONDS
+from voices.cloning import MAX_CONCURRENT_CLONES
 
 if TYPE_CHECKING:
     from api.admission import AdmissionLimits
@@ -194,6 +199,8 @@ class Settings:
     preload_dir: Optional[Path] = field(default=None, metadata=_env("GEPARD_PRELOAD_DIR"))
     max_ref_seconds: float = field(default=DEFAULT_MAX_REF_SECONDS, metadata=_env("GEPARD_MAX_REF_SECONDS"))
     max_clip_bytes: int = field(default=DEFAULT_MAX_BYTES, metadata=_env("GEPARD_MAX_CLIP_BYTES"))
+    max_concurrent_clones: int = field(default=MAX_CONCURRENT_CLONES, metadata=_env("GEPARD_MAX_CONCURRENT_CLONES"))
+    clone_upload_timeout_s: float = field(default=120.0, metadata=_env("GEPARD_CLONE_UPLOAD_TIMEOUT_S"))
     max_transcript_chars: int = field(default=5000, metadata=_env("GEPARD_MAX_TRANSCRIPT_CHARS"))
     ws_idle_timeout_s: float = field(default=300.0, metadata=_env("GEPARD_WS_IDLE_TIMEOUT_S"))
     max_contexts_per_socket: int = field(default=64, metadata=_env("GEPARD_MAX_CONTEXTS_PER_SOCKET"))
@@ -326,6 +333,8 @@ class Settings:
             bad("max_ref_seconds", f"must be 0 (keep whole clips) or >= {DEFAULT_MIN_SECONDS:g} (the shortest "
                 f"clip accepted), got {self.max_ref_seconds!r}")
         in_range("max_clip_bytes", 1)
+        in_range("max_concurrent_clones", 1)
+        in_range("clone_upload_timeout_s", 0, lo_open=True)
         in_range("max_transcript_chars", 1)
         in_range("ws_idle_timeout_s", 0, lo_open=True)
         in_range("max_contexts_per_socket", 1)
@@ -573,6 +582,8 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "preload_dir": Path,
     "max_ref_seconds": _parse_float,
     "max_clip_bytes": _parse_int,
+    "max_concurrent_clones": _parse_int,
+    "clone_upload_timeout_s": _parse_float,
     "max_transcript_chars": _parse_int,
     "ws_idle_timeout_s": _parse_float,
     "max_contexts_per_socket": _parse_int,

@@ -12,7 +12,7 @@ synthesis path does it at a voice's first use, voices/recompute.py). Every step 
 ``store.put``, so a failure anywhere stores nothing.
 
 The blocking steps (decode, encode, compress) run one after another on the clone executor
-(``clone_executor()``: ``MAX_CONCURRENT_CLONES`` threads of its own), never on the event loop's
+(``VoiceCloner.executor``: ``max_concurrent`` threads of its own), never on the event loop's
 default executor, where the TTS routes encode audio: clones, however long, cannot starve synthesis.
 A clone cancelled while a step runs (its client hung up: api/disconnects.py) cannot interrupt that
 thread, so the cancel waits for the step to end and no further step starts; the decode also stops
@@ -52,25 +52,12 @@ if TYPE_CHECKING:  # annotation only: importing codec_worker would load the code
 logger = logging.getLogger(__name__)
 
 NUM_CODE_CHANNELS = 32
-#: Voice clones one process runs at once: the clone executor's threads, and the clone places the
-#: route hands out (api/routes/voices.py). Cloning is rare and takes seconds; more at once only
-#: queue for the same CPU. Not a setting (yet).
+#: Voice clones one cloner runs at once by default (GEPARD_MAX_CONCURRENT_CLONES): the clone
+#: executor's threads, and the clone places the route hands out (api/routes/voices.py). Cloning is
+#: rare and takes seconds; more at once only queue for the same CPU.
 MAX_CONCURRENT_CLONES = 4
 
 T = TypeVar("T")
-_executor: Optional[ThreadPoolExecutor] = None
-_executor_lock = threading.Lock()
-
-
-def clone_executor() -> ThreadPoolExecutor:
-    """The threads every clone's blocking steps run on (``MAX_CONCURRENT_CLONES``, one process-wide
-    pool, made at first use): apart from the event loop's default executor, which the TTS routes
-    use to encode audio, so no number of clones can hold up synthesis."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(MAX_CONCURRENT_CLONES, thread_name_prefix="voice-clone")
-        return _executor
 
 
 class _StepsCancelled(Exception):
@@ -80,8 +67,9 @@ class _StepsCancelled(Exception):
 class _Steps:
     """One clone's blocking steps, each on the clone executor (see the module docstring)."""
 
-    def __init__(self, voice_id: str) -> None:
+    def __init__(self, voice_id: str, executor: ThreadPoolExecutor) -> None:
         self.voice_id = voice_id
+        self._executor = executor
         self._cancelled = threading.Event()
 
     def check(self) -> None:
@@ -92,7 +80,7 @@ class _Steps:
     async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the clone executor. Cancelled meanwhile: the thread is told
         (``check``) and waited for, then the cancellation goes on; no later step starts."""
-        work = clone_executor().submit(functools.partial(fn, *args, **kwargs))
+        work = self._executor.submit(functools.partial(fn, *args, **kwargs))
         future = asyncio.wrap_future(work)
         try:
             return await asyncio.shield(future)
@@ -133,16 +121,29 @@ class VoiceCloner:
 
     ``compress`` is a blocking call and runs on the clone executor. ``model_fingerprint`` is
     recorded on every voice (``ModelInfo.fingerprint`` of the engine that owns ``compress``).
+    ``max_concurrent``: the executor's threads (the route gives out as many clone places).
     """
 
     def __init__(self, encoder: "CodecEncoder", compress: CompressFn, model_fingerprint: str,
-                 store: VoiceStore, *, limits: ClipLimits = ClipLimits(), user_id: str = "") -> None:
+                 store: VoiceStore, *, limits: ClipLimits = ClipLimits(), user_id: str = "",
+                 max_concurrent: int = MAX_CONCURRENT_CLONES) -> None:
+        if max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
         self.encoder = encoder
         self.compress = compress
         self.model_fingerprint = model_fingerprint
         self.store = store
         self.limits = limits
         self.user_id = user_id
+        self.max_concurrent = max_concurrent
+        # The threads every clone's blocking steps run on: apart from the event loop's default
+        # executor, which the TTS routes use to encode audio, so no number of clones can hold up
+        # synthesis. Threads start only when a clone needs one.
+        self.executor = ThreadPoolExecutor(max_concurrent, thread_name_prefix="voice-clone")
+
+    def close(self) -> None:
+        """No new clone steps; a step still running ends on its own (its clone waits for it)."""
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def clone(
         self,
@@ -184,7 +185,7 @@ class VoiceCloner:
         )
         if base_voice_id:
             logger.debug("voice %s: base_voice_id %s ignored", voice.id, base_voice_id)
-        steps = _Steps(voice.id)  # the blocking steps, on the clone executor (module docstring)
+        steps = _Steps(voice.id, self.executor)  # the blocking steps, on the clone executor (module docstring)
         # 2) clip -> pcm [N] float32 @ encoder rate (blocking decode + resample)
         limits = self.limits
         pcm = await steps.run(

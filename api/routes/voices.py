@@ -11,18 +11,18 @@
 Reads need any credential (an access token needs the ``tts`` grant); writes need an API key.
 Builtin voices (the default voice, preloaded clips) are listed and usable but read-only (403).
 
-Clones are bounded per process (``MAX_CONCURRENT_CLONES``): one holds its clip in memory (up to
-~20 MB) and its decoded audio while it runs, so unbounded clones could take gigabytes. A place is
-taken once the upload is all in, so a slow upload holds no place (four uploads trickling a byte at a
-time blocked every clone when the place came first); one over the limit waits up to
+Clones are bounded per process (``GEPARD_MAX_CONCURRENT_CLONES`` places, 4): one holds its clip in
+memory (up to ~20 MB) and its decoded audio while it runs, so unbounded clones could take gigabytes.
+A place is taken once the upload is all in, so a slow upload holds no place (four uploads trickling a
+byte at a time blocked every clone when the place came first); one over the limit waits up to
 ``CLONE_SLOT_WAIT_S`` for a place, then gets 429 ``concurrency_limited`` with retry advice. Uploads
 are bounded apart (api/routes/_clone_form.py): the bytes all uploads in progress hold, as they
-arrive, by ``CLONE_UPLOAD_BUFFER_CLIPS`` full-size uploads (429 past it), and each body's time by
-``CLONE_UPLOAD_TIMEOUT_S`` (408 ``request_timeout``). A place is held until the clone's work is over:
-when its client hangs up, the clone is cancelled (api/disconnects.py) but the step running in its
-thread cannot be, and the place stays taken until that thread ends (voices/cloning.py), so
-abandoned clones never run more than ``MAX_CONCURRENT_CLONES`` threads; those threads are the
-clone executor's, not the default executor the TTS routes encode audio on.
+arrive, by ``CLONE_UPLOAD_CLIPS_PER_PLACE`` full-size uploads per place (429 past it), and each
+body's time by ``GEPARD_CLONE_UPLOAD_TIMEOUT_S`` (408 ``request_timeout``). A place is held until the
+clone's work is over: when its client hangs up, the clone is cancelled (api/disconnects.py) but the
+step running in its thread cannot be, and the place stays taken until that thread ends
+(voices/cloning.py), so abandoned clones never run more threads than there are places; those
+threads are the cloner's own executor, not the default executor the TTS routes encode audio on.
 
 The drain waits for the clones in flight (``Runtime.clones_in_flight``, counted from the upload on)
 as it waits for open streams: a clone accepted before a shutdown ends with its voice id (one that
@@ -49,7 +49,6 @@ from api.protocol.requests import load_json
 from api.routes._clone_form import FORM_OVERHEAD_BYTES, CloneForm, UploadBudget, UploadHold, read_clone_form
 from api.routes._common import read_body, runtime_of, start_request
 from voices.accents import ACCENTS, accent_id_problem
-from voices.cloning import MAX_CONCURRENT_CLONES
 from voices.listing import MAX_LIST_LIMIT
 
 if TYPE_CHECKING:
@@ -61,21 +60,22 @@ DEFAULT_LIST_LIMIT = 10
 #: PATCH fields -> whether null is allowed (null clears an optional field).
 UPDATABLE_FIELDS = {"name": False, "description": True, "gender": True, "accent": True, "tagline": True}
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
-# MAX_CONCURRENT_CLONES (voices/cloning.py, 4): clones running at once in this process, counted
-# from when their upload is in until their last thread ends (each holds up to ~20 MB of clip plus
-# its decoded audio: 20 unbounded 19 MB clones took +677 MiB); also the clone executor's threads.
+# GEPARD_MAX_CONCURRENT_CLONES (``VoiceCloner.max_concurrent``, 4): clones running at once in this
+# process, counted from when their upload is in until their last thread ends (each holds up to
+# ~20 MB of clip plus its decoded audio: 20 unbounded 19 MB clones took +677 MiB); also the clone
+# executor's threads.
 #: How long a clone over the limit waits for a place (an upload for room in the buffer) before its 429.
 CLONE_SLOT_WAIT_S = 3.0
 #: The retry advice of that 429 (``retry-after`` / ``retry-after-ms``).
 CLONE_RETRY_AFTER_S = 2.0
-#: Clone uploads in progress hold at most this many full-size uploads' bytes together
-#: (``GEPARD_MAX_CLIP_BYTES`` + form overhead each: 160 MB by default, in memory or in the parser's
-#: temporary files), counted as they arrive, given back when their request ends. Not a setting (yet).
-CLONE_UPLOAD_BUFFER_CLIPS = 2 * MAX_CONCURRENT_CLONES
-#: Seconds a clone's whole request body may take to arrive (20 MB at ~1.5 Mbit/s); past it 408
-#: ``request_timeout``. The per-read idle bound (api/http_protocol.py, 30 s) alone let a body that
-#: sends a byte every 20 s go on forever. Not a setting (yet).
-CLONE_UPLOAD_TIMEOUT_S = 120.0
+#: Clone uploads in progress hold at most this many full-size uploads' bytes together per clone
+#: place (``GEPARD_MAX_CLIP_BYTES`` + form overhead each: 160 MB with the default 4 places, in
+#: memory or in the parser's temporary files), counted as they arrive, given back when their
+#: request ends.
+CLONE_UPLOAD_CLIPS_PER_PLACE = 2
+# GEPARD_CLONE_UPLOAD_TIMEOUT_S (120 s: 20 MB at ~1.5 Mbit/s): a clone's whole request body must
+# arrive within it, else 408 ``request_timeout``. The per-read idle bound (api/http_protocol.py,
+# 30 s) alone let a body that sends a byte every 20 s go on forever.
 
 
 async def _authorise(request: Request, write: Optional[str] = None) -> Principal:
@@ -185,20 +185,22 @@ async def delete_voice(request: Request) -> Response:
 
 @contextlib.asynccontextmanager
 async def _clone_place(request: Request) -> AsyncIterator[None]:
-    """One of this app's ``MAX_CONCURRENT_CLONES`` places, for the block; 429 ``concurrency_limited``
-    when none frees within ``CLONE_SLOT_WAIT_S``."""
+    """One of this app's ``GEPARD_MAX_CONCURRENT_CLONES`` places, for the block; 429
+    ``concurrency_limited`` when none frees within ``CLONE_SLOT_WAIT_S``."""
     state = request.app.state
+    most = runtime_of(request).cloner.max_concurrent
     places: Optional[asyncio.Semaphore] = getattr(state, "clone_places", None)
     if places is None:  # one per app (its event loop), made at its first clone
-        places = state.clone_places = asyncio.Semaphore(MAX_CONCURRENT_CLONES)
+        places = state.clone_places = asyncio.Semaphore(most)
     try:
         async with asyncio.timeout(CLONE_SLOT_WAIT_S):
             await places.acquire()
     except TimeoutError:
         logger.info("clone %s: refused, %d clones already running", getattr(request.state, "request_id", "-"),
-                    MAX_CONCURRENT_CLONES)
+                    most)
         raise RateLimitedError(
-            f"this server already runs {MAX_CONCURRENT_CLONES} voice clones, the most it runs at once; "
+            f"this server already runs {most} voice clones, the most it runs at once "
+            f"(GEPARD_MAX_CONCURRENT_CLONES); "
             f"retry in {CLONE_RETRY_AFTER_S:g} s", retry_after_s=CLONE_RETRY_AFTER_S) from None
     try:
         yield
@@ -207,12 +209,14 @@ async def _clone_place(request: Request) -> AsyncIterator[None]:
 
 
 def _upload_hold(request: Request, max_clip_bytes: int) -> UploadHold:
-    """This request's share of the app's upload budget (``CLONE_UPLOAD_BUFFER_CLIPS``)."""
+    """This request's share of the app's upload budget (``CLONE_UPLOAD_CLIPS_PER_PLACE`` full-size
+    uploads per clone place)."""
     state = request.app.state
     budget: Optional[UploadBudget] = getattr(state, "clone_upload_budget", None)
     if budget is None:  # one per app (its event loop), made at its first clone
         budget = state.clone_upload_budget = UploadBudget()
-    limit = CLONE_UPLOAD_BUFFER_CLIPS * (max_clip_bytes + FORM_OVERHEAD_BYTES)
+    clips = CLONE_UPLOAD_CLIPS_PER_PLACE * runtime_of(request).cloner.max_concurrent
+    limit = round(clips * (max_clip_bytes + FORM_OVERHEAD_BYTES))
     return UploadHold(budget, limit, CLONE_SLOT_WAIT_S, CLONE_RETRY_AFTER_S)
 
 
@@ -228,7 +232,7 @@ async def clone_voice(request: Request) -> Response:
     rt.clones_in_flight += 1
     hold = _upload_hold(request, rt.cloner.limits.max_bytes)
     try:
-        form = await read_clone_form(request, rt.cloner.limits.max_bytes, hold=hold, timeout_s=CLONE_UPLOAD_TIMEOUT_S)
+        form = await read_clone_form(request, rt.cloner.limits.max_bytes, hold=hold, timeout_s=rt.settings.clone_upload_timeout_s)
         async with _clone_place(request):  # once the upload is in: a slow one holds no place
             return await _clone(request, rt, rid, form)
     finally:

@@ -191,9 +191,9 @@ class BlockingEncoder(EnergyEncoder):
 
 
 async def test_blocking_steps_run_on_the_clone_executor(make_store: StoreFactory) -> None:
-    """Decode, encode and compress run on the clone executor (MAX_CONCURRENT_CLONES threads of its
+    """Decode, encode and compress run on the cloner's executor (``max_concurrent`` threads of its
     own), never on the event loop's default executor, where the TTS routes encode audio."""
-    from voices.cloning import MAX_CONCURRENT_CLONES, clone_executor
+    from voices.cloning import MAX_CONCURRENT_CLONES
 
     store = make_store()
     encoder, compress_threads = BlockingEncoder(), []
@@ -204,11 +204,13 @@ async def test_blocking_steps_run_on_the_clone_executor(make_store: StoreFactory
         return compress(codes)
 
     encoder.gate.set()
-    voice = await cloner_for(store, encoder=encoder, compress=compress_here).clone(wav(4.0), "a.wav", None, "V", "en")
+    cloner = cloner_for(store, encoder=encoder, compress=compress_here)
+    voice = await cloner.clone(wav(4.0), "a.wav", None, "V", "en")
     record = await store.get_record(voice.id)
     assert torch.equal(record.ref_codes.long(), energy_codes(load_reference_clip(wav(4.0))).T)
     assert [t.split("_")[0] for t in encoder.threads + compress_threads] == ["voice-clone"] * 2
-    assert clone_executor()._max_workers == MAX_CONCURRENT_CLONES
+    assert cloner.max_concurrent == cloner.executor._max_workers == MAX_CONCURRENT_CLONES
+    cloner.close()
 
 
 async def test_a_cancelled_clone_waits_for_its_running_step_and_starts_no_other(make_store: StoreFactory) -> None:

@@ -375,16 +375,16 @@ def test_a_clone_whose_client_hangs_up_is_cancelled_and_stores_nothing(deploymen
 
 def test_clones_past_the_process_limit_wait_briefly_then_get_429(deployment, monkeypatch):
     """A clone holds its upload and decoded audio in memory while it runs (20 concurrent 19 MB
-    clones took +677 MiB): at most MAX_CONCURRENT_CLONES run at once per process. One more, its
+    clones took +677 MiB): at most GEPARD_MAX_CONCURRENT_CLONES run at once per process. One more, its
     upload in, waits up to CLONE_SLOT_WAIT_S for a place, then gets 429 concurrency_limited with
     retry advice; one that finds a place within the wait is served."""
     import threading
 
     from api.routes import voices as voices_routes
 
-    limit = getattr(voices_routes, "MAX_CONCURRENT_CLONES", 4)
-    monkeypatch.setattr(voices_routes, "CLONE_SLOT_WAIT_S", 0.5, raising=False)
+    monkeypatch.setattr(voices_routes, "CLONE_SLOT_WAIT_S", 0.5)
     rt = deployment.server.runtime
+    limit = rt.cloner.max_concurrent
     cloner = rt.cloner
     encode, release, holding = cloner._encode, threading.Event(), []
 

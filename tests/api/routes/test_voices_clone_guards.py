@@ -5,6 +5,7 @@ and a truncated body, a malformed language or a misplaced part gets a 400 that s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -27,7 +28,8 @@ BOUNDARY = "gepardguards"
 
 @pytest.fixture(scope="module")
 def server(tiny_ckpt_dir, tmp_path_factory) -> Iterator[LiveServer]:
-    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("voices-guards"))
+    # 2 clone places (GEPARD_MAX_CONCURRENT_CLONES), not the default 4: the limits below are the setting's
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("voices-guards"), max_concurrent_clones=2)
     with LiveServer(settings) as live:
         yield live
 
@@ -93,7 +95,8 @@ def test_an_abandoned_clone_holds_its_place_until_its_thread_ends_off_the_defaul
     audio on the default executor, is not held up. (8 abandoned long clones used to fill the default
     executor and hold /tts/bytes' first byte for 54 s.)"""
     rt = server.runtime
-    limit = voices_routes.MAX_CONCURRENT_CLONES
+    limit = rt.cloner.max_concurrent
+    assert limit == 2 and rt.cloner.executor._max_workers == 2  # GEPARD_MAX_CONCURRENT_CLONES
     monkeypatch.setattr(voices_routes, "CLONE_SLOT_WAIT_S", 0.5)
     codec = rt.encoder._codec
     real_encode, real_compress = codec.encode, rt.cloner.compress
@@ -149,7 +152,7 @@ def test_slow_uploads_take_no_clone_place(server):
     opening = form(("name", b"slow", None), ("language", b"en", None), close=False)
     opening += f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="clip"; filename="a.wav"\r\n\r\n'.encode()
     socks = [socket.create_connection(("127.0.0.1", server.port), timeout=10)
-             for _ in range(voices_routes.MAX_CONCURRENT_CLONES + 1)]
+             for _ in range(rt.cloner.max_concurrent + 1)]
     try:
         for sock in socks:
             sock.sendall(head(1_000_000) + opening)
@@ -167,8 +170,9 @@ def test_slow_uploads_take_no_clone_place(server):
 
 def test_an_upload_that_does_not_arrive_within_the_deadline_gets_408(server, monkeypatch):
     """A body that trickles (a byte every 0.3 s: never idle for the 30 s that drops a connection)
-    is answered 408 request_timeout at CLONE_UPLOAD_TIMEOUT_S, and what it held is given back."""
-    monkeypatch.setattr(voices_routes, "CLONE_UPLOAD_TIMEOUT_S", 1.0)
+    is answered 408 request_timeout at GEPARD_CLONE_UPLOAD_TIMEOUT_S, and what it held is given back."""
+    rt = server.runtime
+    monkeypatch.setattr(rt, "settings", dataclasses.replace(rt.settings, clone_upload_timeout_s=1.0))
     body = clone_form("late", CLIP_22K.read_bytes())
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         t0 = time.monotonic()
@@ -199,10 +203,10 @@ def test_an_upload_that_does_not_arrive_within_the_deadline_gets_408(server, mon
 
 
 def test_uploads_in_progress_share_a_bounded_buffer(server, monkeypatch):
-    """The bytes all clone uploads in progress hold are bounded (CLONE_UPLOAD_BUFFER_CLIPS full-size
-    uploads): one more upload that finds the buffer full gets 429 with retry advice after the brief
-    wait; once the holder is gone, uploads go through again."""
-    monkeypatch.setattr(voices_routes, "CLONE_UPLOAD_BUFFER_CLIPS", 1)
+    """The bytes all clone uploads in progress hold are bounded (CLONE_UPLOAD_CLIPS_PER_PLACE full-size
+    uploads per clone place): one more upload that finds the buffer full gets 429 with retry advice
+    after the brief wait; once the holder is gone, uploads go through again."""
+    monkeypatch.setattr(voices_routes, "CLONE_UPLOAD_CLIPS_PER_PLACE", 1 / server.runtime.cloner.max_concurrent)  # 1 clip
     monkeypatch.setattr(voices_routes, "CLONE_SLOT_WAIT_S", 0.5)
     state = server.server.config.app.state
     big = 19_900_000  # leaves less room than the clip below needs
