@@ -67,7 +67,7 @@ from api.protocol.requests import (
     ProtocolError,
     UnsupportedVoiceModeError,
 )
-from api.text.errors import NormalizationModeError, TextError
+from api.text.errors import InvalidMarkupError, NormalizationModeError, TextError
 from codec_worker import errors as codec_errors
 from engine import errors as engine_errors
 from voices import errors as voice_errors
@@ -360,6 +360,7 @@ _TABLE: dict[type[BaseException], _Rule] = {
     # audio and text paths
     AudioFormatError: _Rule(400, "invalid_output_format", "Invalid output format"),
     NormalizationModeError: _Rule(400, "invalid_normalization", "Invalid request"),
+    InvalidMarkupError: _Rule(400, "invalid_markup", "Invalid transcript tag"),
     TextError: _Rule(400, "invalid_text", "Invalid request"),
 }
 

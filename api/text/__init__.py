@@ -1,7 +1,8 @@
-"""The gateway's text path: normalisation (with alignment), segmentation of streamed
-transcripts, and word timestamps estimated from the synthesised audio. HTTP-free and pure."""
+"""The gateway's text path: transcript tags, normalisation (with alignment), segmentation of
+streamed transcripts, and word timestamps estimated from the synthesised audio. HTTP-free and pure."""
 
-from api.text.errors import NormalizationModeError, TextError
+from api.text.errors import InvalidMarkupError, NormalizationModeError, TextError
+from api.text.markup import MarkupState
 from api.text.normalization import (
     NormalizationMode,
     NormalizedText,
@@ -21,6 +22,8 @@ from api.text.timestamps import (
 )
 
 __all__ = [
+    "InvalidMarkupError",
+    "MarkupState",
     "NormalizationMode",
     "NormalizationModeError",
     "NormalizedText",

@@ -29,13 +29,26 @@ good prosody:
   ``take_whole_words()`` (the buffer timer: the client paused) returns it up to its last
   whitespace: the word after it may still be arriving ("fo" "x"), so it stays, unless it is all
   the buffer holds. Whitespace-only segments are dropped, never returned.
+- **Transcript tags** (api/text/markup.py): no segment is cut inside a tag or a
+  ``<spell>...</spell>`` span (it may hold ". " and spaces). A ``<break>`` ends a segment, with any
+  breaks right after it (its pause follows that segment's speech); a segment ends before a
+  ``<speed>`` or ``<volume>`` tag, so each segment has one speed and one volume; a sentence mark
+  right before another tag ends a sentence as if whitespace followed it. Unfinished markup at the
+  end of the buffer ("<break ti", "<", "<spell>AB") waits for its rest at every cut, as a half word
+  does: the sentence cuts, ``take_whole_words`` (the client paused mid-tag), and
+  ``take_ready(force=True, hold_markup=True)`` (a WebSocket submission with
+  max_buffer_delay_ms=0: the client sends a tag in pieces, as Cartesia warns they do). A plain
+  ``take_ready(force=True)`` (flush, end of input, a whole HTTP transcript) hands it out too: the
+  segment's reading then drops an unfinished tag and spells an unclosed ``<spell>`` to its end.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Optional
 
+from api.text.markup import Span, TagKind, scan
 from api.text.normalization import known_abbreviations
 
 __all__ = ["TextBuffer"]
@@ -56,6 +69,7 @@ _IN_WORD = str.maketrans("", "", "'’-")  # "don't", "well-known" are still ord
 # starts a list item ("First item. 2. Second").
 _SHORT_WORD_MAX = 4
 _LIST_NUMBER_RE = re.compile(r"\d+\.(?!\d)")  # "2. Second", not "2.5"
+_CUT_BEFORE = (TagKind.SPEED, TagKind.VOLUME)  # a segment has one speed and one volume
 
 
 class TextBuffer:
@@ -99,30 +113,51 @@ class TextBuffer:
         pending, self._buf = self._buf, ""
         return pending
 
-    def take_ready(self, force: bool = False) -> list[str]:
-        """Complete segments, in order; with ``force`` the remainder too (if not blank)."""
+    @property
+    def waits_for_markup(self) -> bool:
+        """Whether all the pending text (whitespace aside) is unfinished markup ("<break ti",
+        "<spell>AB"): no cut releases anything until its rest arrives."""
+        open_at = scan(self._buf).open_at
+        return open_at is not None and not self._buf[:open_at].strip()
+
+    def take_ready(self, force: bool = False, hold_markup: bool = False) -> list[str]:
+        """Complete segments, in order; with ``force`` the remainder too (if not blank), bar
+        unfinished markup at its end with ``hold_markup`` (the client is mid-tag)."""
         out: list[str] = []
+        marks = _Marks(self._buf)  # one scan for all the cuts (a scan per cut is quadratic)
         while True:
-            cut = self._find_cut(self._buf)
+            cut = self._find_cut(self._buf, marks)
             if cut is None:
                 break
             segment, self._buf = self._buf[:cut], self._buf[cut:]
+            marks.cut(cut)
             if segment.strip():
                 out.append(segment)
         if force:
             rest = self.clear()
+            open_at = marks.open_at if hold_markup else None
+            if open_at is not None:
+                rest, self._buf = rest[:open_at], rest[open_at:]
             if rest.strip():
                 out.append(rest)
         return out
 
     def take_whole_words(self) -> list[str]:
         """Complete segments, then the remainder up to its last whitespace; its last word stays
-        pending unless it is the only one (the client went quiet mid-word: say it all)."""
+        pending unless it is the only one (the client went quiet mid-word: say it all). Unfinished
+        markup at the end always stays: the words before it are whole (a tag separates words)."""
         out = self.take_ready()
         rest = self._buf
+        found = scan(rest)
+        if found.open_at is not None:
+            head, self._buf = rest[: found.open_at], rest[found.open_at :]
+            return out + [head] if head.strip() else out
         start = len(rest)
         while start > 0 and not rest[start - 1].isspace():
             start -= 1  # the unfinished word is rest[start:] (empty when rest ends in whitespace)
+        inside = _span_around(found.spans, start)
+        if inside is not None:  # a space inside a tag or a spell span: the span is the last word
+            start = inside.start
         if not rest[:start].strip():
             return out + self.take_ready(force=True)
         out.append(rest[:start])
@@ -131,11 +166,25 @@ class TextBuffer:
 
     # --- boundary search ----------------------------------------------------------------------
 
-    def _find_cut(self, buf: str) -> Optional[int]:
-        """End (exclusive, trailing whitespace included) of the first segment in ``buf``."""
+    def _find_cut(self, buf: str, marks: "_Marks") -> Optional[int]:
+        """End (exclusive, trailing whitespace included) of the first segment in ``buf``, whose
+        markup is ``marks``."""
+        if marks.open_at is not None:
+            buf = buf[: marks.open_at]  # unfinished markup: for now the text ends where it starts
         n = len(buf)
         i = 0
+        floor = 0  # where the last span ended: a word starts there at the latest ("<speed .../>Fast.")
+        span = marks.next_from(0)  # the next span; the scan below never steps over a span's "<"
         while i < n:
+            if span is not None and i == span.start:
+                # never inside one; a break ends the segment, speed and volume start one
+                if span.kind is TagKind.BREAK:
+                    return _after_breaks(buf, span.end, marks)
+                if span.kind in _CUT_BEFORE and buf[:i].strip():
+                    return i
+                i = floor = span.end
+                span = marks.next_from(i)
+                continue
             c = buf[i]
             if c in _ALL_MARKS:
                 j = i
@@ -147,11 +196,16 @@ class TextBuffer:
                 run = buf[i:j]
                 if k < n and buf[k].isspace():
                     w = _skip_space(buf, k)
-                    if self._ends_sentence(buf, i, run, w if w < n else None):
+                    if self._ends_sentence(buf, i, run, w if w < n else None, floor):
                         return w
                 elif k == n:
-                    if self.eager and self._ends_sentence(buf, i, run, None):
+                    if self.eager and self._ends_sentence(buf, i, run, None, floor):
                         return n
+                elif span is not None and k == span.start:
+                    # "Hello.<spell>..." as "Hello. <spell>..." (a break after the mark is the
+                    # segment's own: the cut comes after it)
+                    if span.kind is not TagKind.BREAK and self._ends_sentence(buf, i, run, k, floor):
+                        return k
                 elif any(ch in _NO_SPACE_MARKS for ch in run):
                     return _skip_space(buf, k)
                 i = j
@@ -164,16 +218,13 @@ class TextBuffer:
                         return _skip_space(buf, i + 1)
             i += 1
         if self.max_chars is not None and n >= self.max_chars:
-            head = buf[: self.max_chars]
-            space = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
-            if space > 0 and head[:space].strip():
-                return _skip_space(buf, space)
-            return self.max_chars
+            return _cap_cut(buf, self.max_chars, marks)
         return None
 
-    def _ends_sentence(self, buf: str, i: int, run: str, next_at: Optional[int]) -> bool:
+    def _ends_sentence(self, buf: str, i: int, run: str, next_at: Optional[int], floor: int = 0) -> bool:
         """Whether the mark run ``run`` at ``buf[i]`` ends a sentence; ``next_at`` is the index of
-        the first character after the following whitespace, or None when it has not arrived yet."""
+        the first character after the following whitespace, or None when it has not arrived yet;
+        ``floor``: the end of the last tag before the mark (the word before it starts there at the latest)."""
         at_end = next_at is None
         next_char = None if next_at is None else buf[next_at]
         # the buffer ends at the mark (or its closers): the word before it may go on ("$3." "50")
@@ -181,13 +232,13 @@ class TextBuffer:
         if any(ch in _STRONG_MARKS for ch in run):
             if not open_word or any(ch not in _ASCII_STRONG_MARKS for ch in run):
                 return True  # CJK, Arabic, Devanagari marks never occur inside a word
-            word = _word_before(buf, i)
+            word = _word_before(buf, i, floor)
             return not word or _is_plain_word(word)  # "example.com/search?" may go on: "q=tts"
         if next_char is not None and next_char.islower():
             return False  # "approx. five", "wait... what"
         if run != ".":
             return not at_end  # "..." / "…": wait to see what follows
-        word = _word_before(buf, i)
+        word = _word_before(buf, i, floor)
         abbreviations = known_abbreviations()
         key = (word + ".").lower()
         if key in abbreviations:
@@ -198,7 +249,7 @@ class TextBuffer:
             return next_char is not None and next_char.isupper()
         if word.isdigit():
             # "3." may become "3.5"; "1. First" is a list item, not a sentence.
-            return not at_end and buf[:i].strip() != word
+            return not at_end and buf[floor:i].strip() != word
         if at_end:
             # "$3." "3.11." "192.168." "me@example." are numbers and addresses in pieces: only an
             # ordinary word ends a sentence before its next piece ("Jan." waits as an abbreviation).
@@ -208,6 +259,83 @@ class TextBuffer:
             # but "First item. 2. Second" is a list going on
             return bool(_LIST_NUMBER_RE.match(buf, next_at))
         return True
+
+
+class _Marks:
+    """The markup of a buffer, scanned once for all the cuts of one ``take_ready``: each cut takes
+    the buffer's head off (``cut``), and positions are asked and answered in the buffer as it is now."""
+
+    def __init__(self, text: str) -> None:
+        found = scan(text)
+        self._spans = found.spans  # in order, never overlapping
+        self._positions = [span.start for span in found.spans]
+        self._starts = {span.start: span for span in found.spans}
+        self._open_at = found.open_at
+        self._base = 0  # characters cut off the buffer since the scan
+
+    def cut(self, n: int) -> None:
+        self._base += n
+
+    @property
+    def open_at(self) -> Optional[int]:
+        """Where unfinished markup starts (it runs to the end of the buffer); None: none."""
+        return None if self._open_at is None else self._open_at - self._base
+
+    def starting(self, i: int) -> Optional[Span]:
+        """The span that starts at ``i``, if any."""
+        span = self._starts.get(i + self._base)
+        return None if span is None else self._now(span)
+
+    def next_from(self, i: int) -> Optional[Span]:
+        """The first span that starts at ``i`` or after it, if any."""
+        k = bisect.bisect_left(self._positions, i + self._base)
+        return self._now(self._spans[k]) if k < len(self._spans) else None
+
+    def around(self, pos: int) -> Optional[Span]:
+        """The span that ``pos`` is strictly inside (a cut there would split it), if any."""
+        at = pos + self._base
+        k = bisect.bisect_left(self._positions, at) - 1  # the last span that starts before it
+        if k < 0 or at >= self._spans[k].end:
+            return None
+        return self._now(self._spans[k])
+
+    def _now(self, span: Span) -> Span:
+        return Span(span.start - self._base, span.end - self._base, span.kind)
+
+
+def _cap_cut(buf: str, max_chars: int, marks: _Marks) -> int:
+    """Where a buffer of at least ``max_chars`` without a boundary is cut: its last whitespace
+    before ``max_chars`` that is in no span, else ``max_chars``, else around the span there."""
+    head = buf[:max_chars]
+    space = _last_space(head, max_chars)
+    while space >= 0 and (inside := marks.around(space)) is not None:
+        space = _last_space(head, inside.start)
+    if space > 0 and head[:space].strip():
+        return _skip_space(buf, space)
+    inside = marks.around(max_chars)
+    if inside is not None:
+        return inside.start if inside.start > 0 else _skip_space(buf, inside.end)
+    return max_chars
+
+
+def _last_space(text: str, end: int) -> int:
+    return max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end))
+
+
+def _span_around(spans: tuple[Span, ...], pos: int) -> Optional[Span]:
+    """The span that ``pos`` is strictly inside (a cut there would split it), if any."""
+    return next((s for s in spans if s.start < pos < s.end), None)
+
+
+def _after_breaks(buf: str, end: int, marks: _Marks) -> int:
+    """The end of a run of ``<break>`` tags (and the whitespace between and after them) that
+    starts with the one ending at ``end``: their pauses add up after the segment's speech."""
+    while True:
+        end = _skip_space(buf, end)
+        span = marks.starting(end)
+        if span is None or span.kind is not TagKind.BREAK:
+            return end
+        end = span.end
 
 
 def _skip_space(buf: str, k: int) -> int:
@@ -222,9 +350,10 @@ def _is_plain_word(word: str) -> bool:
     return word.rstrip("".join(_CLOSERS)).translate(_IN_WORD).isalpha()
 
 
-def _word_before(buf: str, i: int) -> str:
-    """The whitespace-delimited word ending at ``buf[i]`` (exclusive), opening quotes removed."""
+def _word_before(buf: str, i: int, floor: int = 0) -> str:
+    """The whitespace-delimited word ending at ``buf[i]`` (exclusive) and starting at ``floor`` at
+    the latest, opening quotes removed."""
     start = i
-    while start > 0 and not buf[start - 1].isspace():
+    while start > floor and not buf[start - 1].isspace():
         start -= 1
     return buf[start:i].lstrip(_OPENERS)
