@@ -89,6 +89,7 @@ from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEve
 from api.protocol.requests import ProtocolError, WsCancelRequest, WsGenerationRequest, parse_ws_message
 from api.synthesis import ContextDictionary, Segment, SynthesisService
 from api.text import TextBuffer, segment_timestamps
+from api.text.markup import MarkupState
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +167,8 @@ class WsContext:
         self.samples_in = 0  # codec-rate samples of the segments spoken so far (timestamp offsets)
         self.sampling = conn.service.sampling(first)
         self.volume = conn.service.volume(first)
+        self.speed = conn.service.speed(first)  # fixed by the first message, as the volume is
+        self.markup = MarkupState()  # what the transcript's <speed>/<volume> tags set, from segment to segment
         self._timer: Optional[asyncio.TimerHandle] = None
         self._buffer_delay_s = first.max_buffer_delay_ms / 1000.0  # the latest message's, for the timer
         self._segments = 0
@@ -201,7 +204,9 @@ class WsContext:
         """Working on something: text buffered, segments, flushes or its end queued, or one of them
         running (audio owed). Only a busy context holds off the socket's idle close; an open context
         that waits for more text does not."""
-        return self.working and (len(self.buffer) > 0 or not self.jobs.empty() or self._job_running)
+        # unfinished markup alone ("<break ti") is not work: it waits for the client, like an open context
+        buffered = len(self.buffer) > 0 and not self.buffer.waits_for_markup
+        return self.working and (buffered or not self.jobs.empty() or self._job_running)
 
     @property
     def holds_drain(self) -> bool:
@@ -238,7 +243,8 @@ class WsContext:
             self.jobs.put_nowait(_Job("done", self.flush_id))
             self.state = ContextState.CLOSING
         elif msg.max_buffer_delay_ms == 0:
-            self._cut(force=True)  # "custom buffering": every submission is generated as it comes
+            # "custom buffering": every submission is generated as it comes, bar a tag still arriving
+            self._cut(force=True, hold_markup=True)
         else:
             self._buffer_delay_s = msg.max_buffer_delay_ms / 1000.0
             self._cut(force=False)
@@ -249,11 +255,12 @@ class WsContext:
             # the client paused: say what it sent, but not a word it may be half-way through ("fo")
             self._cut(force=False, whole_words=True)
 
-    def _cut(self, force: bool, whole_words: bool = False) -> None:
-        """Queue the buffer's complete segments (``force``: all of it; ``whole_words``: up to its
-        last word) and time what is left: the buffer timer runs from the first text buffered
-        since the last cut, with the client's latest max_buffer_delay_ms."""
-        texts = self.buffer.take_whole_words() if whole_words else self.buffer.take_ready(force=force)
+    def _cut(self, force: bool, whole_words: bool = False, hold_markup: bool = False) -> None:
+        """Queue the buffer's complete segments (``force``: all of it, bar a tag still arriving with
+        ``hold_markup``; ``whole_words``: up to its last word) and time what is left: the buffer
+        timer runs from the first text buffered since the last cut, with the client's latest
+        max_buffer_delay_ms. A tag still arriving alone gets no timer: only its rest can finish it."""
+        texts = self.buffer.take_whole_words() if whole_words else self.buffer.take_ready(force, hold_markup)
         for text in texts:
             if text.strip():
                 self._queued_chars += len(text)
@@ -262,7 +269,8 @@ class WsContext:
             # what is left after a cut is newer text (or the word the timer kept): its own delay, from now
             self._timer.cancel()
             self._timer = None
-        if len(self.buffer) and self._timer is None and self.state is ContextState.OPEN:
+        waiting = len(self.buffer) and not self.buffer.waits_for_markup
+        if waiting and self._timer is None and self.state is ContextState.OPEN:
             self._timer = asyncio.get_running_loop().call_later(self._buffer_delay_s, self._on_timer)
 
     # -- stream place ----------------------------------------------------------------------------
@@ -372,7 +380,9 @@ class WsContext:
         service.check_pronounced([job.text], prons, cfg.pronunciation_dict_id, what="sentence")
         # normalization: Cartesia documents it for bytes and SSE only, but it is fixed with the rest of
         # the context by its first message, and a client that sends it on a socket means it
-        segment: Segment = service.segment(job.text, cfg.effective_language, cfg.normalization, pronunciations=prons)
+        # the context's <speed>/<volume> state moves on here, segment after segment, in order
+        segment: Segment = service.segment(job.text, cfg.effective_language, cfg.normalization, pronunciations=prons,
+                                           markup=self.markup)
         if not segment.has_audio:  # whitespace, punctuation or emoji only (and no pause): nothing to send
             return
         if self._owed_since is None:
@@ -393,7 +403,7 @@ class WsContext:
         # aclosing: a cancel landing outside the engine await (sending, encoding) still closes the
         # generator at once, which aborts the engine request and frees the codec stream.
         async with contextlib.aclosing(service.speak(segment, prefix, self.sampling, rid, self.volume,
-                                                   timing=self.timing)) as audio:
+                                                   timing=self.timing, speed=self.speed)) as audio:
             async for pcm in audio:
                 if cfg.add_timestamps:
                     pieces.append(pcm)
@@ -620,7 +630,7 @@ class WsConnection:
                     await ctx.fail(lapsed)
                     return
             try:
-                self.service.check_request(msg)  # every message: transcript length, model, speed
+                self.service.check_request(msg)  # every message: transcript length, model
                 self._check_text(ctx, msg)
             except Exception as exc:
                 await ctx.fail(exc)

@@ -1,6 +1,6 @@
 """SynthesisService: transcript + voice -> engine frames -> codec PCM, shared by the three TTS routes.
 
-    service.check_request(req)                       # model id, transcript length, speed (raises ApiError)
+    service.check_request(req)                       # model id, transcript length (raises ApiError)
     prefix = await service.voice_prefix(voice_id)    # for this checkpoint; VoiceNotFoundError names the id
     for segment in service.plan(text, language, normalization):
         async for pcm in service.speak(segment, prefix, sampling, request_id):   # [N] float32 @ 22050 Hz
@@ -11,6 +11,13 @@ is cut into sentence segments; each segment is one engine request. Text is norma
 segment (numbers, dates... spoken as words) and the alignment is kept for word timestamps.
 Closing a ``speak`` iterator early (client gone, cancel) aborts the engine request and frees
 the codec stream.
+
+Transcript tags (Cartesia's ``<break>``, ``<spell>``, ``<speed>``, ``<volume>``, ``<emotion>``;
+api/text/markup.py). ``segment()`` reads them: a segment's breaks become its ``pause_after_s``,
+spell spans are spoken character by character, and ``<speed>``/``<volume>`` set the segment's own
+speed and volume through a ``MarkupState`` that ``plan()`` keeps for one request and a WebSocket
+context keeps for its life, so a tag holds until the next of its kind. A bad value is
+InvalidMarkupError (400 ``invalid_markup``): before the response on HTTP, in band on a WebSocket.
 
 Pronunciation dictionaries. A request's dictionary is read from the store once (a WebSocket
 context re-reads it for each segment through its ``ContextDictionary``, so an update applies to the
@@ -25,6 +32,7 @@ its last copy (an INFO line), so the text it accepted is still spoken.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -36,13 +44,17 @@ import numpy as np
 import torch
 
 from api.admission import Admission, LoadMeter, StreamTicket
-from api.errors import BadRequestError, PronouncedTextTooLongError, RateLimitedError, TranscriptTooLongError
+from api.audio.tempo import TimeStretch
+from api.errors import PronouncedTextTooLongError, RateLimitedError, TranscriptTooLongError
 from api.protocol.requests import EmptyTranscriptError
 from api.settings import Settings
 from api.stream_timing import StreamObserver, StreamTiming
 from api.text import NormalizedText, TextBuffer, has_speech
+from api.text.markup import MarkupState
+from api.text.markup import parse as parse_markup
+from api.text.markup_reading import read_markup
 from api.text.pronunciation import (
-    Pronunciations, SizedLru, apply_pronunciations, compile_pronunciations, entry_chars, normalize_pronounced,
+    Pronunciations, SizedLru, apply_pronunciations, compile_pronunciations, entry_chars,
 )
 from codec_worker.interface import CodecDecoder
 from engine.interface import TtsEngine
@@ -59,11 +71,6 @@ DEFAULT_LANGUAGE = "en"
 DICTIONARY_MEMORY_CHARS = 4_000_000
 
 
-class SpeedNotSupportedError(BadRequestError):
-    default_error_code = "speed_not_supported"
-    title = "Speed control not supported"
-
-
 @dataclass(frozen=True)
 class PreparedRequest:
     """A checked HTTP request, ready to speak: everything resolved before the response starts."""
@@ -72,6 +79,7 @@ class PreparedRequest:
     segments: list["Segment"]
     sampling: SamplingParams
     volume: float
+    speed: float = 1.0  # the request's speech rate factor (``speak``'s ``speed``)
 
 
 @dataclass(frozen=True)
@@ -187,12 +195,7 @@ class SynthesisService:
             self.check_model(req.model_id)
         if len(req.transcript) > self.settings.max_transcript_chars:
             raise TranscriptTooLongError(len(req.transcript), self.settings.max_transcript_chars)
-        speed = req.speed_factor
-        if speed is not None and abs(speed - 1.0) > 1e-6:
-            raise SpeedNotSupportedError(
-                f"generation_config.speed={speed:g} is not supported by Gepard; send 1.0 or omit it "
-                "(speech rate follows the voice prompt)"
-            )
+        # the speech rate needs no check here: the wire model bounds it (0.6-1.5) and speak() stretches to it
 
     def sampling(self, req) -> SamplingParams:
         return req.to_sampling_params(self.defaults)
@@ -202,9 +205,17 @@ class SynthesisService:
         cfg = getattr(req, "generation_config", None)
         return float(cfg.volume) if cfg is not None and cfg.volume is not None else 1.0
 
-    async def prepare(self, req, *, model_checked: bool = False) -> PreparedRequest:
+    @staticmethod
+    def speed(req) -> float:
+        """The request's speech rate factor: ``generation_config.speed``, else the deprecated
+        ``speed`` ("slow" 0.8, "fast" 1.25), else 1.0 (the voice's own rate)."""
+        factor = req.speed_factor
+        return float(factor) if factor is not None else 1.0
+
+    async def prepare(self, req, *, model_checked: bool = False, speed: Optional[float] = None) -> PreparedRequest:
         """Check a /tts/bytes or /tts/sse request and resolve its voice and segments (errors are 4xx).
-        ``model_checked``: as for ``check_request``."""
+        ``model_checked``: as for ``check_request``. ``speed``: the route's own speech rate over the
+        request's (the OpenAI route: its 0.25-4.0 does not fit Cartesia's ``generation_config``)."""
         self.check_request(req, model_checked=model_checked)
         prefix = await self.voice_prefix(req.voice_id)
         prons = await self.pronunciations(req.pronunciation_dict_id)
@@ -212,7 +223,8 @@ class SynthesisService:
                              dict_id=req.pronunciation_dict_id)
         if not segments:
             raise EmptyTranscriptError("transcript: nothing to speak after normalisation")
-        return PreparedRequest(prefix, segments, self.sampling(req), self.volume(req))
+        return PreparedRequest(prefix, segments, self.sampling(req), self.volume(req),
+                               self.speed(req) if speed is None else float(speed))
 
     async def voice_prefix(self, voice_id: str) -> torch.Tensor:
         """The speaker prefix [K, H] of ``voice_id`` for the loaded checkpoint: the stored one (cached
@@ -271,39 +283,64 @@ class SynthesisService:
             raise PronouncedTextTooLongError(what, sum(len(t) for t in texts), pronounced, limit, dict_id or "")
 
     def segment(self, text: str, language: Optional[str], normalization: Optional[str] = None,
-                pronunciations: Optional[Pronunciations] = None) -> Segment:
-        """One segment: the dictionary's sounds-like entries, then normalisation; the alignment
-        maps the spoken words back to the client's own tokens (api/text/pronunciation.py)."""
+                pronunciations: Optional[Pronunciations] = None, markup: Optional[MarkupState] = None) -> Segment:
+        """One segment: its transcript tags read (api/text/markup.py; InvalidMarkupError, 400
+        ``invalid_markup``, for a bad value), then the dictionary's sounds-like entries and
+        normalisation outside tags and spell spans; the alignment maps the spoken words back to the
+        client's own tokens (api/text/markup_reading.py, api/text/pronunciation.py).
+
+        Its breaks, added up, are ``pause_after_s`` (the segmenter puts them at its end). Its
+        ``<speed>``/``<volume>`` tags move ``markup``, the request's or context's state, on, and the
+        segment gets the speed and volume in force after them (None until a tag set one): the
+        segmenter starts a segment at each such tag, so they apply from where they stand; a tag
+        inside a segment made otherwise sets the whole segment. A segment of tags only still moves
+        the state (it has no audio unless it has a break)."""
         mode = normalization or "auto"
         lang = language or DEFAULT_LANGUAGE
-        return Segment(text, normalize_pronounced(text, lang, mode, pronunciations))
+        marked = parse_markup(text)
+        state = markup if markup is not None else MarkupState()
+        marked.apply(state)
+        return Segment(text, read_markup(marked, lang, mode, pronunciations),
+                       speed=state.speed, volume=state.volume, pause_after_s=marked.pause_s)
 
     def plan(self, transcript: str, language: Optional[str], normalization: Optional[str] = None,
-             pronunciations: Optional[Pronunciations] = None, *, dict_id: Optional[str] = None) -> list[Segment]:
+             pronunciations: Optional[Pronunciations] = None, *, dict_id: Optional[str] = None,
+             markup: Optional[MarkupState] = None) -> list[Segment]:
         """Cut a whole transcript into sentence segments, leaving out those with nothing to speak
         (punctuation or emoji only): none at all for a transcript like "..." or ":)". With a
         dictionary, the text after it must fit GEPARD_MAX_TRANSCRIPT_CHARS (``check_pronounced``;
-        ``dict_id`` names the dictionary in the error)."""
+        ``dict_id`` names the dictionary in the error). Every segment is read before any is
+        returned, so a bad tag anywhere is a 400 before the response starts; ``<speed>`` and
+        ``<volume>`` carry from segment to segment through ``markup`` (a fresh state by default).
+        The transcript is complete: an unfinished tag at its end is dropped, an unclosed
+        ``<spell>`` spells to its end. A break at its start is a pause-only segment first."""
         buf = TextBuffer(clause_min_chars=None, max_chars=400)
         buf.append(transcript)
         parts = buf.take_ready(force=True)
         self.check_pronounced(parts, pronunciations, dict_id)
-        segments = (self.segment(p, language, normalization, pronunciations) for p in parts)
+        state = markup if markup is not None else MarkupState()
+        segments = [self.segment(p, language, normalization, pronunciations, markup=state) for p in parts]
         return [s for s in segments if s.has_audio]
 
     # -- audio ----------------------------------------------------------------------------------
     async def speak(
         self, segment: Segment, prefix: Optional[torch.Tensor], sampling: SamplingParams, request_id: str,
-        volume: float = 1.0, timing: Optional[StreamTiming] = None,
+        volume: float = 1.0, timing: Optional[StreamTiming] = None, speed: float = 1.0,
     ) -> AsyncIterator[np.ndarray]:
         """Generate one segment: yields PCM chunks [N] float32 @ 22050 Hz as the codec produces them,
-        scaled by ``volume`` (generation_config.volume; the segment's own, when it has one) and
-        clipped to [-1, 1], then the segment's pause as silence. ``timing`` (the stream's playback
+        time-stretched to ``speed`` (generation_config.speed: a rate factor, same pitch; the
+        segment's own, when it has one), scaled by ``volume`` (generation_config.volume; the
+        segment's own, when it has one) and clipped to [-1, 1], then the segment's pause as silence
+        (not stretched). What is yielded is what is delivered: the load meter, ``timing``, the
+        sinks and the word timestamps all see the stretched audio. ``timing`` (the stream's playback
         model) owes audio from the engine submission to the segment's end."""
         if segment.volume is not None:
             volume = segment.volume
+        if segment.speed is not None:
+            speed = segment.speed
         if segment.has_speech:
-            async with contextlib.aclosing(self._speech(segment, prefix, sampling, request_id, volume, timing)) as audio:
+            async with contextlib.aclosing(self._speech(segment, prefix, sampling, request_id, volume, timing,
+                                                        speed)) as audio:
                 async for pcm in audio:
                     yield pcm
         if segment.pause_after_s > 0:
@@ -317,9 +354,10 @@ class SynthesisService:
 
     async def _speech(
         self, segment: Segment, prefix: Optional[torch.Tensor], sampling: SamplingParams, request_id: str,
-        volume: float, timing: Optional[StreamTiming],
+        volume: float, timing: Optional[StreamTiming], speed: float = 1.0,
     ) -> AsyncIterator[np.ndarray]:
-        """The segment's speech: one engine request and one codec stream."""
+        """The segment's speech: one engine request and one codec stream, stretched to ``speed``."""
+        stretch = TimeStretch(speed, self.sample_rate_hz)  # 1.0: a pass-through without a filter graph
         if self._in_flight >= self.settings.max_concurrent_generations:
             raise RateLimitedError(
                 f"too many concurrent generations ({self.settings.max_concurrent_generations}); retry shortly",
@@ -343,13 +381,15 @@ class SynthesisService:
                 async for chunk in frames:
                     if self._interrupted is not None:  # the drain timeout cut the streams left
                         raise self._interrupted
-                    decodes = []  # in order, each piece handed over before the next is decoded
+                    decodes = []  # in order, each piece handed over before the next is decoded; last: the tail
                     if chunk.num_frames:
-                        decodes.append(functools.partial(stream.push, chunk.codes))
+                        decodes.append((functools.partial(stream.push, chunk.codes), False))
                     if chunk.finished:
-                        decodes.append(stream.finish)
-                    for decode in decodes:
+                        decodes.append((stream.finish, True))
+                    for decode, last in decodes:
                         pcm = await decode()
+                        if not stretch.identity:  # CPU work (~6 ms a second of audio): off the event loop
+                            pcm = await asyncio.to_thread(stretch.push, pcm, last=last)
                         if not pcm.size:
                             continue
                         self._measure(pcm, busy_since, timing)

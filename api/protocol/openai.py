@@ -10,8 +10,8 @@ Request (``parse_speech_request``), as OpenAI documents it, with these decisions
   voices); resolving it is the route's job (``api/routes/openai_speech.py``);
 - ``response_format``: ``mp3`` (default) | ``opus`` | ``aac`` | ``flac`` | ``wav`` | ``pcm``, all at
   24 kHz mono like OpenAI's (``pcm``: raw 16-bit little-endian samples, no header);
-- ``speed``: a number in [0.25, 4.0] (else 400 ``invalid_value``); Gepard cannot change its speech
-  rate, so anything but 1.0 is a 400 ``speed_not_supported`` naming the value;
+- ``speed``: a number in [0.25, 4.0] (else 400 ``invalid_value``), the speech rate factor: Gepard's
+  speech is time-stretched to it at the same pitch (``api/audio/tempo.py``), as on the Cartesia routes;
 - ``instructions``: accepted (a string) and ignored: Gepard has no instruction conditioning, the
   voice prompt alone sets the style;
 - ``stream_format``: ``audio`` (default: the encoded bytes, chunked as they are made) or ``sse``
@@ -222,9 +222,6 @@ def parse_speech_request(body: Union[bytes, str, Mapping[str, Any]], *, max_inpu
     if not lo <= speed <= hi:
         raise OpenAiRequestError(f"Invalid 'speed': {speed:g} is out of range; expected a value from {lo:g} to {hi:g}.",
                                  "speed", "invalid_value")
-    if abs(speed - 1.0) > 1e-6:
-        raise OpenAiRequestError(f"speed={speed:g} is not supported by Gepard, which cannot change its speech rate; "
-                                 "send 1.0 or omit it.", "speed", "speed_not_supported")
     instructions = _string(data, "instructions", required=False)
     stream_format = data.get("stream_format", "audio")
     if stream_format is None:

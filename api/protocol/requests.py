@@ -441,7 +441,8 @@ class VoiceSpec(WireModel):
 
 
 class GenerationConfig(WireModel):
-    """``generation_config``: speed factor 0.6–1.5, volume factor 0.5–2.0, emotion name."""
+    """``generation_config``: speed factor 0.6–1.5, volume factor 0.5–2.0, emotion name. The speed
+    is honoured by time-stretching the speech at its pitch (api/audio/tempo.py)."""
 
     speed: Annotated[Optional[JsonFloat], _range(0.6, 1.5)] = None
     volume: Annotated[Optional[JsonFloat], _range(0.5, 2.0)] = None
@@ -573,7 +574,7 @@ class _SynthesisFields(WireModel):
     @property
     def speed_factor(self) -> Optional[float]:
         """``generation_config.speed``, else the legacy ``speed`` mapped by LEGACY_SPEED_FACTORS,
-        else None (model default)."""
+        else None (the voice's own rate): the rate factor the speech is stretched to."""
         if self.generation_config is not None and self.generation_config.speed is not None:
             return self.generation_config.speed
         return None if self.speed is None else LEGACY_SPEED_FACTORS[self.speed]

@@ -105,7 +105,7 @@ async def encoded_audio(svc: "SynthesisService", job: "PreparedRequest", sink: "
     with svc.admission.stream(key) as ticket, svc.stream_timing(route, continuous=True) as timing:
         for i, segment in enumerate(job.segments):
             async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{request_id}:{i}", job.volume,
-                                                       timing=timing)) as chunks:
+                                                       timing=timing, speed=job.speed)) as chunks:
                 async for pcm in chunks:
                     ticket.mark_spoke()
                     data = await asyncio.to_thread(sink.push, pcm)

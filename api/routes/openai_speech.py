@@ -290,7 +290,8 @@ async def _speech(request: Request, rid: str) -> Response:
     req = parse_speech_request(await read_body(request), max_input_chars=rt.settings.max_transcript_chars)
     _check_model(req.model, rt.settings)
     voice_id = await resolve_voice(svc.voices, req.voice, DEFAULT_VOICE_ID)
-    job = await svc.prepare(_as_tts_request(req, voice_id, rid), model_checked=True)
+    # speed rides beside the Cartesia request: OpenAI's 0.25-4.0 is wider than generation_config's 0.6-1.5
+    job = await svc.prepare(_as_tts_request(req, voice_id, rid), model_checked=True, speed=req.speed)
     rt.metrics.requests.labels(_ROUTE).inc()
     logger.info("openai speech %s: model %s, voice %s, %s, stream %s, %d chars%s", rid, req.model, voice_id,
                 req.response_format.value, req.stream_format, len(req.input),

@@ -43,7 +43,7 @@ async def endpoint(request: Request) -> Response:
                 pieces: list[np.ndarray] = []  # the segment's PCM, kept only for its word timestamps
                 # aclosing: closing this generator mid-segment (client gone) aborts the engine request now
                 async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume,
-                                                           timing=timing)) as chunks:
+                                                           timing=timing, speed=job.speed)) as chunks:
                     async for pcm in chunks:
                         ticket.mark_spoke()
                         if req.add_timestamps:

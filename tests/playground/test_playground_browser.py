@@ -80,6 +80,7 @@ def test_typed_words_stream_with_continue_then_flush_and_play_gapless(gateway, o
 
     lane.get_by_label("Temperature").fill("0.5")
     lane.get_by_label("Seed").fill("7")
+    lane.get_by_label("Speed").fill("1.25")
     box = lane.get_by_label("Text", exact=True)
     box.click()
     box.press_sequentially(TYPED, delay=10)
@@ -99,6 +100,7 @@ def test_typed_words_stream_with_continue_then_flush_and_play_gapless(gateway, o
     assert sent[-1]["flush"] is True and "flush" not in sent[0]
     first = sent[0]
     assert first["temperature"] == 0.5 and first["seed"] == 7 and first["add_timestamps"] is True
+    assert first["generation_config"] == {"speed": 1.25}
     assert first["output_format"] == {"container": "raw", "encoding": "pcm_f32le", "sample_rate": 24000}
     assert first["voice"] == options[0]
 

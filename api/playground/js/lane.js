@@ -30,7 +30,8 @@ export class Lane {
     const $ = (sel) => root.querySelector(sel);
     this.el = {
       title: $(".lane-title"), remove: $(".remove-lane"), voice: $(".voice"), language: $(".language"),
-      temperature: $(".temperature"), seed: $(".seed"), bufferDelay: $(".buffer-delay"), text: $(".text"),
+      temperature: $(".temperature"), seed: $(".seed"), speed: $(".speed"), bufferDelay: $(".buffer-delay"),
+      text: $(".text"),
       hint: $(".text-hint"), speak: $(".speak"), stop: $(".stop"), clear: $(".clear"), words: $(".words"),
       ttfa: $(".ttfa"), rtf: $(".rtf"), underrun: $(".underrun"), audioS: $(".audio-s"), state: $(".state"),
       error: $(".lane-error"), modes: [...root.querySelectorAll(".mode input")],
@@ -69,7 +70,7 @@ export class Lane {
     el.clear.addEventListener("click", () => this.clear());
     el.remove.addEventListener("click", () => this.app.removeLane(this));
     // another voice, language, knob or mode applies from the next context on
-    for (const input of [el.voice, el.language, el.temperature, el.seed, el.bufferDelay, ...el.modes]) {
+    for (const input of [el.voice, el.language, el.temperature, el.seed, el.speed, el.bufferDelay, ...el.modes]) {
       input.addEventListener("change", () => this.endStream());
     }
     for (const radio of el.modes) {
@@ -107,9 +108,12 @@ export class Lane {
     const number = (input, parse) => (input.value.trim() === "" ? null : parse(input.value));
     const temperature = number(el.temperature, Number.parseFloat);
     const seed = number(el.seed, (v) => Number.parseInt(v, 10));
+    const speed = number(el.speed, Number.parseFloat);
     const delay = number(el.bufferDelay, (v) => Number.parseInt(v, 10));
     if (temperature !== null && Number.isFinite(temperature)) req.temperature = temperature;
     if (seed !== null && Number.isFinite(seed)) req.seed = seed;
+    // Cartesia's speech rate (0.6-1.5): the server stretches the speech, pitch kept
+    if (speed !== null && Number.isFinite(speed)) req.generation_config = { speed };
     if (delay !== null && Number.isFinite(delay)) req.max_buffer_delay_ms = delay;
     return req;
   }

@@ -29,6 +29,21 @@ def expected_bytes(segments: int, encoding: str, rate_hz: int) -> int:
     return expected_samples(segments, rate_hz) * SAMPLE_WIDTH[encoding]
 
 
+def stretched_samples(segments: int, speed: float, rate_hz: int = CODEC_RATE_HZ) -> int:
+    """Output samples of ``segments`` engine requests spoken at ``speed``: each segment's speech is
+    stretched to exactly ``round(N / speed)`` codec-rate samples, then resampled on its own."""
+    return segments * round(round(SAMPLES_PER_SEGMENT / speed) * rate_hz / CODEC_RATE_HZ)
+
+
+def spectral_centroid_hz(pcm: np.ndarray, rate_hz: int = CODEC_RATE_HZ) -> float:
+    """The power-weighted mean frequency (Welch's PSD): kept by a pitch-preserving stretch, scaled
+    by the factor when audio is merely played faster (resampled)."""
+    import scipy.signal
+
+    freqs, power = scipy.signal.welch(pcm, rate_hz, nperseg=1024)
+    return float((freqs * power).sum() / power.sum())
+
+
 # --- G.711 reference (the classic Sun/CCITT reference code, as the stdlib's audioop does it) ----------
 
 _SEG_U_END = (0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF, 0x1FFF)

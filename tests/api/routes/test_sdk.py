@@ -12,7 +12,7 @@ import httpx
 import pytest
 from cartesia import AsyncCartesia, Cartesia
 
-from tests.api.routes.audio_checks import WAV_FORMAT_TAG, expected_bytes, parse_wav
+from tests.api.routes.audio_checks import WAV_FORMAT_TAG, expected_bytes, parse_wav, stretched_samples
 from tests.api.routes.conftest import API_KEY
 from tests.api.routes.ws_helpers import engine_idle
 
@@ -102,6 +102,29 @@ async def test_generate_sse_with_timestamps_async(aclient, default_voice_id):
     check_sse(events, text, FMT_F32, 2, "sse-async")
 
 
+def test_generation_config_speed_through_the_sdk(client, default_voice_id):
+    """generation_config.speed as the SDK sends it, on every route: each segment is round(N / speed)
+    codec samples (resampled on its own), and SSE's word timestamps lie inside that audio."""
+    text = "Hello there. How are you?"
+    raw = client.tts.generate(model_id=MODEL, transcript=text, voice=default_voice_id, output_format=FMT,
+                              generation_config={"speed": 1.5}).read()
+    assert len(raw) == 2 * stretched_samples(2, 1.5, 16000)
+    events = list(client.tts.generate_sse(model_id=MODEL, transcript=text, voice=default_voice_id,
+                                          output_format=FMT, add_timestamps=True, generation_config={"speed": 0.6}))
+    audio = b"".join(e.audio for e in events if e.type == "chunk")
+    assert len(audio) == 2 * stretched_samples(2, 0.6, 16000)
+    ends = [t for e in events if e.type == "timestamps" for t in e.word_timestamps.end]
+    assert ends and max(ends) <= len(audio) / 2 / 16000 + 1e-6
+    with client.tts.websocket_connect() as ws:
+        ctx = ws.context("speedy", model_id=MODEL, voice=default_voice_id, output_format=FMT,
+                         generation_config={"speed": 1.25})
+        ctx.push(text)
+        ctx.no_more_inputs()
+        ws_events = list(ctx.receive())
+    assert ws_events[-1].type == "done"
+    assert len(b"".join(e.audio for e in ws_events if e.type == "chunk")) == 2 * stretched_samples(2, 1.25, 16000)
+
+
 def test_sdk_raises_typed_errors(client, default_voice_id):
     with pytest.raises(cartesia.NotFoundError) as info:
         client.tts.generate(model_id=MODEL, transcript="Hi.", voice="missing-voice", output_format=FMT).read()
@@ -109,8 +132,8 @@ def test_sdk_raises_typed_errors(client, default_voice_id):
     assert "missing-voice" in info.value.body["message"]
     with pytest.raises(cartesia.BadRequestError) as info:
         client.tts.generate(model_id=MODEL, transcript="Hi.", voice=default_voice_id, output_format=FMT,
-                            generation_config={"speed": 1.5})
-    assert info.value.body["error_code"] == "speed_not_supported"
+                            generation_config={"speed": 1.6})  # Cartesia's range is 0.6-1.5
+    assert info.value.body["error_code"] == "invalid_request" and "generation_config.speed" in info.value.body["message"]
     with pytest.raises(cartesia.BadRequestError):
         client.tts.generate(model_id="not-a-model", transcript="Hi.", voice=default_voice_id, output_format=FMT)
     events = list(client.tts.generate_sse(model_id=MODEL, transcript="Hi.", voice=default_voice_id,

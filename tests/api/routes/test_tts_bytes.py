@@ -25,6 +25,8 @@ from tests.api.routes.audio_checks import (
     g711_encode,
     parse_mp3,
     parse_wav,
+    spectral_centroid_hz,
+    stretched_samples,
 )
 from tests.api.routes.ws_helpers import engine_idle
 
@@ -295,12 +297,45 @@ def test_a_transcript_with_nothing_to_speak_is_a_precise_400(gateway, default_vo
     assert_error(post(gateway, body(default_voice_id, transcript)), 400, "empty_transcript", "nothing to speak")
 
 
-def test_speed_other_than_one_is_a_precise_400(gateway, default_voice_id):
-    assert_error(post(gateway, body(default_voice_id, generation_config={"speed": 1.2})), 400,
-                 "speed_not_supported", "generation_config.speed=1.2")
-    assert_error(post(gateway, body(default_voice_id, speed="fast")), 400, "speed_not_supported")
-    assert_error(post(gateway, body(default_voice_id, generation_config={"speed": 3})), 400,
-                 "invalid_request", "generation_config.speed")
+@pytest.mark.parametrize("fields, speed", [
+    ({"generation_config": {"speed": 1.5}}, 1.5),
+    ({"generation_config": {"speed": 0.6}}, 0.6),
+    ({"speed": "fast"}, 1.25),  # the deprecated field, by LEGACY_SPEED_FACTORS
+    ({"speed": "slow"}, 0.8),
+    ({"speed": "slow", "generation_config": {"speed": 1.5}}, 1.5),  # generation_config wins
+])
+def test_speed_stretches_the_speech_at_its_pitch(gateway, default_voice_id, fields, speed):
+    """Each segment's speech is round(N / speed) samples, time-stretched (not cut short), at the
+    pitch of the same greedy request spoken at speed 1.0 (played faster, its spectrum would scale)."""
+    plain = decode(ok(gateway, body(default_voice_id, TWO, encoding="pcm_f32le", temperature=0.0)), "pcm_f32le")
+    fast = decode(ok(gateway, body(default_voice_id, TWO, encoding="pcm_f32le", temperature=0.0, **fields)),
+                  "pcm_f32le")
+    assert plain.size == expected_samples(2, 22050)
+    assert fast.size == stretched_samples(2, speed) != plain.size
+    cut = min(fast.size, plain.size)
+    assert not np.allclose(fast[:cut], plain[:cut], atol=1e-3)
+    assert spectral_centroid_hz(fast) == pytest.approx(spectral_centroid_hz(plain), rel=0.05)
+    assert np.sqrt(np.mean(fast ** 2)) == pytest.approx(np.sqrt(np.mean(plain ** 2)), rel=0.2)
+
+
+def test_speed_one_and_normal_are_the_voices_own_rate(gateway, default_voice_id):
+    plain = ok(gateway, body(default_voice_id, encoding="pcm_f32le", temperature=0.0))
+    assert ok(gateway, body(default_voice_id, encoding="pcm_f32le", temperature=0.0,
+                            generation_config={"speed": 1.0})) == plain
+    assert ok(gateway, body(default_voice_id, encoding="pcm_f32le", temperature=0.0, speed="normal")) == plain
+
+
+@pytest.mark.parametrize("encoding, rate", [("pcm_s16le", 16000), ("pcm_mulaw", 8000)])
+def test_speed_at_another_rate_is_exact(gateway, default_voice_id, encoding, rate):
+    data = ok(gateway, body(default_voice_id, TWO, encoding=encoding, rate=rate, generation_config={"speed": 1.25}))
+    assert len(data) == stretched_samples(2, 1.25, rate) * SAMPLE_WIDTH[encoding]
+
+
+@pytest.mark.parametrize("speed", [1.6, 0.59, 3])
+def test_speed_out_of_range_is_a_precise_400(gateway, default_voice_id, speed):
+    assert_error(post(gateway, body(default_voice_id, generation_config={"speed": speed})), 400,
+                 "invalid_request", f"generation_config.speed: must be between 0.6 and 1.5, got {speed}")
+    assert_error(post(gateway, body(default_voice_id, speed="faster")), 400, "invalid_request", "speed")
 
 
 def test_wrong_types_and_ranges_are_named(gateway, default_voice_id):

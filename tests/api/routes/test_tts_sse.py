@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 
-from tests.api.routes.audio_checks import CODEC_RATE_HZ, SAMPLES_PER_SEGMENT, expected_bytes
+from tests.api.routes.audio_checks import CODEC_RATE_HZ, SAMPLES_PER_SEGMENT, expected_bytes, stretched_samples
 from tests.api.routes.test_tts_bytes import assert_error
 from tests.api.routes.ws_helpers import engine_idle
 
@@ -98,6 +98,21 @@ def test_timestamps_are_original_tokens_inside_the_audio(gateway, default_voice_
         assert sent / 2 / 16000 >= max(stamp["word_timestamps"]["end"])
 
 
+@pytest.mark.parametrize("fields, speed", [({"generation_config": {"speed": 1.5}}, 1.5), ({"speed": "slow"}, 0.8)])
+def test_timestamps_follow_the_stretched_audio(gateway, default_voice_id, fields, speed):
+    """At a speed, each segment is round(N / speed) samples, and its words lie inside its own
+    stretched audio: the second segment starts where the first one's stretched audio ends."""
+    transcript = "Hello, Dr. Smith! It's 5 o'clock: time for tea."
+    events = sse_events(gateway, sse_body(default_voice_id, transcript, add_timestamps=True, **fields))
+    segment_s = round(SAMPLES_PER_SEGMENT / speed) / CODEC_RATE_HZ
+    stamps = check_word_timestamps(events, transcript.split(), 2 * segment_s)
+    audio = b"".join(base64.b64decode(e["data"]) for e in events if e["type"] == "chunk")
+    assert len(audio) == stretched_samples(2, speed, 16000) * 2
+    first, second = (s["word_timestamps"] for s in stamps)
+    assert max(first["end"]) <= segment_s + 1e-6 <= second["start"][0] + 2e-6
+    assert max(second["end"]) > segment_s  # the second segment's words are in its own audio
+
+
 def test_normalized_timestamps_report_spoken_words(gateway, default_voice_id):
     events = sse_events(gateway, sse_body(default_voice_id, "I have 3 apples.", add_timestamps=True,
                                           use_normalized_timestamps=True))
@@ -122,7 +137,8 @@ def test_sse_errors_before_the_stream_are_http_errors(gateway, default_voice_id)
     assert_error(post(sse_body(default_voice_id, " \n ")), 400, "empty_transcript")
     assert_error(post(sse_body("no-such-voice")), 404, "voice_not_found", "no-such-voice")
     assert_error(post(sse_body(default_voice_id) | {"model_id": "tts-1"}), 400, "model_not_found", "tts-1")
-    assert_error(post(sse_body(default_voice_id, generation_config={"speed": 0.8})), 400, "speed_not_supported")
+    assert_error(post(sse_body(default_voice_id, generation_config={"speed": 1.6})), 400, "invalid_request",
+                 "generation_config.speed")
     limit = gateway.runtime.settings.max_transcript_chars
     assert_error(post(sse_body(default_voice_id, "b" * (limit + 1))), 400, "transcript_too_long")
     missing = sse_body(default_voice_id)

@@ -21,7 +21,14 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.api.conftest import gateway_settings
 from tests.api.live import LiveServer
-from tests.api.routes.audio_checks import CODEC_RATE_HZ, SAMPLES_PER_SEGMENT, expected_bytes, expected_samples
+from tests.api.routes.audio_checks import (
+    CODEC_RATE_HZ,
+    SAMPLES_PER_SEGMENT,
+    expected_bytes,
+    expected_samples,
+    spectral_centroid_hz,
+    stretched_samples,
+)
 from tests.api.routes.ws_helpers import (
     audio_of,
     by_context,
@@ -125,6 +132,37 @@ async def test_context_audio_equals_the_bytes_route_and_resamples_per_segment(ga
     assert len(streamed) == len(whole) == 2 * expected_samples(1, 48000)
     assert np.abs(streamed - whole).max() < 1e-3
     np.testing.assert_allclose(np.frombuffer(audio_of(ctx["quiet"]), "<f4"), native * 0.5, atol=1e-4)  # volume
+
+
+async def test_speed_stretches_each_segment_and_is_fixed_by_the_first_message(gateway, default_voice_id):
+    """generation_config.speed stretches every segment of the context to round(N / speed) samples
+    at its pitch; like the volume, it is the first message's (a later one's speed changes nothing),
+    and the word timestamps follow the stretched audio."""
+    v = default_voice_id
+    f32 = {"container": "raw", "encoding": "pcm_f32le", "sample_rate": 22050}
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("fast", "Hello there. ", v, output_format=f32, temperature=0.0, add_timestamps=True,
+                           generation_config={"speed": 1.5}))
+        await send(ws, gen("fast", "How are you today?", v, cont=False, output_format=f32, temperature=0.0,
+                           add_timestamps=True, generation_config={"speed": 0.6}))
+        await send(ws, gen("plain", "Hello there. How are you today?", v, cont=False, output_format=f32,
+                           temperature=0.0))
+        await send(ws, gen("legacy", "Hello there.", v, cont=False, speed="slow"))
+        ctx = by_context(await read_until_terminal(ws, ["fast", "plain", "legacy"]))
+    assert all(m["type"] != "error" for msgs in ctx.values() for m in msgs), ctx
+    fast = np.frombuffer(audio_of(ctx["fast"]), "<f4")
+    plain = np.frombuffer(audio_of(ctx["plain"]), "<f4")
+    assert plain.size == 2 * SAMPLES_PER_SEGMENT
+    assert fast.size == stretched_samples(2, 1.5)  # both segments at 1.5, the second one's 0.6 ignored
+    assert spectral_centroid_hz(fast) == pytest.approx(spectral_centroid_hz(plain), rel=0.05)
+    assert len(audio_of(ctx["legacy"])) == stretched_samples(1, 0.8) * 2  # "slow": 0.8, s16
+    stamps = [m for m in ctx["fast"] if m["type"] == "timestamps"]
+    ends = [e for m in stamps for e in m["word_timestamps"]["end"]]
+    starts = [t for m in stamps for t in m["word_timestamps"]["start"]]
+    assert len(stamps) == 2 and max(ends) <= fast.size / CODEC_RATE_HZ + 1e-6
+    # the second segment starts where the first one's stretched audio ends
+    assert stamps[1]["word_timestamps"]["start"][0] >= stretched_samples(1, 1.5) / CODEC_RATE_HZ - 1e-6
+    assert starts[-1] < fast.size / CODEC_RATE_HZ
 
 
 def _post_audio(server, route: str, payload: dict) -> bytes:
@@ -434,8 +472,8 @@ async def test_every_in_band_error_names_its_context(gateway, default_voice_id):
         (gen("e-rate", "Hi.", v, output_format={"container": "raw", "encoding": "pcm_s16le", "sample_rate": 12345}),
          "e-rate", 400, "invalid_output_format", "sample_rate"),
         (gen("e-long", "a" * (limit + 1), v), "e-long", 400, "transcript_too_long", str(limit)),
-        (gen("e-speed", "Hi.", v, generation_config={"speed": 1.3}), "e-speed", 400, "speed_not_supported",
-         "speed"),
+        (gen("e-speed", "Hi.", v, generation_config={"speed": 1.6}), "e-speed", 400, "invalid_request",
+         "generation_config.speed: must be between 0.6 and 1.5, got 1.6"),
         (gen("e-delay", "Hi.", v, max_buffer_delay_ms=6000), "e-delay", 400, "invalid_request",
          "max_buffer_delay_ms"),
         (gen("e-embed", "Hi.", {"mode": "embedding", "embedding": [0.1] * 192}), "e-embed", 400,
