@@ -17,7 +17,8 @@ the store is unavailable, a built-in voice's name and OpenAI's names still resol
 voices, which could shadow them, cannot be searched); anything else is 503.
 
 ``speech.audio.done`` usage: ``input_tokens`` = characters of ``input`` (Gepard's text tokens are a
-model detail), ``output_tokens`` = audio frames generated (one model step each, ~46 ms of audio).
+model detail), ``output_tokens`` = the audio delivered in codec frames (~46 ms each): the model steps
+taken, unless speed stretched the speech or ``<break>`` tags added silence.
 """
 
 from __future__ import annotations
