@@ -272,6 +272,9 @@ class WsContext:
         waiting = len(self.buffer) and not self.buffer.waits_for_markup
         if waiting and self._timer is None and self.state is ContextState.OPEN:
             self._timer = asyncio.get_running_loop().call_later(self._buffer_delay_s, self._on_timer)
+        # input that made no work (a tag still arriving) leaves the context idle: its place is
+        # held for context_hold_s only, as after its last job
+        self._hold_place_while_idle()
 
     # -- stream place ----------------------------------------------------------------------------
     def _hold_place_while_idle(self) -> None:
@@ -411,8 +414,8 @@ class WsContext:
                 t_ready = await self._send_audio(units, t_ready, job.flush_id)
         t_ready = await self._send_audio(await asyncio.to_thread(sink.finish_units, section is None), t_ready, job.flush_id)
         self.samples_in += sink.samples_in
-        if cfg.add_timestamps and pieces:
-            pcm = np.concatenate(pieces)
+        if cfg.add_timestamps and segment.has_speech and pieces:
+            pcm = segment.speech_pcm(pieces, service.sample_rate_hz)
             ts = segment_timestamps(segment.normalized, pcm, offset_s, use_normalized=bool(cfg.use_normalized_timestamps))
             if ts.words:
                 await self._send(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end),

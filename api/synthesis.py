@@ -66,6 +66,11 @@ from voices.store import VoiceStore
 logger = logging.getLogger(__name__)
 
 DEFAULT_LANGUAGE = "en"
+#: A ``<break>`` shorter than this is no pause (under a sample at the lowest output rate, 8 kHz).
+MIN_PAUSE_S = 0.001
+#: A pause is yielded in pieces of at most this many codec samples (0.32 s, a later codec chunk's size
+#: at the GPU schedule), like speech.
+PAUSE_PIECE_SAMPLES = 7056
 #: Characters of entries (keys and aliases) of the last copies kept of dictionaries read, about as
 #: much as the compiled dictionaries' cache holds (api/text/pronunciation.py), so mostly the same objects.
 DICTIONARY_MEMORY_CHARS = 4_000_000
@@ -107,9 +112,29 @@ class Segment:
         return has_speech(self.speech_text)
 
     @property
+    def pause_s(self) -> float:
+        """The pause sent after the speech: ``pause_after_s``, or none under ``MIN_PAUSE_S`` (less
+        than a sample at 8 kHz would be no audio at all, and an HTTP body with no byte)."""
+        return self.pause_after_s if self.pause_after_s >= MIN_PAUSE_S else 0.0
+
+    @property
     def has_audio(self) -> bool:
         """Whether the segment sends any audio: speech, or a pause."""
-        return self.has_speech or self.pause_after_s > 0
+        return self.has_speech or self.pause_s > 0
+
+    def speech_pcm(self, pieces: list[np.ndarray], sample_rate_hz: int) -> np.ndarray:
+        """The speech of the pieces ``speak`` yielded for this segment at ``sample_rate_hz`` (its
+        pause, which comes last, left out): word timestamps are estimated on the speech alone, since
+        a pause many times longer than the speech would make silence the level the estimator takes
+        for speech."""
+        keep = max(0, sum(p.size for p in pieces) - round(self.pause_s * sample_rate_hz))
+        speech, taken = [], 0
+        for piece in pieces:
+            if taken >= keep:
+                break
+            speech.append(piece[: keep - taken])
+            taken += speech[-1].size
+        return np.concatenate(speech) if speech else np.zeros(0, np.float32)
 
 
 class ContextDictionary:
@@ -343,14 +368,19 @@ class SynthesisService:
                                                         speed)) as audio:
                 async for pcm in audio:
                     yield pcm
-        if segment.pause_after_s > 0:
-            pause = np.zeros(round(segment.pause_after_s * self.sample_rate_hz), np.float32)
+        pause = round(segment.pause_s * self.sample_rate_hz)
+        if pause:
             if timing is not None:  # silence is ready at once: it is audio, never an underrun
                 now = time.perf_counter()
                 timing.owe(now)
-                timing.audio(now, pause.size / self.sample_rate_hz)
+                timing.audio(now, pause / self.sample_rate_hz)
                 timing.settle(now)
-            yield pause
+            # in pieces of a codec chunk's size at most: breaks in a row add up to any length, and
+            # one array of it would be gigabytes through the sinks and one giant chunk event
+            piece = np.zeros(min(pause, PAUSE_PIECE_SAMPLES), np.float32)
+            piece.flags.writeable = False  # the same silence each time: nobody may write into it
+            for start in range(0, pause, piece.size):
+                yield piece[: pause - start]
 
     async def _speech(
         self, segment: Segment, prefix: Optional[torch.Tensor], sampling: SamplingParams, request_id: str,

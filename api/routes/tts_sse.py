@@ -60,8 +60,8 @@ async def endpoint(request: Request) -> Response:
                 for piece in (p for unit in units for p in split_audio(unit, width, cid)):
                     yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
                 since = now
-                if req.add_timestamps and pieces:
-                    ts = segment_timestamps(segment.normalized, np.concatenate(pieces), offset_s,
+                if req.add_timestamps and segment.has_speech and pieces:
+                    ts = segment_timestamps(segment.normalized, segment.speech_pcm(pieces, svc.sample_rate_hz), offset_s,
                                             use_normalized=bool(req.use_normalized_timestamps))
                     if ts.words:
                         yield sse_frame(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end), context_id=cid))

@@ -6,6 +6,7 @@ the WebSocket), through raw clients and the published cartesia SDK."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import cartesia
@@ -102,6 +103,41 @@ def test_spelled_words_report_the_clients_token(gateway, default_voice_id):
     original = sse_timestamps(gateway, default_voice_id, "<spell>AB12</spell>")
     assert [w for s in original for w in s["words"]] == ["AB12"]
     assert all(0 <= a <= b <= SPEECH / CODEC_RATE_HZ + 1e-6 for s in original for a, b in zip(s["start"], s["end"]))
+
+
+def test_words_stay_in_the_speech_when_the_pause_after_it_is_far_longer(gateway, default_voice_id):
+    """Word times are estimated on a segment's speech, not on its speech and pause: with 2 minutes of
+    breaks after one sentence, silence was most of the segment and the estimator spread the words
+    over the pause (Hello at 0-38 s). Every word now lies within the sentence's speech."""
+    transcript = "Hello there my friend." + '<break time="10s"/>' * 12
+    stamps = sse_timestamps(gateway, default_voice_id, transcript)
+    assert [w for s in stamps for w in s["words"]] == ["Hello", "there", "my", "friend."]
+    assert all(0 <= a <= b <= SPEECH / CODEC_RATE_HZ + 1e-6 for s in stamps for a, b in zip(s["start"], s["end"]))
+
+
+def test_a_long_pause_is_sent_in_pieces_of_a_chunks_size(gateway, default_voice_id):
+    """Breaks in a row add up to one pause; it goes out as many ordinary chunks, not one giant one
+    (a run of 277 ten-second breaks was one 2,770 s array: gigabytes through the sinks)."""
+    transcript = "Hi." + '<break time="10s"/>' * 6
+    r = httpx.post(gateway.url + "/tts/sse", json=body(default_voice_id, transcript), timeout=60)
+    assert r.status_code == 200, r.text
+    chunks = [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:")]
+    audio = [np.frombuffer(base64.b64decode(c["data"]), "<i2") for c in chunks if c.get("type") == "chunk"]
+    assert sum(a.size for a in audio) == SPEECH + 60 * SECOND
+    starts = np.cumsum([0] + [a.size for a in audio[:-1]])
+    pause = [a for a, start in zip(audio, starts) if start >= SPEECH]
+    assert sum(a.size for a in pause) == 60 * SECOND and not any(a.any() for a in pause)
+    assert max(a.size for a in pause) <= 7056  # PAUSE_PIECE_SAMPLES at the codec's rate
+
+
+@pytest.mark.parametrize("route", ["/tts/bytes", "/tts/sse"])
+def test_a_transcript_whose_only_audio_is_a_break_under_a_millisecond_has_nothing_to_speak(gateway, default_voice_id,
+                                                                                            route):
+    """A pause of less than a sample at 8 kHz is no pause: such a transcript has nothing to speak
+    (400 empty_transcript), where it used to end the response before its first byte (500)."""
+    fmt = {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 8000}
+    r = httpx.post(gateway.url + route, json=body(default_voice_id, '<break time="0.05ms"/>', fmt), timeout=60)
+    assert_error(r, 400, "empty_transcript")
 
 
 # --- WebSocket ----------------------------------------------------------------------------------------

@@ -140,3 +140,24 @@ async def test_a_context_taking_a_place_again_keeps_its_deleted_dictionary(one_p
             msgs = await speak_turn(ws, "agent", "SQL again.", v, **extra)
             words = [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]]
             assert "sequel" in [w.lower().strip(".") for w in words], words
+
+
+@pytest.mark.parametrize("pending", ["<break ti", "<spell>AB"])
+async def test_a_context_holding_only_a_tag_still_arriving_gives_its_place_back(one_place_gateway, default_voice_id,
+                                                                                pending):
+    """A tag still arriving makes no work (it waits for its rest), so the context is idle: its place
+    goes back after the hold, as after a last job. It used to be kept for as long as the socket
+    lived, and one socket could hold every place with a message every few minutes."""
+    server, v = one_place_gateway, default_voice_id
+    async with connect(server.ws_url + "/tts/websocket") as ws:
+        await send(ws, gen("mid-tag", pending, v, add_timestamps=True))
+        await wait_until(lambda: open_streams(server) == 1, 10, "the context's place")
+        await wait_until(lambda: open_streams(server) == 0, 10, "the place of a context holding only a tag")
+        # the rest of the tag and words: admitted again, and the tag is read, not spoken
+        rest = 'me="0.2s"/>Hello.' if pending.startswith("<break") else "</spell> please."
+        await send(ws, gen("mid-tag", rest, v, cont=False, add_timestamps=True))
+        msgs = await read_until_terminal(ws, ["mid-tag"])
+        assert msgs[-1]["type"] == "done", msgs[-1]
+        words = [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]]
+        assert words == (["Hello."] if pending.startswith("<break") else ["AB", "please."])
+    await wait_until(lambda: open_streams(server) == 0, 10, "places back")
