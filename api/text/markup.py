@@ -10,7 +10,9 @@ Syntax. A tag is "<", a known name (in any case), its attributes ``key="value"``
 (spaces around "=" allowed; a value holds no "<" or ">" and at most 100 characters), optional
 spaces, an optional "/" and ">", ``MAX_TAG_CHARS`` at most. break, speed, volume and emotion stand
 alone (the "/" of ``<break time="1s"/>`` may be left out); ``<spell>`` opens a span that the first
-``</spell>`` closes, and the span is one piece of markup, whatever it holds. Other closing tags
+``</spell>`` closes within ``MAX_SPELL_CHARS`` characters, and the span is one piece of markup,
+whatever it holds (a ``<spell>`` not closed that soon is a slip, not a span: it is dropped, and what
+follows it is text, so an LLM that forgets ``</spell>`` loses one tag, not its turn). Other closing tags
 (``</speed>``, a ``</spell>`` with no span open) are markup that means nothing: dropped. Anything else
 in angle brackets is text, as before tags were read: an unknown name (``<b>``), a stray "<" ("a < b"),
 or a known name whose attributes are not of that form (``<break time=1s/>``).
@@ -25,8 +27,8 @@ Two passes:
   or ``InvalidMarkupError`` (400 ``invalid_markup``) quoting the first bad tag, its value and what
   it may be: a break time that is not a number of seconds ("1s", "0.5s") or milliseconds ("500ms"),
   or is above MAX_BREAK_S; a speed or volume ratio that is not a number in its range; an attribute
-  the tag does not take, or the one it needs missing; a tag inside a spell span, or a span of over
-  MAX_SPELL_CHARS characters. A text is taken as complete: an unfinished tag at its end is dropped
+  the tag does not take, or the one it needs missing; a tag inside a spell span. A text is taken as
+  complete: an unfinished tag at its end is dropped
   (never read out), an unclosed ``<spell>`` spells to the end.
 
 ``MarkupState`` carries the speed and volume that ``<speed>``/``<volume>`` set from segment to
@@ -93,6 +95,8 @@ _PARTIAL_REST_RE = re.compile(
     rf"""(?:{_ATTR})*(?:\s+{_KEY}(?:\s*=(?:\s*(?:"[^"<>]{{0,100}}|'[^'<>]{{0,100}}))?)?)?\s*/?""")
 _PARTIAL_NAME_RE = re.compile(r"</?([A-Za-z]*)")
 _SPELL_END_RE = re.compile(r"</spell\s*>", re.IGNORECASE)
+#: How far past "<spell>" its "</spell>" is looked for: the most a span holds, and the closing tag
+_SPELL_REACH = MAX_SPELL_CHARS + len("</spell>")
 _DURATION_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s)\s*", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*")
 
@@ -132,12 +136,17 @@ def scan(text: str) -> Scan:
         if m["close"]:
             spans.append(Span(i, m.end(), TagKind.END))
         elif m["name"].lower() == "spell" and not m["slash"]:
-            close = _SPELL_END_RE.search(text, m.end())
-            if close is None:
-                return Scan(tuple(spans), i)  # an open spell span holds the rest of the text
-            spans.append(Span(i, close.end(), TagKind.SPELL))
-            pos = close.end()
-            continue
+            close = _SPELL_END_RE.search(text, m.end(), m.end() + _SPELL_REACH)
+            if close is not None:
+                spans.append(Span(i, close.end(), TagKind.SPELL))
+                pos = close.end()
+                continue
+            if len(text) - m.end() < _SPELL_REACH:
+                return Scan(tuple(spans), i)  # an open spell span holds the rest of the text, for now
+            # no </spell> within the most a span holds: a slip (a span never closed), not a span.
+            # The opener is dropped and what follows is read as text, rather than holding the rest
+            # of a WebSocket turn and failing it at its flush
+            spans.append(Span(i, m.end(), TagKind.END))
         else:
             spans.append(Span(i, m.end(), TagKind(m["name"].lower())))
         pos = m.end()

@@ -137,3 +137,17 @@ def test_any_split_gives_the_same_whole_tags(cuts, timer):
 @pytest.mark.parametrize("text", ["a < b. ", "I <3 you. ", "x<y and y>z. "])
 def test_text_with_angle_brackets_is_cut_as_before(text):
     assert feed([text]) == ([text], "")
+
+
+def test_a_spell_left_open_holds_text_only_until_it_cannot_be_a_span():
+    """Streaming after a "<spell>" that is never closed: the text waits while it may still be a span,
+    and flows as sentences once it holds more than a span may (the tag is then a dropped slip)."""
+    buf = TextBuffer(clause_min_chars=None, max_chars=400)
+    buf.append("Your code is <spell>AB")
+    assert buf.take_ready() == [] and scan(buf.pending).open_at == len("Your code is ")
+    for _ in range(12):
+        buf.append(" and then some more words.")
+    ready = buf.take_ready()
+    assert ready and ready[0].startswith("Your code is <spell>AB and then some more words.")
+    assert "".join(ready) + buf.pending == "Your code is <spell>AB" + " and then some more words." * 12
+    assert scan(buf.pending).open_at is None
