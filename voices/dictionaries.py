@@ -45,6 +45,9 @@ MAX_DICT_NAME_CHARS = 256
 
 #: Cartesia's IPA notation: phonemes between double angle brackets, separated by bars.
 _IPA_MARKUP_RE = re.compile(r"<<|>>")
+#: The start of one of Cartesia's transcript tags (api/text/markup.py). An alias is spoken as
+#: written, inside the text tags have been read from, so a tag in it would be read out.
+_TAG_RE = re.compile(r"</?\s*(?:break|spell|speed|volume|emotion)\b", re.IGNORECASE)
 #: Letters and marks that only IPA uses (IPA Extensions block, stress and length marks, the tie
 #: bar); no orthography of the languages Gepard normalises (en, es, pt, nl) contains them.
 _IPA_CHAR_RE = re.compile("[\u0250-\u02af\u02c8\u02cc\u02d0\u02d1\u0361\u035c]")
@@ -205,6 +208,12 @@ def _parse_item(i: int, entry: object) -> PronunciationItem:
     alias = values["alias"]
     if _IPA_MARKUP_RE.search(alias) or _IPA_CHAR_RE.search(alias):
         raise IpaNotSupportedError(i, values["text"], alias)
+    tag = _TAG_RE.search(alias)
+    if tag is not None:
+        raise InvalidPronunciationDictError(
+            f"{where}.alias: {tag.group()}...: an alias is a sounds-like spelling, spoken as written; transcript "
+            "tags (<break>, <spell>, <speed>, <volume>, <emotion>) are read in the transcript only",
+            field=f"{where}.alias")
     return PronunciationItem(values["text"], alias, case_sensitive)
 
 

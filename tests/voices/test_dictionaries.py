@@ -98,6 +98,17 @@ def test_ipa_aliases_are_refused_with_the_entry_named(alias):
     assert "items[1].alias" in str(err.value) and "Cartesia" in str(err.value) and "IPA" in str(err.value)
 
 
+@pytest.mark.parametrize("alias", ['<break time="1s"/>ak me', "<spell>XYZ</spell>", "fast <SPEED ratio='1.2'/>",
+                                   "</ spell>"])
+def test_aliases_holding_transcript_tags_are_refused_with_the_entry_named(alias):
+    """An alias is spoken as written, inside text whose tags were already read: a tag in it was read
+    out ("break time equals one s"). Such an alias is refused when the dictionary is written."""
+    with pytest.raises(InvalidPronunciationDictError) as err:
+        parse_items([{"text": "fine", "alias": "fine"}, {"text": "ASAP", "alias": alias}])
+    assert err.value.field == "items[1].alias" and "transcript tags" in str(err.value)
+    parse_items([{"text": "lt", "alias": "less < than"}, {"text": "b", "alias": "<b> bold"}])  # not tags: fine
+
+
 @pytest.mark.parametrize("raw, message", [
     ("SQL", "items: expected a list, got a string"),
     (["SQL"], "items[0]: expected an object, got a string"),
