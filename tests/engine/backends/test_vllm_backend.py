@@ -7,6 +7,7 @@ tiny checkpoint stops after exactly 24 frames (its built-in counter), so frames 
 import asyncio
 import dataclasses
 import logging
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +17,7 @@ import torch
 pytest.importorskip("vllm")
 
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig  # noqa: E402
-from engine.backends.vllm_backend import VllmEngine, VllmEngineConfig, blocks_needed  # noqa: E402
+from engine.backends.vllm_backend import ENGINE_SHUTDOWN_TIMEOUT_S, VllmEngine, VllmEngineConfig, blocks_needed  # noqa: E402
 from engine.backends.vllm_layout import FrameParams  # noqa: E402
 from engine.errors import GenerationError, InvalidRequestError  # noqa: E402
 from engine.requests import FinishReason, SamplingParams, SynthesisRequest  # noqa: E402
@@ -59,12 +60,18 @@ async def engine(tiny_gepard_dir):
     yield eng
     kills = RecordsSaying("force killing")
     logging.getLogger("vllm").addHandler(kills)  # vLLM's loggers do not propagate to the root
+    t0 = time.monotonic()
     try:
         await eng.aclose()
     finally:
         logging.getLogger("vllm").removeHandler(kills)
+    took = time.monotonic() - t0
     assert await wait_for_exit(started) == set(), "engine processes left behind after aclose()"
-    assert kills.lines == [], "aclose() let vLLM kill its engine processes instead of their clean exit"
+    # The clean exit takes ~7.4 s here, past vLLM's default 5 s wait: aclose() gives it
+    # ENGINE_SHUTDOWN_TIMEOUT_S. On a machine loaded enough to take longer still, vLLM may kill it,
+    # but only once that wait is over (with its 5 s default it killed every engine).
+    assert kills.lines == [] or took >= ENGINE_SHUTDOWN_TIMEOUT_S - 0.5, (
+        f"aclose() let vLLM kill its engine processes after {took:.1f} s instead of their clean exit")
 
 
 class RecordsSaying(logging.Handler):
