@@ -29,6 +29,10 @@ Configuration choices, and why:
 - One warm-up request at start-up pays vLLM's one-off compilation of its logprobs kernel.
 - The model runner is V1 unless ``model_runner="v2"`` (``GEPARD_VLLM_RUNNER``) opts in, on GPU too:
   V1 runs the processor adapter the CPU tests cover (``vllm_runner`` says why, in one log line).
+- On CPU, oneDNN's primitive cache is capped in vLLM's engine processes (``CPU_ONEDNN_CACHE_CAPACITY``,
+  unless the operator set ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` or ``DNNL_PRIMITIVE_CACHE_CAPACITY``):
+  every new prompt length builds new matmul primitives, and oneDNN's default 1024 entries let the
+  worker grow by ~0.5 GB of them.
 - A hung engine core is a dead one: vLLM notices a core that *exits*, not one that stops stepping
   (stopped, deadlocked, stuck in a driver call). While requests are unfinished, the engine core owes
   a step; a watchdog task declares the engine dead once none came for ``stall_timeout_s``
@@ -39,6 +43,7 @@ Configuration choices, and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 import logging
@@ -47,7 +52,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Iterator, Optional
 
 import torch
 import vllm  # noqa: F401  (the factory imports this module to probe for vLLM)
@@ -78,6 +83,19 @@ CPU_BLOCK_SIZE = 128  # vLLM's CPU attention needs a multiple of 32; 128 is its 
 #: keeps a drain's cut (GEPARD_DRAIN_TIMEOUT_S 30 s + 5 s) and this within compose's 45 s grace.
 ENGINE_SHUTDOWN_TIMEOUT_S = 10.0
 NUM_LOGPROBS = NUM_CHANNELS + 1  # the sampled handle + the frame's 32 code ids
+#: oneDNN primitive cache entries per oneDNN library in vLLM's CPU engine processes (oneDNN's default
+#: is 1024). vLLM runs each linear layer as a oneDNN matmul built for one token count, so every new
+#: prompt length builds one primitive per weight shape (3 tiny, 4 full size, ~0.4 MB each) plus a
+#: GELU one in torch's oneDNN. Measured on 2 CPU cores (README, "oneDNN's primitive cache"): 600 new
+#: lengths (tiny checkpoint) grew the worker +554 MB at the default (1.4 MB each until the cache filled), +234 MB at
+#: 256, +71 MB at 0 (vLLM's own 32 shapes per weight shape); full size, 150 lengths: +209 / +130 /
+#: +25 MB. Speed, A/B interleaved, default vs 256: no difference beyond the machine's noise (tiny
+#: decode 797 vs 753 frames/s, ranges overlapping; full-size prefill of a length evicted from the
+#: capped cache 1060 vs 1084 ms). A cap costs only the rebuild of a returning length's primitives,
+#: 0.2-0.6 ms each; 256 also holds every decode batch size of max_batch 64 for all 4 weight shapes.
+CPU_ONEDNN_CACHE_CAPACITY = 256
+#: oneDNN reads the first name, then the older second one; an operator's value under either is kept.
+ONEDNN_CACHE_VARS = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY")
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
@@ -281,6 +299,21 @@ def _ensure_plugin_enabled() -> None:
         raise EngineError(f"VLLM_PLUGINS={allowed!r} does not enable the {PLUGIN_NAME!r} plugin the vLLM backend needs")
 
 
+@contextlib.contextmanager
+def _engine_process_env(on_cpu: bool) -> Iterator[None]:
+    """The environment vLLM's engine processes start with (they copy it when spawned, before oneDNN
+    loads in them): on CPU, ``CPU_ONEDNN_CACHE_CAPACITY`` unless either name of the variable is set.
+    Only for the spawn: this process's own oneDNN (torch, the codec) keeps its default."""
+    if not on_cpu or any(name in os.environ for name in ONEDNN_CACHE_VARS):
+        yield
+        return
+    os.environ[ONEDNN_CACHE_VARS[0]] = str(CPU_ONEDNN_CACHE_CAPACITY)
+    try:
+        yield
+    finally:
+        os.environ.pop(ONEDNN_CACHE_VARS[0], None)
+
+
 def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _SchedulerProbe, runner: RunnerChoice) -> Any:
     """Create vLLM's AsyncLLM (blocking: spawns the engine processes and loads the weights)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -331,7 +364,8 @@ def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _Sched
                 frontend.model_dir, _DTYPE_NAMES[dtype], config.max_batch, config.max_model_len,
                 vllm_config.model_config.logits_processors[0].rsplit(":", 1)[1],
                 "on" if vllm_config.scheduler_config.async_scheduling else "off (the tested path)")
-    return AsyncLLM.from_vllm_config(vllm_config, stat_loggers=[probe.logger_class()], disable_log_stats=True)
+    with _engine_process_env(on_cpu):  # returns once the engine core and its worker are up
+        return AsyncLLM.from_vllm_config(vllm_config, stat_loggers=[probe.logger_class()], disable_log_stats=True)
 
 
 # -- the engine -----------------------------------------------------------------------------------
