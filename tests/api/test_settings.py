@@ -134,6 +134,8 @@ def test_require_auth_can_be_forced_off_with_keys():
         ({"GEPARD_WS_IDLE_TIMEOUT_S": "0"}, "GEPARD_WS_IDLE_TIMEOUT_S: must be > 0, got 0.0"),
         ({"GEPARD_WS_IDLE_TIMEOUT_S": "nan"}, "GEPARD_WS_IDLE_TIMEOUT_S: 'nan' is not a finite number"),
         ({"GEPARD_MAX_CONTEXTS_PER_SOCKET": "0"}, "GEPARD_MAX_CONTEXTS_PER_SOCKET: must be >= 1, got 0"),
+        ({"GEPARD_MAX_CONCURRENT_CLONES": "0"}, "GEPARD_MAX_CONCURRENT_CLONES: must be >= 1, got 0"),
+        ({"GEPARD_CLONE_UPLOAD_TIMEOUT_S": "0"}, "GEPARD_CLONE_UPLOAD_TIMEOUT_S: must be > 0, got 0.0"),
         ({"GEPARD_MAX_CONCURRENT_GENERATIONS": "-1"}, "GEPARD_MAX_CONCURRENT_GENERATIONS: must be >= 1, got -1"),
         ({"GEPARD_MODEL_IDS": " , "}, "GEPARD_MODEL_IDS: must list at least one model id (use * to accept every id)"),
         ({"GEPARD_TEMPERATURE": "-0.5"}, "GEPARD_TEMPERATURE: must be in [0, 10], got -0.5"),
