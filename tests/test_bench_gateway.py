@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.live import free_port
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

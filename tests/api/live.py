@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -27,14 +26,9 @@ from api.app import build_app
 from api.lifecycle import Phase
 from api.server import GracefulServer, uvicorn_config
 from api.settings import Settings
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class LiveServer:

@@ -26,7 +26,8 @@ from api.cli import build_parser, main
 from api.server import GracefulServer, uvicorn_config
 from api.settings import Settings
 from codec_worker.errors import CodecFormatError
-from tests.api.live import REPO, free_port
+from tests.api.live import REPO
+from tests.ports import free_port
 from tests.conftest import REF_AUDIO_DIR
 
 FRAMES = 24  # the tiny checkpoint's counter stops every request after 24 frames

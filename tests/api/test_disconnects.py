@@ -26,7 +26,7 @@ from api.disconnects import DisconnectMiddleware, unless_client_leaves
 from api.logging_setup import configure_logging
 from api.server import uvicorn_config
 from api.settings import Settings
-from tests.api.live import free_port
+from tests.ports import free_port
 
 log = logging.getLogger("tests.disconnects")
 second_send_done = threading.Event()

@@ -28,7 +28,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from api.app import DEFAULT_VOICE_ID
 from tests.api.live import ServerProcess
 from tests.api.routes.ws_helpers import gen, recv, send
-from tests.voices.redis_server import RedisServer, free_port
+from tests.ports import free_port
+from tests.voices.redis_server import RedisServer
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,7 @@ from websockets.sync.client import connect
 
 from api.server import uvicorn_config
 from api.settings import Settings
-from tests.api.live import free_port
+from tests.ports import free_port
 
 
 async def deny(ws: WebSocket) -> None:  # as the routes refuse a bad key (401) or a draining server (503)

