@@ -37,15 +37,14 @@ from engine.requests import FinishReason, SamplingParams, SynthesisRequest  # no
 pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
 
 GREEDY = SamplingParams(temperature=0.0)
+TEXTS = ["Hello there.", "The quick brown fox jumps over the lazy dog.", "One.", "Hola, ¿cómo estás?",
+         "Good morning, and welcome to the show. Please hold while I transfer your call."]
 
 
 def _on_cpu() -> bool:
     from vllm.platforms import current_platform
 
     return current_platform.is_cpu()
-
-TEXTS = ["Hello there.", "The quick brown fox jumps over the lazy dog.", "One.", "Hola, ¿cómo estás?",
-         "Good morning, and welcome to the show. Please hold while I transfer your call."]
 
 
 def engine_pids() -> set[int]:
