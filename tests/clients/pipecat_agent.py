@@ -6,9 +6,12 @@ the suite.
 
 SCENARIO is one of:
 
-    turns      three pipelines, one after another: CartesiaTTSService (WebSocket) speaking one
-               TTSSpeakFrame, read until its TTSStoppedFrame; the same with the voice ``missing``
-               (it does not exist); CartesiaHttpTTSService (/tts/bytes) speaking the same frame
+    turns      four pipelines, one after another: CartesiaTTSService (WebSocket) speaking one
+               TTSSpeakFrame, read until its TTSStoppedFrame; the same turn as an LLM streams it
+               (LLMTextFrame tokens between LLMFullResponseStart/EndFrame: pipecat aggregates them
+               into sentences, sends each with continue=true and flushes at the end); the
+               TTSSpeakFrame with the voice ``missing`` (it does not exist); CartesiaHttpTTSService
+               (/tts/bytes) speaking the TTSSpeakFrame
     interrupt  a long turn interrupted (InterruptionFrame) at its first audio, then a second turn;
                after that turn it prints a line, ``between turns``, and waits for a line on stdin
                before it ends, so the test can look at the server while the socket is still open
@@ -31,6 +34,9 @@ from pipecat.frames.frames import (
     ErrorFrame,
     Frame,
     InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
     TTSAudioRawFrame,
     TTSSpeakFrame,
     TTSStoppedFrame,
@@ -80,6 +86,7 @@ async def run(scenario: str, base_url: str, api_key: str, voice_id: str) -> dict
         return {"interrupt": await pipeline("interrupt", ws_url, api_key, voice_id)}
     if scenario == "turns":
         return {"turn": await pipeline("turn", ws_url, api_key, voice_id),
+                "llm": await pipeline("llm", ws_url, api_key, voice_id),
                 "missing_voice": await pipeline("turn", ws_url, api_key, "missing"),
                 "http": await pipeline("http", base_url, api_key, voice_id)}
     raise SystemExit(f"unknown scenario {scenario!r}")
@@ -108,6 +115,11 @@ async def pipeline(scenario: str, url: str, api_key: str, voice_id: str) -> dict
             await asyncio.wait_for(recorder.first_audio.wait(), WAIT_S)
             await worker.queue_frame(InterruptionFrame())  # a user spoke: pipecat cancels the context
             await worker.queue_frame(TTSSpeakFrame(NEXT_TURN))
+        elif scenario == "llm":
+            await worker.queue_frame(LLMFullResponseStartFrame())
+            for token in llm_tokens(TURN):
+                await worker.queue_frame(LLMTextFrame(token))
+            await worker.queue_frame(LLMFullResponseEndFrame())
         else:
             await worker.queue_frame(TTSSpeakFrame(TURN))
         # the turn that was not interrupted ends with its TTSStoppedFrame (the interrupted one may too)
@@ -124,6 +136,12 @@ async def pipeline(scenario: str, url: str, api_key: str, voice_id: str) -> dict
     await runner.add_workers(worker)
     await asyncio.gather(runner.run(), drive())
     return report(recorder.frames, upstream.frames)
+
+
+def llm_tokens(text: str) -> list[str]:
+    """``text`` as an LLM streams it: short pieces, a word's leading space included."""
+    words = text.split(" ")
+    return [words[0]] + [f" {w}" for w in words[1:]]
 
 
 def last_context(frames: list[Frame]) -> str | None:

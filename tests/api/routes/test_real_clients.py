@@ -76,8 +76,8 @@ def run_agent(python: Path, script: str, scenario: str, base_url: str, voice_id:
 
 @pytest.fixture(scope="module")
 def pipecat_turns(clients_python, secure_gateway, tls_files) -> dict:
-    """One process (the packages take seconds to import): a WebSocket turn, one with a missing voice,
-    an HTTP turn; each its own pipeline."""
+    """One process (the packages take seconds to import): a WebSocket turn, the same streamed by an
+    LLM, one with a missing voice, an HTTP turn; each its own pipeline."""
     from api.app import DEFAULT_VOICE_ID
 
     return run_agent(clients_python, "pipecat_agent.py", "turns", secure_gateway.url, DEFAULT_VOICE_ID,
@@ -93,6 +93,14 @@ def test_pipecat_websocket_turn(pipecat_turns):
     types = got["types"]
     audio = [i for i, t in enumerate(types) if t == "TTSAudioRawFrame"]
     assert types.index("TTSStartedFrame") < audio[0] and types.index("TTSStoppedFrame") > audio[-1]
+
+
+def test_pipecat_turn_streamed_by_an_llm(pipecat_turns):
+    # pipecat cuts the tokens into sentences itself, sends each (continue=true) and closes the turn
+    got = pipecat_turns["llm"]
+    assert got["errors"] == []
+    assert got["audio_bytes"] == [3 * expected_bytes(1, "pcm_s16le", 16000)]
+    assert got["words"] == "Hello there! I am your assistant. How can I help?".split()
 
 
 def test_pipecat_missing_voice_is_an_error_frame_with_our_message(pipecat_turns):
