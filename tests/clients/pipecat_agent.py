@@ -110,9 +110,11 @@ async def pipeline(scenario: str, url: str, api_key: str, voice_id: str) -> dict
 
     async def drive() -> None:
         await asyncio.wait_for(started.wait(), WAIT_S)
+        interrupted = None
         if scenario == "interrupt":
             await worker.queue_frame(TTSSpeakFrame(LONG_TURN))
             await asyncio.wait_for(recorder.first_audio.wait(), WAIT_S)
+            interrupted = next(f.context_id for f in recorder.frames if isinstance(f, TTSAudioRawFrame))
             await worker.queue_frame(InterruptionFrame())  # a user spoke: pipecat cancels the context
             await worker.queue_frame(TTSSpeakFrame(NEXT_TURN))
         elif scenario == "llm":
@@ -123,10 +125,8 @@ async def pipeline(scenario: str, url: str, api_key: str, voice_id: str) -> dict
         else:
             await worker.queue_frame(TTSSpeakFrame(TURN))
         # the turn that was not interrupted ends with its TTSStoppedFrame (the interrupted one may too)
-        while True:
-            stopped = await asyncio.wait_for(recorder.stopped.get(), WAIT_S)
-            if scenario != "interrupt" or stopped.context_id == last_context(recorder.frames):
-                break
+        while (await asyncio.wait_for(recorder.stopped.get(), WAIT_S)).context_id in (None, interrupted):
+            pass
         if scenario == "interrupt":
             print("between turns", flush=True)
             await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
@@ -142,12 +142,6 @@ def llm_tokens(text: str) -> list[str]:
     """``text`` as an LLM streams it: short pieces, a word's leading space included."""
     words = text.split(" ")
     return [words[0]] + [f" {w}" for w in words[1:]]
-
-
-def last_context(frames: list[Frame]) -> str | None:
-    """The context of the latest audio: the turn spoken last."""
-    contexts = [f.context_id for f in frames if isinstance(f, TTSAudioRawFrame)]
-    return contexts[-1] if contexts else None
 
 
 def report(frames: list[Frame], upstream: list[Frame]) -> dict:
