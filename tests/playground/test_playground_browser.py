@@ -120,6 +120,24 @@ def test_typed_words_stream_with_continue_then_flush_and_play_gapless(gateway, o
     assert log.errors == []
 
 
+def test_a_typed_turn_with_a_tag_ends_when_its_words_are_spoken(gateway, open_page) -> None:
+    # The tag is markup, not words: the server's timestamps never count it. Counted as two words
+    # ('<break', 'time="0.2s"/>', typed in two pieces), the turn never ended, the next sentence got
+    # no time to first audio, and the pause while typing it counted as an underrun.
+    page, log = open_page(gateway.url + "/playground/")
+    box = page.locator("#lane-1").get_by_label("Text", exact=True)
+    box.click()
+    box.press_sequentially('Wait <break time="0.2s"/> then <spell>AB</spell> go. ', delay=10)
+    wait_for(page, "c && c.words.length === 4")
+    box.press_sequentially("Next one. ", delay=10)
+    wait_for(page, "c.words.length === 6")
+    ctx = context_of(page)
+    assert [w["word"] for w in ctx["words"]] == ["Wait", "then", "AB", "go.", "Next", "one."]
+    assert ctx["flushes"] == 0 and ctx["sentWords"] == 6
+    assert len(ctx["ttfaMs"]) == 2  # each sentence is a turn of its own
+    assert log.errors == []
+
+
 def test_speak_at_another_format_then_escape_cancels_and_silences(gateway, open_page) -> None:
     page, log = open_page(gateway.url + "/playground")
     page.get_by_label("Encoding").select_option("pcm_s16le")
@@ -379,6 +397,8 @@ def test_narrow_screen_labels_and_modules(gateway, open_page) -> None:
           final: t.nextPiece('Hello world', 'Hello ', true),
           edited: t.nextPiece('Hello there ', 'Hello world '),
           words: t.countWords('  a  b c '),
+          tagged: t.countWords('Wait <break time="1s"/> then <SPELL>AB-12</SPELL> go.<speed ratio="1.2"/>'),
+          unknown: t.countWords('a <b>bold</b> c'),
           pcm: [...a, ...b],
         };
     }""")
@@ -388,5 +408,7 @@ def test_narrow_screen_labels_and_modules(gateway, open_page) -> None:
     assert results["final"] == {"piece": "world", "sent": "Hello world"}
     assert results["edited"] == {"piece": "there ", "sent": "Hello there "}
     assert results["words"] == 3
+    assert results["tagged"] == 4  # Wait, then, AB-12, go.: what the server's timestamps count
+    assert results["unknown"] == 3  # not Cartesia's: text, spoken as written
     assert results["pcm"] == [0.5, 32767 / 32768]  # a sample split across chunks is carried over
     assert log.errors == []

@@ -29,6 +29,7 @@ export class SpeechContext {
     this.decoder = new PcmDecoder(this.encoding);
     this.player = new Player(audio, this.sampleRate);
     this.state = "open"; // open | closing | done | cancelled | failed
+    this.sentText = "";  // everything sent, for the word count (a tag may arrive in pieces)
     this.sentWords = 0;
     this.spokenWords = 0;
     this.turnOpen = false;
@@ -69,7 +70,8 @@ export class SpeechContext {
       this.turnStart = performance.now();
       this.turnHeard = false;
     }
-    this.sentWords += countWords(transcript);
+    this.sentText += transcript;
+    this.sentWords = countWords(this.sentText);
     const message = { ...this.request, context_id: this.id, transcript, continue: !last };
     if (flush) message.flush = true;
     if (last) this.state = "closing";

@@ -31,8 +31,13 @@ export function nextPiece(text, sent, final = false) {
   return { piece, sent: text.slice(0, keep) + piece };
 }
 
-/** Whitespace-separated tokens in text: what the server's word timestamps count. */
+// Cartesia's transcript tags (api/text/markup.py): markup the server reads, never a word it speaks.
+// A <spell> span's content is one word in the timestamps, as it stands between its tags.
+const TAG = /<\/?(?:break|speed|volume|emotion|spell)\b[^<>]*>/gi;
+
+/** Whitespace-separated tokens in text, tags left out: what the server's word timestamps count.
+ *  Give it the whole text sent, not piece by piece: a tag typed in two pieces is still one tag. */
 export function countWords(text) {
-  const words = text.trim().split(/\s+/);
+  const words = text.replace(TAG, " ").trim().split(/\s+/);
   return words[0] === "" ? 0 : words.length;
 }
