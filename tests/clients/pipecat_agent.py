@@ -12,14 +12,17 @@ SCENARIO is one of:
                into sentences, sends each with continue=true and flushes at the end); the
                TTSSpeakFrame with the voice ``missing`` (it does not exist); CartesiaHttpTTSService
                (/tts/bytes) speaking the TTSSpeakFrame
+    idle       a turn, a pause of IDLE_PAUSE_S (longer than the test server's idle timeout, which
+               closes the socket as Cartesia's does after 5 minutes), then the next turn, which
+               pipecat speaks on a socket it opens again
     interrupt  a long turn interrupted (InterruptionFrame) at its first audio, then a second turn;
                after that turn it prints a line, ``between turns``, and waits for a line on stdin
                before it ends, so the test can look at the server while the socket is still open
 
 The WebSocket URL is BASE_URL's, as a pipecat user writes it: ``wss://host:port/tts/websocket``.
 The last line printed is a JSON object, for each pipeline: what reached the end of the pipeline
-(frame types, audio bytes per context, the words of the TTSTextFrames) and the text of every
-ErrorFrame (pipecat pushes those upstream, to its start).
+(frame types, audio bytes per context, the words of the TTSTextFrames), the text of every
+ErrorFrame (pipecat pushes those upstream, to its start) and how often the service connected.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ TURN = "Hello there! I am your assistant. How can I help?"
 # long enough that, were the cancel ignored, its context would still be generating when the next turn ends
 LONG_TURN = " ".join(f"This is sentence number {n} of an answer that will be interrupted." for n in range(40))
 NEXT_TURN = "Sure, go ahead."
+IDLE_PAUSE_S = 3.0
 WAIT_S = 60.0
 
 
@@ -82,8 +86,8 @@ class Recorder(FrameProcessor):
 
 async def run(scenario: str, base_url: str, api_key: str, voice_id: str) -> dict:
     ws_url = base_url.replace("http", "ws", 1) + "/tts/websocket"
-    if scenario == "interrupt":
-        return {"interrupt": await pipeline("interrupt", ws_url, api_key, voice_id)}
+    if scenario in ("interrupt", "idle"):
+        return {scenario: await pipeline(scenario, ws_url, api_key, voice_id)}
     if scenario == "turns":
         return {"turn": await pipeline("turn", ws_url, api_key, voice_id),
                 "llm": await pipeline("llm", ws_url, api_key, voice_id),
@@ -99,6 +103,13 @@ async def pipeline(scenario: str, url: str, api_key: str, voice_id: str) -> dict
         tts = CartesiaHttpTTSService(base_url=url, settings=CartesiaHttpTTSService.Settings(voice=voice_id), **settings)
     else:
         tts = CartesiaTTSService(url=url, settings=CartesiaTTSService.Settings(voice=voice_id), **settings)
+    connects = 0
+
+    @tts.event_handler("on_connected")
+    async def _connected(_tts) -> None:
+        nonlocal connects
+        connects += 1
+
     recorder, upstream = Recorder(FrameDirection.DOWNSTREAM), Recorder(FrameDirection.UPSTREAM)
     worker = PipelineWorker(Pipeline([upstream, tts, recorder]), cancel_on_idle_timeout=False,
                             params=PipelineParams(audio_out_sample_rate=SAMPLE_RATE))
@@ -116,6 +127,11 @@ async def pipeline(scenario: str, url: str, api_key: str, voice_id: str) -> dict
             await asyncio.wait_for(recorder.first_audio.wait(), WAIT_S)
             interrupted = next(f.context_id for f in recorder.frames if isinstance(f, TTSAudioRawFrame))
             await worker.queue_frame(InterruptionFrame())  # a user spoke: pipecat cancels the context
+            await worker.queue_frame(TTSSpeakFrame(NEXT_TURN))
+        elif scenario == "idle":
+            await worker.queue_frame(TTSSpeakFrame(TURN))
+            await asyncio.wait_for(recorder.stopped.get(), WAIT_S)
+            await asyncio.sleep(IDLE_PAUSE_S)  # the server closes the idle socket meanwhile
             await worker.queue_frame(TTSSpeakFrame(NEXT_TURN))
         elif scenario == "llm":
             await worker.queue_frame(LLMFullResponseStartFrame())
@@ -135,7 +151,7 @@ async def pipeline(scenario: str, url: str, api_key: str, voice_id: str) -> dict
     runner = WorkerRunner()
     await runner.add_workers(worker)
     await asyncio.gather(runner.run(), drive())
-    return report(recorder.frames, upstream.frames)
+    return {**report(recorder.frames, upstream.frames), "connects": connects}
 
 
 def llm_tokens(text: str) -> list[str]:

@@ -18,6 +18,8 @@ from typing import Optional
 
 import pytest
 
+from tests.api.conftest import gateway_settings
+from tests.api.live import LiveServer
 from tests.api.routes.audio_checks import expected_bytes, expected_samples
 from tests.api.routes.conftest import API_KEY
 from tests.api.routes.ws_helpers import engine_idle
@@ -129,6 +131,27 @@ def test_pipecat_interruption_stops_the_turn_and_the_socket_serves_the_next(
     assert 0 < interrupted < 40 * expected_bytes(1, "pcm_s16le", 16000)
     assert answered == expected_bytes(1, "pcm_s16le", 16000)
     assert got["words"][-3:] == ["Sure,", "go", "ahead."]
+
+
+@pytest.fixture(scope="module")
+def idle_gateway(tiny_ckpt_dir, tmp_path_factory):
+    """Closes a socket idle for 1 s, as Cartesia does after 5 minutes (plain ws, key required)."""
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("idle-data"), api_keys={API_KEY},
+                                ws_idle_timeout_s=1.0)
+    with LiveServer(settings) as server:
+        yield server
+
+
+def test_pipecat_speaks_on_after_the_server_closed_its_idle_socket(
+        clients_python, idle_gateway, tls_files, default_voice_id):
+    # an agent's call with a long silence: the idle close is clean, pipecat opens the socket again
+    # (at once, each time it is closed: about once a second here) and no turn loses audio or
+    # reports an error
+    got = run_agent(clients_python, "pipecat_agent.py", "idle", idle_gateway.url, default_voice_id,
+                    tls_files.ca_pem)["idle"]
+    assert got["errors"] == []
+    assert got["connects"] >= 2
+    assert got["audio_bytes"] == [3 * expected_bytes(1, "pcm_s16le", 16000), expected_bytes(1, "pcm_s16le", 16000)]
 
 
 # --- LiveKit -----------------------------------------------------------------------------------------
