@@ -15,7 +15,8 @@ SCENARIO is one of:
                Then it prints ``between turns`` and waits for a line on stdin before it ends, so
                the test can look at the server while the process still holds its sockets
 
-The last line printed is a JSON object: samples per synthesis, the timed words, the errors.
+The last line printed is a JSON object: the samples and timed words of each synthesis. LiveKit
+raises on an error event or a failed request, so an error ends the process with a traceback.
 """
 
 from __future__ import annotations
