@@ -12,9 +12,10 @@ SCENARIO is one of:
                into sentences, sends each with continue=true and flushes at the end); the
                TTSSpeakFrame with the voice ``missing`` (it does not exist); CartesiaHttpTTSService
                (/tts/bytes) speaking the TTSSpeakFrame
-    idle       a turn, a pause of IDLE_PAUSE_S (longer than the test server's idle timeout, which
-               closes the socket as Cartesia's does after 5 minutes), then the next turn, which
-               pipecat speaks on a socket it opens again
+    idle       a turn, then silence until the server has closed the idle socket (its idle timeout,
+               as Cartesia's after 5 minutes) and pipecat has opened another, then the next turn on
+               that socket. Sent at once: a turn sent just as the server closes a socket crosses its
+               close frame and is lost (pipecat reports an error frame), at Cartesia too
     interrupt  a long turn interrupted (InterruptionFrame) at its first audio, then a second turn;
                after that turn it prints a line, ``between turns``, and waits for a line on stdin
                before it ends, so the test can look at the server while the socket is still open
@@ -56,7 +57,6 @@ TURN = "Hello there! I am your assistant. How can I help?"
 # long enough that, were the cancel ignored, its context would still be generating when the next turn ends
 LONG_TURN = " ".join(f"This is sentence number {n} of an answer that will be interrupted." for n in range(40))
 NEXT_TURN = "Sure, go ahead."
-IDLE_PAUSE_S = 3.0
 WAIT_S = 60.0
 
 
@@ -104,11 +104,14 @@ async def pipeline(scenario: str, url: str, api_key: str, voice_id: str) -> dict
     else:
         tts = CartesiaTTSService(url=url, settings=CartesiaTTSService.Settings(voice=voice_id), **settings)
     connects = 0
+    reconnected = asyncio.Event()
 
     @tts.event_handler("on_connected")
     async def _connected(_tts) -> None:
         nonlocal connects
         connects += 1
+        if connects > 1:
+            reconnected.set()
 
     recorder, upstream = Recorder(FrameDirection.DOWNSTREAM), Recorder(FrameDirection.UPSTREAM)
     worker = PipelineWorker(Pipeline([upstream, tts, recorder]), cancel_on_idle_timeout=False,
@@ -131,7 +134,7 @@ async def pipeline(scenario: str, url: str, api_key: str, voice_id: str) -> dict
         elif scenario == "idle":
             await worker.queue_frame(TTSSpeakFrame(TURN))
             await asyncio.wait_for(recorder.stopped.get(), WAIT_S)
-            await asyncio.sleep(IDLE_PAUSE_S)  # the server closes the idle socket meanwhile
+            await asyncio.wait_for(reconnected.wait(), WAIT_S)  # the server closed the idle socket
             await worker.queue_frame(TTSSpeakFrame(NEXT_TURN))
         elif scenario == "llm":
             await worker.queue_frame(LLMFullResponseStartFrame())

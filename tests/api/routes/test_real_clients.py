@@ -145,8 +145,7 @@ def idle_gateway(tiny_ckpt_dir, tmp_path_factory):
 def test_pipecat_speaks_on_after_the_server_closed_its_idle_socket(
         clients_python, idle_gateway, tls_files, default_voice_id):
     # an agent's call with a long silence: the idle close is clean, pipecat opens the socket again
-    # (at once, each time it is closed: about once a second here) and no turn loses audio or
-    # reports an error
+    # at once, and the next turn on that socket loses no audio and reports no error
     got = run_agent(clients_python, "pipecat_agent.py", "idle", idle_gateway.url, default_voice_id,
                     tls_files.ca_pem)["idle"]
     assert got["errors"] == []
