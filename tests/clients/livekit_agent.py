@@ -8,7 +8,8 @@ SCENARIO is one of:
 
     turns      TTS.synthesize(): three sentences over /tts/bytes; then TTS.stream(): the same
                pushed, flushed and ended, over the WebSocket; then a second stream, which LiveKit
-               runs on the same pooled socket
+               runs on the same pooled socket; then, after update_options(speed=1.25,
+               emotion="excited"), a third (sonic-3's generation_config)
     interrupt  a long stream closed (aclose) at its first audio, as an agent does when the user
                speaks, then the next turn's stream. LiveKit sends no cancel: its connection pool
                marks the interrupted socket and closes it when the next stream takes a connection.
@@ -31,6 +32,7 @@ from livekit.plugins import cartesia
 
 SAMPLE_RATE = 24000  # the plugin's default
 SENTENCES = ["Hi, I'm Kelly. ", "It's 9:30 now - let's go! ", "How can I help?"]
+FASTER = 1.25
 LONG = [f"This is sentence number {n} of an answer that will be interrupted. " for n in range(40)]
 
 
@@ -40,8 +42,10 @@ async def run(scenario: str, base_url: str, api_key: str, voice_id: str) -> dict
                            sample_rate=SAMPLE_RATE)
         try:
             if scenario == "turns":
-                return {"syntheses": [await synthesize(tts, "".join(SENTENCES)), await stream(tts, SENTENCES),
-                                      await stream(tts, ["Second stream."])]}
+                syntheses = [await synthesize(tts, "".join(SENTENCES)), await stream(tts, SENTENCES),
+                             await stream(tts, ["Second stream."])]
+                tts.update_options(speed=FASTER, emotion="excited")
+                return {"syntheses": syntheses + [await stream(tts, ["Faster now."])]}
             if scenario == "interrupt":
                 interrupted = await stream(tts, LONG, stop_at_first_audio=True)
                 answered = await stream(tts, ["Sure, go ahead."])

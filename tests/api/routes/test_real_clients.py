@@ -20,7 +20,7 @@ import pytest
 
 from tests.api.conftest import gateway_settings
 from tests.api.live import LiveServer
-from tests.api.routes.audio_checks import expected_bytes, expected_samples
+from tests.api.routes.audio_checks import expected_bytes, expected_samples, stretched_samples
 from tests.api.routes.conftest import API_KEY
 from tests.api.routes.ws_helpers import engine_idle
 
@@ -158,7 +158,8 @@ def test_pipecat_speaks_on_after_the_server_closed_its_idle_socket(
 
 @pytest.fixture(scope="module")
 def livekit_turns(clients_python, secure_gateway, tls_files) -> list[dict]:
-    """One process: synthesize() over /tts/bytes, then two streams over one pooled socket."""
+    """One process: synthesize() over /tts/bytes, then three streams over one pooled socket, the
+    last at speed 1.25."""
     from api.app import DEFAULT_VOICE_ID
 
     return run_agent(clients_python, "livekit_agent.py", "turns", secure_gateway.url, DEFAULT_VOICE_ID,
@@ -171,11 +172,17 @@ def test_livekit_synthesize_over_bytes(livekit_turns):
 
 
 def test_livekit_streams_reuse_the_socket_with_aligned_words(livekit_turns):
-    _, first, second = livekit_turns
+    _, first, second, _ = livekit_turns
     # LiveKit aligns our words to the text it sent: they must be its own tokens, punctuation attached
     assert first == {"samples": expected_samples(3, 24000),
                      "words": "Hi, I'm Kelly. It's 9:30 now - let's go! How can I help?".split()}
     assert second == {"samples": expected_samples(1, 24000), "words": ["Second", "stream."]}
+
+
+def test_livekit_speed_and_emotion_options(livekit_turns):
+    # LiveKit sends them as sonic-3's generation_config: the speed stretches the speech, the
+    # emotion is accepted and ignored
+    assert livekit_turns[3] == {"samples": stretched_samples(1, 1.25, 24000), "words": ["Faster", "now."]}
 
 
 def test_livekit_interruption_stops_the_work(clients_python, secure_gateway, tls_files, default_voice_id):
