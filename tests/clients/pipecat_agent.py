@@ -52,7 +52,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.cartesia.tts import CartesiaHttpTTSService, CartesiaTTSService
 from pipecat.workers.runner import WorkerRunner
 
-SAMPLE_RATE = 16000  # pipecat's telephony-style default pipeline rate
+SAMPLE_RATE = 16000  # a telephony pipeline's rate (pipecat's own default is 24 kHz): the rate is passed through
 TURN = "Hello there! I am your assistant. How can I help?"
 # long enough that, were the cancel ignored, its context would still be generating when the next turn ends
 LONG_TURN = " ".join(f"This is sentence number {n} of an answer that will be interrupted." for n in range(40))
