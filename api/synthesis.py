@@ -7,7 +7,8 @@
             ...
 
 Gepard needs a segment's whole text before it starts (R and SOS depend on it), so a transcript
-is cut into sentence segments; each segment is one engine request. Text is normalised per
+is cut into sentence segments; each segment is one engine request (several in a row when its
+text reads as more words than one request can finish: api/text/speech_pieces.py). Text is normalised per
 segment (numbers, dates... spoken as words) and the alignment is kept for word timestamps.
 Closing a ``speak`` iterator early (client gone, cancel) aborts the engine request and frees
 the codec stream.
@@ -56,6 +57,7 @@ from api.text.markup_reading import read_markup
 from api.text.pronunciation import (
     Pronunciations, SizedLru, apply_pronunciations, compile_pronunciations, entry_chars,
 )
+from api.text.speech_pieces import speech_pieces
 from codec_worker.interface import CodecDecoder
 from engine.interface import TtsEngine
 from engine.requests import SamplingParams, SynthesisRequest
@@ -89,7 +91,8 @@ class PreparedRequest:
 
 @dataclass(frozen=True)
 class Segment:
-    """One engine request's worth of text, and how its audio is delivered.
+    """One sentence's worth of text (one engine request, or a few for very long readings), and
+    how its audio is delivered.
 
     ``speed`` and ``volume`` override the request's (``generation_config``) for this segment when
     set (the transcript's own ``<speed>``/``<volume>`` tags); ``pause_after_s`` is silence sent after
@@ -364,10 +367,14 @@ class SynthesisService:
         if segment.speed is not None:
             speed = segment.speed
         if segment.has_speech:
-            async with contextlib.aclosing(self._speech(segment, prefix, sampling, request_id, volume, timing,
-                                                        speed)) as audio:
-                async for pcm in audio:
-                    yield pcm
+            # one engine request a piece: a segment that reads as more words than one request can
+            # finish goes as several in a row (api/text/speech_pieces.py)
+            for k, text in enumerate(speech_pieces(segment.speech_text)):
+                piece_id = request_id if k == 0 else f"{request_id}.{k}"
+                async with contextlib.aclosing(self._speech(text, prefix, sampling, piece_id, volume, timing,
+                                                            speed)) as audio:
+                    async for pcm in audio:
+                        yield pcm
         pause = round(segment.pause_s * self.sample_rate_hz)
         if pause:
             if timing is not None:  # silence is ready at once: it is audio, never an underrun
@@ -383,10 +390,11 @@ class SynthesisService:
                 yield piece[: pause - start]
 
     async def _speech(
-        self, segment: Segment, prefix: Optional[torch.Tensor], sampling: SamplingParams, request_id: str,
+        self, text: str, prefix: Optional[torch.Tensor], sampling: SamplingParams, request_id: str,
         volume: float, timing: Optional[StreamTiming], speed: float = 1.0,
     ) -> AsyncIterator[np.ndarray]:
-        """The segment's speech: one engine request and one codec stream, stretched to ``speed``."""
+        """Speech for ``text`` (a segment's, or a piece of it): one engine request and one codec
+        stream, stretched to ``speed``."""
         stretch = TimeStretch(speed, self.sample_rate_hz)  # 1.0: a pass-through without a filter graph
         if self._in_flight >= self.settings.max_concurrent_generations:
             raise RateLimitedError(
@@ -396,7 +404,7 @@ class SynthesisService:
         stream = self.decoder.open_stream()  # may refuse (the codec is closing): before anything is counted
         self._in_flight += 1
         # frames are taken a codec chunk at a time: the engine need not wake this task for each one
-        request = SynthesisRequest(request_id, segment.speech_text, prefix, sampling, delivery=self.decoder.schedule.sizes)
+        request = SynthesisRequest(request_id, text, prefix, sampling, delivery=self.decoder.schedule.sizes)
         if timing is not None:
             timing.owe(time.perf_counter())
         # The load meter sees this stream as busy from its first audio to its last, except while

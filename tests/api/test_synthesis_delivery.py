@@ -185,3 +185,42 @@ async def test_a_segment_pause_is_silence_after_its_speech_and_a_pause_alone_ask
         assert len(requests) == 2 and svc.in_flight == 0
     finally:
         await rt.aclose()
+
+
+async def test_a_segment_read_as_very_many_words_goes_as_several_engine_requests(tiny_ckpt_dir, tmp_path):
+    """400 digits read one by one are ~400 words: one request would meet the frame cap (~93 s) long
+    before the end. The segment goes as pieces of at most MAX_PIECE_WORDS words in a row, each its
+    own engine request with its own id, and the audio of all of them is the segment's; closing the
+    stream in the first piece makes no request for the others."""
+    from api.text.speech_pieces import MAX_PIECE_WORDS
+
+    rt = await open_runtime(gateway_settings(tiny_ckpt_dir, tmp_path / "data"))
+    try:
+        svc = rt.service
+        real_generate, requests, frames = rt.engine.generate, [], []
+
+        async def recording_generate(request):
+            requests.append(request)
+            async for chunk in real_generate(request):
+                frames.append(chunk.num_frames)
+                yield chunk
+
+        rt.engine.generate = recording_generate
+        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        segment = svc.segment("My code is " + "1234567890" * 40 + ".", "en")
+        sampling = SamplingParams(temperature=0.0, max_frames=12)
+        async with contextlib.aclosing(svc.speak(segment, prefix, sampling, "digits")) as stream:
+            samples = sum([pcm.size async for pcm in stream])
+        assert [r.request_id for r in requests] == ["digits", "digits.1", "digits.2", "digits.3"]
+        assert all(len(r.text.split()) <= MAX_PIECE_WORDS for r in requests)
+        assert " ".join(r.text for r in requests).split() == segment.speech_text.split()
+        assert samples == sum(frames) * rt.decoder.samples_per_frame > 0
+        assert svc.in_flight == 0
+
+        requests.clear()
+        async with contextlib.aclosing(svc.speak(segment, prefix, sampling, "left")) as stream:
+            async for _ in stream:
+                break  # the client is gone at the first audio
+        assert [r.request_id for r in requests] == ["left"] and svc.in_flight == 0
+    finally:
+        await rt.aclose()
