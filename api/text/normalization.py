@@ -5,7 +5,8 @@ English, Spanish, Portuguese and Dutch (other languages, and ``mode="off"``, pas
 unchanged): cardinals with the locale's separators ("1,234.5" en, "1.234,5" es/pt/nl), ordinals
 ("1st", "2.º", "1e"), money ("$5", "€3,50", "£10", "5 USD", "$2.5M"), percentages, dates
 ("2024-03-05", "03/05/2024", "5.3.2024"), times ("3:30 pm", "15:45", "15h30"), English years
-("1999" -> "nineteen ninety-nine", "1990s"), and abbreviations ("Dr.", "e.g.", "Sra.", "bijv.").
+("1999" -> "nineteen ninety-nine", "1990s"), units of measure ("30°C", "50 km/h", "20 m²", "16GB";
+api/text/normalization_units.py) and abbreviations ("Dr.", "e.g.", "Sra.", "bijv.").
 
 Alignment. The input is split on whitespace into *tokens*, exactly as written (punctuation
 attached). Each token becomes zero or more normalized words; leading punctuation of the token is
@@ -19,7 +20,7 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
 which rule a token matches, in this order: abbreviation, currency, ordinal, time, date, percent,
-years (and English month-day, decades), plain number, simple fraction (en), mixed digits
+measure, years (and English month-day, decades), plain number, simple fraction (en), mixed digits
 ("COVID-19", "24/7"; phone numbers and codes such as "555-1234" digit by digit), "&".
 
 Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\d`` accept,
@@ -46,6 +47,7 @@ from api.text.normalization_es import SpanishRules
 from api.text.normalization_nl import DutchRules
 from api.text.normalization_pt import PortugueseRules
 from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumber
+from api.text.normalization_units import STANDALONE, UNIT_SYMBOLS, attached_unit
 
 __all__ = [
     "NormalizationMode",
@@ -313,6 +315,7 @@ class _TokenReader:
             self._read_time,
             self._read_date,
             self._read_percent,
+            self._read_measure,
             self._read_year_like,
             self._read_area_code,
             self._read_number,
@@ -462,6 +465,29 @@ class _TokenReader:
             num = r.parse_number(tok.core)
             if num is not None:
                 return r.read_percent(num), 1
+        return None, 0
+
+    def _read_measure(self, i: int) -> tuple[Optional[str], int]:
+        """A number and a unit of measure (api/text/normalization_units.py): "30°C", "50 km/h",
+        "30° C" (the scale a token of its own), and a unit with a superscript alone ("per m²")."""
+        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        if not r.units:
+            return None, 0
+        joins_next = nxt is not None and not tok.trail and not nxt.lead
+        attached = attached_unit(tok.core)
+        if attached is not None:
+            written, symbol = attached
+            unit, consumed = UNIT_SYMBOLS[symbol], 0
+            if unit == "°" and joins_next and nxt.core in ("C", "F"):  # "30° C"
+                unit, consumed = "°" + nxt.core, 1
+            num = r.parse_number(written)
+            return (r.read_measure(num, unit), consumed) if num is not None else (None, 0)
+        if tok.core in STANDALONE:
+            return r.read_unit_name(UNIT_SYMBOLS[tok.core]), 0
+        if joins_next and nxt.core in UNIT_SYMBOLS:
+            num = r.parse_number(tok.core)
+            if num is not None:
+                return r.read_measure(num, UNIT_SYMBOLS[nxt.core]), 1
         return None, 0
 
     def _read_year_like(self, i: int) -> tuple[Optional[str], int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, spell
+from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
 
 __all__ = ["EnglishRules"]
 
@@ -34,6 +34,30 @@ class EnglishRules(LanguageRules):
         "m": ("million", "million"),
         "b": ("billion", "billion"),
         "bn": ("billion", "billion"),
+    }
+    units = {
+        key: UnitNames(one, many) for key, (one, many) in {
+            "km": ("kilometer", "kilometers"), "m": ("meter", "meters"), "cm": ("centimeter", "centimeters"),
+            "mm": ("millimeter", "millimeters"), "mi": ("mile", "miles"), "ft": ("foot", "feet"),
+            "kg": ("kilogram", "kilograms"), "g": ("gram", "grams"), "mg": ("milligram", "milligrams"),
+            "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"), "l": ("liter", "liters"),
+            "ml": ("milliliter", "milliliters"),
+            "m2": ("square meter", "square meters"), "km2": ("square kilometer", "square kilometers"),
+            "cm2": ("square centimeter", "square centimeters"), "mm2": ("square millimeter", "square millimeters"),
+            "ft2": ("square foot", "square feet"), "m3": ("cubic meter", "cubic meters"),
+            "cm3": ("cubic centimeter", "cubic centimeters"),
+            "km/h": ("kilometer per hour", "kilometers per hour"), "mph": ("mile per hour", "miles per hour"),
+            "m/s": ("meter per second", "meters per second"),
+            "°C": ("degree Celsius", "degrees Celsius"), "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
+            "°": ("degree", "degrees"),
+            "KB": ("kilobyte", "kilobytes"), "MB": ("megabyte", "megabytes"), "GB": ("gigabyte", "gigabytes"),
+            "TB": ("terabyte", "terabytes"),
+            "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
+            "GHz": ("gigahertz", "gigahertz"),
+            "W": ("watt", "watts"), "kW": ("kilowatt", "kilowatts"), "MW": ("megawatt", "megawatts"),
+            "kWh": ("kilowatt hour", "kilowatt hours"),
+            "ms": ("millisecond", "milliseconds"), "min": ("minute", "minutes"),
+        }.items()
     }
     abbreviations = {
         "mr.": Abbreviation("mister", title=True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, spell
+from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
 
 __all__ = ["SpanishRules"]
 
@@ -51,6 +51,30 @@ class SpanishRules(LanguageRules):
         "m": ("millón", "millones"),
         "b": ("mil millones", "mil millones"),
         "bn": ("mil millones", "mil millones"),
+    }
+    units = {
+        key: UnitNames(*names) for key, names in {
+            "km": ("kilómetro", "kilómetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),
+            "mm": ("milímetro", "milímetros"), "mi": ("milla", "millas", "f"), "ft": ("pie", "pies"),
+            "kg": ("kilogramo", "kilogramos"), "g": ("gramo", "gramos"), "mg": ("miligramo", "miligramos"),
+            "lb": ("libra", "libras", "f"), "oz": ("onza", "onzas", "f"), "l": ("litro", "litros"),
+            "ml": ("mililitro", "mililitros"),
+            "m2": ("metro cuadrado", "metros cuadrados"), "km2": ("kilómetro cuadrado", "kilómetros cuadrados"),
+            "cm2": ("centímetro cuadrado", "centímetros cuadrados"),
+            "mm2": ("milímetro cuadrado", "milímetros cuadrados"), "ft2": ("pie cuadrado", "pies cuadrados"),
+            "m3": ("metro cúbico", "metros cúbicos"), "cm3": ("centímetro cúbico", "centímetros cúbicos"),
+            "km/h": ("kilómetro por hora", "kilómetros por hora"), "mph": ("milla por hora", "millas por hora", "f"),
+            "m/s": ("metro por segundo", "metros por segundo"),
+            "°C": ("grado Celsius", "grados Celsius"), "°F": ("grado Fahrenheit", "grados Fahrenheit"),
+            "°": ("grado", "grados"),
+            "KB": ("kilobyte", "kilobytes"), "MB": ("megabyte", "megabytes"), "GB": ("gigabyte", "gigabytes"),
+            "TB": ("terabyte", "terabytes"),
+            "Hz": ("hercio", "hercios"), "kHz": ("kilohercio", "kilohercios"), "MHz": ("megahercio", "megahercios"),
+            "GHz": ("gigahercio", "gigahercios"),
+            "W": ("vatio", "vatios"), "kW": ("kilovatio", "kilovatios"), "MW": ("megavatio", "megavatios"),
+            "kWh": ("kilovatio hora", "kilovatios hora"),
+            "ms": ("milisegundo", "milisegundos"), "min": ("minuto", "minutos"),
+        }.items()
     }
     abbreviations = {
         "sr.": Abbreviation("señor", title=True),

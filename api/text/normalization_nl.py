@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, spell
+from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
 
 __all__ = ["DutchRules"]
 
@@ -42,6 +42,30 @@ class DutchRules(LanguageRules):
         "bn": ("miljard", "miljard"),
         "mln": ("miljoen", "miljoen"),
         "mld": ("miljard", "miljard"),
+    }
+    units = {  # after a number most units keep their singular: "vijf kilometer", "tien liter"
+        key: UnitNames(one, many) for key, (one, many) in {
+            "km": ("kilometer", "kilometer"), "m": ("meter", "meter"), "cm": ("centimeter", "centimeter"),
+            "mm": ("millimeter", "millimeter"), "mi": ("mijl", "mijl"), "ft": ("voet", "voet"),
+            "kg": ("kilogram", "kilogram"), "g": ("gram", "gram"), "mg": ("milligram", "milligram"),
+            "lb": ("pond", "pond"), "oz": ("ons", "ons"), "l": ("liter", "liter"),
+            "ml": ("milliliter", "milliliter"),
+            "m2": ("vierkante meter", "vierkante meter"), "km2": ("vierkante kilometer", "vierkante kilometer"),
+            "cm2": ("vierkante centimeter", "vierkante centimeter"),
+            "mm2": ("vierkante millimeter", "vierkante millimeter"), "ft2": ("vierkante voet", "vierkante voet"),
+            "m3": ("kubieke meter", "kubieke meter"), "cm3": ("kubieke centimeter", "kubieke centimeter"),
+            "km/h": ("kilometer per uur", "kilometer per uur"), "mph": ("mijl per uur", "mijl per uur"),
+            "m/s": ("meter per seconde", "meter per seconde"),
+            "°C": ("graad Celsius", "graden Celsius"), "°F": ("graad Fahrenheit", "graden Fahrenheit"),
+            "°": ("graad", "graden"),
+            "KB": ("kilobyte", "kilobyte"), "MB": ("megabyte", "megabyte"), "GB": ("gigabyte", "gigabyte"),
+            "TB": ("terabyte", "terabyte"),
+            "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
+            "GHz": ("gigahertz", "gigahertz"),
+            "W": ("watt", "watt"), "kW": ("kilowatt", "kilowatt"), "MW": ("megawatt", "megawatt"),
+            "kWh": ("kilowattuur", "kilowattuur"),
+            "ms": ("milliseconde", "milliseconden"), "min": ("minuut", "minuten"),
+        }.items()
     }
     abbreviations = {
         "dhr.": Abbreviation("de heer", title=True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, spell
+from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
 
 __all__ = ["PortugueseRules"]
 
@@ -50,6 +50,30 @@ class PortugueseRules(LanguageRules):
         "m": ("milhão", "milhões"),
         "b": ("bilhão", "bilhões"),
         "bn": ("bilhão", "bilhões"),
+    }
+    units = {  # Brazilian spellings, as the money words ("milhão", "reais")
+        key: UnitNames(*names) for key, names in {
+            "km": ("quilômetro", "quilômetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),
+            "mm": ("milímetro", "milímetros"), "mi": ("milha", "milhas", "f"), "ft": ("pé", "pés"),
+            "kg": ("quilograma", "quilogramas"), "g": ("grama", "gramas"), "mg": ("miligrama", "miligramas"),
+            "lb": ("libra", "libras", "f"), "oz": ("onça", "onças", "f"), "l": ("litro", "litros"),
+            "ml": ("mililitro", "mililitros"),
+            "m2": ("metro quadrado", "metros quadrados"), "km2": ("quilômetro quadrado", "quilômetros quadrados"),
+            "cm2": ("centímetro quadrado", "centímetros quadrados"),
+            "mm2": ("milímetro quadrado", "milímetros quadrados"), "ft2": ("pé quadrado", "pés quadrados"),
+            "m3": ("metro cúbico", "metros cúbicos"), "cm3": ("centímetro cúbico", "centímetros cúbicos"),
+            "km/h": ("quilômetro por hora", "quilômetros por hora"), "mph": ("milha por hora", "milhas por hora", "f"),
+            "m/s": ("metro por segundo", "metros por segundo"),
+            "°C": ("grau Celsius", "graus Celsius"), "°F": ("grau Fahrenheit", "graus Fahrenheit"),
+            "°": ("grau", "graus"),
+            "KB": ("kilobyte", "kilobytes"), "MB": ("megabyte", "megabytes"), "GB": ("gigabyte", "gigabytes"),
+            "TB": ("terabyte", "terabytes"),
+            "Hz": ("hertz", "hertz"), "kHz": ("quilohertz", "quilohertz"), "MHz": ("megahertz", "megahertz"),
+            "GHz": ("gigahertz", "gigahertz"),
+            "W": ("watt", "watts"), "kW": ("quilowatt", "quilowatts"), "MW": ("megawatt", "megawatts"),
+            "kWh": ("quilowatt-hora", "quilowatts-hora"),
+            "ms": ("milissegundo", "milissegundos"), "min": ("minuto", "minutos"),
+        }.items()
     }
     abbreviations = {
         "sr.": Abbreviation("senhor", title=True),

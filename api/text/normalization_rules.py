@@ -16,7 +16,7 @@ from typing import Optional
 
 from num2words import num2words
 
-__all__ = ["Abbreviation", "CurrencyNames", "LanguageRules", "ParsedNumber", "spell"]
+__all__ = ["Abbreviation", "CurrencyNames", "LanguageRules", "ParsedNumber", "UnitNames", "spell"]
 
 def spell(n: int, lang: str, to: str = "cardinal") -> str:
     """num2words without its commas ("one million, two hundred" would read as a pause)."""
@@ -36,6 +36,17 @@ class CurrencyNames:
     cent: tuple[str, str]
     unit_gender: str = "m"
     cent_gender: str = "m"
+
+
+@dataclass(frozen=True, slots=True)
+class UnitNames:
+    """How a unit of measure is said after a number (api/text/normalization_units.py): ``one``
+    after exactly 1, ``many`` otherwise (decimals too: "1.5 miles"); ``gender`` ("m"/"f") for the
+    number's agreement in languages that have it ("una milla")."""
+
+    one: str
+    many: str
+    gender: str = "m"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +95,8 @@ class LanguageRules:
     # "k"/"m"/"b"/"bn" suffix of "$5M" -> (singular, plural) scale word: ("million", "million")
     scale_words: dict[str, tuple[str, str]] = {}
     abbreviations: dict[str, Abbreviation] = {}  # lowercase, with the dots: "dr.", "e.g."
+    # a unit key of api/text/normalization_units.py -> its names; every key, or none (not read)
+    units: dict[str, UnitNames] = {}
     time_unit: Optional[str] = None  # a word that may follow a time and is already said: "uur"
     # Other languages' separators still parse "3.5" as a decimal when the '.' is not followed by
     # exactly three digits ("1.234" stays a thousands group).
@@ -188,6 +201,24 @@ class LanguageRules:
 
     def read_percent(self, num: ParsedNumber) -> str:
         return f"{self.read_number(num)} {self.percent_word}"
+
+    def read_measure(self, num: ParsedNumber, unit: str) -> Optional[str]:
+        """An amount of a unit (a key of ``units``): "5" km -> "five kilometers", "1,5" km (es)
+        -> "uno coma cinco kilómetros", "21" mi (es) -> "veintiuna millas"; None when this
+        language has no name for it."""
+        names = self.units.get(unit)
+        if names is None:
+            return None
+        whole = num.integer or "0"
+        if num.fraction or len(whole) > MAX_CARDINAL_DIGITS or (len(whole) > 1 and whole[0] == "0"):
+            return f"{self.read_number(num, names.gender)} {names.many}"
+        words = self.count_noun(int(whole), (names.one, names.many), names.gender)
+        return f"{self.minus_word} {words}" if num.negative else words
+
+    def read_unit_name(self, unit: str) -> Optional[str]:
+        """A unit with no number before it ("per m²" -> "per square meter"): its singular name."""
+        names = self.units.get(unit)
+        return names.one if names is not None else None
 
     # --- dates, times, years ------------------------------------------------------------------
 

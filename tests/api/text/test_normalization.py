@@ -18,7 +18,7 @@ ENGLISH = [
     ('5 USD', 'five dollars'),
     ('$2.5M', 'two point five million dollars'),
     ('-$3', 'minus three dollars'),
-    ('It is 1,234.5 km', 'It is one thousand two hundred and thirty-four point five km'),
+    ('It is 1,234.5 km', 'It is one thousand two hundred and thirty-four point five kilometers'),
     ('the 21st and 2nd and 3rd', 'the twenty-first and second and third'),
     ('on 2024-03-05', 'on March fifth twenty twenty-four'),
     ('on 03/05/2024', 'on March fifth twenty twenty-four'),

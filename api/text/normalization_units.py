@@ -1,0 +1,59 @@
+"""Units of measure as written after a number: which symbols are units, and which unit each names.
+
+"30°C", "50 km/h", "20 m²", "16GB", "2.4 GHz", "500 mg", "-5 °F": an LLM's reply is full of them,
+and Gepard reads the symbols as letters or not at all. ``normalization.py`` reads a number followed
+by a unit symbol (the same token, or the next one) as the language's words for the amount and the
+unit (``LanguageRules.read_measure``: "thirty degrees Celsius", "cincuenta kilómetros por hora").
+
+Symbols are matched exactly, case included: "MB" is a megabyte, "mb" is not read; "G" (a 5G
+network) is not a gram. A symbol that is also a common abbreviation or letter is a unit only as a
+token of its own after a number ("5 m" is five meters; "5m" may be five million or five minutes, and
+is left to the other rules): ``SPACED_ONLY``. "in" (inch) is never a unit: "5 in the box".
+
+A unit symbol with a superscript after no number ("per m²") is read as the unit's name
+(``STANDALONE``): that is how "m²" is said anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["SPACED_ONLY", "STANDALONE", "UNIT_KEYS", "UNIT_SYMBOLS", "attached_unit"]
+
+#: written symbol -> the unit's key in ``LanguageRules.units``
+UNIT_SYMBOLS: dict[str, str] = {
+    # length, mass, volume
+    "km": "km", "m": "m", "cm": "cm", "mm": "mm", "mi": "mi", "ft": "ft",
+    "kg": "kg", "g": "g", "mg": "mg", "lb": "lb", "lbs": "lb", "oz": "oz",
+    "l": "l", "L": "l", "ml": "ml", "mL": "ml",
+    # area, volume
+    "m²": "m2", "km²": "km2", "cm²": "cm2", "mm²": "mm2", "ft²": "ft2", "m³": "m3", "cm³": "cm3",
+    # speed
+    "km/h": "km/h", "kph": "km/h", "kmh": "km/h", "mph": "mph", "m/s": "m/s",
+    # temperature and angle; "º" (the ordinal indicator) is often typed for "°"
+    "°C": "°C", "ºC": "°C", "℃": "°C", "°F": "°F", "ºF": "°F", "℉": "°F", "°": "°",
+    # data, frequency, power, energy, time
+    "KB": "KB", "kB": "KB", "MB": "MB", "GB": "GB", "TB": "TB",
+    "Hz": "Hz", "kHz": "kHz", "KHz": "kHz", "MHz": "MHz", "GHz": "GHz",
+    "W": "W", "kW": "kW", "MW": "MW", "kWh": "kWh",
+    "ms": "ms", "min": "min",
+}
+
+#: every key a language's ``units`` table must name
+UNIT_KEYS = frozenset(UNIT_SYMBOLS.values())
+
+#: symbols read only as a token of their own after a number ("5 m", "2 L"), never written against it
+SPACED_ONLY = frozenset({"m", "l", "L", "mi"})
+
+#: symbols read as the unit's name where no number comes before them ("per m²")
+STANDALONE = frozenset(s for s in UNIT_SYMBOLS if s[-1] in "²³")
+
+_NUMBER = r"[-\u2212]?(?:\d[\d.,]*)?\d"
+_ATTACHABLE = sorted((s for s in UNIT_SYMBOLS if s not in SPACED_ONLY), key=len, reverse=True)
+_ATTACHED_RE = re.compile(rf"(?P<num>{_NUMBER})(?P<unit>{'|'.join(map(re.escape, _ATTACHABLE))})")
+
+
+def attached_unit(core: str) -> tuple[str, str] | None:
+    """("30", "°C") for "30°C": a number with a unit symbol written against it, or None."""
+    m = _ATTACHED_RE.fullmatch(core)
+    return (m.group("num"), m.group("unit")) if m else None

@@ -1,0 +1,71 @@
+"""Units of measure after a number (api/text/normalization_units.py), read in each language."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.text.normalization import normalize, rules_for
+from api.text.normalization_units import SPACED_ONLY, STANDALONE, UNIT_KEYS, UNIT_SYMBOLS, attached_unit
+
+READINGS = [
+    ("en", "It is 30°C today, 86 °F tomorrow.", "It is thirty degrees Celsius today, eighty-six degrees Fahrenheit tomorrow."),
+    ("en", "It was -5°C, then 1 °C, then 30° C.", "It was minus five degrees Celsius, then one degree Celsius, then thirty degrees Celsius."),
+    ("en", "a 90° turn", "a ninety degrees turn"),
+    ("en", "Drive at 50 km/h, or 31 mph; wind 3 m/s.", "Drive at fifty kilometers per hour, or thirty-one miles per hour; wind three meters per second."),
+    ("en", "1 km, 1.5 km, 2 kg, 500 mg, 21 lb, 6 ft", "one kilometer, one point five kilometers, two kilograms, five hundred milligrams, twenty-one pounds, six feet"),
+    ("en", "The room is 20 m², the tank 3 m³.", "The room is twenty square meters, the tank three cubic meters."),
+    ("en", "16GB of RAM, a 2TB disk, a 2.4 GHz chip", "sixteen gigabytes of RAM, a two terabytes disk, a two point four gigahertz chip"),
+    ("en", "A 60W bulb uses 1 kWh.", "A sixty watts bulb uses one kilowatt hour."),
+    ("en", "Wait 200ms or 30 min.", "Wait two hundred milliseconds or thirty minutes."),
+    ("en", "I ran 5 m and drank 2 L.", "I ran five meters and drank two liters."),
+    ("en", "It is 1,234.5 km away.", "It is one thousand two hundred and thirty-four point five kilometers away."),
+    ("en", "Rent per m² rose.", "Rent per square meter rose."),
+    ("es", "Hace 21 °C y 1 °C; corre a 21 km/h.", "Hace veintiún grados Celsius y un grado Celsius; corre a veintiún kilómetros por hora."),
+    ("es", "21 mi, 1 lb, 1,5 km, 1.000.000 km", "veintiuna millas, una libra, uno coma cinco kilómetros, un millón de kilómetros"),
+    ("es", "Un piso de 80 m² con 2 GB.", "Un piso de ochenta metros cuadrados con dos gigabytes."),
+    ("pt", "Faz 21°C, 2 mi, 1 kg e 1,5 km.", "Faz vinte e um graus Celsius, duas milhas, um quilograma e um vírgula cinco quilômetros."),
+    ("pt", "20ºC e o 20º lugar", "vinte graus Celsius e o vigésimo lugar"),  # "º" before C is a degree sign; alone an ordinal
+    ("nl", "Het is 1 °C of 20 °C, 100 km/h.", "Het is één graad Celsius of twintig graden Celsius, honderd kilometer per uur."),
+    ("nl", "1 min of 10 min, 5 kg", "één minuut of tien minuten, vijf kilogram"),
+]
+
+
+@pytest.mark.parametrize("language, text, expected", READINGS)
+def test_units_are_read_in_the_language(language, text, expected):
+    norm = normalize(text, language)
+    assert norm.text == expected
+    # the alignment stays whole: every token as written, a spaced unit read with its number
+    assert norm.original_words == text.split() and norm.normalized_words == norm.text.split()
+
+
+def test_a_spaced_unit_is_read_by_its_number_and_keeps_its_punctuation():
+    norm = normalize("Go 50 km/h, now.", "en")
+    assert [(a.original, a.normalized) for a in norm.alignment] == [
+        ("Go", ("Go",)), ("50", ("fifty", "kilometers", "per", "hour,")), ("km/h,", ()), ("now.", ("now.",))]
+
+
+@pytest.mark.parametrize("text", [
+    "I have 5m left.",      # five million, or minutes: "m" only spaced
+    "There are 5 in the box.",  # "in" is never an inch
+    "A 5G phone, 7 G.",     # "G" is no gram
+    "5 mb, 5 Gb",           # case matters: only "MB", "GB"
+    "Chapter 5 (km)",       # a unit inside brackets is not the number's
+    "in 5. Km",             # punctuation between them
+])
+def test_what_is_not_surely_a_unit_is_left_to_the_other_rules(text):
+    units = {w for key in UNIT_KEYS for w in rules_for("en").units[key].many.split()}
+    assert not units & set(normalize(text, "en").text.replace(",", " ").replace(".", " ").split()), normalize(text, "en").text
+
+
+def test_each_language_names_every_unit():
+    for code in ("en", "es", "pt", "nl"):
+        assert set(rules_for(code).units) == UNIT_KEYS, code
+
+
+def test_symbols_attach_to_a_number_unless_spaced_only():
+    assert attached_unit("30°C") == ("30", "°C") and attached_unit("-1,5km/h") == ("-1,5", "km/h")
+    assert attached_unit("16GB") == ("16", "GB") and attached_unit("2.4GHz") == ("2.4", "GHz")
+    for symbol in SPACED_ONLY:
+        assert attached_unit(f"5{symbol}") is None
+    assert attached_unit("km") is None and attached_unit("5") is None
+    assert STANDALONE == {s for s in UNIT_SYMBOLS if s.endswith(("²", "³"))}
