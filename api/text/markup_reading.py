@@ -28,6 +28,7 @@ token with punctuation glued across a spell's tag is not one slice of it).
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Optional
 
 from api.text.markup import Markup, Spell
@@ -139,7 +140,8 @@ def spell_words(tokens: list[str], rules: Optional[LanguageRules]) -> list[list[
 
 
 def _spell_char(ch: str, rules: Optional[LanguageRules]) -> str:
-    if ch.isdecimal():
-        return rules.digits(ch) if rules is not None else ch
+    digit = unicodedata.digit(ch, None)  # a decimal digit, or one written raised, lowered or circled: "²", "₂"
+    if digit is not None:
+        return rules.digits(str(digit)) if rules is not None else ch
     upper = ch.upper()
     return upper if len(upper) == 1 else ch  # "ß" stays: its capital is two letters

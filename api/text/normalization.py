@@ -20,12 +20,13 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
 which rule a token matches, in this order: abbreviation, currency, ordinal, time, date, percent,
-measure, years (and English month-day, decades), plain number, simple fraction (en), mixed digits
+measure, years (and English month-day, decades), plain number, simple fraction (en), scripts, mixed digits
 ("COVID-19", "24/7"; phone numbers and codes such as "555-1234" digit by digit), "&".
 
 Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\d`` accept,
-Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers and stay as
-written. Beyond that, each rule runs under its own guard: a rule that raises on a token (num2words
+Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers: a power
+("x²"), a chemical formula ("H₂O") or a fraction character ("½") is read by its own rule
+(api/text/normalization_scripts.py), and anything else ("①") stays as written. Beyond that, each rule runs under its own guard: a rule that raises on a token (num2words
 on an absurd value, say) is logged at DEBUG and treated as not matching, so the next rule is tried
 and a token no rule reads is kept as written. The alignment stays whole either way, and a failure
 outside the rules passes the whole text through unchanged.
@@ -47,6 +48,7 @@ from api.text.normalization_es import SpanishRules
 from api.text.normalization_nl import DutchRules
 from api.text.normalization_pt import PortugueseRules
 from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumber
+from api.text.normalization_scripts import read_scripts
 from api.text.normalization_units import STANDALONE, UNIT_SYMBOLS, attached_unit
 
 __all__ = [
@@ -320,6 +322,7 @@ class _TokenReader:
             self._read_area_code,
             self._read_number,
             self._read_fraction,
+            self._read_scripts,
             self._read_mixed,
         ):
             try:
@@ -540,6 +543,10 @@ class _TokenReader:
         if not m:
             return None, 0
         return self.rules.read_fraction(int(m.group(1)), int(m.group(2))), 0
+
+    def _read_scripts(self, i: int) -> tuple[Optional[str], int]:
+        """"x²", "10³", "H₂O", "½" (api/text/normalization_scripts.py)."""
+        return read_scripts(self.tokens[i].core, self.rules), 0
 
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty",

@@ -52,6 +52,8 @@ class SpanishRules(LanguageRules):
         "b": ("mil millones", "mil millones"),
         "bn": ("mil millones", "mil millones"),
     }
+    power_words = {2: "al cuadrado", 3: "al cubo"}
+    power_word = "elevado a"
     units = {
         key: UnitNames(*names) for key, names in {
             "km": ("kilómetro", "kilómetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),

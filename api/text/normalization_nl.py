@@ -43,6 +43,8 @@ class DutchRules(LanguageRules):
         "mln": ("miljoen", "miljoen"),
         "mld": ("miljard", "miljard"),
     }
+    power_words = {2: "kwadraat", 3: "tot de derde macht"}
+    power_word = "tot de macht"
     units = {  # after a number most units keep their singular: "vijf kilometer", "tien liter"
         key: UnitNames(one, many) for key, (one, many) in {
             "km": ("kilometer", "kilometer"), "m": ("meter", "meter"), "cm": ("centimeter", "centimeter"),

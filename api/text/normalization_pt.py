@@ -51,6 +51,8 @@ class PortugueseRules(LanguageRules):
         "b": ("bilhão", "bilhões"),
         "bn": ("bilhão", "bilhões"),
     }
+    power_words = {2: "ao quadrado", 3: "ao cubo"}
+    power_word = "elevado a"
     units = {  # Brazilian spellings, as the money words ("milhão", "reais")
         key: UnitNames(*names) for key, names in {
             "km": ("quilômetro", "quilômetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),

@@ -97,6 +97,9 @@ class LanguageRules:
     abbreviations: dict[str, Abbreviation] = {}  # lowercase, with the dots: "dr.", "e.g."
     # a unit key of api/text/normalization_units.py -> its names; every key, or none (not read)
     units: dict[str, UnitNames] = {}
+    # "x²", "10³", "2⁵": words after the base for an exponent, and before any other exponent's number
+    power_words: dict[int, str] = {2: "squared", 3: "cubed"}
+    power_word = "to the power of"
     time_unit: Optional[str] = None  # a word that may follow a time and is already said: "uur"
     # Other languages' separators still parse "3.5" as a decimal when the '.' is not followed by
     # exactly three digits ("1.234" stays a thousands group).

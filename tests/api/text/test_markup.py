@@ -185,6 +185,8 @@ def test_tags_are_not_read_and_are_not_words():
     ("ab12", "nl", ["A", "B", "één", "twee"]),
     ("ab12", "ja", ["A", "B", "1", "2"]),  # no number words for the language: the digit itself
     ("x@y.io", "en", ["X,", "Y,", "I", "O"]),
+    ("x²", "en", ["X", "two"]),  # a raised or lowered digit is its digit
+    ("H₂O", "es", ["H", "dos", "O"]),
     ("--", "en", []),
 ])
 def test_spell_reads_characters_one_by_one(content, language, words):
