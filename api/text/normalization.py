@@ -20,16 +20,18 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
 which rule a token matches, in this order: abbreviation, currency, ordinal, time, date, percent,
-measure, years (and English month-day, decades), plain number, simple fraction (en), scripts, mixed digits
-("COVID-19", "24/7"; phone numbers and codes such as "555-1234" digit by digit), "&".
+measure, years (and English month-day, decades), plain number, simple fraction (en), powers and
+formulas ("x²", "H₂O"), mixed digits ("COVID-19", "24/7"; phone numbers and codes such as "555-1234"
+digit by digit), "&".
 
 Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\d`` accept,
 Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers: a power
 ("x²"), a chemical formula ("H₂O") or a fraction character ("½") is read by its own rule
-(api/text/normalization_scripts.py), and anything else ("①") stays as written. Beyond that, each rule runs under its own guard: a rule that raises on a token (num2words
-on an absurd value, say) is logged at DEBUG and treated as not matching, so the next rule is tried
-and a token no rule reads is kept as written. The alignment stays whole either way, and a failure
-outside the rules passes the whole text through unchanged.
+(api/text/normalization_scripts.py), and anything else ("①") stays as written. Beyond that, each
+rule runs under its own guard: a rule that raises on a token (num2words on an absurd value, say)
+is logged at DEBUG and treated as not matching, so the next rule is tried and a token no rule reads
+is kept as written. The alignment stays whole either way, and a failure outside the rules passes
+the whole text through unchanged.
 """
 
 from __future__ import annotations
