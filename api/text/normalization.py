@@ -6,7 +6,9 @@ unchanged): cardinals with the locale's separators ("1,234.5" en, "1.234,5" es/p
 ("1st", "2.º", "1e"), money ("$5", "€3,50", "£10", "5 USD", "$2.5M"), percentages, dates
 ("2024-03-05", "03/05/2024", "5.3.2024"), times ("3:30 pm", "15:45", "15h30"), English years
 ("1999" -> "nineteen ninety-nine", "1990s"), units of measure ("30°C", "50 km/h", "20 m²", "16GB";
-api/text/normalization_units.py) and abbreviations ("Dr.", "e.g.", "Sra.", "bijv.").
+api/text/normalization_units.py), email and web addresses (api/text/normalization_web.py), signs
+said as words ("2 + 2 = 4", "#1", "~$20", "+1", "50+") and abbreviations ("Dr.", "e.g.", "Sra.",
+"bijv.").
 
 Alignment. The input is split on whitespace into *tokens*, exactly as written (punctuation
 attached). Each token becomes zero or more normalized words; leading punctuation of the token is
@@ -19,10 +21,10 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 ``normalized_words`` (``use_normalized_timestamps``); see ``api/text/timestamps.py``.
 
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
-which rule a token matches, in this order: abbreviation, currency, ordinal, time, date, percent,
-measure, years (and English month-day, decades), plain number, simple fraction (en), powers and
-formulas ("x²", "H₂O"), mixed digits ("COVID-19", "24/7"; phone numbers and codes such as "555-1234"
-digit by digit), "&".
+which rule a token matches, in this order: abbreviation, address, currency, ordinal, time, date,
+percent, measure, years (and English month-day, decades), plain number, simple fraction (en), powers
+and formulas ("x²", "H₂O"), a number with a sign ("#1"), mixed digits ("COVID-19", "24/7"; phone
+numbers and codes such as "555-1234" digit by digit), "&", "+" and "=".
 
 Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\d`` accept,
 Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers: a power
@@ -52,6 +54,7 @@ from api.text.normalization_pt import PortugueseRules
 from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumber
 from api.text.normalization_scripts import read_scripts
 from api.text.normalization_units import STANDALONE, UNIT_SYMBOLS, attached_unit
+from api.text.normalization_web import read_address
 
 __all__ = [
     "NormalizationMode",
@@ -90,6 +93,9 @@ _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
 _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
 _DECADE_RE = re.compile(r"(\d{3}0|\d0)s")
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
+_SIGN_BEFORE_RE = re.compile(r"(?P<sign>[#~+])(?P<rest>[$€£¥]?\d\S*)")  # "#1", "~20", "~$20", "+1"
+_PLUS_AFTER_RE = re.compile(r"(?P<rest>\d[\d.,]*)\+")  # "50+"
+_PERCENT_RANGE_RE = re.compile(r"(\d[\d.,]*)\s?[-–]\s?(\d[\d.,]*)")
 _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3])} | {"sept"}
 
 
@@ -314,6 +320,7 @@ class _TokenReader:
         if abbreviation is not None:
             return abbreviation
         for reader in (
+            self._read_address,
             self._read_money,
             self._read_ordinal,
             self._read_time,
@@ -325,6 +332,7 @@ class _TokenReader:
             self._read_number,
             self._read_fraction,
             self._read_scripts,
+            self._read_signed,
             self._read_mixed,
         ):
             try:
@@ -336,6 +344,8 @@ class _TokenReader:
                 return reading, consumed
         if tok.core == "&":
             return self.rules.ampersand_word, 0
+        if tok.core in ("+", "="):  # "2 + 2 = 4"
+            return self.rules.symbol_words[tok.core], 0
         return None, 0
 
     def _rule_failed(self, rule: str, i: int) -> None:
@@ -361,6 +371,10 @@ class _TokenReader:
             self.tokens[i] = _Token(tok.raw, tok.lead, rest[:k], trail)
             return words, 0
         return None
+
+    def _read_address(self, i: int) -> tuple[Optional[str], int]:
+        """"support@acme.com", "https://acme.io/docs", "acme.com" (api/text/normalization_web.py)."""
+        return read_address(self.tokens[i].core, self.rules), 0
 
     def _read_money(self, i: int) -> tuple[Optional[str], int]:
         r, tok, nxt = self.rules, self.tokens[i], self._next(i)
@@ -464,13 +478,24 @@ class _TokenReader:
     def _read_percent(self, i: int) -> tuple[Optional[str], int]:
         r, tok, nxt = self.rules, self.tokens[i], self._next(i)
         if tok.core.endswith("%"):
-            num = r.parse_number(tok.core[:-1].rstrip())
-            return (r.read_percent(num), 0) if num is not None else (None, 0)
+            return self._percent(tok.core[:-1].rstrip()), 0
         if nxt is not None and nxt.core == "%" and not tok.trail and not nxt.lead:
-            num = r.parse_number(tok.core)
-            if num is not None:
-                return r.read_percent(num), 1
+            reading = self._percent(tok.core)
+            if reading is not None:
+                return reading, 1
         return None, 0
+
+    def _percent(self, written: str) -> Optional[str]:
+        """"5" -> "five percent"; a range "5-10" -> "five to ten percent"."""
+        r = self.rules
+        num = r.parse_number(written)
+        if num is not None:
+            return r.read_percent(num)
+        m = _PERCENT_RANGE_RE.fullmatch(written)
+        low, high = (r.parse_number(m.group(1)), r.parse_number(m.group(2))) if m else (None, None)
+        if low is None or high is None:
+            return None
+        return f"{r.read_number(low)} {_RANGE_WORD[r.code]} {r.read_percent(high)}"
 
     def _read_measure(self, i: int) -> tuple[Optional[str], int]:
         """A number and a unit of measure (api/text/normalization_units.py): "30°C", "50 km/h",
@@ -549,6 +574,25 @@ class _TokenReader:
     def _read_scripts(self, i: int) -> tuple[Optional[str], int]:
         """"x²", "10³", "H₂O", "½" (api/text/normalization_scripts.py)."""
         return read_scripts(self.tokens[i].core, self.rules), 0
+
+    def _read_signed(self, i: int) -> tuple[Optional[str], int]:
+        """A number with a sign that is a word: "#1" -> "number one", "~$20" -> "about twenty
+        dollars", "+1" -> "plus one", "50+" -> "fifty plus"; the number is read by the other rules
+        as if the sign were not there."""
+        tok, words = self.tokens[i], self.rules.symbol_words
+        before = _SIGN_BEFORE_RE.fullmatch(tok.core)
+        m = before or _PLUS_AFTER_RE.fullmatch(tok.core)
+        if m is None:
+            return None, 0
+        # the rest read in the token's place, so it may take the next token along ("~20 min")
+        self.tokens[i] = _Token(tok.raw, tok.lead, m.group("rest"), tok.trail)
+        try:
+            said, consumed = self._read(i)
+        finally:
+            self.tokens[i] = tok
+        if said is None:
+            return None, 0  # no rule read it: the token is left to the mixed reading
+        return (f"{words[before.group('sign')]} {said}" if before else f"{said} {words['+']}"), consumed
 
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty",

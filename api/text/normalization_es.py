@@ -54,6 +54,8 @@ class SpanishRules(LanguageRules):
     }
     power_words = {2: "al cuadrado", 3: "al cubo"}
     power_word = "elevado a"
+    symbol_words = {"@": "arroba", ".": "punto", "/": "barra", "-": "guion", "_": "guion bajo",
+                    "+": "más", "=": "igual a", "#": "número", "~": "aproximadamente"}
     units = {
         key: UnitNames(*names) for key, names in {
             "km": ("kilómetro", "kilómetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),

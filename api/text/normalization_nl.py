@@ -45,6 +45,8 @@ class DutchRules(LanguageRules):
     }
     power_words = {2: "kwadraat", 3: "tot de derde macht"}
     power_word = "tot de macht"
+    symbol_words = {"@": "apenstaartje", ".": "punt", "/": "slash", "-": "streepje", "_": "underscore",
+                    "+": "plus", "=": "is", "#": "nummer", "~": "ongeveer"}
     units = {  # after a number most units keep their singular: "vijf kilometer", "tien liter"
         key: UnitNames(one, many) for key, (one, many) in {
             "km": ("kilometer", "kilometer"), "m": ("meter", "meter"), "cm": ("centimeter", "centimeter"),

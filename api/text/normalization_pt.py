@@ -53,6 +53,8 @@ class PortugueseRules(LanguageRules):
     }
     power_words = {2: "ao quadrado", 3: "ao cubo"}
     power_word = "elevado a"
+    symbol_words = {"@": "arroba", ".": "ponto", "/": "barra", "-": "hífen", "_": "sublinhado",
+                    "+": "mais", "=": "igual a", "#": "número", "~": "aproximadamente"}
     units = {  # Brazilian spellings, as the money words ("milhão", "reais")
         key: UnitNames(*names) for key, names in {
             "km": ("quilômetro", "quilômetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),

@@ -100,6 +100,10 @@ class LanguageRules:
     # "x²", "10³", "2⁵": words after the base for an exponent, and before any other exponent's number
     power_words: dict[int, str] = {2: "squared", 3: "cubed"}
     power_word = "to the power of"
+    # how symbols are said in addresses (api/text/normalization_web.py) and around numbers
+    # ("2 + 2 = 4", "#1", "~20", "50+")
+    symbol_words = {"@": "at", ".": "dot", "/": "slash", "-": "dash", "_": "underscore",
+                    "+": "plus", "=": "equals", "#": "number", "~": "about"}
     time_unit: Optional[str] = None  # a word that may follow a time and is already said: "uur"
     # Other languages' separators still parse "3.5" as a decimal when the '.' is not followed by
     # exactly three digits ("1.234" stays a thousands group).

@@ -7,15 +7,15 @@ import pytest
 from api.text.normalization import normalize
 
 READINGS = [
-    ("en", "E = mc²", "E = m c squared"),
-    ("en", "x² + y² = z²", "x squared + y squared = z squared"),
+    ("en", "E = mc²", "E equals m c squared"),
+    ("en", "x² + y² = z²", "x squared plus y squared equals z squared"),
     ("en", "10³ and 2⁵, or 2¹⁰.", "ten cubed and two to the power of five, or two to the power of ten."),
     ("en", "Area² is a word.", "Area squared is a word."),
     ("en", "H₂O, CO₂ and C₆H₁₂O₆.", "H two O, C O two and C six H twelve O six."),
     ("en", "Add ½ cup, then 1½ cups.", "Add one half cup, then one and one half cups."),
     ("en", "¾ of it", "three quarters of it"),
     ("en", "The room is 20 m²", "The room is twenty square meters"),  # a unit, read as one
-    ("es", "E = mc² y 2⁵", "E = m c al cuadrado y dos elevado a cinco"),
+    ("es", "E = mc² y 2⁵", "E igual a m c al cuadrado y dos elevado a cinco"),
     ("es", "el CO₂", "el C O dos"),
     ("pt", "x³ e H₂O", "x ao cubo e H dois O"),
     ("nl", "x² en 10³", "x kwadraat en tien tot de derde macht"),

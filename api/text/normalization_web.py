@@ -1,0 +1,67 @@
+"""Email addresses and web addresses, read the way people say them.
+
+A voice agent reads out "support@acme.com" and "https://docs.acme.io/setup"; handed as they are,
+Gepard says "support acme com" at best. ``read_address`` reads a whole token core that is one:
+
+- an email: "john.doe@gmail.com" -> "john dot doe at gmail dot com";
+- a web address with a scheme or "www.": "https://www.acme.io/docs" -> "w w w dot acme dot io
+  slash docs" (the scheme is not said, nor a query or fragment after "?" or "#");
+- a bare domain, only with a common top-level domain written in lowercase, so that a missing
+  space after a full stop ("done.So", "end.Next") is not taken for one: "acme.com", "acme.co.uk".
+
+Letters stay as written; digits are read one by one ("mp3" -> "mp three", port "8080" -> "eight
+zero eight zero"); ".", "@", "/", "-" and "_" are the language's words for them
+(``LanguageRules.symbol_words``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from api.text.normalization_rules import LanguageRules
+
+__all__ = ["read_address"]
+
+# Top-level domains that make a bare "name.tld" a web address (with a scheme or "www." any will do).
+_COMMON_TLDS = (
+    "com|org|net|edu|gov|io|ai|dev|app|co|me|info|biz|tv|us|uk|ca|au|de|fr|es|it|nl|be|pt|br|mx|ar|"
+    "cl|in|jp|cn|eu|ch|at|se|no|dk|fi|ie|nz|za|ly|gg|so|sh|xyz|tech|site|online|store|cloud"
+)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_DOMAIN = rf"{_LABEL}(?:\.{_LABEL})*\.[A-Za-z]{{2,24}}"
+_EMAIL_RE = re.compile(rf"[A-Za-z0-9](?:[A-Za-z0-9._+-]{{0,62}}[A-Za-z0-9])?@{_DOMAIN}")
+_PATH = r"(?::\d{1,5})?(?:/[^\s?#]*)?(?:[?#]\S*)?"
+_URL_RE = re.compile(rf"(?:(?P<scheme>https?://)(?P<host>{_DOMAIN})|(?P<www>www\.{_DOMAIN})){_PATH}", re.IGNORECASE)
+# case kept: a lowercase top-level domain, so "done.So" (a missing space) is no address
+_BARE_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.(?:{_COMMON_TLDS})(?:/[^\s?#]*)?")
+_PIECE_RE = re.compile(r"[^\W\d_]+|\d+|.")
+
+
+def read_address(core: str, rules: LanguageRules) -> Optional[str]:
+    """The words for an email or web address (module docstring), or None when ``core`` is none."""
+    if _EMAIL_RE.fullmatch(core):
+        return _say(core, rules)
+    m = _URL_RE.fullmatch(core)
+    if m:
+        said = core[len(m.group("scheme") or ""):]
+        return _say(re.split(r"[?#]", said, maxsplit=1)[0].rstrip("/"), rules)
+    if _BARE_RE.fullmatch(core):
+        return _say(core.rstrip("/"), rules)
+    return None
+
+
+def _say(address: str, rules: LanguageRules) -> str:
+    words = []
+    for piece in _PIECE_RE.findall(address):
+        if piece.isdecimal():
+            words.append(rules.digits(piece))
+        elif piece.isalpha():
+            words.append(" ".join(piece) if piece.lower() == "www" else piece)
+        elif piece in rules.symbol_words:
+            words.append(rules.symbol_words[piece])
+        elif piece == ":":
+            continue  # before a port
+        else:
+            words.append(piece)
+    return " ".join(words)

@@ -1,0 +1,46 @@
+"""Email and web addresses (api/text/normalization_web.py), and signs said as words around numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.text.normalization import normalize
+
+READINGS = [
+    ("en", "Email john.doe@gmail.com today.", "Email john dot doe at gmail dot com today."),
+    ("en", "Write to TTS-Team@Acme.IO", "Write to TTS dash Team at Acme dot IO"),
+    ("en", "See https://www.example.com/docs?x=1 now", "See w w w dot example dot com slash docs now"),
+    ("en", "Go to acme.com/pricing.", "Go to acme dot com slash pricing."),
+    ("en", "at www.acme.co.uk:8080/a-b_c", "at w w w dot acme dot co dot uk eight zero eight zero slash a dash b underscore c"),
+    ("en", "(see docs.acme.io)", "(see docs dot acme dot io)"),
+    ("es", "Escribe a soporte@acme.es", "Escribe a soporte arroba acme punto es"),
+    ("pt", "Veja https://acme.com.br/ajuda", "Veja acme ponto com ponto br barra ajuda"),
+    ("nl", "Mail info@acme.nl", "Mail info apenstaartje acme punt nl"),
+    # signs around numbers
+    ("en", "2 + 2 = 4", "two plus two equals four"),
+    ("en", "our #1 fan", "our number one fan"),
+    ("en", "~$20 or ~20 min", "about twenty dollars or about twenty minutes"),
+    ("en", "50+ people at +5°C", "fifty plus people at plus five degrees Celsius"),
+    ("en", "Call +1 (555) 123-4567.", "Call plus one (five five five) one two three, four five six seven."),
+    ("en", "up 5-10% or 5–10 %", "up five to ten percent or five to ten percent"),
+    ("es", "2 + 2 = 4, el #1", "dos más dos igual a cuatro, el número uno"),
+    ("nl", "~20 min", "ongeveer twintig minuten"),
+]
+
+
+@pytest.mark.parametrize("language, text, expected", READINGS)
+def test_addresses_and_signs_are_read(language, text, expected):
+    norm = normalize(text, language)
+    assert norm.text == expected
+    assert norm.original_words == text.split() and norm.normalized_words == norm.text.split()
+
+
+@pytest.mark.parametrize("text", [
+    "I was done.So I left.",   # a missing space after a full stop: the "domain" is capitalised
+    "node.js and index.html",  # file names: no common top-level domain
+    "e.g. this",
+    "#hashtag, A+ grade, C++ code",
+])
+def test_what_is_no_address_or_signed_number_stays(text):
+    norm = normalize(text, "en")
+    assert not {"dot", "plus", "number"} & set(norm.text.replace(",", " ").split()), norm.text
