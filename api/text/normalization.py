@@ -22,7 +22,7 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
 which rule a token matches, in this order: abbreviation, address, currency, ordinal, time, date,
-percent, measure, years (and English month-day, decades), plain number, simple fraction (en), powers
+percent, measure, years (and English month-day, decades), plain number, simple fraction, powers
 and formulas ("x²", "H₂O"), a number with a sign ("#1"), mixed digits ("COVID-19", "24/7"; phone
 numbers and codes such as "555-1234" digit by digit), "&", "+" and "=".
 

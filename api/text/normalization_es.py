@@ -56,6 +56,10 @@ class SpanishRules(LanguageRules):
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "punto", "/": "barra", "-": "guion", "_": "guion bajo",
                     "+": "más", "=": "igual a", "#": "número", "~": "aproximadamente"}
+    fraction_names = {2: ("medio", "medios"), 3: ("tercio", "tercios"), 4: ("cuarto", "cuartos"),
+                      5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("séptimo", "séptimos"),
+                      8: ("octavo", "octavos"), 9: ("noveno", "novenos"), 10: ("décimo", "décimos")}
+    and_a_half = "y medio"
     units = {
         key: UnitNames(*names) for key, names in {
             "km": ("kilómetro", "kilómetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),

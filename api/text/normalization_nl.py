@@ -47,6 +47,10 @@ class DutchRules(LanguageRules):
     power_word = "tot de macht"
     symbol_words = {"@": "apenstaartje", ".": "punt", "/": "slash", "-": "streepje", "_": "underscore",
                     "+": "plus", "=": "is", "#": "nummer", "~": "ongeveer"}
+    fraction_names = {d: (name, name) for d, name in {
+        2: "half", 3: "derde", 4: "kwart", 5: "vijfde", 6: "zesde", 7: "zevende", 8: "achtste", 9: "negende",
+        10: "tiende"}.items()}  # "twee derde", "drie kwart"
+    and_a_half = "en een half"
     units = {  # after a number most units keep their singular: "vijf kilometer", "tien liter"
         key: UnitNames(one, many) for key, (one, many) in {
             "km": ("kilometer", "kilometer"), "m": ("meter", "meter"), "cm": ("centimeter", "centimeter"),

@@ -55,6 +55,10 @@ class PortugueseRules(LanguageRules):
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "ponto", "/": "barra", "-": "hífen", "_": "sublinhado",
                     "+": "mais", "=": "igual a", "#": "número", "~": "aproximadamente"}
+    fraction_names = {2: ("meio", "meios"), 3: ("terço", "terços"), 4: ("quarto", "quartos"),
+                      5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("sétimo", "sétimos"),
+                      8: ("oitavo", "oitavos"), 9: ("nono", "nonos"), 10: ("décimo", "décimos")}
+    and_a_half = "e meio"
     units = {  # Brazilian spellings, as the money words ("milhão", "reais")
         key: UnitNames(*names) for key, names in {
             "km": ("quilômetro", "quilômetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),

@@ -252,9 +252,17 @@ class LanguageRules:
         """How "am"/"pm" after a time is said; None when the language does not read it."""
         return None
 
+    # denominator (2 to 10) -> (singular, plural) of its fraction word: "un medio", "tres cuartos"
+    fraction_names: dict[int, tuple[str, str]] = {}
+    and_a_half = "and a half"  # "1½"
+
     def read_fraction(self, numerator: int, denominator: int) -> Optional[str]:
-        """"3/4" -> "three quarters"; None (the default) leaves "a/b" to the generic reading."""
-        return None
+        """"3/4" -> "tres cuartos" (``fraction_names``); None for a fraction it has no name for,
+        which leaves "a/b" to the generic reading."""
+        names = self.fraction_names.get(denominator)
+        if names is None or not 0 < numerator < denominator:
+            return None
+        return f"{self.cardinal(numerator, before_noun=True)} {names[0] if numerator == 1 else names[1]}"
 
     # --- ordinals -----------------------------------------------------------------------------
 

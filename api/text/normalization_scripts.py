@@ -11,8 +11,8 @@ shapes, or returns None (the token is left to the other rules, and stays as writ
 - a chemical formula: element symbols, each with an optional subscript count, at least one:
   "H₂O" -> "H two O", "CO₂" -> "C O two", "C₆H₁₂O₆" -> "C six H twelve O six", letters spelled
   in capitals as chemists say them ("NaCl" is not one: no subscript).
-- a fraction character, after a whole number or alone: "½" -> "one half", "1½" -> "one and one
-  half" (``LanguageRules.read_fraction``: English only so far; elsewhere None).
+- a fraction character, after a whole number or alone: "½" -> "one half", "1½" -> "one and a
+  half", "2¾" -> "two and three quarters" (``LanguageRules.read_fraction``, ``and_a_half``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,10 @@ def read_scripts(core: str, rules: LanguageRules) -> Optional[str]:
         fraction = rules.read_fraction(numerator, denominator)
         if fraction is None or not m.group("whole"):
             return fraction
-        return f"{rules.read_integer(m.group('whole'))} {rules.currency_and_word} {fraction}"
+        whole = rules.read_integer(m.group("whole"))
+        if (numerator, denominator) == (1, 2):
+            return f"{whole} {rules.and_a_half}"  # "one and a half", "uno y medio"
+        return f"{whole} {rules.ampersand_word} {fraction}"
     return None
 
 

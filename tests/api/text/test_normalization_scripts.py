@@ -12,8 +12,11 @@ READINGS = [
     ("en", "10³ and 2⁵, or 2¹⁰.", "ten cubed and two to the power of five, or two to the power of ten."),
     ("en", "Area² is a word.", "Area squared is a word."),
     ("en", "H₂O, CO₂ and C₆H₁₂O₆.", "H two O, C O two and C six H twelve O six."),
-    ("en", "Add ½ cup, then 1½ cups.", "Add one half cup, then one and one half cups."),
-    ("en", "¾ of it", "three quarters of it"),
+    ("en", "Add ½ cup, then 1½ cups.", "Add one half cup, then one and a half cups."),
+    ("en", "¾ of it, 2¾ of them", "three quarters of it, two and three quarters of them"),
+    ("es", "½, 1½, 2¾ y 3/4", "un medio, uno y medio, dos y tres cuartos y tres cuartos"),
+    ("pt", "1/2 e 1½", "um meio e um e meio"),
+    ("nl", "⅓, 2/3 en 3/4", "één derde, twee derde en drie kwart"),
     ("en", "The room is 20 m²", "The room is twenty square meters"),  # a unit, read as one
     ("es", "E = mc² y 2⁵", "E igual a m c al cuadrado y dos elevado a cinco"),
     ("es", "el CO₂", "el C O dos"),
@@ -33,7 +36,6 @@ def test_scripts_are_read(language, text, expected):
     ("en", "① and ②"),       # circled digits: no rule reads them
     ("en", "NaCl"),          # a formula without a subscript is a word
     ("en", "x²y"),           # a power inside a longer token
-    ("es", "½ taza"),        # fractions are read in English only so far
 ])
 def test_other_shapes_stay_as_written(language, text):
     assert normalize(text, language).text == text
