@@ -7,8 +7,9 @@ unchanged): cardinals with the locale's separators ("1,234.5" en, "1.234,5" es/p
 ("2024-03-05", "03/05/2024", "5.3.2024"), times ("3:30 pm", "15:45", "15h30"), English years
 ("1999" -> "nineteen ninety-nine", "1990s"), units of measure ("30°C", "50 km/h", "20 m²", "16GB";
 api/text/normalization_units.py), email and web addresses (api/text/normalization_web.py), signs
-said as words ("2 + 2 = 4", "#1", "~$20", "+1", "50+") and abbreviations ("Dr.", "e.g.", "Sra.",
-"bijv.").
+said as words ("2 + 2 = 4", "#1", "~$20", "+1", "50+", "1.5x"), amounts per unit ("$9.99/month"),
+scales ("10k", "1.2M"), ratings ("4.5/5"), time ranges ("9am-5pm") and abbreviations ("Dr.",
+"e.g.", "Sra.", "bijv.").
 
 Alignment. The input is split on whitespace into *tokens*, exactly as written (punctuation
 attached). Each token becomes zero or more normalized words; leading punctuation of the token is
@@ -21,10 +22,11 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 ``normalized_words`` (``use_normalized_timestamps``); see ``api/text/timestamps.py``.
 
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
-which rule a token matches, in this order: abbreviation, address, currency, ordinal, time, date,
-percent, measure, years (and English month-day, decades), plain number, simple fraction, powers
-and formulas ("x²", "H₂O"), a number with a sign ("#1"), mixed digits ("COVID-19", "24/7"; phone
-numbers and codes such as "555-1234" digit by digit), "&", "+" and "=".
+which rule a token matches, in this order: abbreviation, address, currency, ordinal, time, time
+range, date, percent, measure, amount per unit, scale, years (and English month-day, decades), plain
+number, simple fraction, rating, powers and formulas ("x²", "H₂O"), a number with a sign ("#1"),
+mixed digits ("COVID-19", "24/7"; phone numbers and codes such as "555-1234" digit by digit), "&",
+"+", "=" and "×".
 
 Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\d`` accept,
 Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers: a power
@@ -53,7 +55,7 @@ from api.text.normalization_nl import DutchRules
 from api.text.normalization_pt import PortugueseRules
 from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumber
 from api.text.normalization_scripts import read_scripts
-from api.text.normalization_units import STANDALONE, UNIT_SYMBOLS, attached_unit
+from api.text.normalization_units import STANDALONE, UNIT_SYMBOLS, attached_unit, number_range
 from api.text.normalization_web import read_address
 
 __all__ = [
@@ -94,7 +96,12 @@ _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
 _DECADE_RE = re.compile(r"(\d{3}0|\d0)s")
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 _SIGN_BEFORE_RE = re.compile(r"(?P<sign>[#~+])(?P<rest>[$€£¥]?\d\S*)")  # "#1", "~20", "~$20", "+1"
-_PLUS_AFTER_RE = re.compile(r"(?P<rest>\d[\d.,]*)\+")  # "50+"
+_SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?)(?P<sign>[+x×])")  # "50+", "1.5x", "2×"
+_SCALED_RE = re.compile(r"(?P<num>\d(?:[\d.,]*\d)?)(?P<scale>k|M|bn)")  # "10k", "1.2M", "3bn"
+_RATING_RE = re.compile(r"(?P<score>\d+[.,]\d+)/(?P<scale>\d{1,3})")  # "4.5/5"
+# "$9.99/month", "5€/kg", "20km/day": an amount, "/" and a word (_read_per)
+_PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥])?\d[\d.,]*(?:[$€£¥]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
+_PER_WORD_RE = re.compile(r"[^\W\d_]{1,12}")
 _PERCENT_RANGE_RE = re.compile(r"(\d[\d.,]*)\s?[-–]\s?(\d[\d.,]*)")
 _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3])} | {"sept"}
 
@@ -324,13 +331,17 @@ class _TokenReader:
             self._read_money,
             self._read_ordinal,
             self._read_time,
+            self._read_time_range,
             self._read_date,
             self._read_percent,
             self._read_measure,
+            self._read_per,
+            self._read_scaled,
             self._read_year_like,
             self._read_area_code,
             self._read_number,
             self._read_fraction,
+            self._read_rating,
             self._read_scripts,
             self._read_signed,
             self._read_mixed,
@@ -344,7 +355,7 @@ class _TokenReader:
                 return reading, consumed
         if tok.core == "&":
             return self.rules.ampersand_word, 0
-        if tok.core in ("+", "="):  # "2 + 2 = 4"
+        if tok.core in ("+", "=", "×"):  # "2 + 2 = 4", "3 × 4"
             return self.rules.symbol_words[tok.core], 0
         return None, 0
 
@@ -393,20 +404,29 @@ class _TokenReader:
                 return r.read_currency(num, _SYMBOLS[m.group("sym")]), 0
         if nxt is None or tok.trail:
             return None, 0
+        nxt_core, per = self._split_per(nxt.core)  # "€ 5/kg", "9,99 €/mes"
         if tok.core in _SYMBOLS:  # "€ 5"
-            num = r.parse_amount(nxt.core)
+            num = r.parse_amount(nxt_core)
             if num is not None and not nxt.lead:
-                return r.read_currency(num, _SYMBOLS[tok.core]), 1
+                return r.read_currency(num, _SYMBOLS[tok.core]) + per, 1
             return None, 0
         code = (
-            _SYMBOLS.get(nxt.core)
-            or (nxt.core if nxt.core in _CODES else None)
-            or r.currency_by_name.get(nxt.core.lower())
+            _SYMBOLS.get(nxt_core)
+            or (nxt_core if nxt_core in _CODES else None)
+            or r.currency_by_name.get(nxt_core.lower())
         )
         num = r.parse_amount(tok.core) if code else None
         if code and num is not None and not nxt.lead:  # "5 USD", "3,50 €", "1.000.000 euros"
-            return r.read_currency(num, code), 1
+            return r.read_currency(num, code) + per, 1
         return None, 0
+
+    def _split_per(self, core: str) -> tuple[str, str]:
+        """("5", " per kilogram") for "5/kg", (core, "") when it has no "/word" at its end."""
+        head, slash, per = core.rpartition("/")
+        if not slash or not head or not _PER_WORD_RE.fullmatch(per):
+            return core, ""
+        said = self.rules.read_unit_name(UNIT_SYMBOLS[per]) if per in UNIT_SYMBOLS else per
+        return head, f" {self.rules.symbol_words['per']} {said}"
 
     def _read_ordinal(self, i: int) -> tuple[Optional[str], int]:
         return self.rules.match_ordinal(self.tokens[i].core), 0
@@ -506,19 +526,50 @@ class _TokenReader:
         joins_next = nxt is not None and not tok.trail and not nxt.lead
         attached = attached_unit(tok.core)
         if attached is not None:
-            written, symbol = attached
+            low, written, symbol = attached
             unit, consumed = UNIT_SYMBOLS[symbol], 0
             if unit == "°" and joins_next and nxt.core in ("C", "F"):  # "30° C"
                 unit, consumed = "°" + nxt.core, 1
-            num = r.parse_number(written)
-            return (r.read_measure(num, unit), consumed) if num is not None else (None, 0)
+            reading = self._amount_of(low, written, unit)
+            return (reading, consumed) if reading is not None else (None, 0)
         if tok.core in STANDALONE:
             return r.read_unit_name(UNIT_SYMBOLS[tok.core]), 0
         if joins_next and nxt.core in UNIT_SYMBOLS:
-            num = r.parse_number(tok.core)
-            if num is not None:
-                return r.read_measure(num, UNIT_SYMBOLS[nxt.core]), 1
+            low, written = number_range(tok.core) or (None, tok.core)
+            reading = self._amount_of(low, written, UNIT_SYMBOLS[nxt.core])
+            if reading is not None:
+                return reading, 1
         return None, 0
+
+    def _amount_of(self, low: Optional[str], written: str, unit: str) -> Optional[str]:
+        """``written`` of ``unit`` ("five kilometers"), or the range from ``low`` ("thirty to
+        thirty-five degrees Celsius"); None when a number does not parse."""
+        r = self.rules
+        num = r.parse_number(written)
+        if num is None:
+            return None
+        if low is None:
+            return r.read_measure(num, unit)
+        first = r.parse_number(low)
+        if first is None:
+            return None
+        return f"{r.read_number(first)} {_RANGE_WORD[r.code]} {r.read_measure(num, unit)}"
+
+    def _read_per(self, i: int) -> tuple[Optional[str], int]:
+        """An amount per something: "$9.99/month" -> "nine dollars and ninety-nine cents per
+        month", "$20/hr" -> "... per hour", "5 €/kg"; the amount is read by the other rules."""
+        tok = self.tokens[i]
+        if not _PER_AMOUNT_RE.fullmatch(tok.core):
+            return None, 0
+        amount, per = self._split_per(tok.core)
+        if not per:
+            return None, 0
+        self.tokens[i] = _Token(tok.raw, tok.lead, amount, "")  # the amount alone, read by the other rules
+        try:
+            said, _ = self._read(i)
+        finally:
+            self.tokens[i] = tok
+        return (said + per, 0) if said is not None else (None, 0)
 
     def _read_year_like(self, i: int) -> tuple[Optional[str], int]:
         """Years where the language reads them ("1999"), and in English "March 5" -> "March
@@ -575,13 +626,44 @@ class _TokenReader:
         """"x²", "10³", "H₂O", "½" (api/text/normalization_scripts.py)."""
         return read_scripts(self.tokens[i].core, self.rules), 0
 
+    def _read_scaled(self, i: int) -> tuple[Optional[str], int]:
+        """A number with a scale letter: "10k" -> "ten thousand", "1.2M" -> "one point two million",
+        "3bn". Only lowercase "k" and uppercase "M": "4K" (video) and "5m" (meters, minutes) are not."""
+        r = self.rules
+        m = _SCALED_RE.fullmatch(self.tokens[i].core)
+        num = r.parse_number(m.group("num")) if m else None
+        names = r.scale_words.get(m.group("scale").lower()) if m else None
+        if num is None or names is None:
+            return None, 0
+        one = num.integer.lstrip("0") == "1" and not num.fraction
+        return f"{r.read_number(num, before_noun=True)} {names[0] if one else names[1]}", 0  # "un millón"
+
+    def _read_time_range(self, i: int) -> tuple[Optional[str], int]:
+        """Two times joined by a dash: "9am-5pm" -> "nine a m to five p m", "9:00-17:30"."""
+        parts = re.split(r"[-–]", self.tokens[i].core)
+        if len(parts) != 2 or not all(parts):
+            return None, 0
+        said = [_TokenReader(self.rules, [part])._read_time(0)[0] for part in parts]
+        if None in said:
+            return None, 0
+        return f"{said[0]} {_RANGE_WORD[self.rules.code]} {said[1]}", 0
+
+    def _read_rating(self, i: int) -> tuple[Optional[str], int]:
+        """A score out of a scale: "4.5/5" -> "four point five out of five"."""
+        r = self.rules
+        m = _RATING_RE.fullmatch(self.tokens[i].core)
+        score = r.parse_number(m.group("score")) if m else None
+        if score is None or int(m.group("scale")) == 0:
+            return None, 0
+        return f"{r.read_number(score)} {r.symbol_words['out of']} {r.read_integer(m.group('scale'))}", 0
+
     def _read_signed(self, i: int) -> tuple[Optional[str], int]:
         """A number with a sign that is a word: "#1" -> "number one", "~$20" -> "about twenty
-        dollars", "+1" -> "plus one", "50+" -> "fifty plus"; the number is read by the other rules
-        as if the sign were not there."""
+        dollars", "+1" -> "plus one", "50+" -> "fifty plus", "1.5x" -> "one point five times"; the
+        number is read by the other rules as if the sign were not there."""
         tok, words = self.tokens[i], self.rules.symbol_words
         before = _SIGN_BEFORE_RE.fullmatch(tok.core)
-        m = before or _PLUS_AFTER_RE.fullmatch(tok.core)
+        m = before or _SIGN_AFTER_RE.fullmatch(tok.core)
         if m is None:
             return None, 0
         # the rest read in the token's place, so it may take the next token along ("~20 min")
@@ -592,7 +674,8 @@ class _TokenReader:
             self.tokens[i] = tok
         if said is None:
             return None, 0  # no rule read it: the token is left to the mixed reading
-        return (f"{words[before.group('sign')]} {said}" if before else f"{said} {words['+']}"), consumed
+        sign = words[m.group("sign").replace("×", "x")]  # after a number "×" is "times" too
+        return (f"{sign} {said}" if before else f"{said} {sign}"), consumed
 
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty",

@@ -56,7 +56,8 @@ class EnglishRules(LanguageRules):
             "GHz": ("gigahertz", "gigahertz"),
             "W": ("watt", "watts"), "kW": ("kilowatt", "kilowatts"), "MW": ("megawatt", "megawatts"),
             "kWh": ("kilowatt hour", "kilowatt hours"),
-            "ms": ("millisecond", "milliseconds"), "min": ("minute", "minutes"),
+            "ms": ("millisecond", "milliseconds"), "s": ("second", "seconds"), "min": ("minute", "minutes"),
+            "h": ("hour", "hours"),
         }.items()
     }
     abbreviations = {
@@ -92,6 +93,7 @@ class EnglishRules(LanguageRules):
         "vol.": Abbreviation("volume", before_number=True),
         "ch.": Abbreviation("chapter", before_number=True),
         "ext.": Abbreviation("extension", before_number=True),
+        "apt.": Abbreviation("apartment", before_number=True),
         "jan.": Abbreviation("January", before_number=True),
         "feb.": Abbreviation("February", before_number=True),
         "mar.": Abbreviation("March", before_number=True),

@@ -55,7 +55,8 @@ class SpanishRules(LanguageRules):
     power_words = {2: "al cuadrado", 3: "al cubo"}
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "punto", "/": "barra", "-": "guion", "_": "guion bajo",
-                    "+": "más", "=": "igual a", "#": "número", "~": "aproximadamente"}
+                    "+": "más", "=": "igual a", "#": "número", "~": "aproximadamente", "×": "por", "x": "veces", "per": "por",
+                    "out of": "de"}
     fraction_names = {2: ("medio", "medios"), 3: ("tercio", "tercios"), 4: ("cuarto", "cuartos"),
                       5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("séptimo", "séptimos"),
                       8: ("octavo", "octavos"), 9: ("noveno", "novenos"), 10: ("décimo", "décimos")}
@@ -81,7 +82,8 @@ class SpanishRules(LanguageRules):
             "GHz": ("gigahercio", "gigahercios"),
             "W": ("vatio", "vatios"), "kW": ("kilovatio", "kilovatios"), "MW": ("megavatio", "megavatios"),
             "kWh": ("kilovatio hora", "kilovatios hora"),
-            "ms": ("milisegundo", "milisegundos"), "min": ("minuto", "minutos"),
+            "ms": ("milisegundo", "milisegundos"), "s": ("segundo", "segundos"), "min": ("minuto", "minutos"),
+            "h": ("hora", "horas", "f"),
         }.items()
     }
     abbreviations = {

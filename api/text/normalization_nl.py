@@ -46,7 +46,8 @@ class DutchRules(LanguageRules):
     power_words = {2: "kwadraat", 3: "tot de derde macht"}
     power_word = "tot de macht"
     symbol_words = {"@": "apenstaartje", ".": "punt", "/": "slash", "-": "streepje", "_": "underscore",
-                    "+": "plus", "=": "is", "#": "nummer", "~": "ongeveer"}
+                    "+": "plus", "=": "is", "#": "nummer", "~": "ongeveer", "×": "keer", "x": "keer", "per": "per",
+                    "out of": "uit"}
     fraction_names = {d: (name, name) for d, name in {
         2: "half", 3: "derde", 4: "kwart", 5: "vijfde", 6: "zesde", 7: "zevende", 8: "achtste", 9: "negende",
         10: "tiende"}.items()}  # "twee derde", "drie kwart"
@@ -72,7 +73,8 @@ class DutchRules(LanguageRules):
             "GHz": ("gigahertz", "gigahertz"),
             "W": ("watt", "watt"), "kW": ("kilowatt", "kilowatt"), "MW": ("megawatt", "megawatt"),
             "kWh": ("kilowattuur", "kilowattuur"),
-            "ms": ("milliseconde", "milliseconden"), "min": ("minuut", "minuten"),
+            "ms": ("milliseconde", "milliseconden"), "s": ("seconde", "seconden"), "min": ("minuut", "minuten"),
+            "h": ("uur", "uur"),
         }.items()
     }
     abbreviations = {

@@ -54,7 +54,8 @@ class PortugueseRules(LanguageRules):
     power_words = {2: "ao quadrado", 3: "ao cubo"}
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "ponto", "/": "barra", "-": "hífen", "_": "sublinhado",
-                    "+": "mais", "=": "igual a", "#": "número", "~": "aproximadamente"}
+                    "+": "mais", "=": "igual a", "#": "número", "~": "aproximadamente", "×": "vezes", "x": "vezes", "per": "por",
+                    "out of": "de"}
     fraction_names = {2: ("meio", "meios"), 3: ("terço", "terços"), 4: ("quarto", "quartos"),
                       5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("sétimo", "sétimos"),
                       8: ("oitavo", "oitavos"), 9: ("nono", "nonos"), 10: ("décimo", "décimos")}
@@ -80,7 +81,8 @@ class PortugueseRules(LanguageRules):
             "GHz": ("gigahertz", "gigahertz"),
             "W": ("watt", "watts"), "kW": ("quilowatt", "quilowatts"), "MW": ("megawatt", "megawatts"),
             "kWh": ("quilowatt-hora", "quilowatts-hora"),
-            "ms": ("milissegundo", "milissegundos"), "min": ("minuto", "minutos"),
+            "ms": ("milissegundo", "milissegundos"), "s": ("segundo", "segundos"), "min": ("minuto", "minutos"),
+            "h": ("hora", "horas", "f"),
         }.items()
     }
     abbreviations = {

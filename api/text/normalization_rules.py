@@ -101,9 +101,10 @@ class LanguageRules:
     power_words: dict[int, str] = {2: "squared", 3: "cubed"}
     power_word = "to the power of"
     # how symbols are said in addresses (api/text/normalization_web.py) and around numbers
-    # ("2 + 2 = 4", "#1", "~20", "50+")
+    # ("2 + 2 = 4", "#1", "~20", "50+", "1.5x"), and the words of "$9.99/month" and "4.5/5"
     symbol_words = {"@": "at", ".": "dot", "/": "slash", "-": "dash", "_": "underscore",
-                    "+": "plus", "=": "equals", "#": "number", "~": "about"}
+                    "+": "plus", "=": "equals", "#": "number", "~": "about", "×": "times", "x": "times", "per": "per",
+                    "out of": "out of"}
     time_unit: Optional[str] = None  # a word that may follow a time and is already said: "uur"
     # Other languages' separators still parse "3.5" as a decimal when the '.' is not followed by
     # exactly three digits ("1.234" stays a thousands group).

@@ -1,6 +1,6 @@
 """Units of measure as written after a number: which symbols are units, and which unit each names.
 
-"30°C", "50 km/h", "20 m²", "16GB", "2.4 GHz", "500 mg", "-5 °F": an LLM's reply is full of them,
+"30°C", "50 km/h", "20 m²", "16GB", "2.4 GHz", "500 mg", "-5 °F", "30-35°C", "24 hrs": an LLM's reply is full of them,
 and Gepard reads the symbols as letters or not at all. ``normalization.py`` reads a number followed
 by a unit symbol (the same token, or the next one) as the language's words for the amount and the
 unit (``LanguageRules.read_measure``: "thirty degrees Celsius", "cincuenta kilómetros por hora").
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SPACED_ONLY", "STANDALONE", "UNIT_KEYS", "UNIT_SYMBOLS", "attached_unit"]
+__all__ = ["SPACED_ONLY", "STANDALONE", "UNIT_KEYS", "UNIT_SYMBOLS", "attached_unit", "number_range"]
 
 #: written symbol -> the unit's key in ``LanguageRules.units``
 UNIT_SYMBOLS: dict[str, str] = {
@@ -36,24 +36,32 @@ UNIT_SYMBOLS: dict[str, str] = {
     "KB": "KB", "kB": "KB", "MB": "MB", "GB": "GB", "TB": "TB",
     "Hz": "Hz", "kHz": "kHz", "KHz": "kHz", "MHz": "MHz", "GHz": "GHz",
     "W": "W", "kW": "kW", "MW": "MW", "kWh": "kWh",
-    "ms": "ms", "min": "min",
+    "ms": "ms", "s": "s", "sec": "s", "secs": "s", "min": "min", "mins": "min", "h": "h", "hr": "h", "hrs": "h",
 }
 
 #: every key a language's ``units`` table must name
 UNIT_KEYS = frozenset(UNIT_SYMBOLS.values())
 
 #: symbols read only as a token of their own after a number ("5 m", "2 L"), never written against it
-SPACED_ONLY = frozenset({"m", "l", "L", "mi"})
+SPACED_ONLY = frozenset({"m", "l", "L", "mi", "s"})
 
 #: symbols read as the unit's name where no number comes before them ("per m²")
 STANDALONE = frozenset(s for s in UNIT_SYMBOLS if s[-1] in "²³")
 
 _NUMBER = r"[-\u2212]?(?:\d[\d.,]*)?\d"
 _ATTACHABLE = sorted((s for s in UNIT_SYMBOLS if s not in SPACED_ONLY), key=len, reverse=True)
-_ATTACHED_RE = re.compile(rf"(?P<num>{_NUMBER})(?P<unit>{'|'.join(map(re.escape, _ATTACHABLE))})")
+_ATTACHED_RE = re.compile(rf"(?:(?P<low>{_NUMBER})[-–])?(?P<num>{_NUMBER})(?P<unit>{'|'.join(map(re.escape, _ATTACHABLE))})")
+_RANGE_RE = re.compile(rf"(?P<low>{_NUMBER})[-–](?P<num>\d(?:[\d.,]*\d)?)")
 
 
-def attached_unit(core: str) -> tuple[str, str] | None:
-    """("30", "°C") for "30°C": a number with a unit symbol written against it, or None."""
+def attached_unit(core: str) -> tuple[str | None, str, str] | None:
+    """(None, "30", "°C") for "30°C", ("30", "35", "°C") for the range "30-35°C": a number or a
+    range with a unit symbol written against it, or None."""
     m = _ATTACHED_RE.fullmatch(core)
-    return (m.group("num"), m.group("unit")) if m else None
+    return (m.group("low"), m.group("num"), m.group("unit")) if m else None
+
+
+def number_range(core: str) -> tuple[str, str] | None:
+    """("100", "120") for "100-120" (before a spaced unit: "100-120 km/h"), or None."""
+    m = _RANGE_RE.fullmatch(core)
+    return (m.group("low"), m.group("num")) if m else None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from api.text.normalization import normalize, rules_for
-from api.text.normalization_units import SPACED_ONLY, STANDALONE, UNIT_KEYS, UNIT_SYMBOLS, attached_unit
+from api.text.normalization_units import (
+    SPACED_ONLY, STANDALONE, UNIT_KEYS, UNIT_SYMBOLS, attached_unit, number_range,
+)
 
 READINGS = [
     ("en", "It is 30°C today, 86 °F tomorrow.", "It is thirty degrees Celsius today, eighty-six degrees Fahrenheit tomorrow."),
@@ -20,6 +22,12 @@ READINGS = [
     ("en", "I ran 5 m and drank 2 L.", "I ran five meters and drank two liters."),
     ("en", "It is 1,234.5 km away.", "It is one thousand two hundred and thirty-four point five kilometers away."),
     ("en", "Rent per m² rose.", "Rent per square meter rose."),
+    ("en", "Highs of 30-35°C, speeds of 100-120 km/h.", "Highs of thirty to thirty-five degrees Celsius, speeds of one hundred to one hundred and twenty kilometers per hour."),
+    ("en", "24 hrs, 5-10 mins, 24h, 10 sec, 5 s", "twenty-four hours, five to ten minutes, twenty-four hours, ten seconds, five seconds"),
+    ("en", "Only $9.99/month, $20/hr, 5€/kg, 20km/day.", "Only nine dollars and ninety-nine cents per month, twenty dollars per hour, five euros per kilogram, twenty kilometers per day."),
+    ("es", "Solo 9,99 €/mes, 30-35 °C, 24 h.", "Solo nueve euros con noventa y nueve céntimos por mes, treinta a treinta y cinco grados Celsius, veinticuatro horas."),
+    ("pt", "R$ 9,90/mês", "nove reais e noventa centavos por mês"),
+    ("nl", "€ 5/kg, 10-15 min", "vijf euro per kilogram, tien tot vijftien minuten"),
     ("es", "Hace 21 °C y 1 °C; corre a 21 km/h.", "Hace veintiún grados Celsius y un grado Celsius; corre a veintiún kilómetros por hora."),
     ("es", "21 mi, 1 lb, 1,5 km, 1.000.000 km", "veintiuna millas, una libra, uno coma cinco kilómetros, un millón de kilómetros"),
     ("es", "Un piso de 80 m² con 2 GB.", "Un piso de ochenta metros cuadrados con dos gigabytes."),
@@ -63,9 +71,11 @@ def test_each_language_names_every_unit():
 
 
 def test_symbols_attach_to_a_number_unless_spaced_only():
-    assert attached_unit("30°C") == ("30", "°C") and attached_unit("-1,5km/h") == ("-1,5", "km/h")
-    assert attached_unit("16GB") == ("16", "GB") and attached_unit("2.4GHz") == ("2.4", "GHz")
+    assert attached_unit("30°C") == (None, "30", "°C") and attached_unit("-1,5km/h") == (None, "-1,5", "km/h")
+    assert attached_unit("16GB") == (None, "16", "GB") and attached_unit("2.4GHz") == (None, "2.4", "GHz")
+    assert attached_unit("30-35°C") == ("30", "35", "°C")
     for symbol in SPACED_ONLY:
         assert attached_unit(f"5{symbol}") is None
     assert attached_unit("km") is None and attached_unit("5") is None
+    assert number_range("100-120") == ("100", "120") and number_range("100") is None
     assert STANDALONE == {s for s in UNIT_SYMBOLS if s.endswith(("²", "³"))}

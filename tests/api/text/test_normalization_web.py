@@ -1,4 +1,5 @@
-"""Email and web addresses (api/text/normalization_web.py), and signs said as words around numbers."""
+"""Email and web addresses (api/text/normalization_web.py), and signs, scales, ratings and time
+ranges around numbers."""
 
 from __future__ import annotations
 
@@ -25,6 +26,15 @@ READINGS = [
     ("en", "up 5-10% or 5–10 %", "up five to ten percent or five to ten percent"),
     ("es", "2 + 2 = 4, el #1", "dos más dos igual a cuatro, el número uno"),
     ("nl", "~20 min", "ongeveer twintig minuten"),
+    ("en", "10k steps, 1.2M users, 3bn", "ten thousand steps, one point two million users, three billion"),
+    ("es", "1M de usuarios, 21M", "un millón de usuarios, veintiún millones"),
+    ("en", "1.5x faster, 2× more, 3 × 4", "one point five times faster, two times more, three times four"),
+    ("es", "2x más rápido, 3 × 4", "dos veces más rápido, tres por cuatro"),
+    ("en", "Rated 4.5/5 stars.", "Rated four point five out of five stars."),
+    ("nl", "4,5/5 sterren", "vier komma vijf uit vijf sterren"),
+    ("en", "Open 9am-5pm daily.", "Open nine a m to five p m daily."),
+    ("en", "Apt. 5B", "Apartment five B"),
+    ("es", "De 9:00-17:30.", "De nueve en punto a diecisiete y treinta."),
 ]
 
 
@@ -40,7 +50,9 @@ def test_addresses_and_signs_are_read(language, text, expected):
     "node.js and index.html",  # file names: no common top-level domain
     "e.g. this",
     "#hashtag, A+ grade, C++ code",
+    "a 4K video, 5m, a 3x4 grid",  # "K" (video), "m" (meters? minutes?) and dimensions are no scale or times
 ])
 def test_what_is_no_address_or_signed_number_stays(text):
     norm = normalize(text, "en")
-    assert not {"dot", "plus", "number"} & set(norm.text.replace(",", " ").split()), norm.text
+    said = set(norm.text.replace(",", " ").split())
+    assert not {"dot", "plus", "number", "thousand", "million", "times"} & said, norm.text
