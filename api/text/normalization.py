@@ -326,6 +326,8 @@ class _TokenReader:
             abbreviation = None
         if abbreviation is not None:
             return abbreviation
+        if tok.core.isalpha():  # a word of letters only: no rule below reads one (most tokens are)
+            return None, 0
         for reader in (
             self._read_address,
             self._read_money,

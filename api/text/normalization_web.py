@@ -40,6 +40,8 @@ _PIECE_RE = re.compile(r"[^\W\d_]+|\d+|.")
 
 def read_address(core: str, rules: LanguageRules) -> Optional[str]:
     """The words for an email or web address (module docstring), or None when ``core`` is none."""
+    if "." not in core:  # every form has one: most tokens are out at once
+        return None
     if _EMAIL_RE.fullmatch(core):
         return _say(core, rules)
     m = _URL_RE.fullmatch(core)
