@@ -55,7 +55,7 @@ from api.text.normalization_nl import DutchRules
 from api.text.normalization_pt import PortugueseRules
 from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumber
 from api.text.normalization_scripts import read_scripts
-from api.text.normalization_units import STANDALONE, UNIT_SYMBOLS, attached_unit, number_range
+from api.text.normalization_units import ATTACHED_ONLY, STANDALONE, UNIT_SYMBOLS, attached_unit, number_range
 from api.text.normalization_web import read_address
 
 __all__ = [
@@ -95,13 +95,16 @@ _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
 _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
 _DECADE_RE = re.compile(r"(\d{3}0|\d0)s")
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
-_SIGN_BEFORE_RE = re.compile(r"(?P<sign>[#~+])(?P<rest>[$€£¥]?\d\S*)")  # "#1", "~20", "~$20", "+1"
+# "#1", "~20", "~$20", "~5km", "+1": "#" before a number only ("#2024goals" is a hashtag)
+_SIGN_BEFORE_RE = re.compile(r"#(?P<number>\d[\d.,]*)|(?P<sign>[~+])(?P<rest>[$€£¥]?\d\S*)")
 _SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?)(?P<sign>[+x×])")  # "50+", "1.5x", "2×"
-_SCALED_RE = re.compile(r"(?P<num>\d(?:[\d.,]*\d)?)(?P<scale>k|M|bn)")  # "10k", "1.2M", "3bn"
+# "1.2k", "2.5M", "3bn": a whole number before "k" or "M" is often a name ("401k", "4k TV", "a 5k race", "3M")
+_SCALED_RE = re.compile(r"(?P<num>\d+[.,]\d+)(?P<scale>k|M)|(?P<whole>\d[\d.,]*)(?P<bn>bn)")
 _RATING_RE = re.compile(r"(?P<score>\d+[.,]\d+)/(?P<scale>\d{1,3})")  # "4.5/5"
 # "$9.99/month", "5€/kg", "20km/day": an amount, "/" and a word (_read_per)
-_PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥])?\d[\d.,]*(?:[$€£¥]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
-_PER_WORD_RE = re.compile(r"[^\W\d_]{1,12}")
+_PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥])?\d[\d.,]*(?P<suffix>[$€£¥]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
+# a word after "/" is "per" it when lowercase ("month", "mes"): "3D/VR", "10/Jan", "101/B" are not
+_PER_WORD_RE = re.compile(r"[^\W\d_A-Z]{2,12}")
 _PERCENT_RANGE_RE = re.compile(r"(\d[\d.,]*)\s?[-–]\s?(\d[\d.,]*)")
 _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3])} | {"sept"}
 
@@ -357,9 +360,14 @@ class _TokenReader:
                 return reading, consumed
         if tok.core == "&":
             return self.rules.ampersand_word, 0
-        if tok.core in ("+", "=", "×"):  # "2 + 2 = 4", "3 × 4"
+        if tok.core in ("+", "=", "×") and self._between_terms(i):  # "2 + 2 = 4"
             return self.rules.symbol_words[tok.core], 0
         return None, 0
+
+    def _between_terms(self, i: int) -> bool:
+        """Whether token ``i`` stands between two terms of an expression: not first, not after
+        punctuation ("Fruit: + Apples", a list bullet), not last."""
+        return 0 < i < len(self.tokens) - 1 and not self.tokens[i - 1].trail and not self.tokens[i].trail
 
     def _rule_failed(self, rule: str, i: int) -> None:
         logger.debug("normalisation (%s): rule %s failed on token %r; trying the next one",
@@ -425,10 +433,13 @@ class _TokenReader:
     def _split_per(self, core: str) -> tuple[str, str]:
         """("5", " per kilogram") for "5/kg", (core, "") when it has no "/word" at its end."""
         head, slash, per = core.rpartition("/")
-        if not slash or not head or not _PER_WORD_RE.fullmatch(per):
+        if not slash or not head or not (per in UNIT_SYMBOLS or _PER_WORD_RE.fullmatch(per)):
             return core, ""
-        said = self.rules.read_unit_name(UNIT_SYMBOLS[per]) if per in UNIT_SYMBOLS else per
-        return head, f" {self.rules.symbol_words['per']} {said}"
+        r = self.rules
+        said = r.read_unit_name(UNIT_SYMBOLS[per]) if per in UNIT_SYMBOLS else r.per_words.get(per, per)
+        if said is None:
+            return core, ""
+        return head, f" {r.symbol_words['per']} {said}"
 
     def _read_ordinal(self, i: int) -> tuple[Optional[str], int]:
         return self.rules.match_ordinal(self.tokens[i].core), 0
@@ -532,37 +543,49 @@ class _TokenReader:
             unit, consumed = UNIT_SYMBOLS[symbol], 0
             if unit == "°" and joins_next and nxt.core in ("C", "F"):  # "30° C"
                 unit, consumed = "°" + nxt.core, 1
-            reading = self._amount_of(low, written, unit)
+            elif unit == "°" and low is None and r.degree_sign_ordinal and joins_next and nxt.core.islower() \
+                    and nxt.core not in ("de", "a"):
+                return r.match_ordinal(written + "º"), 0  # "1° lugar", "2° piso": typed for "1º"
+            reading = self._amount_of(low, written, unit, self._after_article(i))
             return (reading, consumed) if reading is not None else (None, 0)
         if tok.core in STANDALONE:
             return r.read_unit_name(UNIT_SYMBOLS[tok.core]), 0
-        if joins_next and nxt.core in UNIT_SYMBOLS:
+        if joins_next and nxt.core in UNIT_SYMBOLS and nxt.core not in ATTACHED_ONLY:
             low, written = number_range(tok.core) or (None, tok.core)
-            reading = self._amount_of(low, written, UNIT_SYMBOLS[nxt.core])
+            reading = self._amount_of(low, written, UNIT_SYMBOLS[nxt.core], self._after_article(i))
             if reading is not None:
                 return reading, 1
         return None, 0
 
-    def _amount_of(self, low: Optional[str], written: str, unit: str) -> Optional[str]:
+    def _amount_of(self, low: Optional[str], written: str, unit: str, adjective: bool = False) -> Optional[str]:
         """``written`` of ``unit`` ("five kilometers"), or the range from ``low`` ("thirty to
-        thirty-five degrees Celsius"); None when a number does not parse."""
+        thirty-five degrees Celsius"); None when a number does not parse. ``adjective``: the
+        amount describes a noun ("a 10 min walk"), so the unit's singular (``read_measure``)."""
         r = self.rules
         num = r.parse_number(written)
         if num is None:
             return None
         if low is None:
-            return r.read_measure(num, unit)
+            return r.read_measure(num, unit, singular=adjective)
         first = r.parse_number(low)
         if first is None:
             return None
-        return f"{r.read_number(first)} {_RANGE_WORD[r.code]} {r.read_measure(num, unit)}"
+        return f"{r.read_number(first)} {_RANGE_WORD[r.code]} {r.read_measure(num, unit, singular=adjective)}"
+
+    def _after_article(self, i: int) -> bool:
+        """Whether token ``i`` follows an indefinite article that calls for an adjective ("a 5 km
+        run" is "a five kilometer run"; LanguageRules.adjective_articles)."""
+        prev = self.tokens[i - 1] if i > 0 else None
+        return prev is not None and not prev.trail and prev.core.lower() in self.rules.adjective_articles
 
     def _read_per(self, i: int) -> tuple[Optional[str], int]:
         """An amount per something: "$9.99/month" -> "nine dollars and ninety-nine cents per
         month", "$20/hr" -> "... per hour", "5 €/kg"; the amount is read by the other rules."""
         tok = self.tokens[i]
-        if not _PER_AMOUNT_RE.fullmatch(tok.core):
-            return None, 0
+        m = _PER_AMOUNT_RE.fullmatch(tok.core)
+        suffix = m.group("suffix") if m else None
+        if m is None or (suffix is not None and suffix.isalpha() and suffix not in UNIT_SYMBOLS):
+            return None, 0  # "3pm/EST", "3D/VR": letters that are no unit
         amount, per = self._split_per(tok.core)
         if not per:
             return None, 0
@@ -619,22 +642,35 @@ class _TokenReader:
         return self.rules.read_number(num, before_noun=before_noun), 0
 
     def _read_fraction(self, i: int) -> tuple[Optional[str], int]:
+        """"3/4" -> "three quarters"; after a word that introduces a date ("el 5/6", "on 5/6") a
+        day and month without a year ("el cinco de junio")."""
+        r = self.rules
         m = _FRACTION_RE.fullmatch(self.tokens[i].core)
         if not m:
             return None, 0
-        return self.rules.read_fraction(int(m.group(1)), int(m.group(2))), 0
+        a, b = int(m.group(1)), int(m.group(2))
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is not None and not prev.trail and prev.core.lower() in r.date_lead_words:
+            month, day = (a, b) if r.date_order == "mdy" else (b, a)
+            try:
+                datetime.date(2000, month, day)  # a leap year: "29/2" is a day
+            except ValueError:
+                return None, 0
+            return r.read_date(None, month, day), 0
+        return r.read_fraction(a, b), 0
 
     def _read_scripts(self, i: int) -> tuple[Optional[str], int]:
         """"x²", "10³", "H₂O", "½" (api/text/normalization_scripts.py)."""
         return read_scripts(self.tokens[i].core, self.rules), 0
 
     def _read_scaled(self, i: int) -> tuple[Optional[str], int]:
-        """A number with a scale letter: "10k" -> "ten thousand", "1.2M" -> "one point two million",
-        "3bn". Only lowercase "k" and uppercase "M": "4K" (video) and "5m" (meters, minutes) are not."""
+        """A number with a scale: "1.2k" -> "one point two thousand", "2.5M" -> "two point five
+        million", "3bn". Only a decimal before lowercase "k" or uppercase "M": "10k", "401k", "4k",
+        "3M" are as often names, races or resolutions, and "5m" may be meters (``_SCALED_RE``)."""
         r = self.rules
         m = _SCALED_RE.fullmatch(self.tokens[i].core)
-        num = r.parse_number(m.group("num")) if m else None
-        names = r.scale_words.get(m.group("scale").lower()) if m else None
+        num = r.parse_number(m.group("num") or m.group("whole")) if m else None
+        names = r.scale_words.get((m.group("scale") or m.group("bn")).lower()) if m else None
         if num is None or names is None:
             return None, 0
         one = num.integer.lstrip("0") == "1" and not num.fraction
@@ -668,16 +704,20 @@ class _TokenReader:
         m = before or _SIGN_AFTER_RE.fullmatch(tok.core)
         if m is None:
             return None, 0
+        sign_char, rest = (("#", m.group("number")) if before and m.group("number") else (m.group("sign"), m.group("rest")))
+        sign = words[sign_char.replace("×", "x")]  # after a number "×" is "times" too
+        prev = self.tokens[i - 1] if i > 0 else None
+        if before and prev is not None and prev.core.lower() == sign and not prev.trail:
+            sign = ""  # "Nummer #1", "about ~20": the word is said already
         # the rest read in the token's place, so it may take the next token along ("~20 min")
-        self.tokens[i] = _Token(tok.raw, tok.lead, m.group("rest"), tok.trail)
+        self.tokens[i] = _Token(tok.raw, tok.lead, rest, tok.trail)
         try:
             said, consumed = self._read(i)
         finally:
             self.tokens[i] = tok
         if said is None:
             return None, 0  # no rule read it: the token is left to the mixed reading
-        sign = words[m.group("sign").replace("×", "x")]  # after a number "×" is "times" too
-        return (f"{sign} {said}" if before else f"{said} {sign}"), consumed
+        return (f"{sign} {said}".strip() if before else f"{said} {sign}"), consumed
 
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty",

@@ -35,6 +35,10 @@ class EnglishRules(LanguageRules):
         "b": ("billion", "billion"),
         "bn": ("billion", "billion"),
     }
+    adjective_articles = frozenset({"a", "an"})
+    date_lead_words = frozenset({"on", "since", "until"})
+    per_words = {"mo": "month", "yr": "year", "wk": "week", "gal": "gallon", "sqft": "square foot",
+                 "ea": "each", "pc": "piece", "pp": "person"}
     units = {
         key: UnitNames(one, many) for key, (one, many) in {
             "km": ("kilometer", "kilometers"), "m": ("meter", "meters"), "cm": ("centimeter", "centimeters"),

@@ -61,10 +61,12 @@ class SpanishRules(LanguageRules):
                       5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("séptimo", "séptimos"),
                       8: ("octavo", "octavos"), 9: ("noveno", "novenos"), 10: ("décimo", "décimos")}
     and_a_half = "y medio"
+    degree_sign_ordinal = True
+    date_lead_words = frozenset({"el", "del", "al", "día", "desde", "hasta"})
     units = {
         key: UnitNames(*names) for key, names in {
             "km": ("kilómetro", "kilómetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),
-            "mm": ("milímetro", "milímetros"), "mi": ("milla", "millas", "f"), "ft": ("pie", "pies"),
+            "mm": ("milímetro", "milímetros"), "ft": ("pie", "pies"),  # no "mi": it is "my"
             "kg": ("kilogramo", "kilogramos"), "g": ("gramo", "gramos"), "mg": ("miligramo", "miligramos"),
             "lb": ("libra", "libras", "f"), "oz": ("onza", "onzas", "f"), "l": ("litro", "litros"),
             "ml": ("mililitro", "mililitros"),

@@ -52,6 +52,7 @@ class DutchRules(LanguageRules):
         2: "half", 3: "derde", 4: "kwart", 5: "vijfde", 6: "zesde", 7: "zevende", 8: "achtste", 9: "negende",
         10: "tiende"}.items()}  # "twee derde", "drie kwart"
     and_a_half = "en een half"
+    date_lead_words = frozenset({"op", "tot", "vanaf"})
     units = {  # after a number most units keep their singular: "vijf kilometer", "tien liter"
         key: UnitNames(one, many) for key, (one, many) in {
             "km": ("kilometer", "kilometer"), "m": ("meter", "meter"), "cm": ("centimeter", "centimeter"),

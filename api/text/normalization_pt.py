@@ -60,10 +60,12 @@ class PortugueseRules(LanguageRules):
                       5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("sétimo", "sétimos"),
                       8: ("oitavo", "oitavos"), 9: ("nono", "nonos"), 10: ("décimo", "décimos")}
     and_a_half = "e meio"
+    degree_sign_ordinal = True
+    date_lead_words = frozenset({"dia", "em", "até", "desde"})
     units = {  # Brazilian spellings, as the money words ("milhão", "reais")
         key: UnitNames(*names) for key, names in {
             "km": ("quilômetro", "quilômetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),
-            "mm": ("milímetro", "milímetros"), "mi": ("milha", "milhas", "f"), "ft": ("pé", "pés"),
+            "mm": ("milímetro", "milímetros"), "ft": ("pé", "pés"),  # no "mi": "5 mi" is 5 million
             "kg": ("quilograma", "quilogramas"), "g": ("grama", "gramas"), "mg": ("miligrama", "miligramas"),
             "lb": ("libra", "libras", "f"), "oz": ("onça", "onças", "f"), "l": ("litro", "litros"),
             "ml": ("mililitro", "mililitros"),

@@ -95,7 +95,8 @@ class LanguageRules:
     # "k"/"m"/"b"/"bn" suffix of "$5M" -> (singular, plural) scale word: ("million", "million")
     scale_words: dict[str, tuple[str, str]] = {}
     abbreviations: dict[str, Abbreviation] = {}  # lowercase, with the dots: "dr.", "e.g."
-    # a unit key of api/text/normalization_units.py -> its names; every key, or none (not read)
+    # a unit key of api/text/normalization_units.py -> its names (a key left out is not read: "mi"
+    # is "my" in Spanish); none at all: no units are read
     units: dict[str, UnitNames] = {}
     # "x²", "10³", "2⁵": words after the base for an exponent, and before any other exponent's number
     power_words: dict[int, str] = {2: "squared", 3: "cubed"}
@@ -210,13 +211,16 @@ class LanguageRules:
     def read_percent(self, num: ParsedNumber) -> str:
         return f"{self.read_number(num)} {self.percent_word}"
 
-    def read_measure(self, num: ParsedNumber, unit: str) -> Optional[str]:
+    def read_measure(self, num: ParsedNumber, unit: str, singular: bool = False) -> Optional[str]:
         """An amount of a unit (a key of ``units``): "5" km -> "five kilometers", "1,5" km (es)
-        -> "uno coma cinco kilómetros", "21" mi (es) -> "veintiuna millas"; None when this
-        language has no name for it."""
+        -> "uno coma cinco kilómetros", "21" lb (es) -> "veintiuna libras"; None when this
+        language has no name for it. ``singular``: the unit's singular whatever the amount (an
+        English compound adjective: "a five kilometer run")."""
         names = self.units.get(unit)
         if names is None:
             return None
+        if singular:
+            names = UnitNames(names.one, names.one, names.gender)
         whole = num.integer or "0"
         if num.fraction or len(whole) > MAX_CARDINAL_DIGITS or (len(whole) > 1 and whole[0] == "0"):
             return f"{self.read_number(num, names.gender)} {names.many}"
@@ -253,6 +257,14 @@ class LanguageRules:
         """How "am"/"pm" after a time is said; None when the language does not read it."""
         return None
 
+    # "a 5 km run": after these words an amount of a unit is an adjective, its unit singular
+    adjective_articles: frozenset[str] = frozenset()
+    # "1° lugar": a degree sign typed for the ordinal indicator "º" before a word (es, pt)
+    degree_sign_ordinal = False
+    # "el 5/6", "on 5/6": after these words d/m (m/d in English) is a date, not a fraction
+    date_lead_words: frozenset[str] = frozenset()
+    # "$9.99/mo": short words after "/" said in full
+    per_words: dict[str, str] = {}
     # denominator (2 to 10) -> (singular, plural) of its fraction word: "un medio", "tres cuartos"
     fraction_names: dict[int, tuple[str, str]] = {}
     and_a_half = "and a half"  # "1½"

@@ -6,8 +6,9 @@ shapes, or returns None (the token is left to the other rules, and stays as writ
 
 - a power: a base of letters or decimal digits, then superscript digits: "x²" -> "x squared",
   "10³" -> "ten cubed", "2⁵" -> "two to the power of five" (``LanguageRules.power_words``,
-  ``power_word``). A base of up to three lowercase letters is a product of variables and is
-  spelled ("mc²" -> "m c squared"); a longer one is a word and stays whole.
+  ``power_word``). A base of up to three letters is a product of variables and is spelled ("mc²"
+  -> "m c squared"); after a longer word, or as "¹", a raised digit is a footnote mark
+  ("studies¹", "reports²") and the token stays as written.
 - a chemical formula: element symbols, each with an optional subscript count, at least one:
   "H₂O" -> "H two O", "CO₂" -> "C O two", "C₆H₁₂O₆" -> "C six H twelve O six", letters spelled
   in capitals as chemists say them ("NaCl" is not one: no subscript).
@@ -37,7 +38,8 @@ _FRACTION_RE = re.compile(rf"(?P<whole>\d+)?(?P<frac>[{_FRACTIONS}])")
 
 def read_scripts(core: str, rules: LanguageRules) -> Optional[str]:
     """The words for ``core`` (module docstring), or None when it is none of these shapes."""
-    if m := _POWER_RE.fullmatch(core):
+    m = _POWER_RE.fullmatch(core)
+    if m and (m.group("base").isdecimal() or (len(m.group("base")) <= 3 and m.group("exp") != "¹")):
         return _power(m.group("base"), _script_value(m.group("exp")), rules)
     if _FORMULA_RE.fullmatch(core) and any(c in _SUBSCRIPTS for c in core):
         return " ".join(_element(symbol, count, rules) for symbol, count in _ELEMENT_RE.findall(core))
@@ -60,10 +62,8 @@ def _script_value(digits: str) -> int:
 def _power(base: str, exponent: int, rules: LanguageRules) -> str:
     if base.isdecimal():
         said = rules.read_integer(base)
-    elif len(base) <= 3 and base.islower():
-        said = " ".join(base)  # "mc" is m times c
     else:
-        said = base
+        said = " ".join(base)  # "mc" is m times c
     word = rules.power_words.get(exponent)
     return f"{said} {word}" if word else f"{said} {rules.power_word} {rules.cardinal(exponent)}"
 

@@ -8,7 +8,11 @@ unit (``LanguageRules.read_measure``: "thirty degrees Celsius", "cincuenta kiló
 Symbols are matched exactly, case included: "MB" is a megabyte, "mb" is not read; "G" (a 5G
 network) is not a gram. A symbol that is also a common abbreviation or letter is a unit only as a
 token of its own after a number ("5 m" is five meters; "5m" may be five million or five minutes, and
-is left to the other rules): ``SPACED_ONLY``. "in" (inch) is never a unit: "5 in the box".
+is left to the other rules): ``SPACED_ONLY``; one that is also a direction only written against it
+("60W" is power, "Route 66 W" is west): ``ATTACHED_ONLY``. "in" (inch) and "s" (second) are never
+units: "5 in the box", "the 90 s". A single digit before "g" is a network generation ("5g"), not grams.
+A language may leave a unit out of its table where the symbol is one of its words: Spanish "mi"
+("my"), Portuguese "mi" (million).
 
 A unit symbol with a superscript after no number ("per m²") is read as the unit's name
 (``STANDALONE``): that is how "m²" is said anywhere.
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SPACED_ONLY", "STANDALONE", "UNIT_KEYS", "UNIT_SYMBOLS", "attached_unit", "number_range"]
+__all__ = ["ATTACHED_ONLY", "SPACED_ONLY", "STANDALONE", "UNIT_KEYS", "UNIT_SYMBOLS", "attached_unit", "number_range"]
 
 #: written symbol -> the unit's key in ``LanguageRules.units``
 UNIT_SYMBOLS: dict[str, str] = {
@@ -36,14 +40,16 @@ UNIT_SYMBOLS: dict[str, str] = {
     "KB": "KB", "kB": "KB", "MB": "MB", "GB": "GB", "TB": "TB",
     "Hz": "Hz", "kHz": "kHz", "KHz": "kHz", "MHz": "MHz", "GHz": "GHz",
     "W": "W", "kW": "kW", "MW": "MW", "kWh": "kWh",
-    "ms": "ms", "s": "s", "sec": "s", "secs": "s", "min": "min", "mins": "min", "h": "h", "hr": "h", "hrs": "h",
+    "ms": "ms", "sec": "s", "secs": "s", "min": "min", "mins": "min", "h": "h", "hr": "h", "hrs": "h",
 }
 
 #: every key a language's ``units`` table must name
 UNIT_KEYS = frozenset(UNIT_SYMBOLS.values())
 
 #: symbols read only as a token of their own after a number ("5 m", "2 L"), never written against it
-SPACED_ONLY = frozenset({"m", "l", "L", "mi", "s"})
+SPACED_ONLY = frozenset({"m", "l", "L", "mi"})
+#: symbols read only written against a number: "Route 66 W" is a direction, "60W" a power
+ATTACHED_ONLY = frozenset({"W"})
 
 #: symbols read as the unit's name where no number comes before them ("per m²")
 STANDALONE = frozenset(s for s in UNIT_SYMBOLS if s[-1] in "²³")
@@ -58,7 +64,9 @@ def attached_unit(core: str) -> tuple[str | None, str, str] | None:
     """(None, "30", "°C") for "30°C", ("30", "35", "°C") for the range "30-35°C": a number or a
     range with a unit symbol written against it, or None."""
     m = _ATTACHED_RE.fullmatch(core)
-    return (m.group("low"), m.group("num"), m.group("unit")) if m else None
+    if m is None or (m.group("unit") == "g" and len(m.group("num")) == 1):
+        return None  # "5g", "4g": a network generation more often than grams
+    return m.group("low"), m.group("num"), m.group("unit")
 
 
 def number_range(core: str) -> tuple[str, str] | None:

@@ -24,9 +24,10 @@ from api.text.normalization_rules import LanguageRules
 __all__ = ["read_address"]
 
 # Top-level domains that make a bare "name.tld" a web address (with a scheme or "www." any will do).
+# None that is also a word ("at", "in", "it", "me", "no", "so", "be", "us"): "arrived.at noon".
 _COMMON_TLDS = (
-    "com|org|net|edu|gov|io|ai|dev|app|co|me|info|biz|tv|us|uk|ca|au|de|fr|es|it|nl|be|pt|br|mx|ar|"
-    "cl|in|jp|cn|eu|ch|at|se|no|dk|fi|ie|nz|za|ly|gg|so|sh|xyz|tech|site|online|store|cloud"
+    "com|org|net|edu|gov|io|ai|dev|app|co|info|biz|tv|uk|ca|au|de|fr|es|nl|pt|br|mx|ar|"
+    "cl|jp|cn|eu|ch|se|dk|fi|ie|nz|za|ly|gg|sh|xyz|tech|site|online|store|cloud"
 )
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _DOMAIN = rf"{_LABEL}(?:\.{_LABEL})*\.[A-Za-z]{{2,24}}"

@@ -12,26 +12,30 @@ from api.text.normalization_units import (
 READINGS = [
     ("en", "It is 30°C today, 86 °F tomorrow.", "It is thirty degrees Celsius today, eighty-six degrees Fahrenheit tomorrow."),
     ("en", "It was -5°C, then 1 °C, then 30° C.", "It was minus five degrees Celsius, then one degree Celsius, then thirty degrees Celsius."),
-    ("en", "a 90° turn", "a ninety degrees turn"),
+    ("en", "a 90° turn", "a ninety degree turn"),  # after "a", an adjective: the singular
     ("en", "Drive at 50 km/h, or 31 mph; wind 3 m/s.", "Drive at fifty kilometers per hour, or thirty-one miles per hour; wind three meters per second."),
     ("en", "1 km, 1.5 km, 2 kg, 500 mg, 21 lb, 6 ft", "one kilometer, one point five kilometers, two kilograms, five hundred milligrams, twenty-one pounds, six feet"),
     ("en", "The room is 20 m², the tank 3 m³.", "The room is twenty square meters, the tank three cubic meters."),
-    ("en", "16GB of RAM, a 2TB disk, a 2.4 GHz chip", "sixteen gigabytes of RAM, a two terabytes disk, a two point four gigahertz chip"),
-    ("en", "A 60W bulb uses 1 kWh.", "A sixty watts bulb uses one kilowatt hour."),
+    ("en", "16GB of RAM, a 2TB disk, a 2.4 GHz chip", "sixteen gigabytes of RAM, a two terabyte disk, a two point four gigahertz chip"),
+    ("en", "A 60W bulb uses 1 kWh.", "A sixty watt bulb uses one kilowatt hour."),
+    ("en", "a 10 min walk, a 5 km run, 5 km away", "a ten minute walk, a five kilometer run, five kilometers away"),
+    ("en", "500g flour", "five hundred grams flour"),
     ("en", "Wait 200ms or 30 min.", "Wait two hundred milliseconds or thirty minutes."),
     ("en", "I ran 5 m and drank 2 L.", "I ran five meters and drank two liters."),
     ("en", "It is 1,234.5 km away.", "It is one thousand two hundred and thirty-four point five kilometers away."),
     ("en", "Rent per m² rose.", "Rent per square meter rose."),
     ("en", "Highs of 30-35°C, speeds of 100-120 km/h.", "Highs of thirty to thirty-five degrees Celsius, speeds of one hundred to one hundred and twenty kilometers per hour."),
-    ("en", "24 hrs, 5-10 mins, 24h, 10 sec, 5 s", "twenty-four hours, five to ten minutes, twenty-four hours, ten seconds, five seconds"),
+    ("en", "24 hrs, 5-10 mins, 24h, 10 sec", "twenty-four hours, five to ten minutes, twenty-four hours, ten seconds"),
     ("en", "Only $9.99/month, $20/hr, 5€/kg, 20km/day.", "Only nine dollars and ninety-nine cents per month, twenty dollars per hour, five euros per kilogram, twenty kilometers per day."),
     ("es", "Solo 9,99 €/mes, 30-35 °C, 24 h.", "Solo nueve euros con noventa y nueve céntimos por mes, treinta a treinta y cinco grados Celsius, veinticuatro horas."),
     ("pt", "R$ 9,90/mês", "nove reais e noventa centavos por mês"),
     ("nl", "€ 5/kg, 10-15 min", "vijf euro per kilogram, tien tot vijftien minuten"),
     ("es", "Hace 21 °C y 1 °C; corre a 21 km/h.", "Hace veintiún grados Celsius y un grado Celsius; corre a veintiún kilómetros por hora."),
-    ("es", "21 mi, 1 lb, 1,5 km, 1.000.000 km", "veintiuna millas, una libra, uno coma cinco kilómetros, un millón de kilómetros"),
+    ("es", "21 lb, 1 lb, 1,5 km, 1.000.000 km", "veintiuna libras, una libra, uno coma cinco kilómetros, un millón de kilómetros"),
+    ("es", "El 1° lugar, el 2° piso; hace 20° de calor.", "El primero lugar, el segundo piso; hace veinte grados de calor."),
     ("es", "Un piso de 80 m² con 2 GB.", "Un piso de ochenta metros cuadrados con dos gigabytes."),
-    ("pt", "Faz 21°C, 2 mi, 1 kg e 1,5 km.", "Faz vinte e um graus Celsius, duas milhas, um quilograma e um vírgula cinco quilômetros."),
+    ("pt", "Faz 21°C, 2 lb, 1 kg e 1,5 km.", "Faz vinte e um graus Celsius, duas libras, um quilograma e um vírgula cinco quilômetros."),
+    ("pt", "Ficou em 1° lugar.", "Ficou em primeiro lugar."),  # "°" typed for the ordinal "º"
     ("pt", "20ºC e o 20º lugar", "vinte graus Celsius e o vigésimo lugar"),  # "º" before C is a degree sign; alone an ordinal
     ("nl", "Het is 1 °C of 20 °C, 100 km/h.", "Het is één graad Celsius of twintig graden Celsius, honderd kilometer per uur."),
     ("nl", "1 min of 10 min, 5 kg", "één minuut of tien minuten, vijf kilogram"),
@@ -59,15 +63,23 @@ def test_a_spaced_unit_is_read_by_its_number_and_keeps_its_punctuation():
     "5 mb, 5 Gb",           # case matters: only "MB", "GB"
     "Chapter 5 (km)",       # a unit inside brackets is not the number's
     "in 5. Km",             # punctuation between them
+    "Get 5g speeds",        # a network generation, not grams
+    "Route 66 W, the 90 s", # a direction; "s" is never a second
 ])
 def test_what_is_not_surely_a_unit_is_left_to_the_other_rules(text):
     units = {w for key in UNIT_KEYS for w in rules_for("en").units[key].many.split()}
     assert not units & set(normalize(text, "en").text.replace(",", " ").replace(".", " ").split()), normalize(text, "en").text
 
 
-def test_each_language_names_every_unit():
-    for code in ("en", "es", "pt", "nl"):
-        assert set(rules_for(code).units) == UNIT_KEYS, code
+def test_each_language_names_every_unit_but_its_own_words():
+    left_out = {"en": set(), "nl": set(), "es": {"mi"}, "pt": {"mi"}}  # "mi": "my" (es), million (pt)
+    for code, words in left_out.items():
+        assert set(rules_for(code).units) == UNIT_KEYS - words, code
+
+
+@pytest.mark.parametrize("language, text", [("es", "En 2020 mi vida cambió."), ("pt", "São 5 mi de pessoas.")])
+def test_a_unit_symbol_that_is_a_word_of_the_language_is_not_read(language, text):
+    assert " mi " in normalize(text, language).text
 
 
 def test_symbols_attach_to_a_number_unless_spaced_only():

@@ -26,8 +26,13 @@ READINGS = [
     ("en", "up 5-10% or 5–10 %", "up five to ten percent or five to ten percent"),
     ("es", "2 + 2 = 4, el #1", "dos más dos igual a cuatro, el número uno"),
     ("nl", "~20 min", "ongeveer twintig minuten"),
-    ("en", "10k steps, 1.2M users, 3bn", "ten thousand steps, one point two million users, three billion"),
-    ("es", "1M de usuarios, 21M", "un millón de usuarios, veintiún millones"),
+    ("en", "1.2k steps, 2.5M users, 3bn", "one point two thousand steps, two point five million users, three billion"),
+    ("es", "1,5M de usuarios", "uno coma cinco millones de usuarios"),
+    ("en", "$9.99/mo or $99/yr, $3.49/gal", "nine dollars and ninety-nine cents per month or ninety-nine dollars per year, three dollars and forty-nine cents per gallon"),
+    ("es", "Nos vemos el 5/6, o el 29/2.", "Nos vemos el cinco de junio, o el veintinueve de febrero."),  # a date, not a fraction
+    ("nl", "Op 3/4 hebben we een afspraak.", "Op drie april hebben we een afspraak."),
+    ("en", "on 5/6", "on May sixth"),
+    ("nl", "Nummer #1, ongeveer ~20.", "Nummer één, ongeveer twintig."),  # the sign's word is said already
     ("en", "1.5x faster, 2× more, 3 × 4", "one point five times faster, two times more, three times four"),
     ("es", "2x más rápido, 3 × 4", "dos veces más rápido, tres por cuatro"),
     ("en", "Rated 4.5/5 stars.", "Rated four point five out of five stars."),
@@ -51,8 +56,17 @@ def test_addresses_and_signs_are_read(language, text, expected):
     "e.g. this",
     "#hashtag, A+ grade, C++ code",
     "a 4K video, 5m, a 3x4 grid",  # "K" (video), "m" (meters? minutes?) and dimensions are no scale or times
+    "A 401k plan, a 4k TV, a 5k race, 3M makes tape.",  # a whole number and "k"/"M" is as often a name
+    "3D/VR, 4K/HDR, 2FA/MFA, 3pm/EST, 10am/noon, Room 101/B, 10/Jan",  # no amount per unit
+    "He arrived.at noon, I know.it works",  # a missing space: "at", "it" are words, not domains
+    "+ Apples. Fruit: + Pears",  # list bullets
 ])
 def test_what_is_no_address_or_signed_number_stays(text):
     norm = normalize(text, "en")
     said = set(norm.text.replace(",", " ").split())
-    assert not {"dot", "plus", "number", "thousand", "million", "times"} & said, norm.text
+    assert not {"dot", "plus", "number", "thousand", "million", "times", "per"} & said, norm.text
+
+
+def test_a_hashtag_that_starts_with_digits_is_no_number():
+    assert not normalize("#2024goals", "en").text.startswith("number")
+    assert normalize("#2024", "en").text == "number twenty twenty-four"
