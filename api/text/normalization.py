@@ -95,8 +95,9 @@ _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
 _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
 _DECADE_RE = re.compile(r"(\d{3}0|\d0)s")
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
-# "#1", "~20", "~$20", "~5km", "+1": "#" before a number only ("#2024goals" is a hashtag)
-_SIGN_BEFORE_RE = re.compile(r"#(?P<number>\d[\d.,]*)|(?P<sign>[~+])(?P<rest>[$€£¥]?\d\S*)")
+# "~20", "~$20", "~5km", "+1"; "#1" ("#" before a number only: "#2024goals" is a hashtag)
+_SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+])(?P<rest>[$€£¥]?\d\S*)")
+_NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*)")
 _SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?)(?P<sign>[+x×])")  # "50+", "1.5x", "2×"
 # "1.2k", "2.5M", "3bn": a whole number before "k" or "M" is often a name ("401k", "4k TV", "a 5k race", "3M")
 _SCALED_RE = re.compile(r"(?P<num>\d+[.,]\d+)(?P<scale>k|M)|(?P<whole>\d[\d.,]*)(?P<bn>bn)")
@@ -700,12 +701,12 @@ class _TokenReader:
         dollars", "+1" -> "plus one", "50+" -> "fifty plus", "1.5x" -> "one point five times"; the
         number is read by the other rules as if the sign were not there."""
         tok, words = self.tokens[i], self.rules.symbol_words
-        before = _SIGN_BEFORE_RE.fullmatch(tok.core)
-        m = before or _SIGN_AFTER_RE.fullmatch(tok.core)
+        m = _SIGN_BEFORE_RE.fullmatch(tok.core) or _NUMBER_SIGN_RE.fullmatch(tok.core)
+        before = m is not None
+        m = m or _SIGN_AFTER_RE.fullmatch(tok.core)
         if m is None:
             return None, 0
-        sign_char, rest = (("#", m.group("number")) if before and m.group("number") else (m.group("sign"), m.group("rest")))
-        sign = words[sign_char.replace("×", "x")]  # after a number "×" is "times" too
+        sign, rest = words[m.group("sign").replace("×", "x")], m.group("rest")  # after a number "×" is "x"
         prev = self.tokens[i - 1] if i > 0 else None
         if before and prev is not None and prev.core.lower() == sign and not prev.trail:
             sign = ""  # "Nummer #1", "about ~20": the word is said already
