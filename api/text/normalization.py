@@ -8,7 +8,7 @@ unchanged): cardinals with the locale's separators ("1,234.5" en, "1.234,5" es/p
 ("1999" -> "nineteen ninety-nine", "1990s"), units of measure ("30°C", "50 km/h", "20 m²", "16GB";
 api/text/normalization_units.py), email and web addresses (api/text/normalization_web.py), signs
 said as words ("2 + 2 = 4", "#1", "~$20", "+1", "50+", "1.5x"), amounts per unit ("$9.99/month"),
-scales ("10k", "1.2M"), ratings ("4.5/5"), time ranges ("9am-5pm") and abbreviations ("Dr.",
+scales ("1.2k", "2.5M"), ratings ("4.5/5"), time ranges ("9am-5pm") and abbreviations ("Dr.",
 "e.g.", "Sra.", "bijv.").
 
 Alignment. The input is split on whitespace into *tokens*, exactly as written (punctuation
