@@ -106,7 +106,6 @@ _RATING_RE = re.compile(r"(?P<score>\d+[.,]\d+)/(?P<scale>\d{1,3})")  # "4.5/5"
 _PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥])?\d[\d.,]*(?P<suffix>[$€£¥]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
 # a word after "/" is "per" it when lowercase ("month", "mes"): "3D/VR", "10/Jan", "101/B" are not
 _PER_WORD_RE = re.compile(r"[^\W\d_A-Z]{2,12}")
-_PERCENT_RANGE_RE = re.compile(r"(\d[\d.,]*)\s?[-–]\s?(\d[\d.,]*)")
 _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3])} | {"sept"}
 
 
@@ -525,8 +524,8 @@ class _TokenReader:
         num = r.parse_number(written)
         if num is not None:
             return r.read_percent(num)
-        m = _PERCENT_RANGE_RE.fullmatch(written)
-        low, high = (r.parse_number(m.group(1)), r.parse_number(m.group(2))) if m else (None, None)
+        parts = number_range(written)  # the same ranges as before a unit ("100-120 km/h")
+        low, high = (r.parse_number(parts[0]), r.parse_number(parts[1])) if parts else (None, None)
         if low is None or high is None:
             return None
         return f"{r.read_number(low)} {_RANGE_WORD[r.code]} {r.read_percent(high)}"
