@@ -442,7 +442,25 @@ class _TokenReader:
         return head, f" {r.symbol_words['per']} {said}"
 
     def _read_ordinal(self, i: int) -> tuple[Optional[str], int]:
-        return self.rules.match_ordinal(self.tokens[i].core), 0
+        return self.rules.match_ordinal(self.tokens[i].core, self._noun_after(i)), 0
+
+    def _noun_after(self, i: int) -> Optional[str]:
+        """The gender of the noun right after token ``i`` ("21 casas": "f"), None when the next
+        word is not one a number counts ("21 de mayo") or punctuation comes between."""
+        nxt = self._next(i)
+        if nxt is None or self.tokens[i].trail or nxt.lead:
+            return None
+        return self.rules.noun_gender(nxt.core)
+
+    def _noun_across(self, i: int) -> Optional[str]:
+        """"1 o 2 personas", "1 a 3 semanas": the gender of the noun after the second number,
+        which both count; None when the text is not of that form."""
+        if self.rules.nouns is None or i + 3 >= len(self.tokens):
+            return None
+        link, number = self.tokens[i + 1], self.tokens[i + 2]
+        if self.tokens[i].trail or link.trail or link.core.lower() not in _NUMBER_LINKS or not number.core.isdecimal():
+            return None
+        return self._noun_after(i + 2)
 
     def _meridiem_after(self, i: int) -> Optional[str]:
         nxt = self._next(i)
@@ -545,7 +563,7 @@ class _TokenReader:
                 unit, consumed = "°" + nxt.core, 1
             elif unit == "°" and low is None and r.degree_sign_ordinal and joins_next and nxt.core.islower() \
                     and nxt.core not in ("de", "a"):
-                return r.match_ordinal(written + "º"), 0  # "1° lugar", "2° piso": typed for "1º"
+                return r.match_ordinal(written + "º", self._noun_after(i)), 0  # "1° lugar": typed for "1º"
             reading = self._amount_of(low, written, unit, self._after_article(i))
             return (reading, consumed) if reading is not None else (None, 0)
         if tok.core in STANDALONE:
@@ -633,13 +651,22 @@ class _TokenReader:
         return self.rules.digits(tok.core), 0
 
     def _read_number(self, i: int) -> tuple[Optional[str], int]:
-        tok, nxt = self.tokens[i], self._next(i)
-        num = self.rules.parse_number(tok.core)
+        num = self.rules.parse_number(self.tokens[i].core)
         if num is None:
             return None, 0
-        # Before a word, Spanish shortens "uno": "veintiún años" (RAE accepts it before any noun).
-        before_noun = nxt is not None and not tok.trail and nxt.core.isalpha()
-        return self.rules.read_number(num, before_noun=before_noun), 0
+        # A number agrees with the noun it counts ("veintiuna horas", "duas semanas"), and Spanish
+        # shortens "uno" before one ("veintiún años", but "el veintiuno de mayo").
+        gender = self._noun_after(i)
+        if gender is not None:
+            return self.rules.read_number(num, gender, before_noun=True), 0
+        return self.rules.read_number(num, self._noun_across(i) or self._article_before(i)), 0
+
+    def _article_before(self, i: int) -> str:
+        """"f" after a feminine article ("a las 21", "às 2"), else "m"."""
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is None or prev.trail or prev.core.lower() not in self.rules.feminine_before:
+            return "m"
+        return "f"
 
     def _read_fraction(self, i: int) -> tuple[Optional[str], int]:
         """"3/4" -> "three quarters"; after a word that introduces a date ("el 5/6", "on 5/6") a
@@ -717,6 +744,9 @@ class _TokenReader:
             self.tokens[i] = tok
         if said is None:
             return None, 0  # no rule read it: the token is left to the mixed reading
+        if not before and consumed == 0 and (num := self.rules.parse_number(rest)) is not None:
+            # "2x": the number counts the sign's word, so agrees with it ("duas vezes")
+            said = self.rules.read_number(num, self.rules.noun_gender(sign) or "m")
         return (f"{sign} {said}".strip() if before else f"{said} {sign}"), consumed
 
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
@@ -833,4 +863,6 @@ def _is_range(a: str, b: str) -> bool:
 
 
 _RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}
+# Words between two numbers that count the same noun: "1 o 2 personas", "1 a 3 semanas", "1 ou 2".
+_NUMBER_LINKS = frozenset({"o", "u", "y", "e", "a", "ou"})
 _DOT_WORD = {"en": "point", "es": "punto", "pt": "ponto", "nl": "punt"}

@@ -153,6 +153,6 @@ class EnglishRules(LanguageRules):
             name = (single, single + "s")
         return f"{self.cardinal(numerator)} {name[0] if numerator == 1 else name[1]}"
 
-    def match_ordinal(self, core: str) -> Optional[str]:
+    def match_ordinal(self, core: str, next_gender: Optional[str] = None) -> Optional[str]:
         m = _ORDINAL_RE.fullmatch(core)
         return self.ordinal(int(m.group(1))) if m else None

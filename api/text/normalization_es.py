@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from api.text.normalization_gender import SPANISH
 from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
 
 __all__ = ["SpanishRules"]
@@ -12,7 +13,8 @@ __all__ = ["SpanishRules"]
 _ORDINAL_RE = re.compile(r"(\d+)\.?(º|ª|er|era)")
 _BIG = {"millón", "millones", "billón", "billones"}  # masculine nouns: agreement stops here
 _APOCOPE = {"uno": "un", "veintiuno": "veintiún"}
-_FEMININE = {"uno": "una", "un": "una", "veintiuno": "veintiuna", "veintiún": "veintiuna"}
+# "veintiún mil personas" keeps its apocope before "mil" (RAE accepts it), so only "uno" changes
+_FEMININE = {"uno": "una", "veintiuno": "veintiuna"}
 
 
 def _feminine_word(word: str) -> str:
@@ -29,6 +31,8 @@ class SpanishRules(LanguageRules):
     group_sep = "."
     lenient_dot_decimal = True
     time_unit = "horas"
+    nouns = SPANISH
+    feminine_before = frozenset({"la", "las"})
     minus_word = "menos"
     decimal_word = "coma"
     percent_word = "por ciento"
@@ -155,12 +159,13 @@ class SpanishRules(LanguageRules):
     def read_meridiem(self, meridiem: str) -> Optional[str]:
         return "a eme" if meridiem == "am" else "pe eme"
 
-    def match_ordinal(self, core: str) -> Optional[str]:
+    def match_ordinal(self, core: str, next_gender: Optional[str] = None) -> Optional[str]:
         m = _ORDINAL_RE.fullmatch(core)
         if not m:
             return None
         n, suffix = int(m.group(1)), m.group(2)
         words = self.ordinal(n, "f" if suffix in ("ª", "era") else "m")
-        if suffix == "er" and words.endswith(("primero", "tercero")):  # "1er piso": primer
+        # "1er piso", and "1º lugar" before a masculine noun: primer, tercer ("el 1º de mayo" keeps it)
+        if (suffix == "er" or (suffix == "º" and next_gender == "m")) and words.endswith(("primero", "tercero")):
             words = words[:-1]
         return words

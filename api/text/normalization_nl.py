@@ -120,6 +120,6 @@ class DutchRules(LanguageRules):
     def read_meridiem(self, meridiem: str) -> Optional[str]:
         return "a em" if meridiem == "am" else "p em"
 
-    def match_ordinal(self, core: str) -> Optional[str]:
+    def match_ordinal(self, core: str, next_gender: Optional[str] = None) -> Optional[str]:
         m = _ORDINAL_RE.fullmatch(core)
         return self.ordinal(int(m.group(1))) if m else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from api.text.normalization_gender import PORTUGUESE
 from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
 
 __all__ = ["PortugueseRules"]
@@ -28,6 +29,8 @@ class PortugueseRules(LanguageRules):
     group_sep = "."
     lenient_dot_decimal = True
     time_unit = "horas"
+    nouns = PORTUGUESE
+    feminine_before = frozenset({"às", "as", "das", "nas", "pelas"})
     minus_word = "menos"
     decimal_word = "vírgula"
     percent_word = "por cento"
@@ -145,7 +148,7 @@ class PortugueseRules(LanguageRules):
     def read_meridiem(self, meridiem: str) -> Optional[str]:
         return "a eme" if meridiem == "am" else "pê eme"
 
-    def match_ordinal(self, core: str) -> Optional[str]:
+    def match_ordinal(self, core: str, next_gender: Optional[str] = None) -> Optional[str]:
         m = _ORDINAL_RE.fullmatch(core)
         if not m:
             return None

@@ -16,6 +16,8 @@ from typing import Optional
 
 from num2words import num2words
 
+from api.text.normalization_gender import NounGender
+
 __all__ = ["Abbreviation", "CurrencyNames", "LanguageRules", "ParsedNumber", "UnitNames", "spell"]
 
 def spell(n: int, lang: str, to: str = "cardinal") -> str:
@@ -279,6 +281,22 @@ class LanguageRules:
 
     # --- ordinals -----------------------------------------------------------------------------
 
-    def match_ordinal(self, core: str) -> Optional[str]:
-        """"21st" -> "twenty-first"; None when ``core`` is not an ordinal of this language."""
+    def match_ordinal(self, core: str, next_gender: Optional[str] = None) -> Optional[str]:
+        """"21st" -> "twenty-first"; None when ``core`` is not an ordinal of this language.
+        ``next_gender``: the gender of the noun right after it, if one is (``noun_gender``)."""
         return None
+
+    # --- agreement ----------------------------------------------------------------------------
+
+    #: Where numbers agree with the noun after them (es, pt): how that noun's gender is told.
+    nouns: Optional[NounGender] = None
+    #: Feminine articles that mark a lone number as a feminine one, an hour above all ("a las 21",
+    #: "às 2 da tarde"), when no noun after it says otherwise.
+    feminine_before: frozenset[str] = frozenset()
+
+    def noun_gender(self, word: str) -> Optional[str]:
+        """"m"/"f" when ``word`` is a noun a number before it counts, None when it is not ("de",
+        "y", "esta"): api/text/normalization_gender.py. Without agreement any word counts ("m")."""
+        if self.nouns is None:
+            return "m" if word.isalpha() else None
+        return self.nouns.of(word)

@@ -32,7 +32,7 @@ READINGS = [
     ("nl", "€ 5/kg, 10-15 min", "vijf euro per kilogram, tien tot vijftien minuten"),
     ("es", "Hace 21 °C y 1 °C; corre a 21 km/h.", "Hace veintiún grados Celsius y un grado Celsius; corre a veintiún kilómetros por hora."),
     ("es", "21 lb, 1 lb, 1,5 km, 1.000.000 km", "veintiuna libras, una libra, uno coma cinco kilómetros, un millón de kilómetros"),
-    ("es", "El 1° lugar, el 2° piso; hace 20° de calor.", "El primero lugar, el segundo piso; hace veinte grados de calor."),
+    ("es", "El 1° lugar, el 2° piso; hace 20° de calor.", "El primer lugar, el segundo piso; hace veinte grados de calor."),
     ("es", "Un piso de 80 m² con 2 GB.", "Un piso de ochenta metros cuadrados con dos gigabytes."),
     ("pt", "Faz 21°C, 2 lb, 1 kg e 1,5 km.", "Faz vinte e um graus Celsius, duas libras, um quilograma e um vírgula cinco quilômetros."),
     ("pt", "Ficou em 1° lugar.", "Ficou em primeiro lugar."),  # "°" typed for the ordinal "º"
