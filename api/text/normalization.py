@@ -98,9 +98,15 @@ _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 # "~20", "~$20", "~5km", "+1"; "#1" ("#" before a number only: "#2024goals" is a hashtag)
 _SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+])(?P<rest>[$€£¥]?\d\S*)")
 _NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*)")
-_SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?)(?P<sign>[+x×])")  # "50+", "1.5x", "2×"
+# "50+", "1.5x", "2×", "$1M+" (an amount with its scale)
+_SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?|[$€£¥]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
 # "1.2k", "2.5M", "3bn": a whole number before "k" or "M" is often a name ("401k", "4k TV", "a 5k race", "3M")
 _SCALED_RE = re.compile(r"(?P<num>\d+[.,]\d+)(?P<scale>k|M)|(?P<whole>\d[\d.,]*)(?P<bn>bn)")
+_HOURS_MINUTES_RE = re.compile(r"(?P<h>\d{1,3})h(?P<m>[0-5]?\d)(?P<unit>m|min)?")
+_HOURS_RE = re.compile(r"(?P<h>\d{1,3})h")
+_MINUTES_RE = re.compile(r"(?P<m>[0-5]?\d)(?:m|min)")
+# "1M+", "100k+": a count, with the "+" that "401k" and "3M" never have
+_SCALED_PLUS_RE = re.compile(r"(?P<num>\d{1,3}(?:[.,]\d+)?)(?P<scale>k|M)\+")
 _RATING_RE = re.compile(r"(?P<score>\d+[.,]\d+)/(?P<scale>\d{1,3})")  # "4.5/5"
 # "$9.99/month", "5€/kg", "20km/day": an amount, "/" and a word (_read_per)
 _PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥])?\d[\d.,]*(?P<suffix>[$€£¥]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
@@ -335,6 +341,7 @@ class _TokenReader:
             self._read_address,
             self._read_money,
             self._read_ordinal,
+            self._read_duration,
             self._read_time,
             self._read_time_range,
             self._read_date,
@@ -461,6 +468,28 @@ class _TokenReader:
         if self.tokens[i].trail or link.trail or link.core.lower() not in _NUMBER_LINKS or not number.core.isdecimal():
             return None
         return self._noun_after(i + 2)
+
+    def _read_duration(self, i: int) -> tuple[Optional[str], int]:
+        """Hours and minutes: "2h30m", "2h 30m", "2h 30min" -> "two hours thirty minutes" (the "m"
+        is minutes after hours, and says the "2h" is not a time of day); in English "1h30" too."""
+        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        if not r.units:
+            return None, 0
+        m = _HOURS_MINUTES_RE.fullmatch(tok.core)
+        consumed = 0
+        if m is None:
+            hours = _HOURS_RE.fullmatch(tok.core)
+            minutes = _MINUTES_RE.fullmatch(nxt.core) if nxt is not None and not tok.trail and not nxt.lead else None
+            if hours is None or minutes is None:
+                return None, 0
+            said = (hours.group("h"), minutes.group("m"))
+            consumed = 1
+        elif m.group("unit") or r.code == "en":  # "1h30" without its "m" is a time in es/pt/nl
+            said = (m.group("h"), m.group("m"))
+        else:
+            return None, 0
+        h, mins = self._amount_of(None, said[0], "h"), self._amount_of(None, said[1], "min")
+        return (f"{h} {mins}", consumed) if h and mins else (None, 0)
 
     def _meridiem_after(self, i: int) -> Optional[str]:
         nxt = self._next(i)
@@ -693,15 +722,23 @@ class _TokenReader:
     def _read_scaled(self, i: int) -> tuple[Optional[str], int]:
         """A number with a scale: "1.2k" -> "one point two thousand", "2.5M" -> "two point five
         million", "3bn". Only a decimal before lowercase "k" or uppercase "M": "10k", "401k", "4k",
-        "3M" are as often names, races or resolutions, and "5m" may be meters (``_SCALED_RE``)."""
+        "3M" are as often names, races or resolutions, and "5m" may be meters (``_SCALED_RE``);
+        a whole number with a "+" after its scale is a count ("1M+ users", "100k+")."""
+        core = self.tokens[i].core
+        if m := _SCALED_RE.fullmatch(core):
+            return self._scaled(m.group("num") or m.group("whole"), m.group("scale") or m.group("bn")), 0
+        if m := _SCALED_PLUS_RE.fullmatch(core):  # "1M+" -> "one million plus"
+            said = self._scaled(m.group("num"), m.group("scale"))
+            return (f"{said} {self.rules.symbol_words['+']}" if said else None), 0
+        return None, 0
+
+    def _scaled(self, written: str, scale: str) -> Optional[str]:
         r = self.rules
-        m = _SCALED_RE.fullmatch(self.tokens[i].core)
-        num = r.parse_number(m.group("num") or m.group("whole")) if m else None
-        names = r.scale_words.get((m.group("scale") or m.group("bn")).lower()) if m else None
+        num, names = r.parse_number(written), r.scale_words.get(scale.lower())
         if num is None or names is None:
-            return None, 0
+            return None
         one = num.integer.lstrip("0") == "1" and not num.fraction
-        return f"{r.read_number(num, before_noun=True)} {names[0] if one else names[1]}", 0  # "un millón"
+        return f"{r.read_number(num, before_noun=True)} {names[0] if one else names[1]}"  # "un millón"
 
     def _read_time_range(self, i: int) -> tuple[Optional[str], int]:
         """Two times joined by a dash: "9am-5pm" -> "nine a m to five p m", "9:00-17:30"."""

@@ -39,6 +39,11 @@ READINGS = [
     ("pt", "20ºC e o 20º lugar", "vinte graus Celsius e o vigésimo lugar"),  # "º" before C is a degree sign; alone an ordinal
     ("nl", "Het is 1 °C of 20 °C, 100 km/h.", "Het is één graad Celsius of twintig graden Celsius, honderd kilometer per uur."),
     ("nl", "1 min of 10 min, 5 kg", "één minuut of tien minuten, vijf kilogram"),
+    # hours and minutes: after hours "m" is minutes, and the "m" says "2h" is no time of day
+    ("en", "It took 2h 30m, then 1h30, then 2h30m.", "It took two hours thirty minutes, then one hour thirty minutes, then two hours thirty minutes."),
+    ("es", "Tardó 2h 30min y 1h 1m; a las 15h30.", "Tardó dos horas treinta minutos y una hora un minuto; a las quince y treinta."),
+    ("pt", "Levou 2h30m, às 15h30.", "Levou duas horas trinta minutos, às quinze e trinta."),
+    ("nl", "Het duurde 2h 30m.", "Het duurde twee uur dertig minuten."),
 ]
 
 

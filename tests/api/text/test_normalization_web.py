@@ -28,6 +28,8 @@ READINGS = [
     ("nl", "~20 min", "ongeveer twintig minuten"),
     ("en", "1.2k steps, 2.5M users, 3bn", "one point two thousand steps, two point five million users, three billion"),
     ("es", "1,5M de usuarios", "uno coma cinco millones de usuarios"),
+    ("en", "1M+ users, 100k+ downloads, $1M+ raised", "one million plus users, one hundred thousand plus downloads, one million dollars plus raised"),
+    ("es", "10k+ seguidores", "diez mil más seguidores"),
     ("en", "$9.99/mo or $99/yr, $3.49/gal", "nine dollars and ninety-nine cents per month or ninety-nine dollars per year, three dollars and forty-nine cents per gallon"),
     ("es", "Nos vemos el 5/6, o el 29/2.", "Nos vemos el cinco de junio, o el veintinueve de febrero."),  # a date, not a fraction
     ("nl", "Op 3/4 hebben we een afspraak.", "Op drie april hebben we een afspraak."),
