@@ -8,7 +8,7 @@
 
 Syntax. A tag is "<", a known name (in any case), its attributes ``key="value"`` or ``key='value'``
 (spaces around "=" allowed; a value holds no "<" or ">" and at most 100 characters), optional
-spaces, an optional "/" and ">", ``MAX_TAG_CHARS`` at most. break, speed, volume and emotion stand
+spaces, an optional "/", optional spaces and ">", ``MAX_TAG_CHARS`` at most. break, speed, volume and emotion stand
 alone (the "/" of ``<break time="1s"/>`` may be left out); ``<spell>`` opens a span that the first
 ``</spell>`` closes within ``MAX_SPELL_CHARS`` characters, and the span is one piece of markup,
 whatever it holds (a ``<spell>`` not closed that soon is a slip, not a span: it is dropped, and what
@@ -87,12 +87,13 @@ _NAMES = ("break", "speed", "volume", "emotion", "spell")
 _VALUE = r"""(?:"[^"<>]{0,100}"|'[^'<>]{0,100}')"""
 _KEY = r"[A-Za-z_][\w-]*"
 _ATTR = rf"\s+{_KEY}\s*=\s*{_VALUE}"
-_TAG_RE = re.compile(rf"<(?P<close>/)?(?P<name>[A-Za-z]+)(?P<attrs>(?:{_ATTR})*)\s*(?P<slash>/)?>")
+# spaces may stand on either side of the "/" ("<break time='1s' / >", as LLMs write it)
+_TAG_RE = re.compile(rf"<(?P<close>/)?(?P<name>[A-Za-z]+)(?P<attrs>(?:{_ATTR})*)\s*(?P<slash>/)?\s*>")
 _ATTR_RE = re.compile(rf"""\s+(?P<key>{_KEY})\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')""")
 # What may follow a known name in a tag still arriving: whole attributes, then one in progress (its
 # key, "=", an opening quote and part of its value), then spaces and the "/" of "/>".
 _PARTIAL_REST_RE = re.compile(
-    rf"""(?:{_ATTR})*(?:\s+{_KEY}(?:\s*=(?:\s*(?:"[^"<>]{{0,100}}|'[^'<>]{{0,100}}))?)?)?\s*/?""")
+    rf"""(?:{_ATTR})*(?:\s+{_KEY}(?:\s*=(?:\s*(?:"[^"<>]{{0,100}}|'[^'<>]{{0,100}}))?)?)?\s*/?\s*""")
 _PARTIAL_NAME_RE = re.compile(r"</?([A-Za-z]*)")
 _SPELL_END_RE = re.compile(r"</spell\s*>", re.IGNORECASE)
 #: How far past "<spell>" its "</spell>" is looked for: the most a span holds, and the closing tag

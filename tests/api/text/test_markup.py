@@ -39,6 +39,8 @@ def kinds(text: str) -> list[str]:
     ("<break time='500ms'/>", ["break"]),  # single quotes
     ('<break time = "1s" />', ["break"]),  # spaces around "=" and before "/>"
     ('<break time="1s">', ["break"]),  # the "/" may be left out
+    ('<break time="1s" / >', ["break"]),  # spaces on either side of the "/", as LLMs write it
+    ('<break time="1s"/ > a </spell >', ["break", "end"]),
     ('<BREAK Time="1s"/>', ["break"]),  # any case
     ('<speed ratio="1.5"/> fast <volume ratio="0.5"/> soft', ["speed", "volume"]),
     ('<emotion value="angry" /> no!', ["emotion"]),
@@ -62,7 +64,7 @@ def test_anything_else_in_angle_brackets_stays_text(text):
 
 @pytest.mark.parametrize("text, open_at", [
     ("Hello <break ti", 6), ("Hello <", 6), ("a </spe", 2), ("<bre", 0), ('<break time="1', 0),
-    ('x <break time="1s" /', 2), ('<speed ratio=', 0), ("Say <spell>AB", 4), ("<spell>A. B", 0),
+    ('x <break time="1s" /', 2), ('x <break time="1s" / ', 2), ('<speed ratio=', 0), ("Say <spell>AB", 4), ("<spell>A. B", 0),
     ('<spell>12<break time="1s"/>', 0),  # everything after an open <spell> belongs to it
 ])
 def test_unfinished_markup_at_the_end(text, open_at):
