@@ -97,7 +97,7 @@ _DECADE_RE = re.compile(r"(\d{3}0|\d0)s")
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 # "~20", "~$20", "~5km", "+1"; "#1" ("#" before a number only: "#2024goals" is a hashtag)
 _SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+])(?P<rest>[$€£¥]?\d\S*)")
-_NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*)")
+_NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*|[A-Z]{1,3}\d[A-Z\d-]*)")  # "#1", "#A12345"
 # "50+", "1.5x", "2×", "$1M+" (an amount with its scale)
 _SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?|[$€£¥]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
 # "1.2k", "2.5M", "3bn": a whole number before "k" or "M" is often a name ("401k", "4k TV", "a 5k race", "3M")
@@ -108,6 +108,9 @@ _MINUTES_RE = re.compile(r"(?P<m>[0-5]?\d)(?:m|min)")
 # "1M+", "100k+": a count, with the "+" that "401k" and "3M" never have
 _SCALED_PLUS_RE = re.compile(r"(?P<num>\d{1,3}(?:[.,]\d+)?)(?P<scale>k|M)\+")
 _RATING_RE = re.compile(r"(?P<score>\d+[.,]\d+)/(?P<scale>\d{1,3})")  # "4.5/5"
+_WHOLE_RATING_RE = re.compile(r"(?P<score>\d{1,3})/(?P<scale>\d{1,3})")  # "10/10", when ``_is_score``
+# After a whole "a/10" these make it a fraction: "3/10 of the budget", "3/10 de"
+_FRACTION_OF = frozenset({"of", "de", "do", "da", "del", "van"})
 # "$9.99/month", "5€/kg", "20km/day": an amount, "/" and a word (_read_per)
 _PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥])?\d[\d.,]*(?P<suffix>[$€£¥]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
 # a word after "/" is "per" it when lowercase ("month", "mes"): "3D/VR", "10/Jan", "101/B" are not
@@ -317,8 +320,8 @@ class _TokenReader:
     def _abbreviation_trail(self, rest: str, i: int, title: bool, can_end: bool) -> str:
         """Punctuation after an abbreviation that ended in '.': its period also ends the sentence
         at the end of the text, or before an uppercase word when it ``can_end`` (never for
-        titles)."""
-        if title or (rest and rest[0] in _SENTENCE_END):
+        titles). Other punctuation after it ("St., Springfield") is the sentence's own."""
+        if title or rest:
             return rest
         nxt = self._next(i)
         return "." + rest if nxt is None or (can_end and _starts_upper(nxt)) else rest
@@ -356,6 +359,7 @@ class _TokenReader:
             self._read_rating,
             self._read_scripts,
             self._read_signed,
+            self._read_dimensions,
             self._read_mixed,
         ):
             try:
@@ -390,7 +394,8 @@ class _TokenReader:
             nxt = self._next(i)
             if abbr.before_number and not _starts_digit(nxt):
                 return None, 0
-            alternative = abbr.before_capital is not None and _starts_upper(nxt)
+            # "St. Louis" is Saint; "Main St., Springfield": punctuation after it ends a street name
+            alternative = abbr.before_capital is not None and _starts_upper(nxt) and rest[k:] in ("", ".")
             words = _capitalize_like(abbr.before_capital if alternative else abbr.expansion, rest)
             trail = rest[k:]
             if rest[k - 1] == ".":
@@ -680,15 +685,28 @@ class _TokenReader:
         return self.rules.digits(tok.core), 0
 
     def _read_number(self, i: int) -> tuple[Optional[str], int]:
-        num = self.rules.parse_number(self.tokens[i].core)
+        core = self.tokens[i].core
+        num = self.rules.parse_number(core)
         if num is None:
             return None, 0
+        if core.isdecimal() and self._is_id(i):
+            return self.rules.digits(core), 0
         # A number agrees with the noun it counts ("veintiuna horas", "duas semanas"), and Spanish
         # shortens "uno" before one ("veintiún años", but "el veintiuno de mayo").
         gender = self._noun_after(i)
         if gender is not None:
             return self.rules.read_number(num, gender, before_noun=True), 0
         return self.rules.read_number(num, self._noun_across(i) or self._article_before(i)), 0
+
+    def _is_id(self, i: int) -> bool:
+        """Digits that name rather than count, read one by one: six or more written with no
+        group separator and not round ("order 123456"; "1000000" is a million), or a ZIP code
+        after its state ("IL 62704")."""
+        core, prev = self.tokens[i].core, self.tokens[i - 1] if i > 0 else None
+        if len(core) >= 6 and not core.endswith("000"):
+            return True
+        return (len(core) == 5 and prev is not None and not prev.trail
+                and prev.core in self.rules.postcode_lead_words)
 
     def _article_before(self, i: int) -> str:
         """"f" after a feminine article ("a las 21", "às 2"), else "m"."""
@@ -713,6 +731,8 @@ class _TokenReader:
             except ValueError:
                 return None, 0
             return r.read_date(None, month, day), 0
+        if _is_score(a, b, self._next(i) if not self.tokens[i].trail else None):
+            return None, 0  # "10/10", "9/10 dentists": out of ten (``_read_rating``)
         return r.read_fraction(a, b), 0
 
     def _read_scripts(self, i: int) -> tuple[Optional[str], int]:
@@ -751,9 +771,13 @@ class _TokenReader:
         return f"{said[0]} {_RANGE_WORD[self.rules.code]} {said[1]}", 0
 
     def _read_rating(self, i: int) -> tuple[Optional[str], int]:
-        """A score out of a scale: "4.5/5" -> "four point five out of five"."""
-        r = self.rules
-        m = _RATING_RE.fullmatch(self.tokens[i].core)
+        """A score out of a scale: "4.5/5" -> "four point five out of five", and a whole one out
+        of ten or a hundred: "10/10", "9/10 dentists", "95/100" (but "3/10 of it" is a fraction)."""
+        r, core = self.rules, self.tokens[i].core
+        m = _RATING_RE.fullmatch(core)
+        if m is None and (w := _WHOLE_RATING_RE.fullmatch(core)):
+            nxt = self._next(i) if not self.tokens[i].trail else None
+            m = w if _is_score(int(w.group("score")), int(w.group("scale")), nxt) else None
         score = r.parse_number(m.group("score")) if m else None
         if score is None or int(m.group("scale")) == 0:
             return None, 0
@@ -786,6 +810,22 @@ class _TokenReader:
             said = self.rules.read_number(num, self.rules.noun_gender(sign) or "m")
         return (f"{sign} {said}".strip() if before else f"{said} {sign}"), consumed
 
+    def _read_dimensions(self, i: int) -> tuple[Optional[str], int]:
+        """"3x4" -> "three by four", "10x20 cm" -> "ten by twenty centimeters"."""
+        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        if not _DIMENSIONS_RE.fullmatch(tok.core):
+            return None, 0
+        nums = [r.parse_number(part) for part in re.split("[x×]", tok.core)]
+        if any(num is None for num in nums):
+            return None, 0
+        said = [r.read_number(num) for num in nums]
+        consumed = 0
+        if nxt is not None and not tok.trail and not nxt.lead and nxt.core in UNIT_SYMBOLS and r.units:
+            last = r.read_measure(nums[-1], UNIT_SYMBOLS[nxt.core])
+            if last is not None:
+                said[-1], consumed = last, 1
+        return f" {_BY_WORD[r.code]} ".join(said), consumed
+
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty",
         "555-1234" -> "five five five, one two three four" (see ``_is_code``)."""
@@ -796,7 +836,7 @@ class _TokenReader:
         # "1,000-2,000" (en) / "1.000-2.000" (es): grouped numbers are one number each, so the run
         # is a range of two, not four digit groups read as a code
         pieces = _PIECE_RE.findall(_ungroup_numbers(core, r.group_sep))
-        code = _code_pieces(pieces)
+        code = _code_pieces(pieces) | _id_digits(pieces)
         if (  # "(555)123-4567": the area code belongs to the number
             tok.lead.endswith("(") and len(pieces) > 2 and len(pieces[0]) == 3 and pieces[0].isdecimal()
             and pieces[1] == ")" and _is_phone_number("".join(pieces[2:]))
@@ -865,6 +905,29 @@ def _code_pieces(pieces: list[str]) -> set[int]:
     return out
 
 
+def _is_score(a: int, b: int, nxt: Optional[_Token]) -> bool:
+    """Whether "a/b" is a score out of ten or a hundred ("10/10", "9/10 dentists", "95/100"),
+    not a fraction: "1/10" is a tenth, and so is "3/10 of it"."""
+    if b not in (10, 100) or not 2 <= a <= b:
+        return False
+    return nxt is None or nxt.lead != "" or nxt.core.lower() not in _FRACTION_OF
+
+
+def _id_digits(pieces: list[str]) -> set[int]:
+    """Indices of the digit groups of an id of letters and digits, read digit by digit: five
+    digits or more ("A12345", "1Z999AA1"), or a group with letters on both sides ("ABC123DEF").
+    Short groups after letters are names and numbers: "MP3", "COVID-19", "B12", "UA1234"."""
+    out: set[int] = set()
+    for k, piece in enumerate(pieces):
+        if not piece.isdecimal():
+            continue
+        before = k > 0 and pieces[k - 1].isalpha()
+        after = k + 1 < len(pieces) and pieces[k + 1].isalpha()
+        if (before or after) and (len(piece) >= 5 or (before and after and len(piece) >= 3)):
+            out.add(k)
+    return out
+
+
 def _is_phone_number(core: str) -> bool:
     """"123-4567" after an area code "(555)": a code that starts with a three-digit group."""
     pieces = _PIECE_RE.findall(core)
@@ -900,6 +963,8 @@ def _is_range(a: str, b: str) -> bool:
 
 
 _RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}
+_BY_WORD = {"en": "by", "es": "por", "pt": "por", "nl": "bij"}  # "3x4": dimensions
+_DIMENSIONS_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[x×]\d+(?:[.,]\d+)?)+")
 # Words between two numbers that count the same noun: "1 o 2 personas", "1 a 3 semanas", "1 ou 2".
 _NUMBER_LINKS = frozenset({"o", "u", "y", "e", "a", "ou"})
 _DOT_WORD = {"en": "point", "es": "punto", "pt": "ponto", "nl": "punt"}

@@ -265,6 +265,8 @@ class LanguageRules:
     degree_sign_ordinal = False
     # "el 5/6", "on 5/6": after these words d/m (m/d in English) is a date, not a fraction
     date_lead_words: frozenset[str] = frozenset()
+    #: Words after which a 5-digit number is a postal code, read digit by digit (en: US states).
+    postcode_lead_words: frozenset[str] = frozenset()
     # "$9.99/mo": short words after "/" said in full
     per_words: dict[str, str] = {}
     # denominator (2 to 10) -> (singular, plural) of its fraction word: "un medio", "tres cuartos"

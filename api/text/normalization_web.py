@@ -7,7 +7,8 @@ Gepard says "support acme com" at best. ``read_address`` reads a whole token cor
 - a web address with a scheme or "www.": "https://www.acme.io/docs" -> "w w w dot acme dot io
   slash docs" (the scheme is not said, nor a query or fragment after "?" or "#");
 - a bare domain, only with a common top-level domain written in lowercase, so that a missing
-  space after a full stop ("done.So", "end.Next") is not taken for one: "acme.com", "acme.co.uk".
+  space after a full stop ("done.So", "end.Next") is not taken for one: "acme.com", "acme.co.uk",
+  "ups.com/track?id=1" (a query only after a path, and not said).
 
 Letters stay as written; digits are read one by one ("mp3" -> "mp three", port "8080" -> "eight
 zero eight zero"); ".", "@", "/", "-" and "_" are the language's words for them
@@ -35,7 +36,8 @@ _EMAIL_RE = re.compile(rf"[A-Za-z0-9](?:[A-Za-z0-9._+-]{{0,62}}[A-Za-z0-9])?@{_D
 _PATH = r"(?::\d{1,5})?(?:/[^\s?#]*)?(?:[?#]\S*)?"
 _URL_RE = re.compile(rf"(?:(?P<scheme>https?://)(?P<host>{_DOMAIN})|(?P<www>www\.{_DOMAIN})){_PATH}", re.IGNORECASE)
 # case kept: a lowercase top-level domain, so "done.So" (a missing space) is no address
-_BARE_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.(?:{_COMMON_TLDS})(?:/[^\s?#]*)?")
+# a query or fragment only after a path ("ups.com/track?id=1"): "acme.com?" is a question
+_BARE_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.(?:{_COMMON_TLDS})(?:/[^\s?#]*(?:[?#]\S*)?)?")
 _PIECE_RE = re.compile(r"[^\W\d_]+|\d+|.")
 
 
@@ -47,11 +49,14 @@ def read_address(core: str, rules: LanguageRules) -> Optional[str]:
         return _say(core, rules)
     m = _URL_RE.fullmatch(core)
     if m:
-        said = core[len(m.group("scheme") or ""):]
-        return _say(re.split(r"[?#]", said, maxsplit=1)[0].rstrip("/"), rules)
+        return _say(_without_query(core[len(m.group("scheme") or ""):]), rules)
     if _BARE_RE.fullmatch(core):
-        return _say(core.rstrip("/"), rules)
+        return _say(_without_query(core), rules)
     return None
+
+
+def _without_query(address: str) -> str:
+    return re.split(r"[?#]", address, maxsplit=1)[0].rstrip("/")
 
 
 def _say(address: str, rules: LanguageRules) -> str:

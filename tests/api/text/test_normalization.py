@@ -292,6 +292,28 @@ def test_sentence_final_abbreviations_keep_a_full_stop():
     assert normalize("See Dr. Who.", "en").text == "See Doctor Who."
 
 
+def test_punctuation_after_an_abbreviation_is_the_sentences_own():
+    assert normalize("I live on Main St., Springfield.", "en").text == "I live on Main Street, Springfield."
+    assert normalize("Go to St. Louis, Missouri.", "en").text == "Go to Saint Louis, Missouri."
+    assert normalize("(apples, pears, etc.) Then we left.", "en").text == "(apples, pears, et cetera) Then we left."
+    assert normalize("Acme Inc., a firm", "en").text == "Acme Incorporated, a firm"
+
+
+@pytest.mark.parametrize("language, text, expected", [
+    ("en", "Your order A12345 shipped.", "Your order A one two three four five shipped."),
+    ("en", "Code ABC123DEF works.", "Code ABC one two three DEF works."),
+    ("en", "ID 12345678 please", "ID one two three four five six seven eight please"),
+    ("en", "Springfield, IL 62704", "Springfield, IL six two seven zero four"),  # a ZIP code after its state
+    ("es", "Pedido 4815162342", "Pedido cuatro ocho uno cinco uno seis dos tres cuatro dos"),
+    # what counts stays a number: round, grouped, short, or a name with a number
+    ("en", "1000000 people, 1,234,567 users, 12345 fans", "one million people, one million two hundred and thirty-four thousand five hundred and sixty-seven users, twelve thousand three hundred and forty-five fans"),
+    ("en", "I paid 123456 dollars", "I paid one hundred and twenty-three thousand four hundred and fifty-six dollars"),
+    ("en", "MP3, B12, Win11Pro, COVID-19", "MP three, B twelve, Win eleven Pro, COVID nineteen"),
+])
+def test_ids_are_read_digit_by_digit_and_counts_as_numbers(language, text, expected):
+    assert normalize(text, language).text == expected
+
+
 def test_known_abbreviations_for_the_segmenter():
     abbr = known_abbreviations()
     assert abbr["dr."] is False and abbr["e.g."] is False and abbr["sra."] is False

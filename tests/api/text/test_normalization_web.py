@@ -17,9 +17,13 @@ READINGS = [
     ("es", "Escribe a soporte@acme.es", "Escribe a soporte arroba acme punto es"),
     ("pt", "Veja https://acme.com.br/ajuda", "Veja acme ponto com ponto br barra ajuda"),
     ("nl", "Mail info@acme.nl", "Mail info apenstaartje acme punt nl"),
+    # a query after a bare domain's path is not said; after the domain alone "?" is the question's
+    ("en", "Track it at ups.com/track?id=1Z999 today.", "Track it at ups dot com slash track today."),
+    ("en", "Is it acme.com?", "Is it acme dot com?"),
     # signs around numbers
     ("en", "2 + 2 = 4", "two plus two equals four"),
     ("en", "our #1 fan", "our number one fan"),
+    ("en", "Ticket #A12345 is open.", "Ticket number A one two three four five is open."),
     ("en", "~$20 or ~20 min", "about twenty dollars or about twenty minutes"),
     ("en", "50+ people at +5°C", "fifty plus people at plus five degrees Celsius"),
     ("en", "Call +1 (555) 123-4567.", "Call plus one (five five five) one two three, four five six seven."),
@@ -39,6 +43,11 @@ READINGS = [
     ("es", "2x más rápido, 3 × 4", "dos veces más rápido, tres por cuatro"),
     ("en", "Rated 4.5/5 stars.", "Rated four point five out of five stars."),
     ("nl", "4,5/5 sterren", "vier komma vijf uit vijf sterren"),
+    # a whole score out of ten or a hundred; "1/10" and "3/10 of" are fractions, "on 10/10" a date
+    ("en", "I give it 10/10. 9/10 dentists agree, 95/100 overall.", "I give it ten out of ten. nine out of ten dentists agree, ninety-five out of one hundred overall."),
+    ("en", "1/10 of it, 3/10 of the budget.", "one tenth of it, three tenths of the budget."),
+    ("en", "Come on 10/10.", "Come on October tenth."),
+    ("es", "Le doy un 9/10, 3/10 de la gente.", "Le doy un nueve de diez, tres décimos de la gente."),
     ("en", "Open 9am-5pm daily.", "Open nine a m to five p m daily."),
     ("en", "Apt. 5B", "Apartment five B"),
     ("es", "De 9:00-17:30.", "De nueve en punto a diecisiete y treinta."),
