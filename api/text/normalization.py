@@ -28,7 +28,7 @@ number, simple fraction, rating, powers and formulas ("x²", "H₂O"), a number 
 mixed digits ("COVID-19", "24/7"; phone numbers and codes such as "555-1234" digit by digit), "&",
 "+", "=" and "×".
 
-Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\d`` accept,
+Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\\d`` accept,
 Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers: a power
 ("x²"), a chemical formula ("H₂O") or a fraction character ("½") is read by its own rule
 (api/text/normalization_scripts.py), and anything else ("①") stays as written. Beyond that, each

@@ -10,6 +10,7 @@ Numbers are spelled by num2words; the subclasses fix agreement where num2words d
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -20,6 +21,7 @@ from api.text.normalization_gender import NounGender
 
 __all__ = ["Abbreviation", "CurrencyNames", "LanguageRules", "ParsedNumber", "UnitNames", "spell"]
 
+@functools.lru_cache(maxsize=4096)  # digits, small counts and years recur in every text
 def spell(n: int, lang: str, to: str = "cardinal") -> str:
     """num2words without its commas ("one million, two hundred" would read as a pause)."""
     return " ".join(num2words(n, lang=lang, to=to).replace(",", " ").split())
