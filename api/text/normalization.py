@@ -652,7 +652,7 @@ class _TokenReader:
         """Years where the language reads them ("1999"), and in English "March 5" -> "March
         fifth" and "1990s" -> "nineteen nineties"."""
         r, core = self.rules, self.tokens[i].core
-        if core.isdecimal() and len(core) == 4:
+        if core.isdecimal() and len(core) == 4 and not self._is_id(i):  # "PIN 1999" is no year
             return r.bare_year(int(core)), 0
         if r.code != "en":
             return None, 0
@@ -700,13 +700,33 @@ class _TokenReader:
 
     def _is_id(self, i: int) -> bool:
         """Digits that name rather than count, read one by one: six or more written with no
-        group separator and not round ("order 123456"; "1000000" is a million), or a ZIP code
-        after its state ("IL 62704")."""
-        core, prev = self.tokens[i].core, self.tokens[i - 1] if i > 0 else None
+        group separator and not round ("order 123456"; "1000000" is a million), a ZIP code after
+        its state ("IL 62704"), a number after "PIN" or "ZIP", and a number dialled ("Call 911",
+        "llama al 112"; a round one counts: "call 100 people")."""
+        r, core = self.rules, self.tokens[i].core
         if len(core) >= 6 and not core.endswith("000"):
             return True
-        return (len(core) == 5 and prev is not None and not prev.trail
-                and prev.core in self.rules.postcode_lead_words)
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is None or prev.lead or len(core) < 3:
+            return False
+        lead = self._word_back(i, r.copulas)  # "PIN 4821", "PIN: 4821", "your PIN is 4821"
+        if lead is not None and self.tokens[lead].trail in ("", ":") and self.tokens[lead].core.lower() in r.digits_lead_words:
+            return True
+        if prev.trail:
+            return False
+        if len(core) == 5 and prev.core in r.postcode_lead_words:
+            return True
+        verb = self._word_back(i, r.dial_articles)  # "call 911", "llama al 112", "ligue para o 190"
+        return not core.endswith("00") and verb is not None and self.tokens[verb].core.lower() in r.dial_words
+
+    def _word_back(self, i: int, between: frozenset[str]) -> Optional[int]:
+        """The index of the word before token ``i``, past at most two of ``between`` with
+        nothing but spaces around them; None at the start of the text."""
+        k = i - 1
+        while (k > max(i - 3, 0) and self.tokens[k].core.lower() in between
+               and not self.tokens[k].trail and not self.tokens[k - 1].trail):
+            k -= 1
+        return k if k >= 0 else None
 
     def _article_before(self, i: int) -> str:
         """"f" after a feminine article ("a las 21", "às 2"), else "m"."""
@@ -899,7 +919,10 @@ def _code_pieces(pieces: list[str]) -> set[int]:
         end = k
         while end + 2 < len(pieces) and pieces[end + 1] in _GROUP_SEPARATORS and pieces[end + 2].isdecimal():
             end += 2
-        if _is_code(pieces[k : end + 1 : 2], set(pieces[k + 1 : end : 2])):
+        # "1-800-FLOWERS": digit groups and a word of capitals after a dash are a phone number
+        vanity = (end > k and end + 2 < len(pieces) and pieces[end + 1] in _DASHES
+                  and pieces[end + 2].isupper() and len(pieces[end + 2]) >= 3)
+        if vanity or _is_code(pieces[k : end + 1 : 2], set(pieces[k + 1 : end : 2])):
             out.update(range(k, end + 1))
         k = end + 1
     return out

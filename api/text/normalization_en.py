@@ -38,6 +38,9 @@ class EnglishRules(LanguageRules):
     adjective_articles = frozenset({"a", "an"})
     date_lead_words = frozenset({"on", "since", "until"})
     # US states (and DC): the 5-digit number after one is a ZIP code, "IL 62704"
+    digits_lead_words = frozenset({"pin", "zip", "otp"})
+    dial_words = frozenset({"call", "called", "calling", "dial", "dialed", "dialled", "dialing", "text", "phone", "ring"})
+    copulas = frozenset({"is", "was"})
     postcode_lead_words = frozenset("""
         AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM
         NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY""".split())

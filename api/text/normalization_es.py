@@ -67,6 +67,10 @@ class SpanishRules(LanguageRules):
     and_a_half = "y medio"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"el", "del", "al", "día", "desde", "hasta"})
+    digits_lead_words = frozenset({"pin", "cp"})
+    dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar"})
+    dial_articles = frozenset({"al", "el"})
+    copulas = frozenset({"es", "era"})
     units = {
         key: UnitNames(*names) for key, names in {
             "km": ("kilómetro", "kilómetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),

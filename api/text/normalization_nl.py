@@ -53,6 +53,10 @@ class DutchRules(LanguageRules):
         10: "tiende"}.items()}  # "twee derde", "drie kwart"
     and_a_half = "en een half"
     date_lead_words = frozenset({"op", "tot", "vanaf"})
+    digits_lead_words = frozenset({"pin", "pincode", "postcode"})
+    dial_words = frozenset({"bel", "belt", "bellen"})
+    dial_articles = frozenset({"naar"})
+    copulas = frozenset({"is", "was"})
     units = {  # after a number most units keep their singular: "vijf kilometer", "tien liter"
         key: UnitNames(one, many) for key, (one, many) in {
             "km": ("kilometer", "kilometer"), "m": ("meter", "meter"), "cm": ("centimeter", "centimeter"),

@@ -65,6 +65,10 @@ class PortugueseRules(LanguageRules):
     and_a_half = "e meio"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"dia", "em", "até", "desde"})
+    digits_lead_words = frozenset({"pin", "cep"})
+    dial_words = frozenset({"ligue", "liga", "ligar", "liguem", "disque", "disca", "discar"})
+    dial_articles = frozenset({"para", "pro", "pra", "o"})
+    copulas = frozenset({"é", "era"})
     units = {  # Brazilian spellings, as the money words ("milhão", "reais")
         key: UnitNames(*names) for key, names in {
             "km": ("quilômetro", "quilômetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),

@@ -269,6 +269,15 @@ class LanguageRules:
     date_lead_words: frozenset[str] = frozenset()
     #: Words after which a 5-digit number is a postal code, read digit by digit (en: US states).
     postcode_lead_words: frozenset[str] = frozenset()
+    #: Words (lowercase) after which a number of three digits or more is read digit by digit:
+    #: "PIN 4821", "ZIP 94103".
+    digits_lead_words: frozenset[str] = frozenset()
+    #: Verbs (lowercase) that dial a number, and the words that may stand between them and it:
+    #: "Call 911", "llama al 112", "ligue para o 190" read the number digit by digit.
+    dial_words: frozenset[str] = frozenset()
+    dial_articles: frozenset[str] = frozenset()
+    #: "is" in "your PIN is 4821": a word between a ``digits_lead_words`` word and its number
+    copulas: frozenset[str] = frozenset()
     # "$9.99/mo": short words after "/" said in full
     per_words: dict[str, str] = {}
     # denominator (2 to 10) -> (singular, plural) of its fraction word: "un medio", "tres cuartos"

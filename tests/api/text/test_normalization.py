@@ -247,6 +247,7 @@ def test_invalid_dates_and_times_are_not_read_as_such():
     ("es", "Llama al 555-1234.", "Llama al cinco cinco cinco, uno dos tres cuatro."),
     ("pt", "Ligue 555-1234", "Ligue cinco cinco cinco, um dois três quatro"),
     ("nl", "Bel 020-1234567", "Bel nul twee nul, één twee drie vier vijf zes zeven"),
+    ("en", "Call 1-800-FLOWERS.", "Call one, eight zero zero FLOWERS."),  # a vanity number, not "one to eight hundred"
 ])
 def test_phone_numbers_and_codes_are_read_digit_by_digit(language, text, expected):
     assert normalize(text, language).text == expected
@@ -304,6 +305,15 @@ def test_punctuation_after_an_abbreviation_is_the_sentences_own():
     ("en", "Code ABC123DEF works.", "Code ABC one two three DEF works."),
     ("en", "ID 12345678 please", "ID one two three four five six seven eight please"),
     ("en", "Springfield, IL 62704", "Springfield, IL six two seven zero four"),  # a ZIP code after its state
+    ("en", "ZIP 94103, PIN: 4821, your PIN is 1999.", "ZIP nine four one zero three, PIN: four eight two one, your PIN is one nine nine nine."),
+    ("nl", "Je pincode is 1234", "Je pincode is één twee drie vier"),
+    ("pt", "O CEP é 01310", "O CEP é zero um três um zero"),
+    # a number dialled: "nine one one"; a round one counts, and so does any after another verb
+    ("en", "Call 911 now. I called 911, dial 112 or text 55555.", "Call nine one one now. I called nine one one, dial one one two or text five five five five five."),
+    ("en", "Call 100 people, call 3 friends; 911 is busy.", "Call one hundred people, call three friends; nine hundred and eleven is busy."),
+    ("es", "Llama al 112 o marque el 061.", "Llama al uno uno dos o marque el cero seis uno."),
+    ("pt", "Ligue para o 190 ou disque 192.", "Ligue para o um nove zero ou disque um nove dois."),
+    ("nl", "Bel 112!", "Bel één één twee!"),
     ("es", "Pedido 4815162342", "Pedido cuatro ocho uno cinco uno seis dos tres cuatro dos"),
     # what counts stays a number: round, grouped, short, or a name with a number
     ("en", "1000000 people, 1,234,567 users, 12345 fans", "one million people, one million two hundred and thirty-four thousand five hundred and sixty-seven users, twelve thousand three hundred and forty-five fans"),
