@@ -116,6 +116,10 @@ _PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥])?\d[\d.,]*(?P<suffix>[
 # a word after "/" is "per" it when lowercase ("month", "mes"): "3D/VR", "10/Jan", "101/B" are not
 _PER_WORD_RE = re.compile(r"[^\W\d_A-Z]{2,12}")
 _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3])} | {"sept"}
+# capitalised short days and months said in full before a date ("Sat 10-2", "Nov 3"); "May" is itself
+_EN_SHORT_DAYS = frozenset(day.title() for day in EnglishRules.weekday_abbreviations)
+_EN_SHORT_MONTHS = {full[:3]: full for full in EnglishRules.months if len(full) > 3} | {"Sept": "September"}
+_DAY_RANGE_RE = re.compile(r"(?P<first>[^\W\d_]{2,5})\.?[-–](?P<last>[^\W\d_]{2,5})")
 
 
 class NormalizationMode(str, enum.Enum):
@@ -338,6 +342,13 @@ class _TokenReader:
             abbreviation = None
         if abbreviation is not None:
             return abbreviation
+        try:
+            calendar = self._read_calendar_word(i)
+        except Exception:
+            self._rule_failed("calendar_word", i)
+            calendar = None
+        if calendar is not None:
+            return calendar, 0
         if tok.core.isalpha():  # a word of letters only: no rule below reads one (most tokens are)
             return None, 0
         for reader in (
@@ -404,6 +415,40 @@ class _TokenReader:
             self.tokens[i] = _Token(tok.raw, tok.lead, rest[:k], trail)
             return words, 0
         return None
+
+    def _read_calendar_word(self, i: int) -> Optional[str]:
+        """Short day and month names: a range of days in every language ("Mon-Fri" -> "Monday
+        to Friday", "lun-vie" -> "lunes a viernes"), and in English a capitalised one before a
+        date or time ("Sat 10-2", "Mon, Nov 3" -> "Monday, November third"). Elsewhere "Sat",
+        "Sun", "mar" and "do" are words."""
+        r, tok = self.rules, self.tokens[i]
+        days = r.weekday_abbreviations
+        m = _DAY_RANGE_RE.fullmatch(tok.core)
+        if m:
+            first, last = days.get(m.group("first").lower()), days.get(m.group("last").lower())
+            if first is None or last is None:
+                return None
+            said = _capitalize_like(f"{first} {_RANGE_WORD[r.code]} {last}", tok.core)
+        elif (
+            r.code == "en"
+            # "Nov. 3" is an abbreviation ("nov."); "Tue. 5" has none
+            and (tok.core in _EN_SHORT_DAYS or (tok.core in _EN_SHORT_MONTHS and not tok.trail))
+            and tok.trail in ("", ".", ",", ".,")
+            and self._before_date(i)
+        ):
+            said = days.get(tok.core.lower()) or _EN_SHORT_MONTHS[tok.core]
+        else:
+            return None
+        if tok.trail.startswith("."):  # the short form's own dot: a full stop only where one ends
+            trail = self._abbreviation_trail(tok.trail[1:], i, title=False, can_end=True)
+            self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, trail)
+        return said
+
+    def _before_date(self, i: int) -> bool:
+        """Whether the next token is a day, a time or a month: "3", "10-2", "5pm", "Nov"."""
+        nxt = self._next(i)
+        return _starts_digit(nxt) or (nxt is not None and not nxt.lead and nxt.core.lower() in _EN_MONTHS
+                                      and nxt.core[:1].isupper())
 
     def _read_address(self, i: int) -> tuple[Optional[str], int]:
         """"support@acme.com", "https://acme.io/docs", "acme.com" (api/text/normalization_web.py)."""

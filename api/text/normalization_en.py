@@ -38,6 +38,10 @@ class EnglishRules(LanguageRules):
     adjective_articles = frozenset({"a", "an"})
     date_lead_words = frozenset({"on", "since", "until"})
     # US states (and DC): the 5-digit number after one is a ZIP code, "IL 62704"
+    weekday_abbreviations = {
+        "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
+        "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
+    }
     digits_lead_words = frozenset({"pin", "zip", "otp"})
     dial_words = frozenset({"call", "called", "calling", "dial", "dialed", "dialled", "dialing", "text", "phone", "ring"})
     copulas = frozenset({"is", "was"})

@@ -67,6 +67,10 @@ class SpanishRules(LanguageRules):
     and_a_half = "y medio"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"el", "del", "al", "día", "desde", "hasta"})
+    weekday_abbreviations = {
+        "lun": "lunes", "mar": "martes", "mié": "miércoles", "mie": "miércoles", "jue": "jueves",
+        "vie": "viernes", "sáb": "sábado", "sab": "sábado", "dom": "domingo",
+    }
     digits_lead_words = frozenset({"pin", "cp"})
     dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar"})
     dial_articles = frozenset({"al", "el"})

@@ -53,6 +53,10 @@ class DutchRules(LanguageRules):
         10: "tiende"}.items()}  # "twee derde", "drie kwart"
     and_a_half = "en een half"
     date_lead_words = frozenset({"op", "tot", "vanaf"})
+    weekday_abbreviations = {
+        "ma": "maandag", "di": "dinsdag", "wo": "woensdag", "do": "donderdag", "vr": "vrijdag",
+        "za": "zaterdag", "zo": "zondag",
+    }
     digits_lead_words = frozenset({"pin", "pincode", "postcode"})
     dial_words = frozenset({"bel", "belt", "bellen"})
     dial_articles = frozenset({"naar"})

@@ -65,6 +65,10 @@ class PortugueseRules(LanguageRules):
     and_a_half = "e meio"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"dia", "em", "até", "desde"})
+    weekday_abbreviations = {
+        "seg": "segunda", "ter": "terça", "qua": "quarta", "qui": "quinta", "sex": "sexta",
+        "sáb": "sábado", "sab": "sábado", "dom": "domingo",
+    }
     digits_lead_words = frozenset({"pin", "cep"})
     dial_words = frozenset({"ligue", "liga", "ligar", "liguem", "disque", "disca", "discar"})
     dial_articles = frozenset({"para", "pro", "pra", "o"})

@@ -99,6 +99,8 @@ class LanguageRules:
     # "k"/"m"/"b"/"bn" suffix of "$5M" -> (singular, plural) scale word: ("million", "million")
     scale_words: dict[str, tuple[str, str]] = {}
     abbreviations: dict[str, Abbreviation] = {}  # lowercase, with the dots: "dr.", "e.g."
+    #: Short day names (lowercase, no dot) -> the day: "Mon-Fri", "lun-vie" are read in full.
+    weekday_abbreviations: dict[str, str] = {}
     # a unit key of api/text/normalization_units.py -> its names (a key left out is not read: "mi"
     # is "my" in Spanish); none at all: no units are read
     units: dict[str, UnitNames] = {}

@@ -293,6 +293,23 @@ def test_sentence_final_abbreviations_keep_a_full_stop():
     assert normalize("See Dr. Who.", "en").text == "See Doctor Who."
 
 
+@pytest.mark.parametrize("language, text, expected", [
+    ("en", "Open Mon-Fri 9am-5pm, Sat 10-2.", "Open Monday to Friday nine a m to five p m, Saturday ten to two."),
+    ("en", "Open Mon.-Fri. 9-5; we are open Fri-Sun.", "Open Monday to Friday nine to five; we are open Friday to Sunday."),
+    ("en", "Mon, Nov 3 at 3pm; Tue., Dec. 5", "Monday, November third at three p m; Tuesday, December fifth"),
+    ("en", "Dec 25, 2024. Since Nov 2024.", "December twenty-fifth, twenty twenty-four. Since November twenty twenty-four."),
+    ("es", "Abierto lun-vie de 9 a 5, Lun-Sáb", "Abierto lunes a viernes de nueve a cinco, Lunes a sábado"),
+    ("pt", "Aberto seg-sex", "Aberto segunda a sexta"),
+    ("nl", "Open ma-vr", "Open maandag tot vrijdag"),
+    # not before a date, or not a pair of days: words
+    ("en", "the Sun is hot, we Sat down, a mid-Jan meeting, up-to-date", "the Sun is hot, we Sat down, a mid-Jan meeting, up-to-date"),
+    ("es", "el mar, el Mar-Sol", "el mar, el Mar-Sol"),
+    ("nl", "do-re-mi", "do-re-mi"),
+])
+def test_short_day_and_month_names(language, text, expected):
+    assert normalize(text, language).text == expected
+
+
 def test_punctuation_after_an_abbreviation_is_the_sentences_own():
     assert normalize("I live on Main St., Springfield.", "en").text == "I live on Main Street, Springfield."
     assert normalize("Go to St. Louis, Missouri.", "en").text == "Go to Saint Louis, Missouri."
