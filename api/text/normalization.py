@@ -8,8 +8,10 @@ unchanged): cardinals with the locale's separators ("1,234.5" en, "1.234,5" es/p
 ("1999" -> "nineteen ninety-nine", "1990s"), units of measure ("30°C", "50 km/h", "20 m²", "16GB";
 api/text/normalization_units.py), email and web addresses (api/text/normalization_web.py), signs
 said as words ("2 + 2 = 4", "#1", "~$20", "+1", "50+", "1.5x"), amounts per unit ("$9.99/month"),
-scales ("1.2k", "2.5M"), ratings ("4.5/5"), time ranges ("9am-5pm") and abbreviations ("Dr.",
-"e.g.", "Sra.", "bijv.").
+scales ("1.2k", "2.5M"), ratings ("4.5/5", "9/10"), time ranges ("9am-5pm", "2-3pm"), durations
+("2h 30m"), dimensions ("3x4"), day names ("Mon-Fri"), ids and numbers dialled ("A12345", "Call
+911", "PIN 4821") and abbreviations ("Dr.", "e.g.", "Sra.", "bijv."). docs/text-normalisation.md
+shows each rule at work in each language; its examples are tests.
 
 Alignment. The input is split on whitespace into *tokens*, exactly as written (punctuation
 attached). Each token becomes zero or more normalized words; leading punctuation of the token is
@@ -22,11 +24,12 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 ``normalized_words`` (``use_normalized_timestamps``); see ``api/text/timestamps.py``.
 
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
-which rule a token matches, in this order: abbreviation, address, currency, ordinal, time, time
-range, date, percent, measure, amount per unit, scale, years (and English month-day, decades), plain
-number, simple fraction, rating, powers and formulas ("x²", "H₂O"), a number with a sign ("#1"),
-mixed digits ("COVID-19", "24/7"; phone numbers and codes such as "555-1234" digit by digit), "&",
-"+", "=" and "×".
+which rule a token matches, in this order: abbreviation, short day or month name, address,
+currency, ordinal, duration, time, time range, date, percent, measure, amount per unit, scale,
+years (and English month-day, decades), area code, plain number (an id digit by digit), simple
+fraction, rating, powers and formulas ("x²", "H₂O"), a number with a sign ("#1"), dimensions,
+a number and unit joined by a dash ("30-min"), mixed digits ("COVID-19", "24/7"; phone numbers
+and codes such as "555-1234" digit by digit), "&", "+", "=" and "×".
 
 Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\\d`` accept,
 Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers: a power
@@ -89,6 +92,7 @@ _SUFFIX_MONEY_RE = re.compile(rf"(?P<num>[-\u2212]?\d[\d.,]*?)(?:,--?)?\s?(?P<sy
 _TIME_RE = re.compile(r"(\d{1,2}):(\d{2})(?:\s?([ap])\.?m\.?)?", re.IGNORECASE)
 _HOUR_MERIDIEM_RE = re.compile(r"(\d{1,2})\s?([ap])\.?m\.?", re.IGNORECASE)
 _H_TIME_RE = re.compile(r"(\d{1,2})h(\d{2})?")
+_BARE_HOUR_RE = re.compile(r"1[0-2]|0?[1-9]")  # an hour of a 12-hour clock, "2" in "2-3pm"
 _MERIDIEM_TOKENS = {"am": "am", "pm": "pm", "a.m": "am", "p.m": "pm", "a.m.": "am", "p.m.": "pm"}
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
@@ -371,6 +375,7 @@ class _TokenReader:
             self._read_scripts,
             self._read_signed,
             self._read_dimensions,
+            self._read_compound_measure,
             self._read_mixed,
         ):
             try:
@@ -754,9 +759,14 @@ class _TokenReader:
         prev = self.tokens[i - 1] if i > 0 else None
         if prev is None or prev.lead or len(core) < 3:
             return False
-        lead = self._word_back(i, r.copulas)  # "PIN 4821", "PIN: 4821", "your PIN is 4821"
-        if lead is not None and self.tokens[lead].trail in ("", ":") and self.tokens[lead].core.lower() in r.digits_lead_words:
-            return True
+        lead = self._word_back(i, r.copulas)  # "PIN 4821", "PIN: 4821", "your PIN is 4821", "ending in 4242"
+        if lead is not None and self.tokens[lead].trail in ("", ":"):
+            word = self.tokens[lead].core.lower()
+            if len(core) == 4 and lead > 0 and not self.tokens[lead - 1].trail:  # a card's last four
+                if f"{self.tokens[lead - 1].core.lower()} {word}" in r.last_digits_phrases:
+                    return True
+            if word in r.digits_lead_words:
+                return True
         if prev.trail:
             return False
         if len(core) == 5 and prev.core in r.postcode_lead_words:
@@ -826,14 +836,23 @@ class _TokenReader:
         return f"{r.read_number(num, before_noun=True)} {names[0] if one else names[1]}"  # "un millón"
 
     def _read_time_range(self, i: int) -> tuple[Optional[str], int]:
-        """Two times joined by a dash: "9am-5pm" -> "nine a m to five p m", "9:00-17:30"."""
+        """Two times joined by a dash: "9am-5pm" -> "nine a m to five p m", "9:00-17:30", and
+        hours that share the meridiem after the last: "2-3pm", "2-3 pm" -> "two to three p m"."""
+        r = self.rules
         parts = re.split(r"[-–]", self.tokens[i].core)
         if len(parts) != 2 or not all(parts):
             return None, 0
-        said = [_TokenReader(self.rules, [part])._read_time(0)[0] for part in parts]
+        said = [_TokenReader(r, [part])._read_time(0)[0] for part in parts]
+        consumed = 0
+        if said[0] is None and _BARE_HOUR_RE.fullmatch(parts[0]) and r.read_meridiem("am") is not None:
+            if said[1] is not None and not parts[1][-1].isdigit():  # "2-3pm"
+                said[0] = r.read_integer(parts[0])
+            elif _BARE_HOUR_RE.fullmatch(parts[1]) and (meridiem := self._meridiem_after(i)):  # "2-3 pm"
+                said = [r.read_integer(parts[0]), r.read_time(int(parts[1]), 0, meridiem)]
+                consumed = 1
         if None in said:
             return None, 0
-        return f"{said[0]} {_RANGE_WORD[self.rules.code]} {said[1]}", 0
+        return f"{said[0]} {_RANGE_WORD[r.code]} {said[1]}", consumed
 
     def _read_rating(self, i: int) -> tuple[Optional[str], int]:
         """A score out of a scale: "4.5/5" -> "four point five out of five", and a whole one out
@@ -891,6 +910,18 @@ class _TokenReader:
                 said[-1], consumed = last, 1
         return f" {_BY_WORD[r.code]} ".join(said), consumed
 
+    def _read_compound_measure(self, i: int) -> tuple[Optional[str], int]:
+        """A number and a unit joined by a dash, an English adjective: "a 30-min call" -> "a
+        thirty minute call", "a 5-km run"."""
+        r = self.rules
+        m = _COMPOUND_MEASURE_RE.fullmatch(self.tokens[i].core)
+        if m is None or not r.adjective_articles or m.group("unit") not in UNIT_SYMBOLS:
+            return None, 0
+        num = r.parse_number(m.group("num"))
+        if num is None:
+            return None, 0
+        return r.read_measure(num, UNIT_SYMBOLS[m.group("unit")], singular=True), 0
+
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty",
         "555-1234" -> "five five five, one two three four" (see ``_is_code``)."""
@@ -908,14 +939,23 @@ class _TokenReader:
         ):
             code.add(0)
         words: list[str] = []
+        ordinal_suffixes = set()
         for k, piece in enumerate(pieces):
+            if k in ordinal_suffixes:
+                continue
             if k in code:
                 if piece.isdecimal():
                     words.append(r.digits(piece))
                 else:  # the break between groups is a short pause, as when it is said
                     words[-1] += ","
             elif piece.isdecimal():
-                words.append(r.read_integer(piece))
+                # "1st-class", "3rd-party": digits and the ordinal's letters, then a break
+                ordinal = (r.match_ordinal(piece + pieces[k + 1])
+                           if k + 1 < len(pieces) and pieces[k + 1].isalpha()
+                           and (k + 2 == len(pieces) or pieces[k + 2] in _DASHES) else None)
+                if ordinal is not None:
+                    ordinal_suffixes.add(k + 1)
+                words.append(ordinal or r.read_integer(piece))
             elif piece.isalpha():
                 words.append(piece)
             elif piece in "-–.,:" and _between_digits(pieces, k):
@@ -1032,6 +1072,8 @@ def _is_range(a: str, b: str) -> bool:
 
 _RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}
 _BY_WORD = {"en": "by", "es": "por", "pt": "por", "nl": "bij"}  # "3x4": dimensions
+# "30-min", "5-km": a unit of two letters or more ("4-H" is a name)
+_COMPOUND_MEASURE_RE = re.compile(r"(?P<num>\d+(?:\.\d+)?)-(?P<unit>[A-Za-z]{2,3})")
 _DIMENSIONS_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[x×]\d+(?:[.,]\d+)?)+")
 # Words between two numbers that count the same noun: "1 o 2 personas", "1 a 3 semanas", "1 ou 2".
 _NUMBER_LINKS = frozenset({"o", "u", "y", "e", "a", "ou"})

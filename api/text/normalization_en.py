@@ -43,6 +43,7 @@ class EnglishRules(LanguageRules):
         "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
     }
     digits_lead_words = frozenset({"pin", "zip", "otp"})
+    last_digits_phrases = frozenset({"ending in", "ending with"})
     dial_words = frozenset({"call", "called", "calling", "dial", "dialed", "dialled", "dialing", "text", "phone", "ring"})
     copulas = frozenset({"is", "was"})
     postcode_lead_words = frozenset("""
@@ -93,6 +94,11 @@ class EnglishRules(LanguageRules):
         "vs.": Abbreviation("versus"),
         "approx.": Abbreviation("approximately"),
         "dept.": Abbreviation("department", can_end=True),
+        "bldg.": Abbreviation("building", can_end=True),
+        "incl.": Abbreviation("including"),
+        "excl.": Abbreviation("excluding"),
+        "w/": Abbreviation("with"),
+        "w/o": Abbreviation("without"),
         "inc.": Abbreviation("incorporated", can_end=True),
         "ltd.": Abbreviation("limited", can_end=True),
         "no.": Abbreviation("number", before_number=True),

@@ -72,6 +72,7 @@ class SpanishRules(LanguageRules):
         "vie": "viernes", "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
     digits_lead_words = frozenset({"pin", "cp"})
+    last_digits_phrases = frozenset({"terminada en", "terminado en"})
     dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar"})
     dial_articles = frozenset({"al", "el"})
     copulas = frozenset({"es", "era"})

@@ -58,6 +58,7 @@ class DutchRules(LanguageRules):
         "za": "zaterdag", "zo": "zondag",
     }
     digits_lead_words = frozenset({"pin", "pincode", "postcode"})
+    last_digits_phrases = frozenset({"eindigend op"})
     dial_words = frozenset({"bel", "belt", "bellen"})
     dial_articles = frozenset({"naar"})
     copulas = frozenset({"is", "was"})

@@ -70,6 +70,7 @@ class PortugueseRules(LanguageRules):
         "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
     digits_lead_words = frozenset({"pin", "cep"})
+    last_digits_phrases = frozenset({"terminado em", "terminada em"})
     dial_words = frozenset({"ligue", "liga", "ligar", "liguem", "disque", "disca", "discar"})
     dial_articles = frozenset({"para", "pro", "pra", "o"})
     copulas = frozenset({"é", "era"})

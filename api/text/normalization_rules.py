@@ -274,6 +274,8 @@ class LanguageRules:
     #: Words (lowercase) after which a number of three digits or more is read digit by digit:
     #: "PIN 4821", "ZIP 94103".
     digits_lead_words: frozenset[str] = frozenset()
+    #: Two-word phrases (lowercase) after which four digits are a card's last: "ending in 4242".
+    last_digits_phrases: frozenset[str] = frozenset()
     #: Verbs (lowercase) that dial a number, and the words that may stand between them and it:
     #: "Call 911", "llama al 112", "ligue para o 190" read the number digit by digit.
     dial_words: frozenset[str] = frozenset()

@@ -43,6 +43,9 @@ ENGLISH = [
     ('i.e. that', 'that is that'),
     ('Mr. and Mrs. Jones', 'Mister and Missus Jones'),
     ('Apple vs. Orange', 'Apple versus Orange'),
+    ('1st-class, 3rd-party, 21st-century', 'first class, third party, twenty-first century'),
+    ('$45 (incl. tax), excl. VAT', 'forty-five dollars (including tax), excluding VAT'),
+    ('Bldg. 4, w/ cheese, w/o onions', 'Building four, with cheese, without onions'),
     ('No. 5', 'Number five'),
     ('say No.', 'say No.'),
     ('Tom & Jerry', 'Tom and Jerry'),
@@ -331,6 +334,11 @@ def test_punctuation_after_an_abbreviation_is_the_sentences_own():
     ("es", "Llama al 112 o marque el 061.", "Llama al uno uno dos o marque el cero seis uno."),
     ("pt", "Ligue para o 190 ou disque 192.", "Ligue para o um nove zero ou disque um nove dois."),
     ("nl", "Bel 112!", "Bel één één twee!"),
+    # a card's last four digits; "ends in 100 days" counts
+    ("en", "Your card ending in 4242 was charged; it ends in 100 days.", "Your card ending in four two four two was charged; it ends in one hundred days."),
+    ("es", "Tu tarjeta terminada en 4242", "Tu tarjeta terminada en cuatro dos cuatro dos"),
+    ("pt", "cartão terminado em 4242", "cartão terminado em quatro dois quatro dois"),
+    ("nl", "kaart eindigend op 4242", "kaart eindigend op vier twee vier twee"),
     ("es", "Pedido 4815162342", "Pedido cuatro ocho uno cinco uno seis dos tres cuatro dos"),
     # what counts stays a number: round, grouped, short, or a name with a number
     ("en", "1000000 people, 1,234,567 users, 12345 fans", "one million people, one million two hundred and thirty-four thousand five hundred and sixty-seven users, twelve thousand three hundred and forty-five fans"),

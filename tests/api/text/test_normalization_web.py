@@ -49,6 +49,9 @@ READINGS = [
     ("en", "Come on 10/10.", "Come on October tenth."),
     ("es", "Le doy un 9/10, 3/10 de la gente.", "Le doy un nueve de diez, tres décimos de la gente."),
     ("en", "Open 9am-5pm daily.", "Open nine a m to five p m daily."),
+    # hours before one meridiem share it; a 24-hour range, or pages, have none
+    ("en", "The meeting is 2-3pm EST, or 2-3 pm, or 11-12am.", "The meeting is two to three p m EST, or two to three p m, or eleven to twelve a m."),
+    ("en", "2:30-3pm, pages 2-3, 13-14pm", "two thirty to three p m, pages two to three, thirteen to fourteen pm"),
     ("en", "Apt. 5B", "Apartment five B"),
     ("es", "De 9:00-17:30.", "De nueve en punto a diecisiete y treinta."),
 ]
