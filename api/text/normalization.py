@@ -24,7 +24,9 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 ``normalized_words`` (``use_normalized_timestamps``); see ``api/text/timestamps.py``.
 
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
-which rule a token matches, in this order: abbreviation, short day or month name, address,
+which rule a token matches. A phone number written as groups between spaces ("912 345 678") spans
+tokens, so it is found first, over the whole text (``_phone_groups``); then, token by token, in
+this order: abbreviation, short day or month name, address,
 currency, ordinal, duration, time, time range, date, percent, measure, amount per unit, scale,
 years (and English month-day, decades), area code, plain number (an id digit by digit), simple
 fraction, rating, powers and formulas ("x²", "H₂O"), a number with a sign ("#1"), dimensions,
@@ -92,6 +94,9 @@ _SUFFIX_MONEY_RE = re.compile(rf"(?P<num>[-\u2212]?\d[\d.,]*?)(?:,--?)?\s?(?P<sy
 _TIME_RE = re.compile(r"(\d{1,2}):(\d{2})(?:\s?([ap])\.?m\.?)?", re.IGNORECASE)
 _HOUR_MERIDIEM_RE = re.compile(r"(\d{1,2})\s?([ap])\.?m\.?", re.IGNORECASE)
 _H_TIME_RE = re.compile(r"(\d{1,2})h(\d{2})?")
+_TIME_H_RE = re.compile(r"(\d{1,2}):(\d{2})h")  # "9:00h" (es, pt): a time and its unit
+_DOT_TIME_RE = re.compile(r"(\d{1,2})\.(\d{2})")  # "14.30 uur": a time only before its unit
+_COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")  # "+34" before a phone number's groups
 _BARE_HOUR_RE = re.compile(r"1[0-2]|0?[1-9]")  # an hour of a 12-hour clock, "2" in "2-3pm"
 _MERIDIEM_TOKENS = {"am": "am", "pm": "pm", "a.m": "am", "p.m": "pm", "a.m.": "am", "p.m.": "pm"}
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
@@ -288,6 +293,7 @@ class _TokenReader:
     def __init__(self, rules: LanguageRules, raws: list[str]) -> None:
         self.rules = rules
         self.tokens = [_split_token(r) for r in raws]
+        self.phone_groups = _phone_groups(self.tokens)
 
     def read_all(self) -> list[list[str]]:
         out: list[list[str]] = []
@@ -339,6 +345,8 @@ class _TokenReader:
         tok = self.tokens[i]
         if not tok.core:
             return None, 0
+        if i in self.phone_groups:  # "912 345 678": digit by digit, a pause between groups
+            return self.rules.digits(tok.core) + self.phone_groups[i], 0
         try:
             abbreviation = self._read_abbreviation(i)
         except Exception:
@@ -556,10 +564,15 @@ class _TokenReader:
         r, core = self.rules, self.tokens[i].core
         hour = minute = None
         meridiem, consumed = None, 0
+        unit_attached = False
         m = _TIME_RE.fullmatch(core)
         if m:
             hour, minute = int(m.group(1)), int(m.group(2))
             meridiem = m.group(3) and m.group(3).lower() + "m"
+        elif r.time_unit and (m := _TIME_H_RE.fullmatch(core)):
+            hour, minute, unit_attached = int(m.group(1)), int(m.group(2)), True
+        elif r.time_unit and (m := _DOT_TIME_RE.fullmatch(core)) and self._time_unit_after(i):
+            hour, minute = int(m.group(1)), int(m.group(2))
         elif r.read_meridiem("am") is not None and _HOUR_MERIDIEM_RE.fullmatch(core):
             m = _HOUR_MERIDIEM_RE.fullmatch(core)
             hour, minute, meridiem = int(m.group(1)), 0, m.group(2).lower() + "m"
@@ -578,16 +591,19 @@ class _TokenReader:
         if meridiem and r.read_meridiem(meridiem) is None:
             return None, 0
         reading = r.read_time(hour, minute, meridiem)
-        unit = self.tokens[i + 1 + consumed] if i + 1 + consumed < len(self.tokens) else None
-        last = self.tokens[i + consumed]
-        unit_follows = unit is not None and unit.core.lower() == r.time_unit and not unit.lead
-        if r.time_unit and unit_follows and not last.trail:
-            # "9:00 uur", "15:00 horas": the unit is said once, by the reading
-            consumed += 1
+        if unit_attached or (r.time_unit and self._time_unit_after(i + consumed)):
+            # "9:00 uur", "15:00 horas", "14:30 h", "9:00h": the unit is said once, by the reading
+            consumed += 0 if unit_attached else 1
             reading = reading.removesuffix(" en punto")
             if r.time_unit not in reading.split():
                 reading = f"{reading} {r.time_unit}"
         return reading, consumed
+
+    def _time_unit_after(self, i: int) -> bool:
+        """Whether the language's word for "o'clock" ("uur", "horas") or "h" follows token i."""
+        nxt, unit = self._next(i), self.rules.time_unit
+        return (unit is not None and nxt is not None and not self.tokens[i].trail and not nxt.lead
+                and nxt.core.lower() in (unit, "h"))
 
     def _read_date(self, i: int) -> tuple[Optional[str], int]:
         r, core = self.rules, self.tokens[i].core
@@ -1011,6 +1027,34 @@ def _code_pieces(pieces: list[str]) -> set[int]:
             out.update(range(k, end + 1))
         k = end + 1
     return out
+
+
+def _phone_groups(tokens: list[_Token]) -> dict[int, str]:
+    """Token indices of phone numbers written as digit groups between spaces ("912 345 678",
+    "+1 555 123 4567", "020 123 4567"), each with the comma said after it (none after the last).
+    A run needs three groups (two after a country code "+34"), seven digits or more and a group
+    of three or more digits, and is not all round: "10 20 30" and "100 200 300" are counts."""
+    out: dict[int, str] = {}
+    i = 0
+    while i < len(tokens):
+        j = i
+        while j < len(tokens) and _is_digit_group(tokens[j]) and (j == i or not (tokens[j - 1].trail or tokens[j].lead)):
+            j += 1
+        groups = [t.core for t in tokens[i:j]]
+        after_code = i > 0 and not tokens[i - 1].trail and _COUNTRY_CODE_RE.fullmatch(tokens[i - 1].core) is not None
+        if (
+            len(groups) >= (2 if after_code else 3)
+            and sum(map(len, groups)) >= 7
+            and any(len(g) >= 3 for g in groups)
+            and not all(g.endswith("00") for g in groups)
+        ):
+            out.update((k, "," if k < j - 1 else "") for k in range(i, j))
+        i = max(j, i + 1)
+    return out
+
+
+def _is_digit_group(tok: _Token) -> bool:
+    return 1 <= len(tok.core) <= 5 and tok.core.isdecimal()  # "11 98765 4321" (Brazil)
 
 
 def _is_score(a: int, b: int, nxt: Optional[_Token]) -> bool:

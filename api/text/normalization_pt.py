@@ -110,6 +110,8 @@ class PortugueseRules(LanguageRules):
         "sto.": Abbreviation("santo", title=True),
         "sta.": Abbreviation("santa", title=True),
         "av.": Abbreviation("avenida", title=True),
+        "apto.": Abbreviation("apartamento", before_number=True),
+        "nº": Abbreviation("número", before_number=True),
         "etc.": Abbreviation("etcétera", can_end=True),
         "p.ex.": Abbreviation("por exemplo"),
         "aprox.": Abbreviation("aproximadamente"),

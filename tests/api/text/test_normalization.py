@@ -65,6 +65,8 @@ ENGLISH = [
 ]
 
 SPANISH = [
+    ('a las 14:30 h, a las 9:00h', 'a las catorce y treinta horas, a las nueve horas'),  # "h": the hour's unit
+    ('C/ Mayor, Avda. de la Paz nº 12, 2º izq.', 'Calle Mayor, Avenida de la Paz número doce, segundo izquierda.'),
     ('Cuesta 3,50 €.', 'Cuesta tres euros con cincuenta céntimos.'),
     ('Son 1.234,56 dólares', 'Son mil doscientos treinta y cuatro dólares con cincuenta y seis centavos'),
     ('US$200', 'doscientos dólares'),
@@ -99,6 +101,8 @@ SPANISH = [
 ]
 
 PORTUGUESE = [
+    ('às 9:00h', 'às nove horas'),
+    ('Av. Paulista, apto. 12, nº 5', 'Avenida Paulista, apartamento doze, número cinco'),
     ('Custa R$ 3,50', 'Custa três reais e cinquenta centavos'),
     ('€1.234,56', 'mil duzentos e trinta e quatro euros e cinquenta e seis cêntimos'),
     ('2 libras', 'duas libras'),
@@ -126,6 +130,9 @@ PORTUGUESE = [
 ]
 
 DUTCH = [
+    ('om 14.30 uur', 'om veertien uur dertig'),  # "." in a time, before "uur" only
+    ('versie 1.20 is uit', 'versie één komma twee nul is uit'),
+    ('ma t/m vr, m.b.t. dat, i.p.v. dit, a.u.b.', 'ma tot en met vr, met betrekking tot dat, in plaats van dit, alstublieft.'),
     ('€ 3,50', 'drie euro en vijftig cent'),
     ('1.234,5 euro', 'duizendtweehonderdvierendertig euro en vijftig cent'),
     ('5 EUR', 'vijf euro'),
@@ -251,6 +258,12 @@ def test_invalid_dates_and_times_are_not_read_as_such():
     ("pt", "Ligue 555-1234", "Ligue cinco cinco cinco, um dois três quatro"),
     ("nl", "Bel 020-1234567", "Bel nul twee nul, één twee drie vier vijf zes zeven"),
     ("en", "Call 1-800-FLOWERS.", "Call one, eight zero zero FLOWERS."),  # a vanity number, not "one to eight hundred"
+    # digit groups between spaces: three groups and seven digits or more, or two after a country code
+    ("es", "Llámenos al +34 912 345 678.", "Llámenos al más treinta y cuatro nueve uno dos, tres cuatro cinco, seis siete ocho."),
+    ("en", "Call 555 123 4567 now, or +1 555 1234.", "Call five five five, one two three, four five six seven now, or plus one five five five, one two three four."),
+    ("nl", "Bel 020 123 4567.", "Bel nul twee nul, één twee drie, vier vijf zes zeven."),
+    ("pt", "Ligue 11 98765 4321", "Ligue um um, nove oito sete seis cinco, quatro três dois um"),
+    ("en", "10 20 30 40, 100 200 300, 1 2 3", "ten twenty thirty forty, one hundred two hundred three hundred, one two three"),
 ])
 def test_phone_numbers_and_codes_are_read_digit_by_digit(language, text, expected):
     assert normalize(text, language).text == expected
