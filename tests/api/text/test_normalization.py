@@ -372,7 +372,11 @@ def test_known_abbreviations_for_the_segmenter():
 _TOKENS = st.sampled_from(
     ["$", "€", "5", "1,234.5", "1.234,5", "3.", "%", "USD", "pm", "p.m.", "Dr.", "etc.", "e.g.",
      "2024-03-05", "3:30", "1st", "1º", "1e", "-", "&", "/", "(", '"', "¿", "…", "\n", " ", "abc",
-     "15h30", "9:00", "uur", "horas", "1/2", "£10,", "R$", "$2.5M", "1990s", "—", "12am"]
+     "15h30", "9:00", "uur", "horas", "1/2", "£10,", "R$", "$2.5M", "1990s", "—", "12am",
+     # the readings that look at their neighbours: ids, numbers dialled, phone groups, days, times
+     "Call", "911", "al", "PIN", "is", "ending", "in", "4242", "A12345", "+34", "912", "4567",
+     "Mon-Fri", "Sat", "Nov", "2-3pm", "1st-class", "30-min", "3x4", "10/10", "w/", "t/m",
+     "9:00h", "14.30", "h", "IL", "62704"]
 )
 
 
