@@ -766,11 +766,11 @@ class _TokenReader:
 
     def _is_id(self, i: int) -> bool:
         """Digits that name rather than count, read one by one: six or more written with no
-        group separator and not round ("order 123456"; "1000000" is a million), a ZIP code after
+        group separator and not round ("order 123456"; "1000000", "250500" count), a ZIP code after
         its state ("IL 62704"), a number after "PIN" or "ZIP", and a number dialled ("Call 911",
         "llama al 112"; a round one counts: "call 100 people")."""
         r, core = self.rules, self.tokens[i].core
-        if len(core) >= 6 and not core.endswith("000"):
+        if len(core) >= 6 and not core.endswith("00"):
             return True
         prev = self.tokens[i - 1] if i > 0 else None
         if prev is None or prev.lead or len(core) < 3:
