@@ -102,7 +102,7 @@ _MERIDIEM_TOKENS = {"am": "am", "pm": "pm", "a.m": "am", "p.m": "pm", "a.m.": "a
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
 _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
-_DECADE_RE = re.compile(r"(\d{3}0|\d0)s")
+_DECADE_RE = re.compile(r"’?(\d{3}0|\d0)s")  # "1990s", "90s", "’90s" (an apostrophe of elision)
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 # "~20", "~$20", "~5km", "+1"; "#1" ("#" before a number only: "#2024goals" is a hashtag)
 _SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+])(?P<rest>[$€£¥]?\d\S*)")
@@ -738,6 +738,9 @@ class _TokenReader:
         if m:
             value = int(m.group(1))
             base = r.bare_year(value) if value >= 1000 else r.cardinal(value)
+            tok = self.tokens[i]
+            if base and tok.lead.endswith("'") and "'" not in tok.trail:  # "'90s": elision, not a quote
+                self.tokens[i] = _Token(tok.raw, tok.lead[:-1], tok.core, tok.trail)
             return (_pluralize(base) if base else None), 0
         return None, 0
 
@@ -822,9 +825,14 @@ class _TokenReader:
             except ValueError:
                 return None, 0
             return r.read_date(None, month, day), 0
-        if _is_score(a, b, self._next(i) if not self.tokens[i].trail else None):
+        nxt = self._next(i) if not self.tokens[i].trail else None
+        if _is_score(a, b, nxt):
             return None, 0  # "10/10", "9/10 dentists": out of ten (``_read_rating``)
-        return r.read_fraction(a, b), 0
+        fraction = r.read_fraction(a, b)
+        unit = r.read_unit_name(UNIT_SYMBOLS[nxt.core]) if nxt and not nxt.lead and nxt.core in UNIT_SYMBOLS else None
+        if unit is not None and r.code == "en" and fraction is not None:  # "3/4 mi": "three quarters of a mile"
+            return f"{fraction} of {'an' if unit[0] in 'aeiou' or unit.startswith('hour') else 'a'} {unit}", 1
+        return fraction, 0
 
     def _read_scripts(self, i: int) -> tuple[Optional[str], int]:
         """"x²", "10³", "H₂O", "½" (api/text/normalization_scripts.py)."""

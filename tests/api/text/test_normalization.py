@@ -32,6 +32,7 @@ ENGLISH = [
     ('at 10:05 a.m. Then', 'at ten oh five a m. Then'),
     ('in 1999', 'in nineteen ninety-nine'),
     ('the 1990s', 'the nineteen nineties'),
+    ("the '80s and ’90s, '70s'", "the eighties and nineties, 'seventies'"),  # an apostrophe of elision is not said
     ('in 2000', 'in two thousand'),
     ('50% off', 'fifty percent off'),
     ('50 % off', 'fifty percent off'),

@@ -46,6 +46,8 @@ READINGS = [
     ("nl", "Het duurde 2h 30m.", "Het duurde twee uur dertig minuten."),
     # a number and a unit joined by a dash: an adjective, the unit singular; "4-H" is a name
     ("en", "A 30-min call, a 5-km run, a 10-lb bag, a 4-H club.", "A thirty minute call, a five kilometer run, a ten pound bag, a four H club."),
+    # a fraction of a unit (English)
+    ("en", "1/4 lb, 3/4 mi, 1/2 h.", "one quarter of a pound, three quarters of a mile, one half of an hour."),
     # dimensions: "x" between numbers is "by", and a unit after them belongs to the last
     ("en", "The room is 3x4 meters, a 10x20 cm photo.", "The room is three by four meters, a ten by twenty centimeters photo."),
     ("en", "Dimensions: 1.5x2.5 m, 2×3×4", "Dimensions: one point five by two point five meters, two by three by four"),
