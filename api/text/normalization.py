@@ -476,19 +476,20 @@ class _TokenReader:
             if num is not None and (scale is None or scale.lower() in r.scale_words):
                 if m.group("sign"):
                     num = ParsedNumber(num.integer, num.fraction, True)
-                return r.read_currency(num, _SYMBOLS[m.group("sym")], scale and scale.lower()), 0
+                return r.read_currency(num, _SYMBOLS[m.group("sym")], scale and scale.lower(),
+                                       singular=self._adjective_amount(i, 0)), 0
         m = _SUFFIX_MONEY_RE.fullmatch(tok.core)
         if m:
             num = r.parse_amount(m.group("num"))
             if num is not None:
-                return r.read_currency(num, _SYMBOLS[m.group("sym")]), 0
+                return r.read_currency(num, _SYMBOLS[m.group("sym")], singular=self._adjective_amount(i, 0)), 0
         if nxt is None or tok.trail:
             return None, 0
         nxt_core, per = self._split_per(nxt.core)  # "€ 5/kg", "9,99 €/mes"
         if tok.core in _SYMBOLS:  # "€ 5"
             num = r.parse_amount(nxt_core)
             if num is not None and not nxt.lead:
-                return r.read_currency(num, _SYMBOLS[tok.core]) + per, 1
+                return r.read_currency(num, _SYMBOLS[tok.core], singular=not per and self._adjective_amount(i, 1)) + per, 1
             return None, 0
         code = (
             _SYMBOLS.get(nxt_core)
@@ -497,8 +498,18 @@ class _TokenReader:
         )
         num = r.parse_amount(tok.core) if code else None
         if code and num is not None and not nxt.lead:  # "5 USD", "3,50 €", "1.000.000 euros"
-            return r.read_currency(num, code) + per, 1
+            return r.read_currency(num, code, singular=not per and self._adjective_amount(i, 1)) + per, 1
         return None, 0
+
+    def _adjective_amount(self, i: int, consumed: int) -> bool:
+        """Whether the amount at token ``i`` (and ``consumed`` more) stands between "a" and a
+        word it describes: "a $20 gift card" is "a twenty dollar gift card"; "a $20." is not."""
+        if not self._after_article(i):
+            return False
+        last, j = self.tokens[i + consumed], i + consumed + 1
+        nxt = self.tokens[j] if j < len(self.tokens) else None
+        return (not last.trail and nxt is not None and not nxt.lead and nxt.core.isalpha() and nxt.core.islower()
+                and nxt.core not in self.rules.amount_link_words)
 
     def _split_per(self, core: str) -> tuple[str, str]:
         """("5", " per kilogram") for "5/kg", (core, "") when it has no "/word" at its end."""

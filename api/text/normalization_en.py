@@ -36,6 +36,9 @@ class EnglishRules(LanguageRules):
         "bn": ("billion", "billion"),
     }
     adjective_articles = frozenset({"a", "an"})
+    amount_link_words = frozenset("""
+        a an the and or nor but to per for of in on at by with from off each every plus minus
+        more less than is was will would""".split())
     date_lead_words = frozenset({"on", "since", "until"})
     # US states (and DC): the 5-digit number after one is a ZIP code, "IL 62704"
     weekday_abbreviations = {

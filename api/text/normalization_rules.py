@@ -185,8 +185,10 @@ class LanguageRules:
         """"5" + ("dollar", "dollars") -> "five dollars"."""
         return f"{self.cardinal(n, gender, before_noun=True)} {names[0] if n == 1 else names[1]}"
 
-    def read_currency(self, num: ParsedNumber, code: str, scale: Optional[str] = None) -> Optional[str]:
-        """An amount of ``code`` (ISO 4217): "3,50" EUR -> "three euros and fifty cents"."""
+    def read_currency(self, num: ParsedNumber, code: str, scale: Optional[str] = None,
+                      singular: bool = False) -> Optional[str]:
+        """An amount of ``code`` (ISO 4217): "3,50" EUR -> "three euros and fifty cents".
+        ``singular``: a whole amount as an English compound adjective, "a twenty dollar fee"."""
         names = self.currencies.get(code)
         if names is None:
             return None
@@ -195,8 +197,10 @@ class LanguageRules:
             scale_word = self.scale_words[scale][0 if one else 1]
             return (
                 f"{self.read_number(num, names.unit_gender)} {scale_word} "
-                f"{self.scale_connector(scale)}{names.unit[1]}"
+                f"{self.scale_connector(scale)}{names.unit[0 if singular else 1]}"
             )
+        if singular and not num.fraction and not num.negative and len(num.integer) <= MAX_CARDINAL_DIGITS:
+            return f"{self.cardinal(int(num.integer or '0'))} {names.unit[0]}"
         if len(num.fraction) > 2 or (num.integer and len(num.integer) > MAX_CARDINAL_DIGITS):
             return f"{self.read_number(num)} {names.unit[1]}"
         units = int(num.integer or "0")
@@ -265,6 +269,8 @@ class LanguageRules:
 
     # "a 5 km run": after these words an amount of a unit is an adjective, its unit singular
     adjective_articles: frozenset[str] = frozenset()
+    #: Words after "a $20" that it does not describe: "a $20 or $30 fee" keeps "dollars".
+    amount_link_words: frozenset[str] = frozenset()
     # "1° lugar": a degree sign typed for the ordinal indicator "º" before a word (es, pt)
     degree_sign_ordinal = False
     # "el 5/6", "on 5/6": after these words d/m (m/d in English) is a date, not a fraction

@@ -34,6 +34,9 @@ READINGS = [
     ("es", "1,5M de usuarios", "uno coma cinco millones de usuarios"),
     ("en", "1M+ users, 100k+ downloads, $1M+ raised", "one million plus users, one hundred thousand plus downloads, one million dollars plus raised"),
     ("es", "10k+ seguidores", "diez mil más seguidores"),
+    # after "a", before the word it describes, an amount is an adjective: its currency singular
+    ("en", "a $20 gift card, an $8 fee, a 10 USD charge, a $5.5bn deal", "a twenty dollar gift card, an eight dollar fee, a ten dollar charge, a five point five billion dollar deal"),
+    ("en", "a $20 or $30 fee, a $20.", "a twenty dollars or thirty dollars fee, a twenty dollars."),
     ("en", "$9.99/mo or $99/yr, $3.49/gal", "nine dollars and ninety-nine cents per month or ninety-nine dollars per year, three dollars and forty-nine cents per gallon"),
     ("es", "Nos vemos el 5/6, o el 29/2.", "Nos vemos el cinco de junio, o el veintinueve de febrero."),  # a date, not a fraction
     ("nl", "Op 3/4 hebben we een afspraak.", "Op drie april hebben we een afspraak."),
