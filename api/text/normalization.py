@@ -96,17 +96,21 @@ _HOUR_MERIDIEM_RE = re.compile(r"(\d{1,2})\s?([ap])\.?m\.?", re.IGNORECASE)
 _H_TIME_RE = re.compile(r"(\d{1,2})h(\d{2})?")
 _TIME_H_RE = re.compile(r"(\d{1,2}):(\d{2})h")  # "9:00h" (es, pt): a time and its unit
 _DOT_TIME_RE = re.compile(r"(\d{1,2})\.(\d{2})")  # "14.30 uur": a time only before its unit
+# signs written two ways: stuck to a number "×" is "x" ("2×": "two times"); "+/-" is "±"
+_SIGN_ALIASES = {"×": "x", "+/-": "±"}
+_AMPERSAND_WORDS_RE = re.compile(r"[^\W\d_]+(?:&[^\W\d_]+)+")
 _COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")  # "+34" before a phone number's groups
 _BARE_HOUR_RE = re.compile(r"1[0-2]|0?[1-9]")  # an hour of a 12-hour clock, "2" in "2-3pm"
 _MERIDIEM_TOKENS = {"am": "am", "pm": "pm", "a.m": "am", "p.m": "pm", "a.m.": "am", "p.m.": "pm"}
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
 _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
+_ROUND_PLURALS = {"100s": "hundreds", "1000s": "thousands", "1000000s": "millions"}  # English
 _DECADE_RE = re.compile(r"’?(\d{3}0|\d0)s")  # "1990s", "90s", "’90s" (an apostrophe of elision)
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 # "~20", "~$20", "~5km", "+1"; "#1" ("#" before a number only: "#2024goals" is a hashtag)
-_SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+])(?P<rest>[$€£¥]?\d\S*)")
-_NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*|[A-Z]{1,3}\d[A-Z\d-]*)")  # "#1", "#A12345"
+_SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+±]|\+/-)(?P<rest>[$€£¥]?\d\S*)")  # "±5%", "+/-5"
+_NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*|[A-Z]{1,3}-?\d[A-Z\d-]*)")  # "#1", "#A12345", "#A-12345"
 # "50+", "1.5x", "2×", "$1M+" (an amount with its scale)
 _SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?|[$€£¥]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
 # "1.2k", "2.5M", "3bn": a whole number before "k" or "M" is often a name ("401k", "4k TV", "a 5k race", "3M")
@@ -119,6 +123,7 @@ _SCALED_PLUS_RE = re.compile(r"(?P<num>\d{1,3}(?:[.,]\d+)?)(?P<scale>k|M)\+")
 _RATING_RE = re.compile(r"(?P<score>\d+[.,]\d+)/(?P<scale>\d{1,3})")  # "4.5/5"
 _WHOLE_RATING_RE = re.compile(r"(?P<score>\d{1,3})/(?P<scale>\d{1,3})")  # "10/10", when ``_is_score``
 # After a whole "a/10" these make it a fraction: "3/10 of the budget", "3/10 de"
+_STARS = frozenset({"star", "stars", "estrella", "estrellas", "estrela", "estrelas", "ster", "sterren"})
 _FRACTION_OF = frozenset({"of", "de", "do", "da", "del", "van"})
 # "$9.99/month", "5€/kg", "20km/day": an amount, "/" and a word (_read_per)
 _PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥])?\d[\d.,]*(?P<suffix>[$€£¥]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
@@ -395,8 +400,10 @@ class _TokenReader:
                 return reading, consumed
         if tok.core == "&":
             return self.rules.ampersand_word, 0
-        if tok.core in ("+", "=", "×") and self._between_terms(i):  # "2 + 2 = 4"
-            return self.rules.symbol_words[tok.core], 0
+        if _AMPERSAND_WORDS_RE.fullmatch(tok.core):  # "Q&A", "AT&T", "R&D"
+            return f" {self.rules.ampersand_word} ".join(tok.core.split("&")), 0
+        if tok.core in ("+", "=", "×", "±", "+/-") and self._between_terms(i):  # "2 + 2 = 4", "5 ± 0.1"
+            return self.rules.symbol_words["±" if tok.core == "+/-" else tok.core], 0
         return None, 0
 
     def _between_terms(self, i: int) -> bool:
@@ -745,6 +752,9 @@ class _TokenReader:
             and not prev.trail
         ):
             return r.ordinal(int(core)), 0
+        plural = _ROUND_PLURALS.get(core.replace(",", ""))
+        if plural is not None:  # "100s of users", "1,000s"
+            return plural, 0
         m = _DECADE_RE.fullmatch(core)
         if m:
             value = int(m.group(1))
@@ -912,7 +922,7 @@ class _TokenReader:
         m = m or _SIGN_AFTER_RE.fullmatch(tok.core)
         if m is None:
             return None, 0
-        sign, rest = words[m.group("sign").replace("×", "x")], m.group("rest")  # after a number "×" is "x"
+        sign, rest = words[_SIGN_ALIASES.get(m.group("sign"), m.group("sign"))], m.group("rest")
         prev = self.tokens[i - 1] if i > 0 else None
         if before and prev is not None and prev.core.lower() == sign and not prev.trail:
             sign = ""  # "Nummer #1", "about ~20": the word is said already
@@ -987,7 +997,7 @@ class _TokenReader:
                 # "1st-class", "3rd-party": digits and the ordinal's letters, then a break
                 ordinal = (r.match_ordinal(piece + pieces[k + 1])
                            if k + 1 < len(pieces) and pieces[k + 1].isalpha()
-                           and (k + 2 == len(pieces) or pieces[k + 2] in _DASHES) else None)
+                           and (k + 2 == len(pieces) or pieces[k + 2] in _DASHES or pieces[k + 2] == "/") else None)
                 if ordinal is not None:
                     ordinal_suffixes.add(k + 1)
                 words.append(ordinal or r.read_integer(piece))
@@ -1078,22 +1088,26 @@ def _is_digit_group(tok: _Token) -> bool:
 
 def _is_score(a: int, b: int, nxt: Optional[_Token]) -> bool:
     """Whether "a/b" is a score out of ten or a hundred ("10/10", "9/10 dentists", "95/100"),
-    not a fraction: "1/10" is a tenth, and so is "3/10 of it"."""
+    or of stars ("4/5 stars"), not a fraction: "1/10" is a tenth, and so is "3/10 of it"."""
+    if nxt is not None and not nxt.lead and nxt.core.lower() in _STARS and 1 <= a <= b <= 10:
+        return True  # "4/5 stars", "3/5 estrellas"
     if b not in (10, 100) or not 2 <= a <= b:
         return False
     return nxt is None or nxt.lead != "" or nxt.core.lower() not in _FRACTION_OF
 
 
 def _id_digits(pieces: list[str]) -> set[int]:
-    """Indices of the digit groups of an id of letters and digits, read digit by digit: five
-    digits or more ("A12345", "1Z999AA1"), or a group with letters on both sides ("ABC123DEF").
+    """Indices of the digit groups of an id of letters and digits (a dash between them or not),
+    read digit by digit: five digits or more ("A12345", "A-12345", "1Z999AA1"), or three or more
+    with letters on both sides ("ABC123DEF", "ABC-1234-XYZ").
     Short groups after letters are names and numbers: "MP3", "COVID-19", "B12", "UA1234"."""
     out: set[int] = set()
     for k, piece in enumerate(pieces):
         if not piece.isdecimal():
             continue
-        before = k > 0 and pieces[k - 1].isalpha()
-        after = k + 1 < len(pieces) and pieces[k + 1].isalpha()
+        before = k > 0 and (pieces[k - 1].isalpha() or (k > 1 and pieces[k - 1] in _DASHES and pieces[k - 2].isalpha()))
+        after = k + 1 < len(pieces) and (pieces[k + 1].isalpha()
+                                         or (k + 2 < len(pieces) and pieces[k + 1] in _DASHES and pieces[k + 2].isalpha()))
         if (before or after) and (len(piece) >= 5 or (before and after and len(piece) >= 3)):
             out.add(k)
     return out

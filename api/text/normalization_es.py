@@ -59,7 +59,7 @@ class SpanishRules(LanguageRules):
     power_words = {2: "al cuadrado", 3: "al cubo"}
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "punto", "/": "barra", "-": "guion", "_": "guion bajo",
-                    "+": "más", "=": "igual a", "#": "número", "~": "aproximadamente", "×": "por", "x": "veces", "per": "por",
+                    "+": "más", "=": "igual a", "±": "más o menos", "#": "número", "~": "aproximadamente", "×": "por", "x": "veces", "per": "por",
                     "out of": "de"}
     fraction_names = {2: ("medio", "medios"), 3: ("tercio", "tercios"), 4: ("cuarto", "cuartos"),
                       5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("séptimo", "séptimos"),
@@ -95,6 +95,9 @@ class SpanishRules(LanguageRules):
             "TB": ("terabyte", "terabytes"),
             "Hz": ("hercio", "hercios"), "kHz": ("kilohercio", "kilohercios"), "MHz": ("megahercio", "megahercios"),
             "GHz": ("gigahercio", "gigahercios"),
+            "kbps": ("kilobit por segundo", "kilobits por segundo"),
+            "Mbps": ("megabit por segundo", "megabits por segundo"),
+            "Gbps": ("gigabit por segundo", "gigabits por segundo"),
             "W": ("vatio", "vatios"), "kW": ("kilovatio", "kilovatios"), "MW": ("megavatio", "megavatios"),
             "kWh": ("kilovatio hora", "kilovatios hora"),
             "ms": ("milisegundo", "milisegundos"), "s": ("segundo", "segundos"), "min": ("minuto", "minutos"),

@@ -46,7 +46,7 @@ class DutchRules(LanguageRules):
     power_words = {2: "kwadraat", 3: "tot de derde macht"}
     power_word = "tot de macht"
     symbol_words = {"@": "apenstaartje", ".": "punt", "/": "slash", "-": "streepje", "_": "underscore",
-                    "+": "plus", "=": "is", "#": "nummer", "~": "ongeveer", "×": "keer", "x": "keer", "per": "per",
+                    "+": "plus", "=": "is", "±": "plus of min", "#": "nummer", "~": "ongeveer", "×": "keer", "x": "keer", "per": "per",
                     "out of": "uit"}
     fraction_names = {d: (name, name) for d, name in {
         2: "half", 3: "derde", 4: "kwart", 5: "vijfde", 6: "zesde", 7: "zevende", 8: "achtste", 9: "negende",
@@ -81,6 +81,9 @@ class DutchRules(LanguageRules):
             "TB": ("terabyte", "terabyte"),
             "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
             "GHz": ("gigahertz", "gigahertz"),
+            "kbps": ("kilobit per seconde", "kilobit per seconde"),
+            "Mbps": ("megabit per seconde", "megabit per seconde"),
+            "Gbps": ("gigabit per seconde", "gigabit per seconde"),
             "W": ("watt", "watt"), "kW": ("kilowatt", "kilowatt"), "MW": ("megawatt", "megawatt"),
             "kWh": ("kilowattuur", "kilowattuur"),
             "ms": ("milliseconde", "milliseconden"), "s": ("seconde", "seconden"), "min": ("minuut", "minuten"),

@@ -57,7 +57,7 @@ class PortugueseRules(LanguageRules):
     power_words = {2: "ao quadrado", 3: "ao cubo"}
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "ponto", "/": "barra", "-": "hífen", "_": "sublinhado",
-                    "+": "mais", "=": "igual a", "#": "número", "~": "aproximadamente", "×": "vezes", "x": "vezes", "per": "por",
+                    "+": "mais", "=": "igual a", "±": "mais ou menos", "#": "número", "~": "aproximadamente", "×": "vezes", "x": "vezes", "per": "por",
                     "out of": "de"}
     fraction_names = {2: ("meio", "meios"), 3: ("terço", "terços"), 4: ("quarto", "quartos"),
                       5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("sétimo", "sétimos"),
@@ -93,6 +93,9 @@ class PortugueseRules(LanguageRules):
             "TB": ("terabyte", "terabytes"),
             "Hz": ("hertz", "hertz"), "kHz": ("quilohertz", "quilohertz"), "MHz": ("megahertz", "megahertz"),
             "GHz": ("gigahertz", "gigahertz"),
+            "kbps": ("kilobit por segundo", "kilobits por segundo"),
+            "Mbps": ("megabit por segundo", "megabits por segundo"),
+            "Gbps": ("gigabit por segundo", "gigabits por segundo"),
             "W": ("watt", "watts"), "kW": ("quilowatt", "quilowatts"), "MW": ("megawatt", "megawatts"),
             "kWh": ("quilowatt-hora", "quilowatts-hora"),
             "ms": ("milissegundo", "milissegundos"), "s": ("segundo", "segundos"), "min": ("minuto", "minutos"),

@@ -110,7 +110,7 @@ class LanguageRules:
     # how symbols are said in addresses (api/text/normalization_web.py) and around numbers
     # ("2 + 2 = 4", "#1", "~20", "50+", "1.5x"), and the words of "$9.99/month" and "4.5/5"
     symbol_words = {"@": "at", ".": "dot", "/": "slash", "-": "dash", "_": "underscore",
-                    "+": "plus", "=": "equals", "#": "number", "~": "about", "×": "times", "x": "times", "per": "per",
+                    "+": "plus", "=": "equals", "±": "plus or minus", "#": "number", "~": "about", "×": "times", "x": "times", "per": "per",
                     "out of": "out of"}
     time_unit: Optional[str] = None  # a word that may follow a time and is already said: "uur"
     # Other languages' separators still parse "3.5" as a decimal when the '.' is not followed by

@@ -39,6 +39,7 @@ UNIT_SYMBOLS: dict[str, str] = {
     # data, frequency, power, energy, time
     "KB": "KB", "kB": "KB", "MB": "MB", "GB": "GB", "TB": "TB",
     "Hz": "Hz", "kHz": "kHz", "KHz": "kHz", "MHz": "MHz", "GHz": "GHz",
+    "kbps": "kbps", "Kbps": "kbps", "Mbps": "Mbps", "Gbps": "Gbps",
     "W": "W", "kW": "kW", "MW": "MW", "kWh": "kWh",
     "ms": "ms", "sec": "s", "secs": "s", "min": "min", "mins": "min", "h": "h", "hr": "h", "hrs": "h",
 }

@@ -46,6 +46,8 @@ READINGS = [
     ("nl", "Het duurde 2h 30m.", "Het duurde twee uur dertig minuten."),
     # a number and a unit joined by a dash: an adjective, the unit singular; "4-H" is a name
     ("en", "A 30-min call, a 5-km run, a 10-lb bag, a 4-H club.", "A thirty minute call, a five kilometer run, a ten pound bag, a four H club."),
+    ("en", "up to 1Gbps, a 100 Mbps plan", "up to one gigabit per second, a one hundred megabit per second plan"),
+    ("nl", "100 Mbps", "honderd megabit per seconde"),
     # a fraction of a unit (English)
     ("en", "1/4 lb, 3/4 mi, 1/2 h.", "one quarter of a pound, three quarters of a mile, one half of an hour."),
     # dimensions: "x" between numbers is "by", and a unit after them belongs to the last
