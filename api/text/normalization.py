@@ -51,7 +51,7 @@ import logging
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Optional
+from typing import Callable, Optional, TypeVar
 
 from api.text.errors import NormalizationModeError
 from api.text.normalization_en import EnglishRules
@@ -129,6 +129,7 @@ _FRACTION_OF = frozenset({"of", "de", "do", "da", "del", "van"})
 _PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥])?\d[\d.,]*(?P<suffix>[$€£¥]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
 # a word after "/" is "per" it when lowercase ("month", "mes"): "3D/VR", "10/Jan", "101/B" are not
 _PER_WORD_RE = re.compile(r"[^\W\d_A-Z]{2,12}")
+_R = TypeVar("_R")  # what a guarded reader returns
 _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3])} | {"sept"}
 # capitalised short days and months said in full before a date ("Sat 10-2", "Nov 3"); "May" is itself
 _EN_SHORT_DAYS = frozenset(day.title() for day in EnglishRules.weekday_abbreviations)
@@ -352,18 +353,10 @@ class _TokenReader:
             return None, 0
         if i in self.phone_groups:  # "912 345 678": digit by digit, a pause between groups
             return self.rules.digits(tok.core) + self.phone_groups[i], 0
-        try:
-            abbreviation = self._read_abbreviation(i)
-        except Exception:
-            self._rule_failed("abbreviation", i)
-            abbreviation = None
+        abbreviation = self._guarded(self._read_abbreviation, i)
         if abbreviation is not None:
             return abbreviation
-        try:
-            calendar = self._read_calendar_word(i)
-        except Exception:
-            self._rule_failed("calendar_word", i)
-            calendar = None
+        calendar = self._guarded(self._read_calendar_word, i)
         if calendar is not None:
             return calendar, 0
         if tok.core.isalpha():  # a word of letters only: no rule below reads one (most tokens are)
@@ -391,11 +384,7 @@ class _TokenReader:
             self._read_compound_measure,
             self._read_mixed,
         ):
-            try:
-                reading, consumed = reader(i)
-            except Exception:  # one odd token must never fail the request: try the next rule
-                self._rule_failed(reader.__name__, i)
-                continue
+            reading, consumed = self._guarded(reader, i) or (None, 0)
             if reading is not None:
                 return reading, consumed
         if tok.core == "&":
@@ -411,9 +400,15 @@ class _TokenReader:
         punctuation ("Fruit: + Apples", a list bullet), not last."""
         return 0 < i < len(self.tokens) - 1 and not self.tokens[i - 1].trail and not self.tokens[i].trail
 
-    def _rule_failed(self, rule: str, i: int) -> None:
-        logger.debug("normalisation (%s): rule %s failed on token %r; trying the next one",
-                     self.rules.code, rule.removeprefix("_read_"), self.tokens[i].raw[:80], exc_info=True)
+    def _guarded(self, reader: Callable[[int], _R], i: int) -> Optional[_R]:
+        """``reader(i)``, or None when it raises: one odd token must never fail the request, so
+        the next rule is tried."""
+        try:
+            return reader(i)
+        except Exception:
+            logger.debug("normalisation (%s): rule %s failed on token %r; trying the next one", self.rules.code,
+                         reader.__name__.removeprefix("_read_"), self.tokens[i].raw[:80], exc_info=True)
+            return None
 
     def _read_abbreviation(self, i: int) -> Optional[tuple[Optional[str], int]]:
         tok = self.tokens[i]
