@@ -845,9 +845,10 @@ class _TokenReader:
         if _is_score(a, b, nxt):
             return None, 0  # "10/10", "9/10 dentists": out of ten (``_read_rating``)
         fraction = r.read_fraction(a, b)
-        unit = r.read_unit_name(UNIT_SYMBOLS[nxt.core]) if nxt and not nxt.lead and nxt.core in UNIT_SYMBOLS else None
-        if unit is not None and r.code == "en" and fraction is not None:  # "3/4 mi": "three quarters of a mile"
-            return f"{fraction} of {'an' if unit[0] in 'aeiou' or unit.startswith('hour') else 'a'} {unit}", 1
+        if r.code == "en" and fraction is not None and nxt is not None and not nxt.lead and nxt.core in UNIT_SYMBOLS:
+            unit = r.read_unit_name(UNIT_SYMBOLS[nxt.core])  # "3/4 mi": "three quarters of a mile"
+            if unit is not None:
+                return f"{fraction} of {'an' if unit[0] in 'aeiou' or unit.startswith('hour') else 'a'} {unit}", 1
         return fraction, 0
 
     def _read_scripts(self, i: int) -> tuple[Optional[str], int]:
@@ -979,7 +980,7 @@ class _TokenReader:
         ):
             code.add(0)
         words: list[str] = []
-        ordinal_suffixes = set()
+        ordinal_suffixes: set[int] = set()
         for k, piece in enumerate(pieces):
             if k in ordinal_suffixes:
                 continue

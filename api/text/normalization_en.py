@@ -40,7 +40,6 @@ class EnglishRules(LanguageRules):
         a an the and or nor but to per for of in on at by with from off each every plus minus
         more less than is was will would""".split())
     date_lead_words = frozenset({"on", "since", "until"})
-    # US states (and DC): the 5-digit number after one is a ZIP code, "IL 62704"
     weekday_abbreviations = {
         "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
         "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
@@ -49,6 +48,7 @@ class EnglishRules(LanguageRules):
     last_digits_phrases = frozenset({"ending in", "ending with"})
     dial_words = frozenset({"call", "called", "calling", "dial", "dialed", "dialled", "dialing", "text", "phone", "ring"})
     copulas = frozenset({"is", "was"})
+    # US states (and DC): the 5-digit number after one is a ZIP code, "IL 62704"
     postcode_lead_words = frozenset("""
         AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM
         NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY""".split())
