@@ -731,8 +731,8 @@ class _TokenReader:
         """Years where the language reads them ("1999"), and in English "March 5" -> "March
         fifth" and "1990s" -> "nineteen nineties"."""
         r, core = self.rules, self.tokens[i].core
-        if core.isdecimal() and len(core) == 4 and not self._is_id(i):  # "PIN 1999" is no year
-            return r.bare_year(int(core)), 0
+        if core.isdecimal() and len(core) == 4:  # "PIN 1999" is no year: its digits, decided once here
+            return (r.digits(core) if self._is_id(i) else r.bare_year(int(core))), 0
         if r.code != "en":
             return None, 0
         prev = self.tokens[i - 1] if i > 0 else None
