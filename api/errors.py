@@ -25,7 +25,8 @@ Gateway errors raised by ``api/`` itself (HTTP status in brackets):
 plus ``api.protocol.ProtocolError`` and its subclasses (InvalidJsonError, MissingFieldError,
 InvalidFieldError, UnsupportedVoiceModeError, EmptyTranscriptError; all 400, re-exported here), and
 the errors of the packages below, mapped in ``_TABLE`` (engine, voices, codec_worker, api.audio,
-api.text). Anything else is a bug: 500 ``internal_error`` with a generic message, logged with its
+api.text: 400 ``unsupported_language`` for phonemes in a language eSpeak NG lacks, 501
+``phonemes_unavailable`` without eSpeak NG). Anything else is a bug: 500 ``internal_error`` with a generic message, logged with its
 traceback, never shown to the client.
 
 Echo bounds: a message is cut to ``MAX_ERROR_MESSAGE_CHARS`` (it may quote a client's value), and
@@ -67,7 +68,13 @@ from api.protocol.requests import (
     ProtocolError,
     UnsupportedVoiceModeError,
 )
-from api.text.errors import InvalidMarkupError, NormalizationModeError, TextError
+from api.text.errors import (
+    InvalidMarkupError,
+    NormalizationModeError,
+    PhonemesUnavailableError,
+    TextError,
+    UnsupportedPhonemeLanguageError,
+)
 from codec_worker import errors as codec_errors
 from engine import errors as engine_errors
 from voices import errors as voice_errors
@@ -361,6 +368,9 @@ _TABLE: dict[type[BaseException], _Rule] = {
     AudioFormatError: _Rule(400, "invalid_output_format", "Invalid output format"),
     NormalizationModeError: _Rule(400, "invalid_normalization", "Invalid request"),
     InvalidMarkupError: _Rule(400, "invalid_markup", "Invalid transcript tag"),
+    UnsupportedPhonemeLanguageError: _Rule(400, "unsupported_language", "Unsupported language"),
+    # this install cannot read phonemes at all (no eSpeak NG library): the server lacks the feature
+    PhonemesUnavailableError: _Rule(501, "phonemes_unavailable", "Phoneme timestamps unavailable"),
     TextError: _Rule(400, "invalid_text", "Invalid request"),
 }
 

@@ -217,6 +217,12 @@ def _resolve(language: Optional[str], mode: object) -> tuple[bool, Optional[str]
     )
 
 
+def reading_language(language: Optional[str], mode: object = "auto") -> str:
+    """The language a text is read in: a locale given as ``mode`` overrides ``language``; English
+    when neither names one. NormalizationModeError for a mode ``normalize`` refuses."""
+    return _resolve(language, mode)[1] or "en"
+
+
 def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") -> NormalizedText:
     """Normalise ``text`` for synthesis in ``language`` (an ISO code or locale; None: English).
 

@@ -25,7 +25,8 @@ The engine gives no alignment, so word times are estimated from the audio itself
    seconds from the start of the context's audio (``offset_s`` = the segment's position in it),
    so successive segments of a context keep increasing.
 
-``segment_timestamps`` runs this on the normalised words (what was actually spoken) and, unless
+``segment_timestamps`` runs this on the normalised words (what was actually spoken:
+``spoken_word_timestamps``, which phoneme timestamps share out too) and, unless
 ``use_normalized`` is set, reports each original token from its first normalised word's start
 to its last one's end; a token that became no words ("USD" in "5 USD") gets a zero-length span
 at the previous token's end.
@@ -46,6 +47,8 @@ __all__ = [
     "WordTimestamps",
     "estimate_word_timestamps",
     "segment_timestamps",
+    "spoken_word_timestamps",
+    "tokens_timestamps",
     "word_weight",
 ]
 
@@ -308,10 +311,24 @@ def segment_timestamps(
 ) -> WordTimestamps:
     """Timestamps of one segment: estimated on its normalised words, reported for the original
     tokens (default) or the normalised words (``use_normalized_timestamps``)."""
-    spoken = normalized.normalized_words
-    timed = estimate_word_timestamps(spoken, pcm, offset_s, sample_rate_hz, config)
-    if use_normalized:
-        return timed
+    timed = spoken_word_timestamps(normalized, pcm, offset_s, sample_rate_hz, config)
+    return timed if use_normalized else tokens_timestamps(normalized, timed)
+
+
+def spoken_word_timestamps(
+    normalized: NormalizedText,
+    pcm: np.ndarray,
+    offset_s: float,
+    sample_rate_hz: int = 22050,
+    config: TimestampConfig = DEFAULT_CONFIG,
+) -> WordTimestamps:
+    """The estimate on the words actually spoken (the normalised words), one entry each."""
+    return estimate_word_timestamps(normalized.normalized_words, pcm, offset_s, sample_rate_hz, config)
+
+
+def tokens_timestamps(normalized: NormalizedText, timed: WordTimestamps) -> WordTimestamps:
+    """The client's own tokens, each from its first spoken word's start to its last one's end, given
+    ``timed``, the spoken words' timestamps (``spoken_word_timestamps``)."""
     starts, ends = [], []
     k = 0
     previous_end: Optional[float] = None

@@ -226,6 +226,7 @@ def test_alerts_use_only_exported_metrics(compose):
 #: 5xx error codes GepardServerErrors leaves out, each for a reason: they are not failures of ours
 NOT_SERVER_ERRORS = {
     "cloning_unavailable": "501: the torch codec cannot encode clips, a configuration, not a failure",
+    "phonemes_unavailable": "501: this install has no eSpeak NG library, a configuration, not a failure",
     "not_implemented": "501: a client called a Cartesia endpoint this server does not serve",
     "service_unavailable": "503: starting or draining, every rollout and scale-in gives some",
 }
