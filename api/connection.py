@@ -9,7 +9,8 @@ machine (``ContextState``) fed by the reader loop, with one worker task that run
              fires) become ``segment`` jobs, followed by ``flush_done`` or ``done`` jobs
     worker:  segment -> engine + codec -> ``chunk`` events, all of the segment's audio (each
              segment is one engine request and one codec stream, so it is resampled on its own and
-             nothing of it waits for later text), then its ``timestamps``;
+             nothing of it waits for later text), then its ``timestamps`` and
+             ``phoneme_timestamps`` (api/segment_timing.py);
              flush_done -> ``flush_done``; done -> exactly one ``done``
     cancel:  the worker task is cancelled (aborting the engine request) and nothing more is sent
              for that context, not even ``done`` (protocol 10)
@@ -85,10 +86,11 @@ from api.errors import (
 )
 from api.lifecycle import Lifecycle
 from api.metrics import Metrics
-from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEvent, TimestampsEvent, split_audio
+from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEvent, split_audio
 from api.protocol.requests import ProtocolError, WsCancelRequest, WsGenerationRequest, parse_ws_message
+from api.segment_timing import check_timing_request, timing_events, wants_timing
 from api.synthesis import ContextDictionary, Segment, SynthesisService
-from api.text import TextBuffer, segment_timestamps
+from api.text import TextBuffer
 from api.text.markup import MarkupState
 
 logger = logging.getLogger(__name__)
@@ -408,18 +410,17 @@ class WsContext:
         async with contextlib.aclosing(service.speak(segment, prefix, self.sampling, rid, self.volume,
                                                    timing=self.timing, speed=self.speed)) as audio:
             async for pcm in audio:
-                if cfg.add_timestamps:
+                if wants_timing(cfg):
                     pieces.append(pcm)
                 units = await asyncio.to_thread(sink.push_units, pcm)
                 t_ready = await self._send_audio(units, t_ready, job.flush_id)
         t_ready = await self._send_audio(await asyncio.to_thread(sink.finish_units, section is None), t_ready, job.flush_id)
         self.samples_in += sink.samples_in
-        if cfg.add_timestamps and segment.has_speech and pieces:
-            pcm = segment.speech_pcm(pieces, service.sample_rate_hz)
-            ts = segment_timestamps(segment.normalized, pcm, offset_s, use_normalized=bool(cfg.use_normalized_timestamps))
-            if ts.words:
-                await self._send(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end),
-                                                     context_id=self.context_id, flush_id=job.flush_id))
+        if wants_timing(cfg):  # a few ms of numpy and eSpeak: off the event loop
+            events = await asyncio.to_thread(timing_events, segment, pieces, service.sample_rate_hz, offset_s, cfg,
+                                             self.context_id, job.flush_id)
+            for event in events:
+                await self._send(event)
 
     async def _send(self, event: ServerEvent) -> None:
         """Send one of this context's events. Nothing goes out once the context is cancelled
@@ -593,6 +594,7 @@ class WsConnection:
                 return
             try:
                 self.service.check_request(msg)
+                check_timing_request(msg)  # fixed with the context, as its language is
                 self._check_text(None, msg)
                 if msg.has_text:
                     # an unknown voice is reported now, not when the first segment is cut (which may

@@ -1,4 +1,4 @@
-"""POST /tts/sse: ``event: chunk`` / ``timestamps`` / ``done`` frames, then the body ends.
+"""POST /tts/sse: ``event: chunk`` / ``timestamps`` / ``phoneme_timestamps`` / ``done`` frames, then the body ends.
 
 Errors before the first event are HTTP errors; later ones are an ``event: error`` frame, after
 which the body ends (the SDKs read until the body closes, protocol 4.1).
@@ -17,10 +17,10 @@ from starlette.responses import Response, StreamingResponse
 
 from api.audio import AudioSink
 from api.errors import error_event
-from api.protocol.events import ChunkEvent, DoneEvent, TimestampsEvent, split_audio, sse_frame
+from api.protocol.events import ChunkEvent, DoneEvent, split_audio, sse_frame
 from api.protocol.requests import parse_tts_request
 from api.routes._common import note_mid_stream_failure, primed, read_body, runtime_of, since_start, start_request
-from api.text import segment_timestamps
+from api.segment_timing import check_timing_request, timing_events, wants_timing
 
 
 async def endpoint(request: Request) -> Response:
@@ -30,6 +30,7 @@ async def endpoint(request: Request) -> Response:
     req = parse_tts_request(await read_body(request), sse=True, request_id=rid)
     svc = rt.service
     job = await svc.prepare(req)
+    check_timing_request(req)
     cid, width = req.context_id, req.output_format.unit_bytes
     rt.metrics.requests.labels("sse").inc()
 
@@ -40,13 +41,13 @@ async def endpoint(request: Request) -> Response:
             since = time.perf_counter()
             for i, segment in enumerate(job.segments):
                 offset_s = sink.samples_in / svc.sample_rate_hz
-                pieces: list[np.ndarray] = []  # the segment's PCM, kept only for its word timestamps
+                pieces: list[np.ndarray] = []  # the segment's PCM, kept only for its timing events
                 # aclosing: closing this generator mid-segment (client gone) aborts the engine request now
                 async with contextlib.aclosing(svc.speak(segment, job.prefix, job.sampling, f"{rid}:{i}", job.volume,
                                                            timing=timing, speed=job.speed)) as chunks:
                     async for pcm in chunks:
                         ticket.mark_spoke()
-                        if req.add_timestamps:
+                        if wants_timing(req):
                             pieces.append(pcm)
                         units = await asyncio.to_thread(sink.push_units, pcm)
                         now = time.perf_counter()
@@ -60,11 +61,10 @@ async def endpoint(request: Request) -> Response:
                 for piece in (p for unit in units for p in split_audio(unit, width, cid)):
                     yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
                 since = now
-                if req.add_timestamps and segment.has_speech and pieces:
-                    ts = segment_timestamps(segment.normalized, segment.speech_pcm(pieces, svc.sample_rate_hz), offset_s,
-                                            use_normalized=bool(req.use_normalized_timestamps))
-                    if ts.words:
-                        yield sse_frame(TimestampsEvent(words=list(ts.words), start_s=list(ts.start), end_s=list(ts.end), context_id=cid))
+                if wants_timing(req):  # a few ms of numpy and eSpeak: off the event loop
+                    for event in await asyncio.to_thread(timing_events, segment, pieces, svc.sample_rate_hz,
+                                                         offset_s, req, cid):
+                        yield sse_frame(event)
             tail = await asyncio.to_thread(sink.finish_units)
             for piece in (p for unit in tail for p in split_audio(unit, width, cid)):
                 yield sse_frame(ChunkEvent(piece, step_time_ms=0.0, context_id=cid))

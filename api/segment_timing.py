@@ -1,0 +1,89 @@
+"""The timing events of one spoken segment, shared by ``/tts/sse`` and the WebSocket.
+
+``add_timestamps`` gives a ``timestamps`` event (words), ``add_phoneme_timestamps`` a
+``phoneme_timestamps`` event (IPA phonemes, api/text/phonemes.py); both come after the segment's
+audio, estimated from it in one pass, with times from the start of the context's audio. A segment
+with nothing spoken (a pause, emoji) gets neither. ``timing_events`` costs a few milliseconds
+(voice activity over the segment's PCM, eSpeak for words not read before): the routes run it in a
+worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional, Protocol
+
+import numpy as np
+
+from api.protocol.events import PhonemeTimestampsEvent, ServerEvent, TimestampsEvent
+from api.synthesis import DEFAULT_LANGUAGE, Segment
+from api.text.errors import PhonemesUnavailableError
+from api.text.normalization import reading_language
+from api.text.phonemes import phoneme_timestamps, phonemizer
+from api.text.timestamps import spoken_word_timestamps, tokens_timestamps
+
+__all__ = ["TimingRequest", "check_timing_request", "load_phonemizer", "timing_events", "wants_timing"]
+
+logger = logging.getLogger(__name__)
+
+
+class TimingRequest(Protocol):
+    """The fields of an SSE request or a WebSocket context's first message that timing reads."""
+
+    add_timestamps: Optional[bool]
+    add_phoneme_timestamps: Optional[bool]
+    use_normalized_timestamps: Optional[bool]
+    normalization: Optional[str]
+
+    @property
+    def effective_language(self) -> Optional[str]: ...
+
+
+def wants_timing(req: TimingRequest) -> bool:
+    """Whether the segment's audio must be kept for timing events."""
+    return bool(req.add_timestamps or req.add_phoneme_timestamps)
+
+
+def load_phonemizer() -> None:
+    """Load eSpeak NG now (the warm-up calls this in a thread), so the first request asking for
+    phonemes does not wait for it; a WARNING when it cannot be loaded (those requests get 501)."""
+    try:
+        phonemizer().check(DEFAULT_LANGUAGE)
+    except PhonemesUnavailableError as exc:
+        logger.warning("phoneme timestamps unavailable (add_phoneme_timestamps gets 501 phonemes_unavailable): %s", exc)
+
+
+def check_timing_request(req: TimingRequest) -> None:
+    """Before any audio: phonemes need eSpeak NG (501 ``phonemes_unavailable``) and a voice of it for
+    the language the text is read in (400 ``unsupported_language``)."""
+    if req.add_phoneme_timestamps:
+        phonemizer().check(reading_language(req.effective_language or DEFAULT_LANGUAGE, req.normalization))
+
+
+def timing_events(
+    segment: Segment,
+    pieces: list[np.ndarray],
+    sample_rate_hz: int,
+    offset_s: float,
+    req: TimingRequest,
+    context_id: Optional[str],
+    flush_id: Optional[int] = None,
+) -> list[ServerEvent]:
+    """The events ``req`` asked for, for ``segment`` whose audio ``speak`` yielded as ``pieces`` and
+    which starts ``offset_s`` into the context's audio."""
+    if not (wants_timing(req) and segment.has_speech and pieces):
+        return []
+    spoken = spoken_word_timestamps(segment.normalized, segment.speech_pcm(pieces, sample_rate_hz), offset_s,
+                                    sample_rate_hz)
+    events: list[ServerEvent] = []
+    if req.add_timestamps:
+        words = spoken if req.use_normalized_timestamps else tokens_timestamps(segment.normalized, spoken)
+        if words.words:
+            events.append(TimestampsEvent(words=list(words.words), start_s=list(words.start), end_s=list(words.end),
+                                          context_id=context_id, flush_id=flush_id))
+    if req.add_phoneme_timestamps:
+        said = phoneme_timestamps(spoken, segment.normalized.language or DEFAULT_LANGUAGE, phonemizer())
+        if said.phonemes:
+            events.append(PhonemeTimestampsEvent(phonemes=list(said.phonemes), start_s=list(said.start),
+                                                 end_s=list(said.end), context_id=context_id, flush_id=flush_id))
+    return events
