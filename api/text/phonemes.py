@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import Optional, Sequence
 
 from api.text.errors import PhonemesUnavailableError, UnsupportedPhonemeLanguageError
+from api.text.speech import has_speech
 from api.text.timestamps import WordTimestamps
 
 __all__ = [
@@ -163,7 +164,7 @@ class Phonemizer:
     def words(self, words: Sequence[str], language: str) -> list[tuple[str, ...]]:
         """The phonemes of each word, as ``word`` gives them, eSpeak's voice chosen once for all."""
         voice = self.voice_for(language)
-        texts = [_strip_punctuation(w) for w in words]
+        texts = [_sayable(w) for w in words]
         out: list[tuple[str, ...]] = []
         selected = False
         with _ESPEAK_LOCK:
@@ -204,7 +205,8 @@ class Phonemizer:
         return False
 
     def _read(self, text: str) -> tuple[str, ...]:
-        buffer = ctypes.create_string_buffer(text.encode("utf-8"))
+        # a lone surrogate (JSON allows "\ud800") has no UTF-8 form and no sound: left out
+        buffer = ctypes.create_string_buffer(text.encode("utf-8", errors="ignore"))
         cursor = ctypes.c_void_p(ctypes.addressof(buffer))
         out: list[str] = []
         while cursor.value:  # one clause a call; eSpeak moves the cursor on, to NULL at the end
@@ -227,14 +229,16 @@ def _split(ipa: str) -> list[str]:
     return phonemes
 
 
-def _strip_punctuation(word: str) -> str:
-    """The word without punctuation at its ends ("world," -> "world"; "don't" stays)."""
+def _sayable(word: str) -> str:
+    """What eSpeak is given of a spoken word: the word without punctuation at its ends ("world," ->
+    "world"; "don't" stays), or "" for one with no letter or digit. eSpeak would name an emoji
+    ("grinning face") that Gepard does not say (api/text/speech.py)."""
     start, end = 0, len(word)
     while start < end and unicodedata.category(word[start]).startswith("P"):
         start += 1
     while end > start and unicodedata.category(word[end - 1]).startswith("P"):
         end -= 1
-    return word[start:end]
+    return word[start:end] if has_speech(word[start:end]) else ""
 
 
 def _weight(phoneme: str) -> float:

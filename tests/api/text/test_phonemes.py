@@ -6,11 +6,17 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.errors import error_body, error_response
+from api.segment_timing import timing_events
+from api.synthesis import Segment
+from api.text import normalize
 from api.text.errors import PhonemesUnavailableError, UnsupportedPhonemeLanguageError
 from api.text.phonemes import Phonemizer, _split, _tile, phoneme_timestamps, phonemizer
 from api.text.timestamps import WordTimestamps
@@ -47,6 +53,15 @@ def test_no_stress_marks_and_no_language_switch_marks(reader):
 
 def test_a_word_with_nothing_to_say_has_no_phonemes(reader):
     assert reader.word("...", "en") == () and reader.word("—", "en") == ()
+    assert reader.word("😀", "en") == ()  # eSpeak would say "grinning face"; Gepard reads no emoji
+    assert reader.word("\u200b", "en") == ()
+
+
+def test_odd_text_is_read_without_failing(reader):
+    assert reader.word("\ud800hello", "en") == reader.word("hello", "en")  # a lone surrogate, as JSON allows
+    assert reader.word("a\x00b", "en") == ("eɪ",)  # a NUL ends the C string
+    assert reader.word("<speak>", "en") == ("s", "p", "iː", "k")  # no SSML: plain text
+    assert len(reader.word("x" * 5000, "en")) > 500  # one long word, as long as a transcript may be
 
 
 def test_languages_espeak_lacks_are_refused_with_their_code(reader):
@@ -118,3 +133,32 @@ def test_tiles_are_contiguous_ordered_and_exact(spans, phonemes):
         assert tiles[0][0] == start and tiles[-1][1] == start + length
         assert all(s <= e for s, e in tiles)
         assert all(a[1] == b[0] for a, b in zip(tiles, tiles[1:]))
+
+
+_ODD = st.sampled_from(["\ud800", "😀", "$5", "3:30pm", "e.g.", "<spell>", "—", "don't", "ß", "日本", "\x00", "1/2"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.text(min_size=1, max_size=12), _ODD), min_size=1, max_size=12),
+       st.sampled_from(["en", "es", "pt-PT", "nl", "fr", "ja"]))
+def test_any_text_gets_phonemes_inside_its_spoken_words(reader, tokens, language):
+    """Whatever the text, the timing events of a segment never fail, and the phonemes lie inside the
+    spoken words' spans in order (the normaliser's words, through the route's own function)."""
+    text = " ".join(tokens)
+    segment = Segment(text, normalize(text, language))
+    pcm = np.random.default_rng(0).standard_normal(22050).astype(np.float32) * 0.1
+    req = SimpleNamespace(add_timestamps=True, add_phoneme_timestamps=True, use_normalized_timestamps=True,
+                          normalization=None, effective_language=language)
+    events = timing_events(segment, [pcm], 22050, 2.0, req, "c")
+    if not segment.has_speech:
+        assert events == []
+        return
+    words = events[0].to_dict()["word_timestamps"]
+    spans = list(zip(words["start"], words["end"]))
+    phonemes = [e.to_dict()["phoneme_timestamps"] for e in events[1:]]
+    said = [p for w in words["words"] for p in reader.word(w, language)]
+    assert [p for ph in phonemes for p in ph["phonemes"]] == said
+    times = [(s, e) for ph in phonemes for s, e in zip(ph["start"], ph["end"])]
+    assert all(2.0 <= s <= e <= 3.0 + 1e-9 for s, e in times)
+    assert [s for s, _ in times] == sorted(s for s, _ in times)
+    assert all(spans[0][0] - 1e-9 <= s and e <= spans[-1][1] + 1e-9 for s, e in times)
