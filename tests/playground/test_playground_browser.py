@@ -14,6 +14,7 @@ import pytest
 
 from api.cli import main as gepard
 from tests.api.conftest import redis_key_gateway
+from tests.api.routes.test_phoneme_timestamps import spoken_phonemes
 from tests.playground.conftest import API_KEY, screenshot
 
 TYPED = "Hello there, this is the playground streaming words as they are typed."
@@ -100,6 +101,7 @@ def test_typed_words_stream_with_continue_then_flush_and_play_gapless(gateway, o
     assert sent[-1]["flush"] is True and "flush" not in sent[0]
     first = sent[0]
     assert first["temperature"] == 0.5 and first["seed"] == 7 and first["add_timestamps"] is True
+    assert first["add_phoneme_timestamps"] is True
     assert first["generation_config"] == {"speed": 1.25}
     assert first["output_format"] == {"container": "raw", "encoding": "pcm_f32le", "sample_rate": 24000}
     assert first["voice"] == options[0]
@@ -115,6 +117,12 @@ def test_typed_words_stream_with_continue_then_flush_and_play_gapless(gateway, o
     assert ctx["ttfaMs"] and ctx["ttfaMs"][0] > 0 and ctx["rtf"] > 0
     assert ctx["highlighted"] > 0
     assert lane.locator(".words span").count() == n_words
+    # phoneme timestamps: eSpeak's phonemes of the spoken words, in order, inside the audio, and the
+    # page marked the one heard as the audio played
+    assert [p["phoneme"] for p in ctx["phonemes"]] == spoken_phonemes(TYPED)
+    p_starts = [p["start"] for p in ctx["phonemes"]]
+    assert p_starts == sorted(p_starts) and ctx["phonemes"][-1]["end"] <= ctx["audioSeconds"] + 1e-6
+    assert ctx["phonemesShown"] > 0
     assert lane.locator(".ttfa").inner_text().endswith("ms")
     screenshot(page, "stream-as-typed")
     assert log.errors == []

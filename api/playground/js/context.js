@@ -39,6 +39,7 @@ export class SpeechContext {
     this.stepTimeMs = 0;
     this.chunkCount = 0;
     this.words = [];      // {word, start, end} in the context's own seconds
+    this.phonemes = [];   // {phoneme, start, end} likewise (phoneme_timestamps: IPA, for lip-sync)
     this.flushes = 0;
     this.errors = [];
     this.cancelledAt = null;
@@ -46,6 +47,7 @@ export class SpeechContext {
     this.lateEvents = []; // types of every event received after cancel
     this.bytes = 0;       // audio bytes received
     this.highlighted = new Set();
+    this.phonemesShown = new Set();  // phonemes that were the one heard at some frame
     socket.listen(id, this);
   }
 
@@ -119,6 +121,11 @@ export class SpeechContext {
         if (this.spokenWords >= this.sentWords) this.turnOpen = false;
         break;
       }
+      case "phoneme_timestamps": {
+        const pt = msg.phoneme_timestamps || { phonemes: [], start: [], end: [] };
+        pt.phonemes.forEach((phoneme, i) => this.phonemes.push({ phoneme, start: pt.start[i], end: pt.end[i] }));
+        break;
+      }
       case "flush_done":
         this.flushes += 1;
         this.turnOpen = false;
@@ -154,6 +161,18 @@ export class SpeechContext {
     return -1;
   }
 
+  /** Index of the phoneme being heard now, or -1 (their times only grow: a binary search). */
+  currentPhoneme(now) {
+    let lo = 0;
+    let hi = this.phonemes.length - 1;
+    while (lo <= hi) {  // the last phoneme starting at or before now
+      const mid = (lo + hi) >> 1;
+      if (this.player.timeOf(this.phonemes[mid].start) <= now) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return hi >= 0 && now < this.player.timeOf(this.phonemes[hi].end) ? hi : -1;
+  }
+
   dispose() {
     this.player.stop();
     this.socket.forget(this.id);
@@ -180,6 +199,8 @@ export class SpeechContext {
       ttfaMs: this.ttfas.slice(),
       rtf: this.rtf,
       words: this.words.map((w) => ({ ...w })),
+      phonemes: this.phonemes.map((p) => ({ ...p })),
+      phonemesShown: this.phonemesShown.size,
       sentWords: this.sentWords,
       flushes: this.flushes,
       errors: this.errors.slice(),

@@ -23,6 +23,7 @@ export class Lane {
     this.context = null;  // the one text goes to now
     this.sent = "";       // stream mode: what of the text box was sent (or given up: stop, settings)
     this.wordsFrom = 0;   // the context's first word shown (Clear hides the ones before)
+    this.phonemeShown = -1;  // the index of the phoneme marked now (-1: none)
     const root = template.content.firstElementChild.cloneNode(true);
     this.root = root;
     root.id = `lane-${this.n}`;
@@ -33,6 +34,7 @@ export class Lane {
       temperature: $(".temperature"), seed: $(".seed"), speed: $(".speed"), bufferDelay: $(".buffer-delay"),
       text: $(".text"),
       hint: $(".text-hint"), speak: $(".speak"), stop: $(".stop"), clear: $(".clear"), words: $(".words"),
+      phonemes: $(".phonemes"),
       ttfa: $(".ttfa"), rtf: $(".rtf"), underrun: $(".underrun"), audioS: $(".audio-s"), state: $(".state"),
       error: $(".lane-error"), modes: [...root.querySelectorAll(".mode input")],
     };
@@ -103,7 +105,10 @@ export class Lane {
   /** The fields of this lane's next context (voice, language, knobs) over the page's (format, model). */
   request() {
     const { el } = this;
-    const req = { ...this.app.requestFields(), voice: { mode: "id", id: el.voice.value }, add_timestamps: true };
+    const req = {
+      ...this.app.requestFields(), voice: { mode: "id", id: el.voice.value },
+      add_timestamps: true, add_phoneme_timestamps: true,
+    };
     if (el.language.value) req.language = el.language.value;
     const number = (input, parse) => (input.value.trim() === "" ? null : parse(input.value));
     const temperature = number(el.temperature, Number.parseFloat);
@@ -129,6 +134,7 @@ export class Lane {
     this.context = ctx;
     this.wordsFrom = 0;
     this.el.words.replaceChildren();
+    this.showPhonemes(ctx, -1);
     return ctx;
   }
 
@@ -188,6 +194,7 @@ export class Lane {
     this.sent = "";
     if (this.context) this.wordsFrom = this.context.words.length;
     this.el.words.replaceChildren();
+    this.el.phonemes.replaceChildren();
     this.el.text.focus();
   }
 
@@ -211,6 +218,23 @@ export class Lane {
     const current = ctx.state === "cancelled" ? -1 : ctx.currentWord(now);
     if (current >= 0) ctx.highlighted.add(current);
     for (let i = 0; i < spans.length; i++) spans[i].classList.toggle("current", i + this.wordsFrom === current);
+    const phoneme = ctx.state === "cancelled" ? -1 : ctx.currentPhoneme(now);
+    if (phoneme !== this.phonemeShown) this.showPhonemes(ctx, phoneme);
+  }
+
+  /** The phonemes around the one heard (index ``k``; -1: none), that one marked, as an avatar's mouth would follow them. */
+  showPhonemes(ctx, k) {
+    this.phonemeShown = k;
+    if (k < 0) return this.el.phonemes.replaceChildren();
+    ctx.phonemesShown.add(k);
+    const around = ctx.phonemes.slice(Math.max(0, k - 4), k + 5);
+    const first = Math.max(0, k - 4);
+    this.el.phonemes.replaceChildren(...around.map((p, i) => {
+      const span = document.createElement("span");
+      span.textContent = p.phoneme;
+      if (first + i === k) span.className = "current";
+      return span;
+    }));
   }
 
   render() {

@@ -321,7 +321,8 @@ class App {
 function summary(m) {
   const out = { context_id: m.context_id };
   for (const key of ["transcript", "continue", "flush", "cancel", "language", "temperature", "seed",
-    "generation_config", "max_buffer_delay_ms", "model_id", "output_format", "add_timestamps"]) {
+    "generation_config", "max_buffer_delay_ms", "model_id", "output_format", "add_timestamps",
+    "add_phoneme_timestamps"]) {
     if (key in m) out[key] = m[key];
   }
   if (m.voice) out.voice = m.voice.id;
