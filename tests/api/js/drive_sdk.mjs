@@ -21,14 +21,16 @@ out.status = await client.getStatus();
 const response = await client.tts.generate({ model_id: 'sonic-3', transcript: 'Hello there.', voice, output_format: S16_16K });
 out.bytes = { status: response.status, length: (await response.arrayBuffer()).byteLength };
 
-// SSE with timestamps
-const sse = { types: [], audio: 0, words: [] };
+// SSE with word and phoneme timestamps
+const sse = { types: [], audio: 0, words: [], phonemes: [] };
 for await (const event of await client.tts.generateSSE({
   model_id: 'sonic-3', transcript: 'Hello there, friend. Bye now.', voice, output_format: F32_24K, add_timestamps: true,
+  add_phoneme_timestamps: true,
 })) {
   sse.types.push(event.type);
   if (event.type === 'chunk') sse.audio += Buffer.from(event.data, 'base64').length;
   if (event.type === 'timestamps') sse.words.push(...event.word_timestamps.words);
+  if (event.type === 'phoneme_timestamps') sse.phonemes.push(...event.phoneme_timestamps.phonemes);
 }
 out.sse = sse;
 
@@ -37,7 +39,8 @@ async function collect(ctx) {
   const events = [];
   for await (const event of ctx.receive()) {
     events.push({ type: event.type, flush_id: event.flush_id ?? null, audio: event.audio ? event.audio.length : 0,
-                  context_id: event.context_id, words: event.word_timestamps?.words ?? null });
+                  context_id: event.context_id, words: event.word_timestamps?.words ?? null,
+                  phonemes: event.phoneme_timestamps?.phonemes ?? null });
   }
   return events;
 }
@@ -46,7 +49,8 @@ const ws = await client.tts.websocket();
 const wsErrors = [];
 ws.on('error', (err) => wsErrors.push(String(err.message)));  // error events also go to the emitter
 const opts = { model_id: 'sonic-3', voice, max_buffer_delay_ms: 5000 };
-const a = ws.context({ ...opts, contextId: 'js-a', output_format: S16_16K, add_timestamps: true });
+const a = ws.context({ ...opts, contextId: 'js-a', output_format: S16_16K, add_timestamps: true,
+                       add_phoneme_timestamps: true });
 const b = ws.context({ ...opts, contextId: 'js-b', output_format: F32_24K });
 const c = ws.context({ ...opts, contextId: 'js-c', output_format: S16_16K });
 await a.push({ transcript: 'Hello ' });

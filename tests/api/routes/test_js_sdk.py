@@ -19,6 +19,7 @@ import pytest
 
 from tests.api.routes.audio_checks import expected_bytes
 from tests.api.routes.conftest import API_KEY
+from tests.api.routes.test_phoneme_timestamps import spoken_phonemes
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 SDK_VERSION = "4.2.0"
@@ -64,6 +65,7 @@ def test_js_sdk_against_the_tls_gateway(node, secure_gateway, tls_files, default
     assert sse["types"][-1] == "done" and sse["types"].count("done") == 1 and "timestamps" in sse["types"]
     assert sse["audio"] == expected_bytes(2, "pcm_f32le", 24000)
     assert sse["words"] == ["Hello", "there,", "friend.", "Bye", "now."]
+    assert sse["phonemes"] == spoken_phonemes("Hello there, friend. Bye now.")
 
     seg16 = expected_bytes(1, "pcm_s16le", 16000)
     a, b = out["ws"]["a"], out["ws"]["b"]
@@ -73,6 +75,8 @@ def test_js_sdk_against_the_tls_gateway(node, secure_gateway, tls_files, default
     assert sum(e["audio"] for e in a if e["type"] == "chunk" and e["flush_id"] == 1) == seg16
     assert sum(e["audio"] for e in a if e["type"] == "chunk" and e["flush_id"] == 2) == seg16
     assert [w for e in a if e["words"] for w in e["words"]] == ["Hello", "there.", "How", "are", "you?"]
+    assert [p for e in a if e["phonemes"] for p in e["phonemes"]] == spoken_phonemes("Hello there. How are you?")
+    assert not any(e["phonemes"] for e in b)  # only the context that asked
     assert b[-1]["type"] == "done" and sum(e["audio"] for e in b) == expected_bytes(1, "pcm_f32le", 24000)
 
     assert out["wsError"]["isCartesiaError"] and "js-missing-voice" in out["wsError"]["message"]
