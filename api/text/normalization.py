@@ -372,6 +372,7 @@ class _TokenReader:
             self._read_money,
             self._read_ordinal,
             self._read_duration,
+            self._read_height,
             self._read_time,
             self._read_time_range,
             self._read_date,
@@ -578,6 +579,19 @@ class _TokenReader:
         if nxt is None or self.tokens[i].trail or nxt.lead:
             return None
         return _MERIDIEM_TOKENS.get(nxt.core.lower())
+
+    def _read_height(self, i: int) -> tuple[Optional[str], int]:
+        """Feet and inches, as a height is said in English: 6'2" -> "six foot two"."""
+        tok = self.tokens[i]
+        m = _HEIGHT_RE.fullmatch(tok.core) if self.rules.reads_feet_and_inches else None
+        if m is None:
+            return None, 0
+        if not m.group("mark"):
+            if not tok.trail.startswith(_INCH_MARKS):
+                return None, 0  # "6'2" alone may be anything
+            self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, tok.trail[1:])  # the mark is said
+        r = self.rules
+        return f"{r.cardinal(int(m.group('feet')))} foot {r.cardinal(int(m.group('inches')))}", 0
 
     def _read_time(self, i: int) -> tuple[Optional[str], int]:
         r, core = self.rules, self.tokens[i].core
@@ -812,6 +826,11 @@ class _TokenReader:
             return False
         if len(core) == 5 and prev.core in r.postcode_lead_words:
             return True
+        if len(core) == 5 and prev.core.lower() in r.short_code_links and i >= 3:  # "Text STOP to 55555"
+            keyword, verb = self.tokens[i - 2], self.tokens[i - 3]
+            if (keyword.core.isalpha() and keyword.core.isupper() and not keyword.trail.strip("\"'”’")
+                    and not verb.trail and verb.core.lower() in r.dial_words):
+                return True
         verb = self._word_back(i, r.dial_articles)  # "call 911", "llama al 112", "ligue para o 190"
         return not core.endswith("00") and verb is not None and self.tokens[verb].core.lower() in r.dial_words
 
@@ -942,14 +961,19 @@ class _TokenReader:
         return (f"{sign} {said}".strip() if before else f"{said} {sign}"), consumed
 
     def _read_dimensions(self, i: int) -> tuple[Optional[str], int]:
-        """"3x4" -> "three by four", "10x20 cm" -> "ten by twenty centimeters"."""
+        """"3x4" -> "three by four", "10x20 cm" -> "ten by twenty centimeters"; in English a size
+        with a four-digit side is read in pairs, as screens are: "1920x1080" -> "nineteen twenty
+        by ten eighty"."""
         r, tok, nxt = self.rules, self.tokens[i], self._next(i)
         if not _DIMENSIONS_RE.fullmatch(tok.core):
             return None, 0
-        nums = [r.parse_number(part) for part in re.split("[x×]", tok.core)]
+        parts = re.split("[x×]", tok.core)
+        nums = [r.parse_number(part) for part in parts]
         if any(num is None for num in nums):
             return None, 0
         said = [r.read_number(num) for num in nums]
+        if any(len(part) == 4 and part.isdecimal() for part in parts):
+            said = [r.digit_pairs(part) or words for part, words in zip(parts, said)]
         consumed = 0
         if nxt is not None and not tok.trail and not nxt.lead and nxt.core in UNIT_SYMBOLS and r.units:
             last = r.read_measure(nums[-1], UNIT_SYMBOLS[nxt.core])
@@ -1002,7 +1026,11 @@ class _TokenReader:
                            and (k + 2 == len(pieces) or pieces[k + 2] in _DASHES or pieces[k + 2] == "/") else None)
                 if ordinal is not None:
                     ordinal_suffixes.add(k + 1)
-                words.append(ordinal or r.read_integer(piece))
+                # "UA1234", "A380", "RX7900": three or four digits after capitals name a flight or
+                # a model, read in pairs where the language does ("UA twelve thirty-four")
+                named = (r.digit_pairs(piece) if k > 0 and _CAPITALS_RE.fullmatch(pieces[k - 1])
+                         and (k + 1 == len(pieces) or not pieces[k + 1].isalpha()) else None)
+                words.append(ordinal or named or r.read_integer(piece))
             elif piece.isalpha():
                 words.append(piece)
             elif piece in "-–.,:" and _between_digits(pieces, k):
@@ -1036,6 +1064,9 @@ def _between_digits(pieces: list[str], k: int) -> bool:
 
 
 _DASHES = frozenset("-–")
+_INCH_MARKS = ('"', "″", "”")
+_HEIGHT_RE = re.compile(r"(?P<feet>[1-9])['′’](?P<inches>1[01]|\d)(?P<mark>[\"″”]?)")
+_CAPITALS_RE = re.compile(r"[A-Z]{1,3}")  # an airline's or a maker's code before a number
 _GROUP_SEPARATORS = "-–.,:"
 
 

@@ -44,10 +44,12 @@ class EnglishRules(LanguageRules):
         "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
         "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
     }
-    digits_lead_words = frozenset({"pin", "zip", "otp"})
+    digits_lead_words = frozenset({"pin", "zip", "otp", "ext.", "ext", "extension"})
     last_digits_phrases = frozenset({"ending in", "ending with"})
     dial_words = frozenset({"call", "called", "calling", "dial", "dialed", "dialled", "dialing", "text", "phone", "ring"})
     copulas = frozenset({"is", "was"})
+    short_code_links = frozenset({"to"})
+    reads_feet_and_inches = True
     # US states (and DC): the 5-digit number after one is a ZIP code, "IL 62704"
     postcode_lead_words = frozenset("""
         AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM
@@ -142,6 +144,18 @@ class EnglishRules(LanguageRules):
 
     def bare_year(self, year: int) -> Optional[str]:
         return spell(year, "en", "year") if 1100 <= year <= 2099 else None
+
+    def digit_pairs(self, digits: str) -> Optional[str]:
+        if not (digits.isdecimal() and len(digits) in (3, 4)) or digits[0] == "0":
+            return None
+        if digits.endswith("000"):
+            return self.cardinal(int(digits))  # "one thousand"
+        high, low = int(digits[:-2]), int(digits[-2:])
+        if low == 0:
+            return f"{self.cardinal(high)} hundred"  # "seventy-nine hundred"
+        if low < 10:
+            return f"{self.cardinal(high)} oh {self.cardinal(low)}"  # "twenty oh five"
+        return f"{self.cardinal(high)} {self.cardinal(low)}"  # "ten eighty", "seven sixty-eight"
 
     def read_date(self, year: Optional[int], month: int, day: int) -> str:
         words = f"{self.month_name(month)} {self.ordinal(day)}"

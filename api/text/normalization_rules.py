@@ -256,6 +256,12 @@ class LanguageRules:
         read it as a cardinal (the default)."""
         return None
 
+    def digit_pairs(self, digits: str) -> Optional[str]:
+        """Three or four digits that name a thing read in pairs, as English says flight and model
+        numbers and screen sizes ("1080" -> "ten eighty"), or None to read them as a count (the
+        default)."""
+        return None
+
     def read_date(self, year: Optional[int], month: int, day: int) -> str:
         raise NotImplementedError
 
@@ -286,6 +292,10 @@ class LanguageRules:
     #: "Call 911", "llama al 112", "ligue para o 190" read the number digit by digit.
     dial_words: frozenset[str] = frozenset()
     dial_articles: frozenset[str] = frozenset()
+    #: "to" in "Text STOP to 55555": between a dial word's keyword and a short code
+    short_code_links: frozenset[str] = frozenset()
+    #: Whether "6'2\"" is a height in feet and inches ("six foot two")
+    reads_feet_and_inches = False
     #: "is" in "your PIN is 4821": a word between a ``digits_lead_words`` word and its number
     copulas: frozenset[str] = frozenset()
     # "$9.99/mo": short words after "/" said in full

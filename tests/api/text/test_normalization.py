@@ -295,7 +295,7 @@ def test_ranges_decimals_and_versions_keep_their_numbers(language, text, expecte
     ("on Sept. 11 2001", "on September eleventh two thousand and one"),
     ("Dec. 25, 2024.", "December twenty-fifth, twenty twenty-four."),
     ("see Fig. 3 and p. 12", "see Figure three and page twelve"),
-    ("Vol. 2, Ch. 7, ext. 204", "Volume two, Chapter seven, extension two hundred and four"),
+    ("Vol. 2, Ch. 7, ext. 204", "Volume two, Chapter seven, extension two zero four"),
     ("In May. 5 people came.", "In May. five people came."),  # a full stop after May, not "May fifth"
     ("march 5 and May 3", "march fifth and May third"),  # undotted months are words
     ("I saw Jan. She left.", "I saw Jan. She left."),  # not before a number: a name
@@ -359,8 +359,30 @@ def test_punctuation_after_an_abbreviation_is_the_sentences_own():
     ("en", "1000000 people, 1,234,567 users, 12345 fans", "one million people, one million two hundred and thirty-four thousand five hundred and sixty-seven users, twelve thousand three hundred and forty-five fans"),
     ("en", "I paid 123456 dollars", "I paid one hundred and twenty-three thousand four hundred and fifty-six dollars"),
     ("en", "MP3, B12, Win11Pro, COVID-19", "MP three, B twelve, Win eleven Pro, COVID nineteen"),
+    # a short code after "text KEYWORD to", and an extension, are dialled; a number sent elsewhere counts
+    ("en", "Text STOP to 55555, or text \"HELP\" to 12345.", "Text STOP to five five five five five, or text \"HELP\" to one two three four five."),
+    ("en", "Call ext. 204 or extension 2045.", "Call extension two zero four or extension two zero four five."),
+    ("en", "Send 55555 to me, go to 12345, text stop to 55555", "Send fifty-five thousand five hundred and fifty-five to me, go to twelve thousand three hundred and forty-five, text stop to fifty-five thousand five hundred and fifty-five"),
 ])
 def test_ids_are_read_digit_by_digit_and_counts_as_numbers(language, text, expected):
+    assert normalize(text, language).text == expected
+
+
+@pytest.mark.parametrize("language, text, expected", [
+    # three or four digits after capitals name a flight or a model: read in pairs, as English says them
+    ("en", "Flight UA1234 and AA100 land; BA2005 is late.", "Flight UA twelve thirty-four and AA one hundred land; BA twenty oh five is late."),
+    ("en", "The A380, an F150, a GTX1080, the RX7900, H264", "The A three eighty, an F one fifty, a GTX ten eighty, the RX seventy-nine hundred, H two sixty-four"),
+    ("en", "A1000, iOS17, SAVE20, COVID-19", "A one thousand, iOS seventeen, SAVE twenty, COVID nineteen"),  # lowercase or short: counts
+    ("es", "El vuelo UA1234", "El vuelo UA mil doscientos treinta y cuatro"),  # pairs are English
+    # a size with a four-digit side, as screens are said; smaller sizes are counts
+    ("en", "1920x1080, 1024x768 pixels, 3840×2160", "nineteen twenty by ten eighty, ten twenty-four by seven sixty-eight pixels, thirty-eight forty by twenty-one sixty"),
+    ("en", "1200x800 mm, 100x200 cm, 1000x2000", "twelve hundred by eight hundred millimeters, one hundred by two hundred centimeters, one thousand by two thousand"),
+    ("es", "1920x1080", "mil novecientos veinte por mil ochenta"),
+    # feet and inches, with the inch mark only
+    ("en", "He is 6'2\", she is 5′11″ and I'm 5'9\".", "He is six foot two, she is five foot eleven and I'm five foot nine."),
+    ("en", "It's 6'2 maybe, or 6' tall", "It's six' two maybe, or six' tall"),
+])
+def test_flight_and_model_numbers_sizes_and_heights(language, text, expected):
     assert normalize(text, language).text == expected
 
 
