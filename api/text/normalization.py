@@ -83,9 +83,9 @@ _LEAD = "\"'([{¿¡«“‘„‹"
 _TRAIL = "\"'.,;:!?)]}»”’›…"
 _SENTENCE_END = set(".!?…")
 
-_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN"}
-_CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN"}
-_SYM = r"US\$|R\$|MX\$|[$€£¥]"
+_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR"}
+_CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR"}
+_SYM = r"US\$|R\$|MX\$|[$€£¥₹]"
 # ",-" after a whole amount is the Dutch/German "no cents": "€5,-".
 _PREFIX_MONEY_RE = re.compile(
     rf"(?P<sign>[-\u2212])?(?P<sym>{_SYM})(?P<num>\d[\d.,]*?)(?:,--?)?(?P<scale>k|K|m|M|bn|b|B|mln|mld)?"
@@ -109,10 +109,10 @@ _ROUND_PLURALS = {"100s": "hundreds", "1000s": "thousands", "1000000s": "million
 _DECADE_RE = re.compile(r"’?(\d{3}0|\d0)s")  # "1990s", "90s", "’90s" (an apostrophe of elision)
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 # "~20", "~$20", "~5km", "+1"; "#1" ("#" before a number only: "#2024goals" is a hashtag)
-_SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+±]|\+/-)(?P<rest>[$€£¥]?\d\S*)")  # "±5%", "+/-5"
+_SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+±]|\+/-)(?P<rest>[$€£¥₹]?\d\S*)")  # "±5%", "+/-5"
 _NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*|[A-Z]{1,3}-?\d[A-Z\d-]*)")  # "#1", "#A12345", "#A-12345"
 # "50+", "1.5x", "2×", "$1M+" (an amount with its scale)
-_SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?|[$€£¥]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
+_SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?|[$€£¥₹]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
 # "1.2k", "2.5M", "3bn": a whole number before "k" or "M" is often a name ("401k", "4k TV", "a 5k race", "3M")
 _SCALED_RE = re.compile(r"(?P<num>\d+[.,]\d+)(?P<scale>k|M)|(?P<whole>\d[\d.,]*)(?P<bn>bn)")
 _HOURS_MINUTES_RE = re.compile(r"(?P<h>\d{1,3})h(?P<m>[0-5]?\d)(?P<unit>m|min)?")
@@ -126,7 +126,7 @@ _WHOLE_RATING_RE = re.compile(r"(?P<score>\d{1,3})/(?P<scale>\d{1,3})")  # "10/1
 _STARS = frozenset({"star", "stars", "estrella", "estrellas", "estrela", "estrelas", "ster", "sterren"})
 _FRACTION_OF = frozenset({"of", "de", "do", "da", "del", "van"})
 # "$9.99/month", "5€/kg", "20km/day": an amount, "/" and a word (_read_per)
-_PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥])?\d[\d.,]*(?P<suffix>[$€£¥]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
+_PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥₹])?\d[\d.,]*(?P<suffix>[$€£¥₹]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
 # a word after "/" is "per" it when lowercase ("month", "mes"): "3D/VR", "10/Jan", "101/B" are not
 _PER_WORD_RE = re.compile(r"[^\W\d_A-Z]{2,12}")
 _R = TypeVar("_R")  # what a guarded reader returns
@@ -874,6 +874,13 @@ class _TokenReader:
             unit = r.read_unit_name(UNIT_SYMBOLS[nxt.core])  # "3/4 mi": "three quarters of a mile"
             if unit is not None:
                 return f"{fraction} of {'an' if unit[0] in 'aeiou' or unit.startswith('hour') else 'a'} {unit}", 1
+        if r.fraction_of_word and fraction is not None and nxt is not None and not nxt.lead:
+            # "1/2 taza" -> "media taza", "1/4 kg" -> "un cuarto de kilogramo" (es, pt)
+            unit = r.read_unit_name(UNIT_SYMBOLS[nxt.core]) if nxt.core in UNIT_SYMBOLS else None
+            gender = r.noun_gender((unit or nxt.core).split()[0])
+            if gender is not None:
+                said = r.half_words[gender] if (a, b) == (1, 2) else f"{fraction} {r.fraction_of_word}"
+                return (f"{said} {unit}", 1) if unit else (said, 0)
         return fraction, 0
 
     def _read_scripts(self, i: int) -> tuple[Optional[str], int]:
@@ -958,6 +965,8 @@ class _TokenReader:
         if not before and consumed == 0 and (num := self.rules.parse_number(rest)) is not None:
             # "2x": the number counts the sign's word, so agrees with it ("duas vezes")
             said = self.rules.read_number(num, self.rules.noun_gender(sign) or "m")
+            if num == ParsedNumber("1", ""):
+                sign = self.rules.sign_singulars.get(sign, sign)  # "1x" -> "una vez"
         return (f"{sign} {said}".strip() if before else f"{said} {sign}"), consumed
 
     def _read_dimensions(self, i: int) -> tuple[Optional[str], int]:

@@ -28,6 +28,7 @@ class EnglishRules(LanguageRules):
         "JPY": CurrencyNames(("yen", "yen"), ("sen", "sen")),
         "BRL": CurrencyNames(("real", "reais"), ("centavo", "centavos")),
         "MXN": CurrencyNames(("peso", "pesos"), ("centavo", "centavos")),
+        "INR": CurrencyNames(("rupee", "rupees"), ("paisa", "paise")),
     }
     scale_words = {
         "k": ("thousand", "thousand"),

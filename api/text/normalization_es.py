@@ -49,6 +49,7 @@ class SpanishRules(LanguageRules):
         "JPY": CurrencyNames(("yen", "yenes"), ("sen", "sen")),
         "BRL": CurrencyNames(("real", "reales"), ("centavo", "centavos")),
         "MXN": CurrencyNames(("peso", "pesos"), ("centavo", "centavos")),
+        "INR": CurrencyNames(("rupia", "rupias"), ("paisa", "paisas"), unit_gender="f", cent_gender="f"),
     }
     scale_words = {
         "k": ("mil", "mil"),
@@ -65,6 +66,9 @@ class SpanishRules(LanguageRules):
                       5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("séptimo", "séptimos"),
                       8: ("octavo", "octavos"), 9: ("noveno", "novenos"), 10: ("décimo", "décimos")}
     and_a_half = "y medio"
+    half_words = {"m": "medio", "f": "media"}
+    fraction_of_word = "de"
+    sign_singulars = {"veces": "vez"}
     degree_sign_ordinal = True
     date_lead_words = frozenset({"el", "del", "al", "día", "desde", "hasta"})
     weekday_abbreviations = {
@@ -72,7 +76,7 @@ class SpanishRules(LanguageRules):
         "vie": "viernes", "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
     digits_lead_words = frozenset({"pin", "cp"})
-    last_digits_phrases = frozenset({"terminada en", "terminado en"})
+    last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en"})
     dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar"})
     dial_articles = frozenset({"al", "el"})
     copulas = frozenset({"es", "era"})

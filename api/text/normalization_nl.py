@@ -34,6 +34,7 @@ class DutchRules(LanguageRules):
         "JPY": CurrencyNames(("yen", "yen"), ("sen", "sen")),
         "BRL": CurrencyNames(("real", "reais"), ("centavo", "centavos")),
         "MXN": CurrencyNames(("peso", "peso"), ("centavo", "centavo")),
+        "INR": CurrencyNames(("roepie", "roepie"), ("paisa", "paise")),
     }
     scale_words = {
         "k": ("duizend", "duizend"),
@@ -58,7 +59,7 @@ class DutchRules(LanguageRules):
         "za": "zaterdag", "zo": "zondag",
     }
     digits_lead_words = frozenset({"pin", "pincode", "postcode"})
-    last_digits_phrases = frozenset({"eindigend op"})
+    last_digits_phrases = frozenset({"eindigend op", "eindigt op"})
     dial_words = frozenset({"bel", "belt", "bellen"})
     dial_articles = frozenset({"naar"})
     copulas = frozenset({"is", "was"})

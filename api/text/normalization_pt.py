@@ -47,6 +47,7 @@ class PortugueseRules(LanguageRules):
         "JPY": CurrencyNames(("iene", "ienes"), ("sen", "sen")),
         "BRL": CurrencyNames(("real", "reais"), ("centavo", "centavos")),
         "MXN": CurrencyNames(("peso", "pesos"), ("centavo", "centavos")),
+        "INR": CurrencyNames(("rupia", "rupias"), ("paisa", "paisas"), unit_gender="f", cent_gender="f"),
     }
     scale_words = {
         "k": ("mil", "mil"),
@@ -63,6 +64,9 @@ class PortugueseRules(LanguageRules):
                       5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("sétimo", "sétimos"),
                       8: ("oitavo", "oitavos"), 9: ("nono", "nonos"), 10: ("décimo", "décimos")}
     and_a_half = "e meio"
+    half_words = {"m": "meio", "f": "meia"}
+    fraction_of_word = "de"
+    sign_singulars = {"vezes": "vez"}
     degree_sign_ordinal = True
     date_lead_words = frozenset({"dia", "em", "até", "desde"})
     weekday_abbreviations = {
@@ -70,7 +74,7 @@ class PortugueseRules(LanguageRules):
         "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
     digits_lead_words = frozenset({"pin", "cep"})
-    last_digits_phrases = frozenset({"terminado em", "terminada em"})
+    last_digits_phrases = frozenset({"terminado em", "terminada em", "termina em", "acaba em"})
     dial_words = frozenset({"ligue", "liga", "ligar", "liguem", "disque", "disca", "discar"})
     dial_articles = frozenset({"para", "pro", "pra", "o"})
     copulas = frozenset({"é", "era"})

@@ -303,6 +303,12 @@ class LanguageRules:
     # denominator (2 to 10) -> (singular, plural) of its fraction word: "un medio", "tres cuartos"
     fraction_names: dict[int, tuple[str, str]] = {}
     and_a_half = "and a half"  # "1½"
+    #: "1/2 taza" -> "media taza": a half of a noun, by the noun's gender (es, pt)
+    half_words: dict[str, str] = {}
+    #: "1/4 taza" -> "un cuarto de taza": the word between another fraction and its noun (es, pt)
+    fraction_of_word: Optional[str] = None
+    #: "1x" -> "una vez": the singular of a sign's word after one (es, pt)
+    sign_singulars: dict[str, str] = {}
 
     def read_fraction(self, numerator: int, denominator: int) -> Optional[str]:
         """"3/4" -> "tres cuartos" (``fraction_names``); None for a fraction it has no name for,

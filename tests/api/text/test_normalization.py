@@ -386,6 +386,27 @@ def test_flight_and_model_numbers_sizes_and_heights(language, text, expected):
     assert normalize(text, language).text == expected
 
 
+@pytest.mark.parametrize("language, text, expected", [
+    # a fraction of a noun agrees with it, "half" has no article, and a unit is named (es, pt)
+    ("es", "1/2 taza, 1/2 kg, 1/2 hora", "media taza, medio kilogramo, media hora"),
+    ("es", "1/4 lb, 3/4 de taza, 1/4 de hora", "un cuarto de libra, tres cuartos de taza, un cuarto de hora"),
+    ("pt", "1/2 xícara, 1/2 litro, 1/4 xícara", "meia xícara, meio litro, um quarto de xícara"),
+    ("es", "1/2 y 3/4, el 5/6", "un medio y tres cuartos, el cinco de junio"),  # no noun: as before
+    # "1x": one time, singular
+    ("es", "1x al día, 2x más", "una vez al día, dos veces más"),
+    ("pt", "1x por dia", "uma vez por dia"),
+    # the rupee
+    ("en", "₹1,250.50, 500 INR", "one thousand two hundred and fifty rupees and fifty paise, five hundred rupees"),
+    ("es", "₹500", "quinientas rupias"),
+    ("nl", "₹500", "vijfhonderd roepie"),
+    # a card's last four, said another way
+    ("es", "la tarjeta acaba en 4242", "la tarjeta acaba en cuatro dos cuatro dos"),
+    ("pt", "o cartão termina em 4242", "o cartão termina em quatro dois quatro dois"),
+])
+def test_spanish_and_portuguese_fractions_times_rupees_and_card_endings(language, text, expected):
+    assert normalize(text, language).text == expected
+
+
 def test_known_abbreviations_for_the_segmenter():
     abbr = known_abbreviations()
     assert abbr["dr."] is False and abbr["e.g."] is False and abbr["sra."] is False
