@@ -88,7 +88,7 @@ from api.lifecycle import Lifecycle
 from api.metrics import Metrics
 from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEvent, split_audio
 from api.protocol.requests import ProtocolError, WsCancelRequest, WsGenerationRequest, parse_ws_message
-from api.segment_timing import check_timing_request, timing_events, wants_timing
+from api.segment_timing import check_timing_request, segment_timing_events, wants_timing
 from api.synthesis import ContextDictionary, Segment, SynthesisService
 from api.text import TextBuffer
 from api.text.markup import MarkupState
@@ -416,11 +416,9 @@ class WsContext:
                 t_ready = await self._send_audio(units, t_ready, job.flush_id)
         t_ready = await self._send_audio(await asyncio.to_thread(sink.finish_units, section is None), t_ready, job.flush_id)
         self.samples_in += sink.samples_in
-        if wants_timing(cfg):  # a few ms of numpy and eSpeak: off the event loop
-            events = await asyncio.to_thread(timing_events, segment, pieces, service.sample_rate_hz, offset_s, cfg,
-                                             self.context_id, job.flush_id)
-            for event in events:
-                await self._send(event)
+        for event in await segment_timing_events(segment, pieces, service.sample_rate_hz, offset_s, cfg,
+                                                 self.context_id, job.flush_id):
+            await self._send(event)
 
     async def _send(self, event: ServerEvent) -> None:
         """Send one of this context's events. Nothing goes out once the context is cancelled

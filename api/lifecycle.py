@@ -273,9 +273,9 @@ async def warm_up(rt: "Runtime", lifecycle: Lifecycle) -> None:
             await asyncio.sleep(WARM_UP_RETRY_S)
             continue
         logger.info("warm-up: %d samples in %.2f s", samples, time.perf_counter() - t0)
-        from api.segment_timing import load_phonemizer
+        from api.segment_timing import warm_up_timing
 
-        await asyncio.to_thread(load_phonemizer)
+        await warm_up_timing()
         lifecycle.mark_ready()
 
 

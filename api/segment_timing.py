@@ -4,13 +4,17 @@
 ``phoneme_timestamps`` event (IPA phonemes, api/text/phonemes.py); both come after the segment's
 audio, estimated from it in one pass, with times from the start of the context's audio. A segment
 with nothing spoken (a pause, emoji) gets neither. ``timing_events`` costs a few milliseconds
-(voice activity over the segment's PCM, eSpeak for words not read before): the routes run it in a
-worker thread.
+(voice activity over the segment's PCM, eSpeak for words not read before), so the routes call
+``segment_timing_events``, which runs it on one thread of its own: off the event loop, and not in
+the default executor, whose pool grows a thread (and a malloc arena, tens of MB of RSS) whenever
+every thread is busy.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Protocol
 
 import numpy as np
@@ -22,9 +26,19 @@ from api.text.normalization import reading_language
 from api.text.phonemes import phoneme_timestamps, phonemizer
 from api.text.timestamps import spoken_word_timestamps, tokens_timestamps
 
-__all__ = ["TimingRequest", "check_timing_request", "load_phonemizer", "timing_events", "wants_timing"]
+__all__ = [
+    "TimingRequest",
+    "check_timing_request",
+    "load_phonemizer",
+    "segment_timing_events",
+    "timing_events",
+    "wants_timing",
+    "warm_up_timing",
+]
 
 logger = logging.getLogger(__name__)
+
+_TIMING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gepard-timing")
 
 
 class TimingRequest(Protocol):
@@ -44,9 +58,15 @@ def wants_timing(req: TimingRequest) -> bool:
     return bool(req.add_timestamps or req.add_phoneme_timestamps)
 
 
+async def warm_up_timing() -> None:
+    """Start the timing thread and load eSpeak NG on it (the gateway's warm-up), so neither waits
+    for the first request that asks for timing."""
+    await asyncio.get_running_loop().run_in_executor(_TIMING_THREAD, load_phonemizer)
+
+
 def load_phonemizer() -> None:
-    """Load eSpeak NG now (the warm-up calls this in a thread), so the first request asking for
-    phonemes does not wait for it; a WARNING when it cannot be loaded (those requests get 501)."""
+    """Load eSpeak NG now, so the first request asking for phonemes does not wait for it; a
+    WARNING when it cannot be loaded (those requests get 501)."""
     try:
         phonemizer().check(DEFAULT_LANGUAGE)
     except PhonemesUnavailableError as exc:
@@ -87,3 +107,19 @@ def timing_events(
             events.append(PhonemeTimestampsEvent(phonemes=list(said.phonemes), start_s=list(said.start),
                                                  end_s=list(said.end), context_id=context_id, flush_id=flush_id))
     return events
+
+
+async def segment_timing_events(
+    segment: Segment,
+    pieces: list[np.ndarray],
+    sample_rate_hz: int,
+    offset_s: float,
+    req: TimingRequest,
+    context_id: Optional[str],
+    flush_id: Optional[int] = None,
+) -> list[ServerEvent]:
+    """``timing_events`` on the timing thread; no thread hop when ``req`` asked for none."""
+    if not wants_timing(req):
+        return []
+    return await asyncio.get_running_loop().run_in_executor(
+        _TIMING_THREAD, timing_events, segment, pieces, sample_rate_hz, offset_s, req, context_id, flush_id)

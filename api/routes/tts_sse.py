@@ -20,7 +20,7 @@ from api.errors import error_event
 from api.protocol.events import ChunkEvent, DoneEvent, split_audio, sse_frame
 from api.protocol.requests import parse_tts_request
 from api.routes._common import note_mid_stream_failure, primed, read_body, runtime_of, since_start, start_request
-from api.segment_timing import check_timing_request, timing_events, wants_timing
+from api.segment_timing import check_timing_request, segment_timing_events, wants_timing
 
 
 async def endpoint(request: Request) -> Response:
@@ -61,10 +61,8 @@ async def endpoint(request: Request) -> Response:
                 for piece in (p for unit in units for p in split_audio(unit, width, cid)):
                     yield sse_frame(ChunkEvent(piece, step_time_ms=(now - since) * 1000.0, context_id=cid))
                 since = now
-                if wants_timing(req):  # a few ms of numpy and eSpeak: off the event loop
-                    for event in await asyncio.to_thread(timing_events, segment, pieces, svc.sample_rate_hz,
-                                                         offset_s, req, cid):
-                        yield sse_frame(event)
+                for event in await segment_timing_events(segment, pieces, svc.sample_rate_hz, offset_s, req, cid):
+                    yield sse_frame(event)
             tail = await asyncio.to_thread(sink.finish_units)
             for piece in (p for unit in tail for p in split_audio(unit, width, cid)):
                 yield sse_frame(ChunkEvent(piece, step_time_ms=0.0, context_id=cid))
