@@ -17,9 +17,10 @@ words: "$5" is "five dollars"), read by eSpeak NG, and each word's estimated spa
 
 eSpeak NG (GPL-3.0-or-later) is loaded at run time from the ``espeakng-loader`` wheel, which bundles
 the library and its data for every language (about 20 MB); a system ``libespeak-ng`` is the fallback.
-Its state (the current voice) is global to the process, so every call holds one lock and chooses
-its voice again (~60 µs); a word costs ~15 µs more, and readings are cached (a segment's words
-already read cost ~0.1 ms in all).
+Its state (the current voice) is global to the process, so every call holds one lock, and the voice
+is chosen again only when it changes (~60 µs, and a small leak inside eSpeak each time); a word
+costs ~15 µs, readings are cached (a segment's words already read cost ~0.1 ms in all), and eSpeak
+never sees more than 32 characters at once (longer words crash eSpeak NG 1.52).
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ _VOWELS = set("aeiouyɑɐɒæɛɜɝəɚɘɵɞʌɔɪʊʏøœɤɯɨʉɶᵻ")
 _VOWEL_WEIGHT, _LONG_VOWEL_WEIGHT, _CONSONANT_WEIGHT = 1.6, 2.0, 1.0
 _CACHE_SIZE = 16384
 _ESPEAK_LOCK = threading.Lock()  # eSpeak's state is the library's, shared by every Phonemizer
+_espeak_voice: Optional[str] = None  # the voice eSpeak is on (under the lock); None: unknown
+# eSpeak NG 1.52 overflows buffers on some long words ("s'" * 68, "a." * 193: the process dies);
+# fuzzing found no crash in words of at most 40 characters, so it is given at most this many at once
+_MAX_PIECE = 32
+# symbols (emoji among them), modifier symbols, format and private-use characters, and combining
+# enclosing marks (keycaps): nothing Gepard says
+_UNSAID_CATEGORIES = frozenset({"So", "Sk", "Cf", "Co", "Me"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +136,10 @@ class Phonemizer:
         lib.espeak_TextToPhonemes.restype = ctypes.c_char_p
         lib.espeak_TextToPhonemes.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int]
         path = data_dir.encode() if data_dir else None
+        global _espeak_voice
         with _ESPEAK_LOCK:
             rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, path, _INITIALIZE_DONT_EXIT)
+            _espeak_voice = None  # initialising chose eSpeak's default voice
         if rate <= 0:
             raise PhonemesUnavailableError(f"eSpeak NG found no data (library {library_path}, data {data_dir})")
         self._lib = lib
@@ -191,8 +201,11 @@ class Phonemizer:
 
     def _select(self, voice: str) -> bool:
         """Make ``voice`` eSpeak's current one (its locale's, else its language's); False if it has
-        neither. Chosen again for every reading: another Phonemizer, or a failed choice, may have
-        left eSpeak on another voice."""
+        neither. Only a change calls eSpeak: each choice leaks ~1.3 KB in it (a copy of the voice
+        queued for audio that phonemisation never reads)."""
+        global _espeak_voice
+        if _espeak_voice == voice:
+            return True
         if self._known.get(voice) is False:
             return False
         candidates = [voice] if "-" not in voice else [voice, voice.split("-")[0]]
@@ -200,11 +213,19 @@ class Phonemizer:
             props = _VoiceProperties(languages=code.encode())
             if self._lib.espeak_SetVoiceByProperties(ctypes.byref(props)) == 0:
                 self._known[voice] = True
+                _espeak_voice = voice
                 return True
         self._known[voice] = False
+        _espeak_voice = None  # a failed choice may leave eSpeak on some other voice
         return False
 
     def _read(self, text: str) -> tuple[str, ...]:
+        out: list[str] = []
+        for start in range(0, len(text), _MAX_PIECE):  # a longer word in pieces (see _MAX_PIECE)
+            out.extend(self._read_piece(text[start:start + _MAX_PIECE]))
+        return tuple(out)
+
+    def _read_piece(self, text: str) -> list[str]:
         # a lone surrogate (JSON allows "\ud800") has no UTF-8 form and no sound: left out
         buffer = ctypes.create_string_buffer(text.encode("utf-8", errors="ignore"))
         cursor = ctypes.c_void_p(ctypes.addressof(buffer))
@@ -213,7 +234,7 @@ class Phonemizer:
             clause = self._lib.espeak_TextToPhonemes(ctypes.byref(cursor), _CHARS_UTF8, _IPA_MODE)
             if clause:
                 out.extend(_split(clause.decode("utf-8", errors="replace")))
-        return tuple(out)
+        return out
 
 
 def _split(ipa: str) -> list[str]:
@@ -231,8 +252,10 @@ def _split(ipa: str) -> list[str]:
 
 def _sayable(word: str) -> str:
     """What eSpeak is given of a spoken word: the word without punctuation at its ends ("world," ->
-    "world"; "don't" stays), or "" for one with no letter or digit. eSpeak would name an emoji
-    ("grinning face") that Gepard does not say (api/text/speech.py)."""
+    "world"; "don't" stays) and without symbols, emoji and invisible marks ("Thanks🙏" -> "Thanks"),
+    or "" for one with no letter or digit: eSpeak would name an emoji ("folded hands") that Gepard
+    does not say (api/text/speech.py)."""
+    word = "".join(ch for ch in word if unicodedata.category(ch) not in _UNSAID_CATEGORIES)
     start, end = 0, len(word)
     while start < end and unicodedata.category(word[start]).startswith("P"):
         start += 1

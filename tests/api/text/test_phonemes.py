@@ -55,6 +55,9 @@ def test_a_word_with_nothing_to_say_has_no_phonemes(reader):
     assert reader.word("...", "en") == () and reader.word("—", "en") == ()
     assert reader.word("😀", "en") == ()  # eSpeak would say "grinning face"; Gepard reads no emoji
     assert reader.word("\u200b", "en") == ()
+    # an emoji glued to a word is not read by name ("folded hands", "white heavy check mark")
+    assert reader.word("Thanks🙏", "en") == reader.word("Thanks", "en")
+    assert reader.word("Done✅.", "en") == reader.word("done", "en")
 
 
 def test_odd_text_is_read_without_failing(reader):
@@ -62,6 +65,39 @@ def test_odd_text_is_read_without_failing(reader):
     assert reader.word("a\x00b", "en") == ("eɪ",)  # a NUL ends the C string
     assert reader.word("<speak>", "en") == ("s", "p", "iː", "k")  # no SSML: plain text
     assert len(reader.word("x" * 5000, "en")) > 500  # one long word, as long as a transcript may be
+
+
+@pytest.mark.parametrize("word", ["s'" * 68, "a." * 193, "é." * 200, "abcdefghijklmnopqrstuvwxyz." * 8])
+def test_words_that_overflow_espeaks_buffers_are_read_in_pieces(reader, word):
+    """eSpeak NG 1.52 ends the process on these (buffer overflow, stack smashing) when given whole:
+    a client's text must never reach it so."""
+    assert reader.word(word, "en")
+
+
+class _CountingLib:
+    def __init__(self, lib) -> None:
+        self._lib, self.voice_choices = lib, 0
+
+    def espeak_SetVoiceByProperties(self, props):
+        self.voice_choices += 1
+        return self._lib.espeak_SetVoiceByProperties(props)
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+
+def test_the_voice_is_chosen_only_when_it_changes():
+    """Each choice leaks a little inside eSpeak: words read in one language choose its voice once."""
+    reader = Phonemizer()
+    reader._cache = _Forgetful()
+    counting = reader._lib = _CountingLib(reader._lib)
+    for word in ("one", "two", "three", "four"):
+        reader.word(word, "en")
+    assert counting.voice_choices == 1
+    reader.word("centro", "es")
+    reader.word("ciudad", "es")
+    assert counting.voice_choices == 2
+    assert reader.word("danger", "en") == ("d", "eɪ", "n", "dʒ", "ɚ") and counting.voice_choices == 3
 
 
 def test_languages_espeak_lacks_are_refused_with_their_code(reader):
