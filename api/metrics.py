@@ -12,10 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from api.errors import describe_error
 from api.stream_timing import StreamReport
+from api.text.phonemes import restart_counts
 from codec_worker.batching import DecodeBatchEvent
 from engine.stats import EngineStats, StepEvent
 from voices.store import STORE_OPS
@@ -61,6 +64,19 @@ def route_label(scope: Mapping[str, Any]) -> str:
         if path == start or path.startswith(start + "/"):
             return label
     return "other"
+
+
+class _PhonemizerRestarts(Collector):
+    """eSpeak NG processes replaced, read from api.text.phonemes at scrape time (it is process-wide,
+    and shared by every app in the process)."""
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        family = CounterMetricFamily("gepard_phonemizer_restarts", "eSpeak NG processes (phoneme timestamps) "
+                                     "replaced, by reason: crash (it died), hang (no answer in 10 s, killed), "
+                                     "recycle (its leak bound)", labels=["reason"])
+        for reason, count in restart_counts().items():
+            family.add_metric([reason], count)
+        yield family
 
 
 class Metrics:
@@ -130,6 +146,8 @@ class Metrics:
                                      ["op"], buckets=_STORE_BUCKETS, registry=r)
         self.voice_cache = Counter("gepard_voice_cache_requests_total", "Speaker-prompt cache lookups of stored "
                                    "voices, by result (hit|miss)", ["result"], registry=r)
+        # Phonemes (api.text.phonemes): the eSpeak NG child process, counted by the process, read here
+        r.register(_PhonemizerRestarts())
         # every label value exists from the start (0), so dashboards and rate() see the series before traffic
         for route in ROUTES:
             for metric in (self.stream_rtf, self.stream_underrun, self.underrun_total):

@@ -4,7 +4,7 @@
 ``phoneme_timestamps`` event (IPA phonemes, api/text/phonemes.py); both come after the segment's
 audio, estimated from it in one pass, with times from the start of the context's audio. A segment
 with nothing spoken (a pause, emoji) gets neither. ``timing_events`` costs a few milliseconds
-(voice activity over the segment's PCM, eSpeak for words not read before), so the routes call
+(voice activity over the segment's PCM, eSpeak's process for words not read before), so the routes call
 ``segment_timing_events``, which runs it on one thread of its own: off the event loop, and not in
 the default executor, whose pool grows a thread (and a malloc arena, tens of MB of RSS) whenever
 every thread is busy.
@@ -75,7 +75,8 @@ def load_phonemizer() -> None:
 
 def check_timing_request(req: TimingRequest) -> None:
     """Before any audio: phonemes need eSpeak NG (501 ``phonemes_unavailable``) and a voice of it for
-    the language the text is read in (400 ``unsupported_language``)."""
+    the language the text is read in (400 ``unsupported_language``). On the event loop: once eSpeak
+    has started (the warm-up starts it) or failed to, this is a lookup, with no call to eSpeak."""
     if req.add_phoneme_timestamps:
         phonemizer().check(reading_language(req.effective_language or DEFAULT_LANGUAGE, req.normalization))
 
@@ -102,7 +103,13 @@ def timing_events(
             events.append(TimestampsEvent(words=list(words.words), start_s=list(words.start), end_s=list(words.end),
                                           context_id=context_id, flush_id=flush_id))
     if req.add_phoneme_timestamps:
-        said = phoneme_timestamps(spoken, segment.normalized.language or DEFAULT_LANGUAGE, phonemizer())
+        try:
+            said = phoneme_timestamps(spoken, segment.normalized.language or DEFAULT_LANGUAGE, phonemizer())
+        except PhonemesUnavailableError as exc:
+            # eSpeak's process died and no new one starts: the audio already accepted goes on, only
+            # this segment's phonemes are missing (new requests asking for them get 501)
+            logger.warning("phonemes: none for a segment of context %s: %s", context_id, exc)
+            return events
         if said.phonemes:
             events.append(PhonemeTimestampsEvent(phonemes=list(said.phonemes), start_s=list(said.start),
                                                  end_s=list(said.end), context_id=context_id, flush_id=flush_id))

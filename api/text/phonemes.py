@@ -10,64 +10,67 @@ words: "$5" is "five dollars"), read by eSpeak NG, and each word's estimated spa
   stay on their vowel ("iː"). The language is the one the segment was read in (the request's
   ``language``/``locale``, or the locale given as ``normalization``); a bare code takes the dialect
   of Gepard's voices (en: en-US, es: Latin American, pt: Brazilian), a locale its own where eSpeak
-  has it (en-GB, es-ES, pt-PT), else its language's.
+  lists it (en-GB, es-MX, pt-PT), else the nearest it has (en-AU: British, en-CA: American, es-AR:
+  Latin American, es-ES: Castilian, pt-AO: European), else its language's. Choosing a language is
+  a lookup in the list eSpeak gave at its start: it never calls eSpeak, so the event loop may ask.
 - **Times.** A word's span goes to its phonemes by weight: a vowel 1.6, a long one (``ː``) 2.0, a
   consonant 1.0 (vowels carry most of a syllable's length). The phonemes of a word tile its span
   exactly, in order; a word with no span gives its phonemes none (start = end).
 
-eSpeak NG (GPL-3.0-or-later) is loaded at run time from the ``espeakng-loader`` wheel, which bundles
-the library and its data for every language (about 20 MB); a system ``libespeak-ng`` is the fallback.
-Its state (the current voice) is global to the process, so every call holds one lock, and the voice
-is chosen again only when it changes (~60 µs, and a small leak inside eSpeak each time); a word
-costs ~15 µs, readings are cached (a segment's words already read cost ~0.1 ms in all), and eSpeak
-never sees more than 32 characters at once (longer words crash eSpeak NG 1.52).
+eSpeak NG (GPL-3.0-or-later, from the ``espeakng-loader`` wheel, else the system's library) runs in
+a child process (api/text/espeak.py): it is C with global state and buffer overflows on odd words,
+and a crash there must cost a restart, never the server. When the process dies or does not answer
+within 10 s, it is restarted and the words it was reading are read again one at a time, so only a
+word that kills it gets no phonemes (and is remembered, so it is not tried again); a call restarts
+it at most 3 times. Each voice change leaks ~1.3 KB inside eSpeak, so the process is also replaced
+after 20,000 of them. Readings are cached here (a segment's words already read cost ~0.1 ms in
+all); the rest cost one round trip (~25 µs) and ~15 µs a word.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import atexit
 import logging
-import os
 import threading
+import time
 import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Optional, Sequence
 
 from api.text.errors import PhonemesUnavailableError, UnsupportedPhonemeLanguageError
+from api.text.espeak import EspeakUnavailable
+from api.text.espeak_process import EspeakProcess, EspeakProcessLost
 from api.text.speech import has_speech
 from api.text.timestamps import WordTimestamps
 
 __all__ = [
     "PhonemeTimestamps",
     "Phonemizer",
+    "close_phonemizer",
     "phoneme_timestamps",
     "phonemizer",
+    "restart_counts",
 ]
 
 logger = logging.getLogger(__name__)
 
 # A bare language code speaks as Gepard's voices do (en-US, es-MX, pt-BR, nl-NL).
 _DIALECT_OF = {"en": "en-us", "es": "es-419", "pt": "pt-br"}
-_STRESS = str.maketrans("", "", "ˈˌ")
-_SEPARATOR = "_"
-_IPA_MODE = 0x02 | (ord(_SEPARATOR) << 8)  # espeakPHONEMES_IPA, phonemes separated by "_"
-_CHARS_UTF8 = 1
-_AUDIO_OUTPUT_SYNCHRONOUS = 2
-_INITIALIZE_DONT_EXIT = 0x8000  # a data error returns -1 instead of ending the process
+# A locale eSpeak does not list reads in the dialect nearest it, not in eSpeak's own fallback (its
+# language's first voice: British English for en-CA, Castilian for es-AR).
+_BRITISH_ENGLISH_REGIONS = frozenset({"gb", "uk", "ie", "au", "nz", "za", "in", "sg", "hk", "mt", "ke", "ng", "gi"})
 _VOWELS = set("aeiouyɑɐɒæɛɜɝəɚɘɵɞʌɔɪʊʏøœɤɯɨʉɶᵻ")
 _VOWEL_WEIGHT, _LONG_VOWEL_WEIGHT, _CONSONANT_WEIGHT = 1.6, 2.0, 1.0
 _CACHE_SIZE = 16384
-_ESPEAK_LOCK = threading.Lock()  # eSpeak's state is the library's, shared by every Phonemizer
-_espeak_voice: Optional[str] = None  # the voice eSpeak is on (under the lock); None: unknown
-# eSpeak NG 1.52 overflows buffers on some long words ("s'" * 68, "a." * 193: the process dies);
-# fuzzing found no crash in words of at most 40 characters, so it is given at most this many at once
-_MAX_PIECE = 32
-# symbols (emoji among them), modifier symbols, format and private-use characters, and combining
-# enclosing marks (keycaps): nothing Gepard says
-_UNSAID_CATEGORIES = frozenset({"So", "Sk", "Cf", "Co", "Me"})
+_REQUEST_TIMEOUT_S = 10.0  # a segment's words take milliseconds; this is a hang
+_RESTARTS_PER_CALL = 3  # a segment of words that each kill eSpeak costs at most this many restarts
+_RECYCLE_AFTER = 20_000  # voice changes (~1.3 KB leaked in eSpeak each) before a fresh process
+_RETRY_UNAVAILABLE_S = 60.0  # a process that could not start is tried again after this long
+# symbols (emoji among them), modifier symbols, format and private-use characters, combining
+# enclosing marks (keycaps) and lone surrogates: nothing Gepard says
+_UNSAID_CATEGORIES = frozenset({"So", "Sk", "Cf", "Co", "Cs", "Me"})
+_RESTARTS = {"crash": 0, "hang": 0, "recycle": 0}  # every Phonemizer's, for /metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,78 +91,60 @@ class PhonemeTimestamps:
         return len(self.phonemes)
 
 
-class _VoiceProperties(ctypes.Structure):
-    """eSpeak's ``espeak_VOICE``: a voice is chosen by its ``languages`` field."""
-
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("languages", ctypes.c_char_p),
-        ("identifier", ctypes.c_char_p),
-        ("gender", ctypes.c_ubyte),
-        ("age", ctypes.c_ubyte),
-        ("variant", ctypes.c_ubyte),
-        ("xx1", ctypes.c_ubyte),
-        ("score", ctypes.c_int),
-        ("spare", ctypes.c_void_p),
-    ]
+def restart_counts() -> dict[str, int]:
+    """eSpeak processes replaced so far in this process, by reason: crash (it died), hang (it did
+    not answer in time and was killed), recycle (its leak bound)."""
+    return dict(_RESTARTS)
 
 
-def _library_paths() -> tuple[str, Optional[str]]:
-    """(libespeak-ng, the directory holding ``espeak-ng-data``) from the wheel, else the system's."""
-    try:
-        import espeakng_loader
-    except ImportError:
-        found = ctypes.util.find_library("espeak-ng")
-        if found is None:
-            raise PhonemesUnavailableError(
-                "phoneme timestamps need eSpeak NG: install the espeakng-loader wheel (./run.sh setup does) "
-                "or the system's libespeak-ng"
-            ) from None
-        return found, None
-    return espeakng_loader.get_library_path(), os.path.dirname(espeakng_loader.get_data_path())
+def espeak_voice(language: str, voices: frozenset[str]) -> Optional[str]:
+    """The eSpeak language code ``language`` (a request's language or locale) is read with, among
+    the codes eSpeak lists (``voices``); None when it has no voice for its language."""
+    code = language.strip().lower().replace("_", "-")
+    if code in _DIALECT_OF:
+        return _DIALECT_OF[code]
+    if code in voices:
+        return code
+    base, *subtags = code.split("-")
+    if base not in voices:
+        return None
+    # the region: the first two-letter or three-digit subtag ("zh-hant-tw": tw, "es-419": 419)
+    region = next((t for t in subtags if (len(t) == 2 and t.isalpha()) or (len(t) == 3 and t.isdigit())), "")
+    if base == "en":
+        return "en-gb" if region in _BRITISH_ENGLISH_REGIONS else "en-us"
+    if base == "es":
+        return "es" if region == "es" else "es-419"
+    if base == "pt":
+        return "pt-br" if region in ("br", "") else "pt"
+    return base
 
 
 class Phonemizer:
-    """Words to IPA phonemes through eSpeak NG (see the module docstring)."""
+    """Words to IPA phonemes through eSpeak NG in a child process (see the module docstring)."""
 
-    def __init__(self, library_path: Optional[str] = None, data_dir: Optional[str] = None) -> None:
-        if library_path is None:
-            library_path, data_dir = _library_paths()
-        try:
-            lib = ctypes.CDLL(library_path)
-        except OSError as exc:
-            raise PhonemesUnavailableError(f"eSpeak NG did not load from {library_path}: {exc}") from exc
-        lib.espeak_Initialize.restype = ctypes.c_int
-        lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-        lib.espeak_SetVoiceByProperties.restype = ctypes.c_int
-        lib.espeak_SetVoiceByProperties.argtypes = [ctypes.POINTER(_VoiceProperties)]
-        lib.espeak_TextToPhonemes.restype = ctypes.c_char_p
-        lib.espeak_TextToPhonemes.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int]
-        path = data_dir.encode() if data_dir else None
-        global _espeak_voice
-        with _ESPEAK_LOCK:
-            rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, path, _INITIALIZE_DONT_EXIT)
-            _espeak_voice = None  # initialising chose eSpeak's default voice
-        if rate <= 0:
-            raise PhonemesUnavailableError(f"eSpeak NG found no data (library {library_path}, data {data_dir})")
-        self._lib = lib
-        self._known: dict[str, bool] = {}  # language code -> whether eSpeak has a voice for it
+    def __init__(self, library_path: Optional[str] = None, *, piece: Optional[int] = None,
+                 request_timeout_s: float = _REQUEST_TIMEOUT_S, recycle_after: int = _RECYCLE_AFTER) -> None:
+        self._start = (library_path, piece)
+        self._request_timeout_s = request_timeout_s
+        self._recycle_after = recycle_after
+        self._lock = threading.Lock()  # one request at a time on the pipes; guards the cache
+        self._process: Optional[EspeakProcess] = self._spawn()
+        self.voices = self._process.voices
         self._cache: OrderedDict[tuple[str, str], tuple[str, ...]] = OrderedDict()
 
-    @staticmethod
-    def voice_for(language: str) -> str:
-        """The eSpeak language code a request's language or locale is read with."""
-        code = language.strip().lower().replace("_", "-")
-        return _DIALECT_OF.get(code, code)
+    @property
+    def pid(self) -> Optional[int]:
+        """The eSpeak process's pid (None while there is none: its restart failed)."""
+        process = self._process
+        return process.pid if process is not None else None
+
+    def voice_for(self, language: str) -> Optional[str]:
+        """The eSpeak language code a request's language or locale is read with (None: no voice)."""
+        return espeak_voice(language, self.voices)
 
     def supports(self, language: str) -> bool:
         """Whether eSpeak NG has a voice for ``language`` (its locale's, or its language's)."""
-        voice = self.voice_for(language)
-        known = self._known.get(voice)  # answered before: no wait for the lock (the event loop asks)
-        if known is not None:
-            return known
-        with _ESPEAK_LOCK:
-            return self._select(voice)
+        return self.voice_for(language) is not None
 
     def check(self, language: str) -> None:
         """UnsupportedPhonemeLanguageError unless ``supports(language)``."""
@@ -172,82 +157,94 @@ class Phonemizer:
         return self.words([word], language)[0]
 
     def words(self, words: Sequence[str], language: str) -> list[tuple[str, ...]]:
-        """The phonemes of each word, as ``word`` gives them, eSpeak's voice chosen once for all."""
+        """The phonemes of each word, as ``word`` gives them, in one request for those not cached.
+        PhonemesUnavailableError if the eSpeak process is gone and cannot be started again."""
         voice = self.voice_for(language)
+        if voice is None:
+            raise UnsupportedPhonemeLanguageError(language)
         texts = [_sayable(w) for w in words]
-        out: list[tuple[str, ...]] = []
-        selected = False
-        with _ESPEAK_LOCK:
-            for text in texts:
-                key = (voice, text)
-                cached = self._cache.get(key) if text else ()
-                if cached is not None:
-                    if text:
-                        self._cache.move_to_end(key)
-                    out.append(cached)
-                    continue
-                if not selected:
-                    if not self._select(voice):
-                        raise UnsupportedPhonemeLanguageError(language)
-                    selected = True
-                phonemes = self._read(text)
-                self._cache[key] = phonemes
-                if len(self._cache) > _CACHE_SIZE:
-                    self._cache.popitem(last=False)
-                out.append(phonemes)
-        return out
+        with self._lock:
+            found = [self._cached(voice, text) for text in texts]
+            missing = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
+            read = self._read(voice, missing) if missing else {}
+        return [f if f is not None else read.get(t, ()) for t, f in zip(texts, found)]
 
-    # --- eSpeak calls, under the lock ----------------------------------------------------------
+    def close(self) -> None:
+        """End the eSpeak process (a later call starts another)."""
+        with self._lock:
+            if self._process is not None:
+                self._process.close()
+                self._process = None
 
-    def _select(self, voice: str) -> bool:
-        """Make ``voice`` eSpeak's current one (its locale's, else its language's); False if it has
-        neither. Only a change calls eSpeak: each choice leaks ~1.3 KB in it (a copy of the voice
-        queued for audio that phonemisation never reads)."""
-        global _espeak_voice
-        if _espeak_voice == voice:
-            return True
-        if self._known.get(voice) is False:
-            return False
-        candidates = [voice] if "-" not in voice else [voice, voice.split("-")[0]]
-        for code in candidates:
-            props = _VoiceProperties(languages=code.encode())
-            if self._lib.espeak_SetVoiceByProperties(ctypes.byref(props)) == 0:
-                self._known[voice] = True
-                _espeak_voice = voice
-                return True
-        self._known[voice] = False
-        _espeak_voice = None  # a failed choice may leave eSpeak on some other voice
-        return False
+    # --- under the lock ------------------------------------------------------------------------
 
-    def _read(self, text: str) -> tuple[str, ...]:
-        out: list[str] = []
-        for start in range(0, len(text), _MAX_PIECE):  # a longer word in pieces (see _MAX_PIECE)
-            out.extend(self._read_piece(text[start:start + _MAX_PIECE]))
-        return tuple(out)
+    def _cached(self, voice: str, text: str) -> Optional[tuple[str, ...]]:
+        if not text:
+            return ()
+        key = (voice, text)
+        phonemes = self._cache.get(key)
+        if phonemes is not None:
+            self._cache.move_to_end(key)
+        return phonemes
 
-    def _read_piece(self, text: str) -> list[str]:
-        # a lone surrogate (JSON allows "\ud800") has no UTF-8 form and no sound: left out
-        buffer = ctypes.create_string_buffer(text.encode("utf-8", errors="ignore"))
-        cursor = ctypes.c_void_p(ctypes.addressof(buffer))
-        out: list[str] = []
-        while cursor.value:  # one clause a call; eSpeak moves the cursor on, to NULL at the end
-            clause = self._lib.espeak_TextToPhonemes(ctypes.byref(cursor), _CHARS_UTF8, _IPA_MODE)
-            if clause:
-                out.extend(_split(clause.decode("utf-8", errors="replace")))
-        return out
+    def _remember(self, voice: str, text: str, phonemes: tuple[str, ...]) -> None:
+        self._cache[(voice, text)] = phonemes
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
 
+    def _read(self, voice: str, texts: list[str]) -> dict[str, tuple[str, ...]]:
+        """``texts`` read by the process; after a loss, one at a time, so that only a text that kills
+        it goes without phonemes (remembered as none, not tried again)."""
+        try:
+            return self._ask(voice, texts)
+        except EspeakProcessLost as lost:
+            self._replace(lost.reason, str(lost))
+        read: dict[str, tuple[str, ...]] = {}
+        restarts_left = _RESTARTS_PER_CALL - 1
+        for text in texts:
+            if restarts_left == 0:
+                break  # the rest get no phonemes this time, and are not remembered so
+            try:
+                read.update(self._ask(voice, [text]))
+            except EspeakProcessLost as lost:
+                logger.warning("phonemes: a word of %d characters (language %s) stops eSpeak NG; it gets no "
+                               "phonemes", len(text), voice)
+                self._remember(voice, text, ())
+                read[text] = ()
+                self._replace(lost.reason, str(lost))
+                restarts_left -= 1
+        return read
 
-def _split(ipa: str) -> list[str]:
-    """eSpeak's "h_ə_l_ˈoʊ w_ˈɜː_l_d" -> h, ə, l, oʊ, w, ɜː, l, d (no stress, no "(en)" marks)."""
-    phonemes = []
-    for item in ipa.replace(" ", _SEPARATOR).split(_SEPARATOR):
-        while "(" in item and ")" in item:  # a language switch: "(en)" before a foreign word
-            start = item.index("(")
-            item = item[:start] + item[item.index(")", start) + 1:]
-        item = item.translate(_STRESS).strip()
-        if item:
-            phonemes.append(item)
-    return phonemes
+    def _ask(self, voice: str, texts: list[str]) -> dict[str, tuple[str, ...]]:
+        if self._process is None:
+            self._process = self._spawn()
+        reading = self._process.read(voice, texts, self._request_timeout_s)
+        if reading.phonemes is None:  # listed at its start, so only a damaged install gets here
+            raise UnsupportedPhonemeLanguageError(voice)
+        for text, phonemes in zip(texts, reading.phonemes):
+            self._remember(voice, text, phonemes)
+        if reading.voice_changes >= self._recycle_after:
+            try:
+                self._replace("recycle", f"chose {reading.voice_changes} voices")
+            except PhonemesUnavailableError:
+                pass  # these texts are read; the next call tries to start one again
+        return dict(zip(texts, reading.phonemes))
+
+    def _replace(self, reason: str, why: str) -> None:
+        """A fresh process for one lost (or recycled); PhonemesUnavailableError if it cannot start."""
+        _RESTARTS[reason] += 1
+        old, self._process = self._process, None
+        if old is not None:
+            old.close()
+        log = logger.info if reason == "recycle" else logger.warning
+        log("phonemes: eSpeak NG process replaced (%s): %s", reason, why)
+        self._process = self._spawn()
+
+    def _spawn(self) -> EspeakProcess:
+        try:
+            return EspeakProcess(*self._start)
+        except EspeakUnavailable as exc:
+            raise PhonemesUnavailableError(str(exc)) from exc
 
 
 def _sayable(word: str) -> str:
@@ -297,9 +294,38 @@ def phoneme_timestamps(words: WordTimestamps, language: str, reader: "Phonemizer
     return PhonemeTimestamps(tuple(phonemes), tuple(starts), tuple(ends))
 
 
-@lru_cache(maxsize=1)
+_shared: Optional[Phonemizer] = None
+_shared_failure: Optional[tuple[float, str]] = None  # (when, why) the last start failed
+_shared_lock = threading.Lock()
+
+
 def phonemizer() -> Phonemizer:
-    """The process's phonemizer, loaded at its first use (PhonemesUnavailableError if it cannot be)."""
-    reader = Phonemizer()
-    logger.info("phonemes: eSpeak NG loaded")
-    return reader
+    """The process's phonemizer, started at its first use. PhonemesUnavailableError if it cannot
+    be; that answer is kept for a minute, so requests asking meanwhile do not each try again."""
+    global _shared, _shared_failure
+    reader = _shared
+    if reader is not None:
+        return reader
+    with _shared_lock:
+        if _shared is not None:
+            return _shared
+        if _shared_failure is not None and time.monotonic() - _shared_failure[0] < _RETRY_UNAVAILABLE_S:
+            raise PhonemesUnavailableError(_shared_failure[1])
+        try:
+            _shared = Phonemizer()
+        except PhonemesUnavailableError as exc:
+            _shared_failure = (time.monotonic(), str(exc))
+            raise
+        _shared_failure = None
+        logger.info("phonemes: eSpeak NG started (pid %s, %d languages)", _shared.pid, len(_shared.voices))
+        return _shared
+
+
+@atexit.register
+def close_phonemizer() -> None:
+    """End the shared phonemizer's eSpeak process (the gateway's shutdown, and at exit)."""
+    global _shared
+    with _shared_lock:
+        reader, _shared = _shared, None
+    if reader is not None:
+        reader.close()

@@ -5,6 +5,8 @@ spoken, in the request's language, inside their words' spans; refusals come befo
 from __future__ import annotations
 
 import base64
+import os
+import signal
 
 import httpx
 import pytest
@@ -143,6 +145,25 @@ def test_the_sdk_reads_phoneme_timestamps_on_sse_and_websocket(gateway, default_
     assert ws_events[-1].type == "done"
     said = [p for e in ws_events if e.type == "phoneme_timestamps" for p in e.phoneme_timestamps.phonemes]
     assert said == spoken_phonemes("Good morning.")
+
+
+async def test_espeak_dying_costs_a_restart_not_the_server(gateway, default_voice_id):
+    """eSpeak NG runs in a child process: killed (as a crash or the OOM killer would), the server
+    goes on, the next request gets its phonemes from a new process, and /metrics counts it."""
+    from tests.api.test_metrics import scrape, value
+
+    crashes = value(scrape(gateway.url), "gepard_phonemizer_restarts_total", reason="crash")
+    first = phonemizer().pid
+    os.kill(first, signal.SIGKILL)
+    events = sse_events(gateway, sse_body(default_voice_id, "Still speaking.", add_phoneme_timestamps=True))
+    assert events[-1]["type"] == "done" and phoneme_lists(events)[0] == spoken_phonemes("Still speaking.")
+    os.kill(phonemizer().pid, signal.SIGKILL)  # again, under a WebSocket context this time
+    async with connect(gateway.ws_url + "/tts/websocket") as ws:
+        await send(ws, gen("after", "Good night.", default_voice_id, add_phoneme_timestamps=True, cont=False))
+        msgs = await read_until_terminal(ws, ["after"])
+    assert msgs[-1]["type"] == "done" and phoneme_lists(msgs)[0] == spoken_phonemes("Good night.")
+    assert phonemizer().pid not in (first, None)
+    assert value(scrape(gateway.url), "gepard_phonemizer_restarts_total", reason="crash") == crashes + 2
 
 
 def _no_espeak():

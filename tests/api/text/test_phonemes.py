@@ -1,11 +1,14 @@
-"""Phonemes of spoken words through the real eSpeak NG (the espeakng-loader wheel), and their times
-shared out of each word's span."""
+"""Phonemes of spoken words through the real eSpeak NG (the espeakng-loader wheel) in its child
+process, and their times shared out of each word's span."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from collections import OrderedDict
-
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
@@ -18,7 +21,10 @@ from api.segment_timing import timing_events
 from api.synthesis import Segment
 from api.text import normalize
 from api.text.errors import PhonemesUnavailableError, UnsupportedPhonemeLanguageError
-from api.text.phonemes import Phonemizer, _split, _tile, phoneme_timestamps, phonemizer
+import api.text.phonemes
+from api.text.espeak import split_ipa
+from api.text.espeak_process import EspeakProcess
+from api.text.phonemes import Phonemizer, _tile, espeak_voice, phoneme_timestamps, phonemizer, restart_counts
 from api.text.timestamps import WordTimestamps
 
 
@@ -47,8 +53,8 @@ def test_no_stress_marks_and_no_language_switch_marks(reader):
     # eSpeak writes "ˈ"/"ˌ" and, for Latin text in a language of another script, "(en)" ... "(ru)"
     latin_in_russian = reader.word("hello", "ru")
     assert latin_in_russian and all("(" not in p and "ˈ" not in p and "ˌ" not in p for p in latin_in_russian)
-    assert _split("(en)_ˈəʊ_l_a_(cmn)_") == ["əʊ", "l", "a"]
-    assert _split("h_ə_l_ˈoʊ w_ˈɜː_l_d") == ["h", "ə", "l", "oʊ", "w", "ɜː", "l", "d"]
+    assert split_ipa("(en)_ˈəʊ_l_a_(cmn)_") == ["əʊ", "l", "a"]
+    assert split_ipa("h_ə_l_ˈoʊ w_ˈɜː_l_d") == ["h", "ə", "l", "oʊ", "w", "ɜː", "l", "d"]
 
 
 def test_a_word_with_nothing_to_say_has_no_phonemes(reader):
@@ -74,41 +80,49 @@ def test_words_that_overflow_espeaks_buffers_are_read_in_pieces(reader, word):
     assert reader.word(word, "en")
 
 
-class _CountingLib:
-    def __init__(self, lib) -> None:
-        self._lib, self.voice_choices = lib, 0
-
-    def espeak_SetVoiceByProperties(self, props):
-        self.voice_choices += 1
-        return self._lib.espeak_SetVoiceByProperties(props)
-
-    def __getattr__(self, name):
-        return getattr(self._lib, name)
-
-
 def test_the_voice_is_chosen_only_when_it_changes():
-    """Each choice leaks a little inside eSpeak: words read in one language choose its voice once."""
-    reader = Phonemizer()
-    reader._cache = _Forgetful()
-    counting = reader._lib = _CountingLib(reader._lib)
-    for word in ("one", "two", "three", "four"):
-        reader.word(word, "en")
-    assert counting.voice_choices == 1
-    reader.word("centro", "es")
-    reader.word("ciudad", "es")
-    assert counting.voice_choices == 2
-    assert reader.word("danger", "en") == ("d", "eɪ", "n", "dʒ", "ɚ") and counting.voice_choices == 3
+    """Each choice leaks a little inside eSpeak: words read in one language choose its voice once
+    (the process counts its choices, which is what recycling it goes by)."""
+    process = EspeakProcess()
+    try:
+        changes = [process.read("en-us", [word], 10).voice_changes for word in ("one", "two", "three")]
+        assert changes == [1, 1, 1]
+        assert [process.read("es-419", [w], 10).voice_changes for w in ("centro", "ciudad")] == [2, 2]
+        danger = process.read("en-us", ["danger"], 10)
+        assert danger.phonemes == [("d", "eɪ", "n", "dʒ", "ɚ")] and danger.voice_changes == 3
+        assert process.read("xx", ["a"], 10).phonemes is None  # no voice: no reading, and it is still there
+        assert process.read("en-us", ["one"], 10).phonemes == [("w", "ʌ", "n")]
+    finally:
+        process.close()
+
+
+@pytest.mark.parametrize("language, voice", [
+    ("en", "en-us"), ("EN_us", "en-us"), ("en-GB", "en-gb"), ("en-AU", "en-gb"), ("en-IN", "en-gb"),
+    ("en-CA", "en-us"),  # eSpeak lists no en-CA; its own fallback would be British
+    ("es", "es-419"), ("es-MX", "es-mx"), ("es-AR", "es-419"), ("es-ES", "es"), ("es-419", "es-419"),
+    ("pt", "pt-br"), ("pt-BR", "pt-br"), ("pt-PT", "pt-pt"), ("pt-AO", "pt"),
+    ("fr-CA", "fr"), ("nl-BE", "nl"), ("zh-Hant-TW", "zh"), ("de", "de"),
+    ("tl", None), ("xx", None), ("", None), ("-", None),
+])
+def test_a_locale_reads_in_its_dialect_else_the_nearest_eSpeak_has(reader, language, voice):
+    assert espeak_voice(language, reader.voices) == voice
+
+
+def test_unlisted_locales_read_in_the_nearest_dialect(reader):
+    assert reader.word("centro", "es-AR") == reader.word("centro", "es")  # Latin American, not Castilian
+    assert "θ" in reader.word("centro", "es-ES")
+    assert reader.word("hello", "en-AU") == reader.word("hello", "en-GB")
 
 
 def test_languages_espeak_lacks_are_refused_with_their_code(reader):
     assert reader.supports("en") and reader.supports("nl-BE") and reader.supports("EN_us")
+    assert reader.supports("ja-JP") and reader.supports("zh-CN")
     assert not reader.supports("tl") and not reader.supports("xx")
     with pytest.raises(UnsupportedPhonemeLanguageError) as info:
         reader.word("kumusta", "tl")
     assert "'tl'" in str(info.value) and "add_phoneme_timestamps" in str(info.value)
     body = error_body(info.value, "req-1")
     assert body["error_code"] == "unsupported_language"
-    # a refused language leaves eSpeak on some other voice: the next word must still be English
     assert reader.word("danger", "en") == ("d", "eɪ", "n", "dʒ", "ɚ")
 
 
@@ -118,6 +132,116 @@ def test_a_missing_library_is_phonemes_unavailable():
     assert "/nonexistent/libespeak-ng.so" in str(info.value)
     assert error_body(info.value, "req-1")["error_code"] == "phonemes_unavailable"
     assert error_response(info.value, "req-1").status_code == 501
+
+
+def test_a_phonemizer_that_cannot_start_is_not_tried_again_for_a_minute(monkeypatch):
+    """Requests asking for phonemes on an install without eSpeak get 501 from a lookup, not each from
+    a new attempt to start it (check_timing_request runs on the event loop)."""
+    starts: list[int] = []
+
+    def missing(*args, **kwargs):
+        starts.append(1)
+        return Phonemizer(*args, library_path="/nonexistent/libespeak-ng.so", **kwargs)
+
+    monkeypatch.setattr(api.text.phonemes, "_shared", None)
+    monkeypatch.setattr(api.text.phonemes, "_shared_failure", None)
+    monkeypatch.setattr(api.text.phonemes, "Phonemizer", missing)
+    for _ in range(3):
+        with pytest.raises(PhonemesUnavailableError, match="/nonexistent/libespeak-ng.so"):
+            phonemizer()
+    assert len(starts) == 1
+    monkeypatch.setattr(api.text.phonemes, "_RETRY_UNAVAILABLE_S", 0.0)  # a minute later
+    with pytest.raises(PhonemesUnavailableError):
+        phonemizer()
+    assert len(starts) == 2
+
+
+# --- the process: a crash or a hang of eSpeak costs a restart, never the caller ------------------
+
+
+@pytest.fixture
+def own_reader():
+    reader = Phonemizer(request_timeout_s=2.0)
+    yield reader
+    reader.close()
+
+
+def test_a_killed_espeak_process_is_replaced_and_the_words_are_read(own_reader):
+    own_reader.word("before", "en")
+    pid, crashes = own_reader.pid, restart_counts()["crash"]
+    os.kill(pid, signal.SIGKILL)
+    assert own_reader.words(["danger", "ahead"], "en") == [("d", "eɪ", "n", "dʒ", "ɚ"), ("ɐ", "h", "ɛ", "d")]
+    assert own_reader.pid != pid and restart_counts()["crash"] == crashes + 1
+
+
+def test_a_stuck_espeak_process_is_killed_at_the_deadline_and_replaced(own_reader):
+    own_reader.word("before", "en")
+    pid, hangs = own_reader.pid, restart_counts()["hang"]
+    os.kill(pid, signal.SIGSTOP)  # as if eSpeak looped forever
+    t0 = time.monotonic()
+    assert own_reader.word("danger", "en") == ("d", "eɪ", "n", "dʒ", "ɚ")
+    assert 2.0 <= time.monotonic() - t0 < 10.0
+    assert own_reader.pid != pid and restart_counts()["hang"] == hangs + 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped, not left stopped
+
+
+def test_a_word_that_kills_espeak_gets_no_phonemes_and_the_others_are_read(caplog):
+    """With eSpeak given whole words (no 32-character pieces), "s'" * 68 (135 characters once its end
+    quote is off) really overflows its buffer and the process dies: the caller still gets every other
+    word, and the killer is not tried again."""
+    reader = Phonemizer(piece=10_000)
+    try:
+        killer, crashes = "s'" * 68, restart_counts()["crash"]
+        with caplog.at_level("WARNING", logger="api.text.phonemes"):
+            got = reader.words(["one", killer, "two"], "en")
+        assert got == [("w", "ʌ", "n"), (), ("t", "uː")]
+        assert restart_counts()["crash"] == crashes + 2  # the batch, then the word alone
+        assert any("135 characters" in r.getMessage() and "no phonemes" in r.getMessage() for r in caplog.records)
+        assert all(killer not in r.getMessage() for r in caplog.records)  # no transcript in the log
+        assert any("buffer overflow" in r.getMessage() or "signal" in r.getMessage() for r in caplog.records)
+        pid = reader.pid
+        assert reader.words([killer, "three"], "en") == [(), ("θ", "ɹ", "iː")]
+        assert reader.pid == pid  # remembered: not tried again
+    finally:
+        reader.close()
+
+
+def test_a_call_restarts_espeak_at_most_three_times():
+    reader = Phonemizer(piece=10_000)
+    try:
+        killers = ["s'" * 68, "a." * 193, "s'" * 69, "a." * 194]
+        crashes = restart_counts()["crash"]
+        got = reader.words(killers + ["four"], "en")
+        assert restart_counts()["crash"] == crashes + 3
+        assert got[:2] == [(), ()] and got[2:] == [(), (), ()]  # the rest waits for another call
+        assert reader.word("four", "en") == ("f", "ɔːɹ")  # not remembered as having none
+    finally:
+        reader.close()
+
+
+def test_the_process_is_recycled_after_its_voice_changes(caplog):
+    reader = Phonemizer(recycle_after=3)
+    try:
+        recycled = restart_counts()["recycle"]
+        first = reader.pid
+        for word, language in [("one", "en"), ("centro", "es"), ("two", "en")]:
+            reader.word(word, language)
+        assert reader.pid != first and restart_counts()["recycle"] == recycled + 1
+        assert reader.word("three", "en") == ("θ", "ɹ", "iː") and reader.word("vezes", "pt") == ("v", "e", "z", "y", "s")
+    finally:
+        reader.close()
+
+
+def test_closing_ends_the_process():
+    reader = Phonemizer()
+    pid = reader.pid
+    reader.close()
+    assert reader.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert reader.word("again", "en") == ("ɐ", "ɡ", "ɛ", "n")  # a later call starts another
+    reader.close()
 
 
 class _Forgetful(OrderedDict):
@@ -146,6 +270,7 @@ def test_threads_reading_several_languages_get_the_serial_answers(reader):
         t.start()
     for t in threads:
         t.join()
+    forgetful.close()
     assert wrong == []
 
 
