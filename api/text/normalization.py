@@ -59,7 +59,7 @@ from api.text.normalization_es import SpanishRules
 from api.text.normalization_nl import DutchRules
 from api.text.normalization_pt import PortugueseRules
 from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumber
-from api.text.normalization_scripts import read_scripts
+from api.text.normalization_scripts import fraction_character, read_scripts
 from api.text.normalization_units import ATTACHED_ONLY, STANDALONE, UNIT_SYMBOLS, attached_unit, number_range
 from api.text.normalization_web import read_address
 
@@ -103,6 +103,7 @@ _COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")  # "+34" before a phone number's gro
 _BARE_HOUR_RE = re.compile(r"1[0-2]|0?[1-9]")  # an hour of a 12-hour clock, "2" in "2-3pm"
 _MERIDIEM_TOKENS = {"am": "am", "pm": "pm", "a.m": "am", "p.m": "pm", "a.m.": "am", "p.m.": "pm"}
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
+_DAY_MONTH_RE = re.compile(r"(\d{1,2})-(\d{1,2})")
 _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
 _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
 _ROUND_PLURALS = {"100s": "hundreds", "1000s": "thousands", "1000000s": "millions"}  # English
@@ -388,6 +389,7 @@ class _TokenReader:
             self._read_scripts,
             self._read_signed,
             self._read_dimensions,
+            self._read_sum,
             self._read_compound_measure,
             self._read_mixed,
         ):
@@ -641,6 +643,15 @@ class _TokenReader:
     def _read_date(self, i: int) -> tuple[Optional[str], int]:
         r, core = self.rules, self.tokens[i].core
         m = _ISO_DATE_RE.fullmatch(core)
+        prev = self.tokens[i - 1] if i > 0 else None
+        if (not m and prev is not None and not prev.trail and prev.core.lower() in r.dash_date_lead_words
+                and (day_month := _DAY_MONTH_RE.fullmatch(core))):
+            day, month = int(day_month.group(1)), int(day_month.group(2))  # "op 15-12": a date, not a range
+            try:
+                datetime.date(2000, month, day)
+            except ValueError:
+                return None, 0
+            return r.read_date(None, month, day), 0
         if m:
             year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
         else:
@@ -834,6 +845,15 @@ class _TokenReader:
         verb = self._word_back(i, r.dial_articles)  # "call 911", "llama al 112", "ligue para o 190"
         return not core.endswith("00") and verb is not None and self.tokens[verb].core.lower() in r.dial_words
 
+    def _said_before(self, i: int, words: str) -> bool:
+        """Whether ``words`` ("más de") are the words right before token ``i``, with nothing but
+        spaces between: "más de 50+" says them once."""
+        said = words.split()
+        if i < len(said):
+            return False
+        before = self.tokens[i - len(said):i]
+        return not any(t.trail for t in before) and [t.core.lower() for t in before] == said
+
     def _word_back(self, i: int, between: frozenset[str]) -> Optional[int]:
         """The index of the word before token ``i``, past at most two of ``between`` with
         nothing but spaces around them; None at the start of the text."""
@@ -859,32 +879,49 @@ class _TokenReader:
             return None, 0
         a, b = int(m.group(1)), int(m.group(2))
         prev = self.tokens[i - 1] if i > 0 else None
-        if prev is not None and not prev.trail and prev.core.lower() in r.date_lead_words:
+        nxt = self._next(i) if not self.tokens[i].trail else None
+        of_a_unit = nxt is not None and not nxt.lead and self._is_unit_word(nxt.core)  # "el 1/2 litro"
+        if prev is not None and not prev.trail and prev.core.lower() in r.date_lead_words and not of_a_unit:
             month, day = (a, b) if r.date_order == "mdy" else (b, a)
             try:
                 datetime.date(2000, month, day)  # a leap year: "29/2" is a day
             except ValueError:
                 return None, 0
             return r.read_date(None, month, day), 0
-        nxt = self._next(i) if not self.tokens[i].trail else None
         if _is_score(a, b, nxt):
             return None, 0  # "10/10", "9/10 dentists": out of ten (``_read_rating``)
+        return self._fraction_of(i, a, b)
+
+    def _fraction_of(self, i: int, a: int, b: int) -> tuple[Optional[str], int]:
+        """The fraction a/b written at token ``i`` ("3/4", "¾"), with the noun or unit after it
+        when the language says them together (``LanguageRules.fraction_before``): "1/2 taza" ->
+        "media taza", "¼ kg" -> "un cuarto de kilogramo", "3/4 mi" -> "three quarters of a mile"."""
+        r = self.rules
         fraction = r.read_fraction(a, b)
-        if r.code == "en" and fraction is not None and nxt is not None and not nxt.lead and nxt.core in UNIT_SYMBOLS:
-            unit = r.read_unit_name(UNIT_SYMBOLS[nxt.core])  # "3/4 mi": "three quarters of a mile"
-            if unit is not None:
-                return f"{fraction} of {'an' if unit[0] in 'aeiou' or unit.startswith('hour') else 'a'} {unit}", 1
-        if r.fraction_of_word and fraction is not None and nxt is not None and not nxt.lead:
-            # "1/2 taza" -> "media taza", "1/4 kg" -> "un cuarto de kilogramo" (es, pt)
-            unit = r.read_unit_name(UNIT_SYMBOLS[nxt.core]) if nxt.core in UNIT_SYMBOLS else None
-            gender = r.noun_gender((unit or nxt.core).split()[0])
-            if gender is not None:
-                said = r.half_words[gender] if (a, b) == (1, 2) else f"{fraction} {r.fraction_of_word}"
-                return (f"{said} {unit}", 1) if unit else (said, 0)
-        return fraction, 0
+        nxt = self._next(i) if not self.tokens[i].trail else None
+        if fraction is None or nxt is None or nxt.lead:
+            return fraction, 0
+        unit = r.read_unit_name(UNIT_SYMBOLS[nxt.core]) if nxt.core in UNIT_SYMBOLS else None
+        # a unit written as a word is a unit too ("1/2 hour" -> "half an hour"), and stays as written
+        of_a_unit = unit is not None or self._is_unit_word(nxt.core)
+        said = r.fraction_before(a, b, unit or nxt.core, of_a_unit)
+        if said is None:
+            return fraction, 0
+        return (f"{said} {unit}", 1) if unit else (said, 0)
+
+    def _is_unit_word(self, core: str) -> bool:
+        """A unit's symbol or one of its names in this language ("kg", "litro", "tazas" is not)."""
+        if core in UNIT_SYMBOLS:
+            return True
+        word = core.lower()
+        return any(word in (names.one, names.many) for names in self.rules.units.values())
 
     def _read_scripts(self, i: int) -> tuple[Optional[str], int]:
-        """"x²", "10³", "H₂O", "½" (api/text/normalization_scripts.py)."""
+        """"x²", "10³", "H₂O", "½" (api/text/normalization_scripts.py); a fraction character
+        alone is a fraction as "1/2" is, with its noun or unit ("½ taza" -> "media taza")."""
+        parts = fraction_character(self.tokens[i].core)
+        if parts is not None:
+            return self._fraction_of(i, *parts)
         return read_scripts(self.tokens[i].core, self.rules), 0
 
     def _read_scaled(self, i: int) -> tuple[Optional[str], int]:
@@ -895,9 +932,16 @@ class _TokenReader:
         core = self.tokens[i].core
         if m := _SCALED_RE.fullmatch(core):
             return self._scaled(m.group("num") or m.group("whole"), m.group("scale") or m.group("bn")), 0
-        if m := _SCALED_PLUS_RE.fullmatch(core):  # "1M+" -> "one million plus"
+        if m := _SCALED_PLUS_RE.fullmatch(core):  # "1M+" -> "one million plus", "más de un millón"
             said = self._scaled(m.group("num"), m.group("scale"))
-            return (f"{said} {self.rules.symbol_words['+']}" if said else None), 0
+            if said is None:
+                return None, 0
+            more_than = self.rules.more_than_words
+            if not more_than:
+                return f"{said} {self.rules.symbol_words['+']}", 0
+            if self._noun_after(i) is not None:  # "1M+ usuarios" -> "más de un millón de usuarios"
+                said += " " + self.rules.scale_connector(m.group("scale").lower()).strip()
+            return (said if self._said_before(i, more_than) else f"{more_than} {said}").strip(), 0
         return None, 0
 
     def _scaled(self, written: str, scale: str) -> Optional[str]:
@@ -962,6 +1006,12 @@ class _TokenReader:
             self.tokens[i] = tok
         if said is None:
             return None, 0  # no rule read it: the token is left to the mixed reading
+        more_than = self.rules.more_than_words
+        if not before and m.group("sign") == "+" and more_than:
+            # "50+ personas" -> "más de cincuenta personas", agreeing with the noun ("21+ casas")
+            if consumed == 0 and (num := self.rules.parse_number(rest)) is not None:
+                said = self.rules.read_number(num, self._noun_after(i) or "m", before_noun=True)
+            return (said if self._said_before(i, more_than) else f"{more_than} {said}"), consumed
         if not before and consumed == 0 and (num := self.rules.parse_number(rest)) is not None:
             # "2x": the number counts the sign's word, so agrees with it ("duas vezes")
             said = self.rules.read_number(num, self.rules.noun_gender(sign) or "m")
@@ -989,6 +1039,23 @@ class _TokenReader:
             if last is not None:
                 said[-1], consumed = last, 1
         return f" {_BY_WORD[r.code]} ".join(said), consumed
+
+    def _read_sum(self, i: int) -> tuple[Optional[str], int]:
+        """Sums written without spaces: "2+2=4" -> "two plus two equals four", "1+1" (spaced,
+        each sign is a token of its own, read between its terms by ``_read``)."""
+        core = self.tokens[i].core
+        if not _SUM_RE.fullmatch(core):
+            return None, 0
+        words = []
+        for piece in re.split(r"([+=])", core):
+            if piece in ("+", "="):
+                words.append(self.rules.symbol_words[piece])
+                continue
+            num = self.rules.parse_number(piece)
+            if num is None:
+                return None, 0
+            words.append(self.rules.read_number(num))
+        return " ".join(words), 0
 
     def _read_compound_measure(self, i: int) -> tuple[Optional[str], int]:
         """A number and a unit joined by a dash, an English adjective: "a 30-min call" -> "a
@@ -1193,6 +1260,8 @@ _RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}
 _BY_WORD = {"en": "by", "es": "por", "pt": "por", "nl": "bij"}  # "3x4": dimensions
 # "30-min", "5-km": a unit of two letters or more ("4-H" is a name)
 _COMPOUND_MEASURE_RE = re.compile(r"(?P<num>\d+(?:\.\d+)?)-(?P<unit>[A-Za-z]{2,3})")
+# "2+2=4", "1+1": numbers joined by "+" and "=" with no spaces (a phone's "+34" has none before it)
+_SUM_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[+=]\d+(?:[.,]\d+)?)+")
 _DIMENSIONS_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[x×]\d+(?:[.,]\d+)?)+")
 # Words between two numbers that count the same noun: "1 o 2 personas", "1 a 3 semanas", "1 ou 2".
 _NUMBER_LINKS = frozenset({"o", "u", "y", "e", "a", "ou"})

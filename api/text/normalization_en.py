@@ -182,6 +182,17 @@ class EnglishRules(LanguageRules):
     def read_meridiem(self, meridiem: str) -> Optional[str]:
         return "a m" if meridiem == "am" else "p m"
 
+    def fraction_before(self, numerator: int, denominator: int, noun: str, unit: bool) -> Optional[str]:
+        """A part of a unit: "3/4 mi" -> "three quarters of a mile", "1/2 h" -> "half an hour", "1/4
+        lb" -> "a quarter of a pound". Not of other nouns: English cannot tell one ("1/2 price")."""
+        fraction = self.read_fraction(numerator, denominator)
+        if not unit or fraction is None:
+            return None
+        article = "an" if noun[0] in "aeiou" or noun.startswith("hour") else "a"
+        if numerator == 1:
+            return f"half {article}" if denominator == 2 else f"a {fraction.split()[-1]} of {article}"
+        return f"{fraction} of {article}"
+
     def read_fraction(self, numerator: int, denominator: int) -> Optional[str]:
         if not (0 < numerator < denominator <= 10):
             return None

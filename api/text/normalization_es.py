@@ -68,7 +68,9 @@ class SpanishRules(LanguageRules):
     and_a_half = "y medio"
     half_words = {"m": "medio", "f": "media"}
     fraction_of_word = "de"
+    part_nouns = frozenset({"parte", "partes"})
     sign_singulars = {"veces": "vez"}
+    more_than_words = "más de"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"el", "del", "al", "día", "desde", "hasta"})
     weekday_abbreviations = {

@@ -53,7 +53,10 @@ class DutchRules(LanguageRules):
         2: "half", 3: "derde", 4: "kwart", 5: "vijfde", 6: "zesde", 7: "zevende", 8: "achtste", 9: "negende",
         10: "tiende"}.items()}  # "twee derde", "drie kwart"
     and_a_half = "en een half"
+    # units that are het-words: "een half uur", "een half pond" (and "een halve liter")
+    neuter_units = frozenset({"uur", "pond", "ons", "jaar"})
     date_lead_words = frozenset({"op", "tot", "vanaf"})
+    dash_date_lead_words = frozenset({"op", "vanaf"})  # "tot 10-12 personen" is a range
     weekday_abbreviations = {
         "ma": "maandag", "di": "dinsdag", "wo": "woensdag", "do": "donderdag", "vr": "vrijdag",
         "za": "zaterdag", "zo": "zondag",
@@ -117,6 +120,16 @@ class DutchRules(LanguageRules):
         "mln.": Abbreviation("miljoen"),
         "mld.": Abbreviation("miljard"),
     }
+
+    def fraction_before(self, numerator: int, denominator: int, noun: str, unit: bool) -> Optional[str]:
+        """A part of a unit, said before its singular: "1/4 kg" -> "een kwart kilogram", "3/4 l" ->
+        "drie kwart liter", "1/2 l" -> "een halve liter" ("een half uur")."""
+        fraction = self.read_fraction(numerator, denominator)
+        if not unit or fraction is None:
+            return None
+        if (numerator, denominator) == (1, 2):
+            return "een half" if noun.split()[-1] in self.neuter_units else "een halve"
+        return f"een {fraction.split()[-1]}" if numerator == 1 else fraction
 
     def read_year(self, year: int) -> str:
         return spell(year, "nl", "year") if 1000 <= year <= 2099 else self.cardinal(year)

@@ -66,7 +66,9 @@ class PortugueseRules(LanguageRules):
     and_a_half = "e meio"
     half_words = {"m": "meio", "f": "meia"}
     fraction_of_word = "de"
+    part_nouns = frozenset({"parte", "partes"})
     sign_singulars = {"vezes": "vez"}
+    more_than_words = "mais de"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"dia", "em", "até", "desde"})
     weekday_abbreviations = {

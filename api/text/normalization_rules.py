@@ -281,6 +281,8 @@ class LanguageRules:
     degree_sign_ordinal = False
     # "el 5/6", "on 5/6": after these words d/m (m/d in English) is a date, not a fraction
     date_lead_words: frozenset[str] = frozenset()
+    #: words after which a day and month joined by a dash are a date ("op 15-12"), not a range
+    dash_date_lead_words: frozenset[str] = frozenset()
     #: Words after which a 5-digit number is a postal code, read digit by digit (en: US states).
     postcode_lead_words: frozenset[str] = frozenset()
     #: Words (lowercase) after which a number of three digits or more is read digit by digit:
@@ -307,8 +309,28 @@ class LanguageRules:
     half_words: dict[str, str] = {}
     #: "1/4 taza" -> "un cuarto de taza": the word between another fraction and its noun (es, pt)
     fraction_of_word: Optional[str] = None
+    #: "3/4 partes" -> "tres cuartas partes": nouns a fraction is said of with a feminine ordinal
+    part_nouns: frozenset[str] = frozenset()
     #: "1x" -> "una vez": the singular of a sign's word after one (es, pt)
     sign_singulars: dict[str, str] = {}
+    #: "50+ personas" -> "más de cincuenta personas": a "+" after a count is said before it (es, pt)
+    more_than_words: Optional[str] = None
+
+    def fraction_before(self, numerator: int, denominator: int, noun: str, unit: bool) -> Optional[str]:
+        """What a fraction is said as before the noun it is a part of ("1/2 taza" -> "media", "3/4
+        partes" -> "tres cuartas", "1/4 kg" -> "un cuarto de"); ``unit``: the noun is a unit's name,
+        said in the symbol's place. None: the fraction is read alone, and the noun as itself. This
+        is Spanish and Portuguese (``fraction_of_word``); English and Dutch have their own."""
+        fraction = self.read_fraction(numerator, denominator)
+        gender = self.noun_gender(noun.split()[0]) if self.fraction_of_word else None
+        if fraction is None or gender is None:
+            return None
+        if (numerator, denominator) == (1, 2):
+            return self.half_words[gender]
+        if noun.lower() in self.part_nouns:
+            plural = "s" if numerator > 1 else ""
+            return f"{self.cardinal(numerator, 'f', before_noun=True)} {self.ordinal(denominator, 'f')}{plural}"
+        return f"{fraction} {self.fraction_of_word}"
 
     def read_fraction(self, numerator: int, denominator: int) -> Optional[str]:
         """"3/4" -> "tres cuartos" (``fraction_names``); None for a fraction it has no name for,

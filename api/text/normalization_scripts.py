@@ -24,7 +24,7 @@ from typing import Optional
 
 from api.text.normalization_rules import LanguageRules
 
-__all__ = ["read_scripts"]
+__all__ = ["fraction_character", "read_scripts"]
 
 _SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUBSCRIPTS = "₀₁₂₃₄₅₆₇₈₉"
@@ -53,6 +53,11 @@ def read_scripts(core: str, rules: LanguageRules) -> Optional[str]:
             return f"{whole} {rules.and_a_half}"  # "one and a half", "uno y medio"
         return f"{whole} {rules.ampersand_word} {fraction}"
     return None
+
+
+def fraction_character(core: str) -> Optional[tuple[int, int]]:
+    """"½" -> (1, 2); None for anything but one fraction character alone."""
+    return _fraction_parts(core) if len(core) == 1 and core in _FRACTIONS else None
 
 
 def _script_value(digits: str) -> int:

@@ -392,6 +392,23 @@ def test_flight_and_model_numbers_sizes_and_heights(language, text, expected):
     ("es", "1/4 lb, 3/4 de taza, 1/4 de hora", "un cuarto de libra, tres cuartos de taza, un cuarto de hora"),
     ("pt", "1/2 xícara, 1/2 litro, 1/4 xícara", "meia xícara, meio litro, um quarto de xícara"),
     ("es", "1/2 y 3/4, el 5/6", "un medio y tres cuartos, el cinco de junio"),  # no noun: as before
+    # a fraction character is a fraction as "1/2" is; a unit after a date's article makes it a fraction
+    ("es", "½ taza, ¾ de taza, el 1/2 kg", "media taza, tres cuartos de taza, el medio kilogramo"),
+    ("pt", "½ xícara, ¼ kg", "meia xícara, um quarto de quilograma"),
+    ("es", "3/4 partes, 1/3 parte, 2/3 partes", "tres cuartas partes, una tercera parte, dos terceras partes"),
+    ("pt", "3/4 partes", "três quartas partes"),
+    # a part of a unit in English and Dutch; of another noun, the fraction alone (no noun is known)
+    ("en", "½ mi, 1/4 hour, 1/2 price, ½ cup", "half a mile, a quarter of an hour, one half price, one half cup"),
+    ("nl", "1/2 kg, ½ l, 1/2 uur, 1/2 brood", "een halve kilogram, een halve liter, een half uur, één half brood"),
+    # "+" after a count: before it in Spanish and Portuguese, once
+    ("es", "más de 50+ personas, 10k+ seguidores", "más de cincuenta personas, más de diez mil seguidores"),
+    ("en", "50+ people, 1M+ users", "fifty plus people, one million plus users"),
+    # sums written without spaces
+    ("es", "2+2=4 y 1,5+1,5=3", "dos más dos igual a cuatro y uno coma cinco más uno coma cinco igual a tres"),
+    ("en", "+34 600", "plus thirty-four six hundred"),  # a sign before a number is no sum
+    # Dutch day and month with a dash after "op"/"vanaf"; a range elsewhere, and no 31 February
+    ("nl", "op 15-12, tot 10-12 personen, op 31-2", "op vijftien december, tot tien tot twaalf personen, "
+     "op eenendertig tot twee"),
     # "1x": one time, singular
     ("es", "1x al día, 2x más", "una vez al día, dos veces más"),
     ("pt", "1x por dia", "uma vez por dia"),

@@ -69,4 +69,5 @@ def test_the_gender_of_a_word(nouns, word, gender):
 
 def test_a_sign_after_a_number_that_takes_the_next_word_keeps_it():
     # "50+" reads "50" with what follows; agreement with the sign's word must not drop a unit
-    assert normalize("50+ km", "es").text == "cincuenta kilómetros más"
+    assert normalize("50+ km", "es").text == "más de cincuenta kilómetros"
+    assert normalize("50+ km", "en").text == "fifty kilometers plus"

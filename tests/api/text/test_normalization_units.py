@@ -49,7 +49,7 @@ READINGS = [
     ("en", "up to 1Gbps, a 100 Mbps plan", "up to one gigabit per second, a one hundred megabit per second plan"),
     ("nl", "100 Mbps", "honderd megabit per seconde"),
     # a fraction of a unit (English)
-    ("en", "1/4 lb, 3/4 mi, 1/2 h.", "one quarter of a pound, three quarters of a mile, one half of an hour."),
+    ("en", "1/4 lb, 3/4 mi, 1/2 h.", "a quarter of a pound, three quarters of a mile, half an hour."),
     # dimensions: "x" between numbers is "by", and a unit after them belongs to the last
     ("en", "The room is 3x4 meters, a 10x20 cm photo.", "The room is three by four meters, a ten by twenty centimeters photo."),
     ("en", "Dimensions: 1.5x2.5 m, 2×3×4", "Dimensions: one point five by two point five meters, two by three by four"),

@@ -38,7 +38,7 @@ READINGS = [
     ("en", "1.2k steps, 2.5M users, 3bn", "one point two thousand steps, two point five million users, three billion"),
     ("es", "1,5M de usuarios", "uno coma cinco millones de usuarios"),
     ("en", "1M+ users, 100k+ downloads, $1M+ raised", "one million plus users, one hundred thousand plus downloads, one million dollars plus raised"),
-    ("es", "10k+ seguidores", "diez mil más seguidores"),
+    ("es", "10k+ seguidores", "más de diez mil seguidores"),
     # after "a", before the word it describes, an amount is an adjective: its currency singular
     ("en", "a $20 gift card, an $8 fee, a 10 USD charge, a $5.5bn deal", "a twenty dollar gift card, an eight dollar fee, a ten dollar charge, a five point five billion dollar deal"),
     ("en", "a $20 or $30 fee, a $20.", "a twenty dollars or thirty dollars fee, a twenty dollars."),
