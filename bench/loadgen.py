@@ -243,6 +243,8 @@ class StreamRecord:
     flushes: int = 0
     text_chars: int = 0
     timestamps: bool = False
+    phonemes: bool = False  # asked for phoneme timestamps
+    phoneme_events: int = 0
 
     @property
     def refused(self) -> bool:
@@ -327,6 +329,7 @@ class LoadConfig:
     disconnect_rate: float = 0.02
     flush_rate: float = 0.3  # probability of a flush after a sentence (and before the end of input)
     timestamps_rate: float = 0.25
+    phonemes_rate: float = 0.0  # probability of add_phoneme_timestamps on a stream (lip-sync clients)
     max_buffer_delay_ms: Optional[int] = None  # None: not sent (the server's default)
     agents_per_socket: int = 1
     stream_timeout_s: float = 30.0  # an open stream with no message for this long fails
@@ -436,6 +439,8 @@ class LiveStream:
             self.chunk_times.append((t, dur, msg.get("flush_id")))
             rec.audio_s += dur
             rec.chunks += 1
+        elif kind == "phoneme_timestamps":
+            rec.phoneme_events += 1
         elif kind in ("done", "error"):
             rec.terminal_events += 1
             rec.outcome = kind
@@ -604,6 +609,7 @@ class Utterance:
     action: Optional[str]  # None | "cancel" | "disconnect"
     action_after_s: float  # from the start of the utterance (its first text is sent at once)
     timestamps: bool
+    phonemes: bool = False
 
 
 def plan_utterance(rng: random.Random, cfg: LoadConfig) -> Utterance:
@@ -619,7 +625,11 @@ def plan_utterance(rng: random.Random, cfg: LoadConfig) -> Utterance:
     flush_after = [rng.random() < cfg.flush_rate for _ in sentences]
     roll = rng.random()
     action = "cancel" if roll < cfg.cancel_rate else "disconnect" if roll < cfg.cancel_rate + cfg.disconnect_rate else None
-    return Utterance(sentences, flush_after, action, rng.uniform(0.05, 1.5), rng.random() < cfg.timestamps_rate)
+    action_after_s = rng.uniform(0.05, 1.5)
+    timestamps = rng.random() < cfg.timestamps_rate
+    # drawn only when asked for, so a seed's plans without phonemes stay what they were
+    phonemes = cfg.phonemes_rate > 0 and rng.random() < cfg.phonemes_rate
+    return Utterance(sentences, flush_after, action, action_after_s, timestamps, phonemes)
 
 
 class Agent:
@@ -659,6 +669,8 @@ class Agent:
                "language": self.cfg.language, "continue": True}
         if utt.timestamps:
             msg["add_timestamps"] = True
+        if utt.phonemes:
+            msg["add_phoneme_timestamps"] = True
         if self.cfg.max_buffer_delay_ms is not None:
             msg["max_buffer_delay_ms"] = self.cfg.max_buffer_delay_ms
         msg.update(extra)
@@ -695,7 +707,8 @@ class Agent:
 
     async def utterance(self, sock: Socket, utt: Utterance) -> Optional[StreamRecord]:
         cid = str(uuid.uuid4())
-        rec = StreamRecord(self.level, self.index, self.session.index, cid, timestamps=utt.timestamps)
+        rec = StreamRecord(self.level, self.index, self.session.index, cid, timestamps=utt.timestamps,
+                           phonemes=utt.phonemes)
         stream = LiveStream(rec, self.cfg, self.clock)
         if not sock.register(stream):
             return None  # closed meanwhile (another agent on it disconnected): the caller reopens
@@ -921,6 +934,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> tuple[LoadConfig, Option
     p.add_argument("--disconnect-rate", type=float, default=0.02)
     p.add_argument("--flush-rate", type=float, default=0.3)
     p.add_argument("--timestamps-rate", type=float, default=0.25)
+    p.add_argument("--phonemes-rate", type=float, default=0.0, help="share of streams asking for phoneme timestamps")
     p.add_argument("--max-buffer-delay-ms", type=int)
     p.add_argument("--agents-per-socket", type=int, default=1)
     p.add_argument("--stream-timeout", type=float, default=30.0)
@@ -933,7 +947,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> tuple[LoadConfig, Option
     levels = [int(x) for x in a.concurrency.split(",") if x.strip()]
     if not levels or min(levels) < 1:
         p.error("--concurrency needs positive integers, e.g. 1,8,32")
-    for name in ("cancel_rate", "disconnect_rate", "flush_rate", "timestamps_rate"):
+    for name in ("cancel_rate", "disconnect_rate", "flush_rate", "timestamps_rate", "phonemes_rate"):
         if not 0.0 <= getattr(a, name) <= 1.0:
             p.error(f"--{name.replace('_', '-')} must be within [0, 1]")
     if a.cancel_rate + a.disconnect_rate > 1.0:
@@ -946,6 +960,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> tuple[LoadConfig, Option
                       api_key=a.api_key, voice=a.voice, model_id=a.model_id, language=a.language,
                       encoding=a.encoding, sample_rate=a.sample_rate, cancel_rate=a.cancel_rate,
                       disconnect_rate=a.disconnect_rate, flush_rate=a.flush_rate, timestamps_rate=a.timestamps_rate,
+                      phonemes_rate=a.phonemes_rate,
                       max_buffer_delay_ms=a.max_buffer_delay_ms, agents_per_socket=a.agents_per_socket,
                       stream_timeout_s=a.stream_timeout, seed=a.seed), a.out, a.plot
 

@@ -11,6 +11,7 @@ import math
 import random
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from websockets.asyncio.server import serve
@@ -251,7 +252,10 @@ def test_websocket_url_from_any_base():
 def test_cli_checks_its_arguments(capsys):
     cfg, out, plot = parse_args(["--url", "ws://127.0.0.1:9", "--concurrency", "1,8", "--seed", "3"])
     assert cfg.concurrency == [1, 8] and cfg.seed == 3 and out is None and plot is None
-    for bad in (["--concurrency", "0"], ["--cancel-rate", "1.5"], ["--cancel-rate", "0.6", "--disconnect-rate", "0.6"]):
+    assert cfg.phonemes_rate == 0.0
+    assert parse_args(["--url", "ws://127.0.0.1:9", "--phonemes-rate", "0.5"])[0].phonemes_rate == 0.5
+    for bad in (["--concurrency", "0"], ["--cancel-rate", "1.5"], ["--cancel-rate", "0.6", "--disconnect-rate", "0.6"],
+                ["--phonemes-rate", "-0.1"]):
         with pytest.raises(SystemExit):
             parse_args(["--url", "ws://127.0.0.1:9", *bad])
 
@@ -268,6 +272,18 @@ def test_utterance_plan_pieces_and_rates():
     cancels = sum(p.action == "cancel" for p in plans) / len(plans)
     disconnects = sum(p.action == "disconnect" for p in plans) / len(plans)
     assert 0.17 < cancels < 0.23 and 0.08 < disconnects < 0.12
+    assert not any(p.phonemes for p in plans)  # off unless asked for
+
+
+def test_phoneme_streams_ask_for_them_and_leave_the_other_draws_alone():
+    plain = plan_utterance(random.Random(7), LoadConfig(url="ws://x"))
+    rng = random.Random(7)
+    with_phonemes = [plan_utterance(rng, LoadConfig(url="ws://x", phonemes_rate=0.4)) for _ in range(2000)]
+    first = with_phonemes[0]
+    assert (first.sentences, first.action, first.timestamps) == (plain.sentences, plain.action, plain.timestamps)
+    assert 0.36 < sum(p.phonemes for p in with_phonemes) / len(with_phonemes) < 0.44
+    agent_msg = Agent._message(SimpleNamespace(cfg=LoadConfig(url="ws://x"), voice="v"), "c", "Hi ", first)
+    assert agent_msg.get("add_phoneme_timestamps", False) == first.phonemes
 
 
 def test_context_closed_after_the_terminal_event_answers_late_input_and_is_no_violation():

@@ -11,6 +11,8 @@ a settle time, /metrics must show:
 
 - no open WebSocket, context, generation or engine request (a request the engine still holds
   also holds its KV rows / blocks, so this is the KV leak check too);
+- one eSpeak NG child process (a quarter of the streams ask for phoneme timestamps), never
+  restarted: cancels and hang-ups under load neither kill it nor leave it stuck;
 - asyncio tasks and open file descriptors back at the baseline (+ a small slack);
 - resident memory: within RSS_HIGH_WATER_BOUND of the warm baseline, and within
   RSS_LEAK_BOUND of what it was two thirds through the soak (under the same load, after the
@@ -88,6 +90,22 @@ async def scrape(url: str) -> dict[str, float]:
     return {s.name: s.value for fam in text_string_to_metric_families(resp.text) for s in fam.samples if not s.labels}
 
 
+async def phonemizer_restarts(url: str) -> dict[str, float]:
+    async with httpx.AsyncClient(timeout=10) as client:
+        resp = await client.get(url + "/metrics")
+    resp.raise_for_status()
+    return {s.labels["reason"]: s.value for fam in text_string_to_metric_families(resp.text) for s in fam.samples
+            if s.name == "gepard_phonemizer_restarts_total"}
+
+
+def espeak_children(pid: int) -> list[int]:
+    """The server's child processes running api/text/espeak.py."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(c) for c in (task / "children").read_text().split()]
+    return [c for c in children if b"espeak.py" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
 BUSY = ("gepard_websocket_connections", "gepard_websocket_contexts", "gepard_generations_in_flight",
         "gepard_engine_requests")
 
@@ -111,7 +129,7 @@ async def settled(url: str, timeout_s: float = 30.0, hold_s: float = 1.0) -> dic
 
 def load(url: str, seconds: float, seed: int) -> LoadConfig:
     return LoadConfig(url=url, concurrency=[AGENTS], duration_s=seconds, ramp_s=2.0, grace_s=20.0,
-                      cancel_rate=0.15, disconnect_rate=0.08, flush_rate=0.3, timestamps_rate=0.25,
+                      cancel_rate=0.15, disconnect_rate=0.08, flush_rate=0.3, timestamps_rate=0.25, phonemes_rate=0.25,
                       stream_timeout_s=20.0, seed=seed)
 
 
@@ -216,5 +234,10 @@ async def test_soak_leaves_nothing_behind(soak_server: ServerProcess):
     assert after["process_open_fds"] <= base["process_open_fds"] + FD_SLACK
     assert rss1 - rss0 <= RSS_HIGH_WATER_BOUND, f"RSS grew {(rss1 - rss0) / 2**20:.0f} MB over the warm baseline"
     assert rss1 - rss_mid <= RSS_LEAK_BOUND, f"RSS grew {(rss1 - rss_mid) / 2**20:.0f} MB over the last third"
+    # phonemes were asked for and sent, by one eSpeak process that never had to be replaced
+    phoneme_streams = [r for r in soak.records if r.phonemes and r.outcome == "done"]
+    assert phoneme_streams and all(r.phoneme_events > 0 for r in phoneme_streams if r.audio_s > 0)
+    assert set((await phonemizer_restarts(url)).values()) == {0.0}
+    assert len(espeak_children(soak_server.process.pid)) == 1
     log = Path(soak_server.log_path).read_text(errors="replace")
     assert "Traceback" not in log, log[log.index("Traceback") - 2000:][:6000]
