@@ -13,6 +13,10 @@ words: "$5" is "five dollars"), read by eSpeak NG, and each word's estimated spa
   lists it (en-GB, es-MX, pt-PT), else the nearest it has (en-AU: British, en-CA: American, es-AR:
   Latin American, es-ES: Castilian, pt-AO: European), else its language's. Choosing a language is
   a lookup in the list eSpeak gave at its start: it never calls eSpeak, so the event loop may ask.
+  In tone languages (Chinese, Cantonese, Hakka, Vietnamese, Thai) eSpeak marks each syllable's
+  tone with a digit ("i2"; "3" prints as "ɜ") and writes retroflex and aspirated consonants in
+  its ASCII notation ("ts.", "ph"): the tones are left out, as lip-sync has no use for them, and
+  the consonants are written in IPA ("ʈʂ", "pʰ"), so every item is an IPA phoneme.
 - **Times.** A word's span goes to its phonemes by weight: a vowel 1.6, a long one (``ː``) 2.0, a
   consonant 1.0 (vowels carry most of a syllable's length). The phonemes of a word tile its span
   exactly, in order; a word with no span gives its phonemes none (start = end).
@@ -40,7 +44,7 @@ from typing import Optional, Sequence
 
 from api.text.errors import PhonemesUnavailableError, UnsupportedPhonemeLanguageError
 from api.text.espeak import EspeakUnavailable
-from api.text.espeak_process import EspeakProcess, EspeakProcessLost
+from api.text.espeak_process import EspeakProcess, EspeakProcessLost, Reading
 from api.text.speech import has_speech
 from api.text.timestamps import WordTimestamps
 
@@ -71,6 +75,11 @@ _RETRY_UNAVAILABLE_S = 60.0  # a process that could not start is tried again aft
 # enclosing marks (keycaps) and lone surrogates: nothing Gepard says
 _UNSAID_CATEGORIES = frozenset({"So", "Sk", "Cf", "Co", "Cs", "Me"})
 _RESTARTS = {"crash": 0, "hang": 0, "recycle": 0}  # every Phonemizer's, for /metrics
+# eSpeak voices that write tone digits: Mandarin (zh, cmn), Cantonese (yue), Hakka, Vietnamese, Thai
+_TONE_LANGUAGES = frozenset({"zh", "cmn", "yue", "hak", "vi", "th"})
+_TONE_MARKS = "0123456789-"
+# eSpeak's ASCII for Mandarin's retroflexes ("." after a sound) and its apical vowel after them
+_RETROFLEX = {"ts.h": "ʈʂʰ", "ts.": "ʈʂ", "s.": "ʂ", "z.": "ʐ", "i.": "ɻ̩"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +230,9 @@ class Phonemizer:
         reading = self._process.read(voice, texts, self._request_timeout_s)
         if reading.phonemes is None:  # listed at its start, so only a damaged install gets here
             raise UnsupportedPhonemeLanguageError(voice)
+        if voice.split("-")[0] in _TONE_LANGUAGES:
+            reading = Reading([tuple(_without_tone(p) for p in said) for said in reading.phonemes],
+                              reading.voice_changes)
         for text, phonemes in zip(texts, reading.phonemes):
             self._remember(voice, text, phonemes)
         if reading.voice_changes >= self._recycle_after:
@@ -259,6 +271,18 @@ def _sayable(word: str) -> str:
     while end > start and unicodedata.category(word[end - 1]).startswith("P"):
         end -= 1
     return word[start:end] if has_speech(word[start:end]) else ""
+
+
+def _without_tone(phoneme: str) -> str:
+    """One phoneme of a tone language in IPA without its tone: "i2" -> "i", "uoɜ" -> "uo" (eSpeak
+    prints the digit 3 as "ɜ"), "ts." -> "ʈʂ", "ph" -> "pʰ", "onɡ5" -> "oŋ", "aa6" -> "aː"."""
+    item = phoneme.rstrip(_TONE_MARKS)
+    if len(item) > 1 and item.endswith("ɜ") and (item[-2] in _VOWELS or item[-2] == "ː"):
+        item = item[:-1]
+    item = _RETROFLEX.get(item, item).replace("nɡ", "ŋ").replace("aa", "aː")
+    if len(item) > 1 and item.endswith("h") and not any(ch in _VOWELS for ch in item):
+        item = item[:-1] + "ʰ"  # an aspirated stop or affricate: "ph", "tɕh"
+    return item or phoneme
 
 
 def _weight(phoneme: str) -> float:

@@ -44,6 +44,7 @@ def reader() -> Phonemizer:
     ("vezes", "pt-PT", ("v", "e", "z", "ɨ", "ʃ")),
     ("kilometer", "nl", ("k", "i", "l", "oː", "m", "eː", "t", "ə", "r")),
     ("bonjour", "fr", ("b", "ɔ̃", "ʒ", "u", "ʁ")),
+    ("bird", "en", ("b", "ɜː", "d")),  # "ɜ" is a vowel outside the tone languages
 ])
 def test_words_read_as_ipa_phonemes(reader, word, language, phonemes):
     assert reader.word(word, language) == phonemes
@@ -55,6 +56,26 @@ def test_no_stress_marks_and_no_language_switch_marks(reader):
     assert latin_in_russian and all("(" not in p and "ˈ" not in p and "ˌ" not in p for p in latin_in_russian)
     assert split_ipa("(en)_ˈəʊ_l_a_(cmn)_") == ["əʊ", "l", "a"]
     assert split_ipa("h_ə_l_ˈoʊ w_ˈɜː_l_d") == ["h", "ə", "l", "oʊ", "w", "ɜː", "l", "d"]
+
+
+@pytest.mark.parametrize("word, language, phonemes", [
+    ("你好", "zh", ("n", "i", "χ", "ɑu")),  # eSpeak: n i2 χ ɑu2
+    ("中国", "zh-CN", ("ʈʂ", "oŋ", "k", "uo")),  # ts. onɡ5 k uoɜ ("3" prints as "ɜ")
+    ("是", "zh", ("ʂ", "ɻ̩")),  # s. i.5
+    ("朋友", "zh", ("pʰ", "ə", "ŋ", "j", "iou")),  # ph ...
+    ("广东话", "yue", ("ɡ", "w", "oŋ", "d", "uŋ", "w", "aː")),
+    ("má", "vi", ("m", "aː")), ("mà", "vi", ("m", "aː")),  # one mouth, two tones
+])
+def test_tone_languages_give_ipa_without_tone_digits(reader, word, language, phonemes):
+    assert reader.word(word, language) == phonemes
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(alphabet=st.sampled_from("你好中国是吃饭日本学生朋友谢广东话唔该ma mà má mả mã mạ Việt สวัสดีขอบคุณ"),
+               min_size=1, max_size=8), st.sampled_from(["zh", "yue", "vi", "th"]))
+def test_no_tone_language_phoneme_holds_a_digit_or_a_dot(reader, text, language):
+    for said in reader.words(text.split(), language):
+        assert all(p and not any(ch.isdigit() or ch in ".-" for ch in p) for p in said), said
 
 
 def test_a_word_with_nothing_to_say_has_no_phonemes(reader):
