@@ -592,7 +592,7 @@ class WsConnection:
                 return
             try:
                 self.service.check_request(msg)
-                check_timing_request(msg)  # fixed with the context, as its language is
+                await check_timing_request(msg)  # fixed with the context, as its language is
                 self._check_text(None, msg)
                 if msg.has_text:
                     # an unknown voice is reported now, not when the first segment is cut (which may

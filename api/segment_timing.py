@@ -23,7 +23,7 @@ from api.protocol.events import PhonemeTimestampsEvent, ServerEvent, TimestampsE
 from api.synthesis import DEFAULT_LANGUAGE, Segment
 from api.text.errors import PhonemesUnavailableError
 from api.text.normalization import reading_language
-from api.text.phonemes import phoneme_timestamps, phonemizer
+from api.text.phonemes import phoneme_timestamps, phonemizer, phonemizer_started
 from api.text.timestamps import spoken_word_timestamps, tokens_timestamps
 
 __all__ = [
@@ -73,12 +73,18 @@ def load_phonemizer() -> None:
         logger.warning("phoneme timestamps unavailable (add_phoneme_timestamps gets 501 phonemes_unavailable): %s", exc)
 
 
-def check_timing_request(req: TimingRequest) -> None:
+async def check_timing_request(req: TimingRequest) -> None:
     """Before any audio: phonemes need eSpeak NG (501 ``phonemes_unavailable``) and a voice of it for
-    the language the text is read in (400 ``unsupported_language``). On the event loop: once eSpeak
-    has started (the warm-up starts it) or failed to, this is a lookup, with no call to eSpeak."""
-    if req.add_phoneme_timestamps:
-        phonemizer().check(reading_language(req.effective_language or DEFAULT_LANGUAGE, req.normalization))
+    the language the text is read in (400 ``unsupported_language``). Once eSpeak's process has
+    started (the warm-up starts it) or failed to, this is a lookup on the event loop; before, the
+    start (~50 ms, a Python process) runs on the timing thread."""
+    if not req.add_phoneme_timestamps:
+        return
+    language = reading_language(req.effective_language or DEFAULT_LANGUAGE, req.normalization)
+    if phonemizer_started():
+        phonemizer().check(language)
+    else:
+        await asyncio.get_running_loop().run_in_executor(_TIMING_THREAD, lambda: phonemizer().check(language))
 
 
 def timing_events(

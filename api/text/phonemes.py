@@ -54,6 +54,7 @@ __all__ = [
     "close_phonemizer",
     "phoneme_timestamps",
     "phonemizer",
+    "phonemizer_started",
     "restart_counts",
 ]
 
@@ -343,6 +344,13 @@ def phonemizer() -> Phonemizer:
         _shared_failure = None
         logger.info("phonemes: eSpeak NG started (pid %s, %d languages)", _shared.pid, len(_shared.voices))
         return _shared
+
+
+def phonemizer_started() -> bool:
+    """Whether ``phonemizer()`` answers at once: its process started, or its start failed less
+    than a minute ago (so it raises without trying again)."""
+    failure = _shared_failure
+    return _shared is not None or (failure is not None and time.monotonic() - failure[0] < _RETRY_UNAVAILABLE_S)
 
 
 @atexit.register

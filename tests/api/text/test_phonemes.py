@@ -177,6 +177,34 @@ def test_a_phonemizer_that_cannot_start_is_not_tried_again_for_a_minute(monkeypa
     assert len(starts) == 2
 
 
+def test_the_request_check_starts_espeak_off_the_event_loop(reader, monkeypatch):
+    """Before eSpeak's process has started, the check of a request that asks for phonemes waits for
+    the start on the timing thread; once started, it is a lookup on the event loop."""
+    import asyncio
+
+    import api.segment_timing
+
+    threads: list[str] = []
+
+    def recording():
+        threads.append(threading.current_thread().name)
+        return reader
+
+    monkeypatch.setattr(api.segment_timing, "phonemizer", recording)
+    asks = SimpleNamespace(add_phoneme_timestamps=True, effective_language="en", normalization=None)
+    tagalog = SimpleNamespace(add_phoneme_timestamps=True, effective_language="tl", normalization=None)
+    asyncio.run(api.segment_timing.check_timing_request(asks))
+    assert threads == ["MainThread"]  # started: no thread hop
+    monkeypatch.setattr(api.text.phonemes, "_shared", None)
+    monkeypatch.setattr(api.text.phonemes, "_shared_failure", None)
+    asyncio.run(api.segment_timing.check_timing_request(asks))
+    with pytest.raises(UnsupportedPhonemeLanguageError):
+        asyncio.run(api.segment_timing.check_timing_request(tagalog))
+    assert threads[1:] and all(name.startswith("gepard-timing") for name in threads[1:])
+    asyncio.run(api.segment_timing.check_timing_request(SimpleNamespace(add_phoneme_timestamps=False)))
+    assert len(threads) == 3  # not asked for: not looked at
+
+
 # --- the process: a crash or a hang of eSpeak costs a restart, never the caller ------------------
 
 
