@@ -288,9 +288,11 @@ def test_http_routes_speak_generated_transcripts(gateway, default_voice_id):
 
         @fuzz(8)
         @given(path=st.sampled_from(["/tts/bytes", "/tts/sse"]), transcript=VALID_TEXT,
-               language=st.sampled_from(["en", "es", "pt", "nl", "fr", None]))
-        def speak(path, transcript, language):
-            r = client.post(path, json=tts_body(default_voice_id, transcript=transcript, language=language))
+               language=st.sampled_from(["en", "es", "pt", "nl", "fr", "zh", None]), timing=st.booleans())
+        def speak(path, transcript, language, timing):
+            # with timing, SSE adds word and phoneme events (the text goes through eSpeak's process)
+            extra = {"add_timestamps": True, "add_phoneme_timestamps": True} if timing else {}
+            r = client.post(path, json=tts_body(default_voice_id, transcript=transcript, language=language, **extra))
             check_http_answer(r, path)
 
         speak()

@@ -151,16 +151,21 @@ def test_fuzzed_frames_get_in_order_errors_and_leave_other_contexts_alone(gatewa
         assert sock.frames_sent >= 500
 
         # a few valid contexts with generated transcripts, while "fz-good" is still open
-        @settings(_WS_FUZZ, max_examples=6)
-        @given(transcript=VALID_TEXT, language=st.sampled_from(["en", "es", "pt", "nl", "fr", None]))
-        def fuzz_valid(transcript, language):
+        # (word and phoneme timestamps too: the generated text goes through eSpeak's process)
+        @settings(_WS_FUZZ, max_examples=8)
+        @given(transcript=VALID_TEXT, language=st.sampled_from(["en", "es", "pt", "nl", "fr", "zh", "ja", None]),
+               words=st.booleans(), phonemes=st.booleans())
+        def fuzz_valid(transcript, language, words, phonemes):
             cid = f"fz-valid-{len(sock.others)}"
             sock.others[cid] = []
-            ws.send(json.dumps(gen(cid, transcript, v, cont=False, language=language)))
+            ws.send(json.dumps(gen(cid, transcript, v, cont=False, language=language, add_timestamps=words,
+                                   add_phoneme_timestamps=phonemes)))
             msgs = sock.read_until_done(cid)
             assert msgs[-1]["type"] in TERMINAL and [m["type"] for m in msgs].count(msgs[-1]["type"]) == 1
             assert msgs[-1]["type"] == "done" or 400 <= msgs[-1]["status_code"] < 500, short(msgs[-1])
-            assert all(m["type"] in ("chunk", "timestamps", "flush_done", "done", "error") for m in msgs)
+            allowed = {"chunk", "flush_done", "done", "error"} | ({"timestamps"} if words else set()) \
+                | ({"phoneme_timestamps"} if phonemes else set())
+            assert {m["type"] for m in msgs} <= allowed, [m["type"] for m in msgs]
 
         fuzz_valid()
 
