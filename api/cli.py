@@ -1,6 +1,9 @@
 """The ``gepard`` command: synthesise to a file, serve, or write random checkpoints.
 
-    gepard synth "Hello there." -o out.wav [--voice ref.wav | --voice none] [--model DIR] [--temperature 0.4] [--cfg-scale 2]
+    gepard synth "Hello there." -o out.wav [--voice ref.wav | --voice none] [--language en] [--raw] [--model DIR]
+                 [--temperature 0.4] [--cfg-scale 2]
+                 (the text as the server reads it: transcript tags, normalisation, one engine request a
+                 sentence; --raw: the text as written, in one engine request, as the reference runner)
     gepard serve [--host 127.0.0.1] [--port 8000] [--model DIR] ...
     gepard tiny OUT_DIR [--size tiny|full] [--seed N] [--stop-after N]
     gepard keys add|remove KEY | gepard keys count     (API keys shared through REDIS_URL; remove also
@@ -14,6 +17,7 @@ import asyncio
 import logging
 import os
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -86,6 +90,8 @@ async def _synth(args: argparse.Namespace) -> int:
     problem = _output_problem(out)
     if problem is not None:
         raise CliError(problem)
+    if not args.text.strip():  # before the model loads, as the server answers before generating
+        raise CliError("the text is empty: there is nothing to synthesise")
     clip, clip_bytes, pcm = None, b"", None
     if args.voice:  # read and decoded now, so a bad clip is refused before the model loads
         clip = Path(args.voice)
@@ -114,13 +120,18 @@ async def _synth(args: argparse.Namespace) -> int:
             temperature=args.temperature, top_k=args.top_k, seed=args.seed, max_frames=args.max_frames,
             cfg_scale=args.cfg_scale, cfg_frames=args.cfg_frames, stop_threshold=args.stop_threshold,
         )
-        frames = []
-        reason = None
-        async for chunk in engine.generate(SynthesisRequest(str(uuid.uuid4()), args.text, prefix, sampling)):
-            frames.append(chunk.codes)
-            reason = chunk.finish_reason
-        codes = torch.cat(frames, dim=1)
-        audio = codec.decode_codes(codes.unsqueeze(0).to(device))[0].float().cpu().numpy()
+        if args.raw:
+            frames = []
+            reason = None
+            async for chunk in engine.generate(SynthesisRequest(str(uuid.uuid4()), args.text, prefix, sampling)):
+                frames.append(chunk.codes)
+                reason = chunk.finish_reason
+            codes = torch.cat(frames, dim=1)
+            audio = codec.decode_codes(codes.unsqueeze(0).to(device))[0].float().cpu().numpy()
+            what = f"{codes.shape[1]} frames ({reason.value if reason else '?'})"
+        else:
+            audio, segments = await _speak(args.text, args.language, engine, codec, device, prefix, sampling)
+            what = f"{segments} segment(s)"
     finally:
         await engine.aclose()
     try:
@@ -128,9 +139,40 @@ async def _synth(args: argparse.Namespace) -> int:
     except (OSError, sf.SoundFileError) as exc:  # e.g. the disk filled up meanwhile
         raise CliError(f"-o {out}: {exc}") from None
     seconds = len(audio) / codec.sample_rate_hz
-    print(f"wrote {out}: {codes.shape[1]} frames, {seconds:.2f} s at {codec.sample_rate_hz} Hz ({reason.value if reason else '?'}) "
-          f"in {time.perf_counter() - t0:.1f} s")
+    print(f"wrote {out}: {what}, {seconds:.2f} s at {codec.sample_rate_hz} Hz in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+async def _speak(text: str, language: str, engine, codec, device, prefix, sampling) -> tuple[np.ndarray, int]:
+    """``text`` as the server speaks a ``/tts/bytes`` transcript (api.synthesis): transcript tags,
+    normalisation in ``language``, one engine request a sentence, breaks as silence; (audio, number
+    of segments). CliError for a bad tag, or a text with nothing to say."""
+    from api.settings import Settings
+    from api.synthesis import SynthesisService
+    from api.text.errors import TextError
+    from codec_worker.batching import BatchingCodecDecoder
+    from codec_worker.schedule import default_schedule
+    from voices.backends import LocalVoiceStore
+
+    decoder = BatchingCodecDecoder(codec, schedule=default_schedule(device))
+    with tempfile.TemporaryDirectory(prefix="gepard-synth-") as data_dir:
+        voices = LocalVoiceStore(data_dir)  # never used: the prefix is given (SynthesisService needs one)
+        try:
+            service = SynthesisService(engine, decoder, voices, Settings())
+            try:
+                segments = service.plan(text, language)
+            except TextError as exc:
+                raise CliError(f"the text: {exc}") from None
+            if not segments:
+                raise CliError("the text has nothing to say (punctuation or symbols only)")
+            pieces: list[np.ndarray] = []
+            for k, segment in enumerate(segments):
+                async for pcm in service.speak(segment, prefix, sampling, f"synth-{k}"):
+                    pieces.append(pcm)
+        finally:
+            await voices.aclose()
+            await decoder.aclose()
+    return np.concatenate(pieces), len(segments)
 
 
 def _tiny(args: argparse.Namespace) -> int:
@@ -203,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--unconditioned", action="store_true",
                    help="no speaker prefix at all, as the upstream reference runner without a reference "
                         "(same as --voice none); the speaker then follows the text and --seed")
+    s.add_argument("--language", default="en", help="the language the text is read in (normalisation), as a "
+                                                    "request's language or locale (default: en)")
+    s.add_argument("--raw", action="store_true",
+                   help="the text as written, in one engine request, as the upstream reference runner reads it "
+                        "(no transcript tags, no normalisation, no sentences)")
     _add_model_args(s)
     s.add_argument("--temperature", type=float, default=0.4)
     s.add_argument("--top-k", type=int, default=0)

@@ -41,7 +41,40 @@ def test_synth_writes_a_22khz_wav_of_the_generated_length(tiny_ckpt_dir, tmp_pat
     assert info.frames == FRAMES * 1024
     audio, _ = sf.read(str(out), dtype="float32")
     assert np.abs(audio).max() > 0.01  # not silence
-    assert f"{FRAMES} frames" in capsys.readouterr().out
+    assert "1 segment(s), 1.11 s at 22050 Hz" in capsys.readouterr().out
+
+
+def test_synth_reads_the_text_as_the_server_does(tiny_ckpt_dir, tmp_path, capsys):
+    """Normalisation ("$5" is "five dollars": the same frames at temperature 0), one engine request a
+    sentence (the tiny checkpoint stops each after 24 frames), and a break's silence; --raw sends the
+    text as written in one request, as the reference runner does."""
+    common = ["--model", str(tiny_ckpt_dir), "--seed", "3", "--temperature", "0"]
+    written, said, raw = tmp_path / "written.wav", tmp_path / "said.wav", tmp_path / "raw.wav"
+    assert main(["synth", 'It costs $5. <break time="1s"/>Dr. Smith agreed.', "-o", str(written), *common]) == 0
+    assert "3 segment(s)" in capsys.readouterr().out  # the two sentences and the break between them
+    assert main(["synth", 'It costs five dollars. <break time="1s"/>Doctor Smith agreed.', "-o", str(said),
+                 *common]) == 0
+    a, _ = sf.read(str(written), dtype="float32")
+    b, _ = sf.read(str(said), dtype="float32")
+    assert a.shape == (2 * FRAMES * 1024 + 22050,) and np.array_equal(a, b)
+    assert not a[FRAMES * 1024:FRAMES * 1024 + 22050].any()  # the break, after the first sentence
+    assert main(["synth", "It costs $5. Dr. Smith agreed.", "--raw", "-o", str(raw), *common]) == 0
+    assert sf.info(str(raw)).frames == FRAMES * 1024  # one request, stopped after 24 frames
+    assert f"{FRAMES} frames (stop)" in capsys.readouterr().out
+    spanish = tmp_path / "es.wav"
+    assert main(["synth", "Cuesta 5 €.", "--language", "es", "-o", str(spanish), *common]) == 0
+    assert main(["synth", "Cuesta cinco euros.", "--language", "es", "-o", str(said), *common]) == 0
+    assert np.array_equal(sf.read(str(spanish), dtype="float32")[0], sf.read(str(said), dtype="float32")[0])
+
+
+@pytest.mark.parametrize("text, error", [
+    ("...", "nothing to say"),
+    ('Hi <break time="99s"/>', "longer than the 10 s a break may last"),
+])
+def test_synth_refuses_a_text_the_server_would_refuse(tiny_ckpt_dir, tmp_path, capsys, text, error):
+    assert main(["synth", text, "-o", str(tmp_path / "x.wav"), "--model", str(tiny_ckpt_dir)]) == 2
+    assert error in capsys.readouterr().err
+    assert not (tmp_path / "x.wav").exists()
 
 
 def test_synth_with_a_cloned_voice(tiny_ckpt_dir, tmp_path):
