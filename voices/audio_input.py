@@ -10,6 +10,10 @@ soundfile; libsndfile >= 1.1 reads MPEG audio, so mp3 needs nothing else) of onl
 ``max_ref_seconds`` -> mix to mono -> too-short and silence checks -> resample with soxr ("HQ")
 to ``target_rate``.
 
+libsndfile reads the upload in a child process (voices/clip_decoder.py, ~0.1 s to start): it is C
+parsing a client's bytes, and a crash there must cost that clip a 400 ``invalid_clip``, never the
+gateway. A decode that takes longer than ``DECODE_TIMEOUT_S`` is killed and refused the same way.
+
 Decode bounds. A few KB of FLAC can declare minutes of 655,350 Hz x 8-channel silence, which
 decodes to hundreds of MB (the byte limit says nothing about that). So before any sample is
 decoded, the header must declare at most ``MAX_SAMPLE_RATE_HZ`` (192 kHz) and ``MAX_CHANNELS`` (8),
@@ -30,15 +34,19 @@ the resample) and may raise to stop a clip nobody waits for any more.
 
 from __future__ import annotations
 
-import io
+import json
 import logging
 import math
 import os
+import subprocess
+import sys
+import threading
 from typing import Callable, Optional
 
 import numpy as np
-import soundfile as sf
 import soxr
+
+from voices import clip_decoder
 
 from voices.errors import (
     ClipSilentError,
@@ -47,6 +55,7 @@ from voices.errors import (
     CorruptClipError,
     InvalidClipError,
     UnsupportedAudioFormatError,
+    VoiceCloningError,
 )
 
 logger = logging.getLogger(__name__)
@@ -61,6 +70,8 @@ SUPPORTED_FORMATS = ("wav", "flac", "ogg", "mp3")
 MAX_SAMPLE_RATE_HZ = 192_000
 MAX_CHANNELS = 8
 MAX_DECODED_SAMPLES = 48_000 * 2 * 60
+#: Seconds the decoder process may take for one clip (60 s of 48 kHz stereo MP3 takes ~1 s here).
+DECODE_TIMEOUT_S = 30.0
 
 _EXTENSIONS = {
     ".wav": "wav", ".wave": "wav", ".flac": "flac", ".ogg": "ogg", ".oga": "ogg", ".opus": "ogg",
@@ -210,19 +221,79 @@ def _frames_to_decode(name: str, rate_hz: int, channels: int, declared_frames: i
     return frames
 
 
+#: The decoder process's program (a test points it at one that crashes).
+DECODER_SCRIPT = clip_decoder.__file__
+
+
 def _decode(data: bytes, fmt: str, name: str, max_ref_seconds: float) -> tuple[np.ndarray, int]:
-    """libsndfile decode of the first ``max_ref_seconds`` (0: all) -> ([frames, ch] float32, rate).
-    The header is checked against the decode bounds first (``_frames_to_decode``)."""
+    """libsndfile decode of the first ``max_ref_seconds`` (0: all) -> ([frames, ch] float32, rate),
+    in a decoder process (voices/clip_decoder.py). The header is checked against the decode bounds
+    before anything is decoded (``_frames_to_decode``)."""
+    cannot = f"reference clip {name} looks like {fmt} but cannot be decoded"
+    timeout_s = DECODE_TIMEOUT_S
     try:
-        with sf.SoundFile(io.BytesIO(data)) as f:
-            rate_hz = int(f.samplerate)
-            frames = _frames_to_decode(name, rate_hz, int(f.channels), int(f.frames), max_ref_seconds)
-            pcm = f.read(frames=frames, dtype="float32", always_2d=True)
-        if pcm.shape[0] == 0:
-            raise CorruptClipError(f"reference clip {name} is a {fmt} file with no audio frames")
+        proc = subprocess.Popen([sys.executable, "-P", DECODER_SCRIPT], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+    except OSError as exc:
+        raise VoiceCloningError(f"the clip decoder process did not start: {exc}") from exc
+    timed_out = threading.Event()
+
+    def kill() -> None:  # a decode that never ends is killed
+        timed_out.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout_s, kill)
+    timer.start()
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(len(data).to_bytes(clip_decoder.LENGTH_BYTES, "big") + data)
+        proc.stdin.flush()
+        header = _decoder_line(proc)
+        if "error" in header:
+            raise CorruptClipError(f"{cannot}: {header['error']}")
+        rate_hz = int(header["rate"])
+        frames = _frames_to_decode(name, rate_hz, int(header["channels"]), int(header["frames"]), max_ref_seconds)
+        proc.stdin.write(f"{frames}\n".encode())
+        proc.stdin.close()
+        body = _decoder_line(proc)
+        if "error" in body:
+            raise CorruptClipError(f"{cannot}: {body['error']}")
+        channels, read = int(header["channels"]), int(body["frames"])
+        samples = proc.stdout.read(read * channels * 4)
+        if len(samples) != read * channels * 4:
+            raise OSError("the decoder's samples were cut short")
     except InvalidClipError:
-        raise
-    except (sf.LibsndfileError, RuntimeError, ValueError, TypeError, EOFError) as exc:
-        reason = getattr(exc, "error_string", None) or str(exc)  # without "Error opening <BytesIO...>"
-        raise CorruptClipError(f"reference clip {name} looks like {fmt} but cannot be decoded: {reason}") from exc
+        raise  # the header is out of the decode bounds, or libsndfile refused the bytes
+    except (OSError, ValueError, KeyError) as exc:  # it ended (crash, kill) or spoke nonsense
+        code = proc.wait()
+        killed = timed_out.is_set()
+        logger.warning("clip decoder %s on reference clip %s (%s, %d bytes): %s",
+                       "timed out" if killed else f"ended with {code}", name, fmt, len(data), exc)
+        if killed:
+            raise CorruptClipError(f"{cannot}: decoding took longer than {timeout_s:g} s") from None
+        raise CorruptClipError(f"{cannot}: the decoder failed on it") from None
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+    pcm = np.frombuffer(samples, dtype=np.float32).reshape(read, channels)
+    if pcm.shape[0] == 0:
+        raise CorruptClipError(f"reference clip {name} is a {fmt} file with no audio frames")
     return pcm, rate_hz
+
+
+def _decoder_line(proc: subprocess.Popen) -> dict:
+    """One JSON line from the decoder process; OSError when it ended without one."""
+    line = proc.stdout.readline()  # type: ignore[union-attr]
+    if not line:
+        raise OSError("the decoder ended without answering")
+    message = json.loads(line)
+    if not isinstance(message, dict):
+        raise ValueError(f"the decoder answered {line[:80]!r}")
+    return message

@@ -213,3 +213,49 @@ def test_check_runs_before_the_decode_and_before_the_resample_and_may_stop_the_c
 
     with pytest.raises(Stop):
         load_reference_clip(data, check=stop)
+
+
+# --- the decoder process: libsndfile parses an upload in a child, whose crash is that clip's 400 -----
+
+_CRASH_AT_ONCE = "import os, sys\nsys.stdin.buffer.read(8)\nos.abort()\n"
+_CRASH_AFTER_HEADER = (
+    "import os, sys\n"
+    "size = int.from_bytes(sys.stdin.buffer.read(8), 'big'); sys.stdin.buffer.read(size)\n"
+    "sys.stdout.buffer.write(b'{\"rate\": 22050, \"channels\": 1, \"frames\": 88200}\\n'); sys.stdout.flush()\n"
+    "sys.stdin.buffer.readline(); os.kill(os.getpid(), 11)\n"
+)
+_HANG = "import time\ntime.sleep(120)\n"
+
+
+@pytest.mark.parametrize("program", [_CRASH_AT_ONCE, _CRASH_AFTER_HEADER], ids=["at-once", "after-header"])
+def test_a_decoder_that_dies_is_that_clips_400_and_nothing_more(tmp_path, monkeypatch, caplog, program):
+    """A clip that crashes libsndfile (here a decoder program that really dies, by abort or
+    SIGSEGV, where libsndfile would) is refused like a corrupt clip; the caller lives on."""
+    import voices.audio_input
+
+    script = tmp_path / "decoder.py"
+    script.write_text(program)
+    monkeypatch.setattr(voices.audio_input, "DECODER_SCRIPT", str(script))
+    clip = encode(sine(4.0, 22050), 22050, "wav")
+    with caplog.at_level("WARNING", logger="voices.audio_input"), pytest.raises(CorruptClipError) as info:
+        load_reference_clip(clip, filename="boom.wav")
+    assert "'boom.wav' looks like wav but cannot be decoded: the decoder failed on it" in str(info.value)
+    assert any("ended with -" in r.getMessage() and "boom.wav" in r.getMessage() for r in caplog.records)
+    monkeypatch.undo()
+    assert load_reference_clip(clip, filename="fine.wav").shape == (4 * 22050,)  # the next clip is decoded
+
+
+def test_a_decoder_that_never_answers_is_killed_at_the_deadline(tmp_path, monkeypatch):
+    import time
+
+    import voices.audio_input
+
+    script = tmp_path / "decoder.py"
+    script.write_text(_HANG)
+    monkeypatch.setattr(voices.audio_input, "DECODER_SCRIPT", str(script))
+    monkeypatch.setattr(voices.audio_input, "DECODE_TIMEOUT_S", 1.0)
+    t0 = time.monotonic()
+    with pytest.raises(CorruptClipError, match="decoding took longer than 1 s"):
+        load_reference_clip(encode(sine(4.0, 22050), 22050, "wav"), filename="slow.wav")
+    assert time.monotonic() - t0 < 10
+
