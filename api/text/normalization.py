@@ -59,7 +59,7 @@ from api.text.normalization_es import SpanishRules
 from api.text.normalization_nl import DutchRules
 from api.text.normalization_pt import PortugueseRules
 from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumber
-from api.text.normalization_scripts import fraction_character, read_scripts
+from api.text.normalization_scripts import fraction_character, mixed_fraction, read_scripts
 from api.text.normalization_units import ATTACHED_ONLY, STANDALONE, UNIT_SYMBOLS, attached_unit, number_range
 from api.text.normalization_web import read_address
 
@@ -922,7 +922,29 @@ class _TokenReader:
         parts = fraction_character(self.tokens[i].core)
         if parts is not None:
             return self._fraction_of(i, *parts)
+        mixed = mixed_fraction(self.tokens[i].core)
+        if mixed is not None:
+            said = self._mixed_fraction_of(i, *mixed)
+            if said is not None:
+                return said
         return read_scripts(self.tokens[i].core, self.rules), 0
+
+    def _mixed_fraction_of(self, i: int, whole: int, a: int, b: int) -> Optional[tuple[str, int]]:
+        """A whole number and a fraction character before a unit or a noun: "1½ kg" -> "one and a
+        half kilograms"; in Spanish and Portuguese the number and the half agree with the noun
+        ("1½ tazas" -> "una y media tazas", "2½ kg" -> "dos y medio kilogramos"). None: read as
+        ``read_scripts`` reads it alone."""
+        r, nxt = self.rules, self._next(i)
+        if nxt is None or self.tokens[i].trail or nxt.lead:
+            return None
+        names = r.units.get(UNIT_SYMBOLS[nxt.core]) if nxt.core in UNIT_SYMBOLS else None
+        gender = names.gender if names is not None else (r.noun_gender(nxt.core) if r.half_words else None)
+        said = read_scripts(self.tokens[i].core, r)
+        if said is None or (names is None and gender is None):
+            return None
+        if (a, b) == (1, 2) and r.half_words and gender is not None:
+            said = f"{r.cardinal(whole, gender)} {r.ampersand_word} {r.half_words[gender]}"
+        return (f"{said} {names.many}", 1) if names is not None else (said, 0)
 
     def _read_scaled(self, i: int) -> tuple[Optional[str], int]:
         """A number with a scale: "1.2k" -> "one point two thousand", "2.5M" -> "two point five

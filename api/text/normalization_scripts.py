@@ -24,7 +24,7 @@ from typing import Optional
 
 from api.text.normalization_rules import LanguageRules
 
-__all__ = ["fraction_character", "read_scripts"]
+__all__ = ["fraction_character", "mixed_fraction", "read_scripts"]
 
 _SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUBSCRIPTS = "₀₁₂₃₄₅₆₇₈₉"
@@ -58,6 +58,14 @@ def read_scripts(core: str, rules: LanguageRules) -> Optional[str]:
 def fraction_character(core: str) -> Optional[tuple[int, int]]:
     """"½" -> (1, 2); None for anything but one fraction character alone."""
     return _fraction_parts(core) if len(core) == 1 and core in _FRACTIONS else None
+
+
+def mixed_fraction(core: str) -> Optional[tuple[int, int, int]]:
+    """"1½" -> (1, 1, 2): a whole number and a fraction character; None for anything else."""
+    m = _FRACTION_RE.fullmatch(core)
+    if m is None or not m.group("whole"):
+        return None
+    return (int(m.group("whole")), *_fraction_parts(m.group("frac")))
 
 
 def _script_value(digits: str) -> int:

@@ -397,6 +397,10 @@ def test_flight_and_model_numbers_sizes_and_heights(language, text, expected):
     ("pt", "½ xícara, ¼ kg", "meia xícara, um quarto de quilograma"),
     ("es", "3/4 partes, 1/3 parte, 2/3 partes", "tres cuartas partes, una tercera parte, dos terceras partes"),
     ("pt", "3/4 partes", "três quartas partes"),
+    # a whole number and a half agree with their noun, and a unit after them is named
+    ("es", "1½ tazas, 2½ horas, 1½ kg, 1½", "una y media tazas, dos y media horas, uno y medio kilogramos, uno y medio"),
+    ("pt", "1½ xícara, 2½ kg", "uma e meia xícara, dois e meio quilogramas"),
+    ("en", "1½ cups, 1½ kg", "one and a half cups, one and a half kilograms"),
     # a part of a unit in English and Dutch; of another noun, the fraction alone (no noun is known)
     ("en", "½ mi, 1/4 hour, 1/2 price, ½ cup", "half a mile, a quarter of an hour, one half price, one half cup"),
     ("nl", "1/2 kg, ½ l, 1/2 uur, 1/2 brood", "een halve kilogram, een halve liter, een half uur, één half brood"),
