@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Optional
 
 import msgpack
 
-__all__ = ["Espeak", "EspeakUnavailable", "decode_frame", "encode_frame", "split_ipa"]
+__all__ = ["HEADER", "MAX_FRAME", "Espeak", "EspeakUnavailable", "decode_frame", "encode_frame", "split_ipa"]
 
 _SEPARATOR = "_"
 _IPA_MODE = 0x02 | (ord(_SEPARATOR) << 8)  # espeakPHONEMES_IPA, phonemes separated by "_"
@@ -40,7 +40,7 @@ _STRESS = str.maketrans("", "", "ˈˌ")
 # eSpeak NG 1.52 overflows buffers on some long words ("s'" * 68, "a." * 193: the process dies);
 # fuzzing found no crash in words of at most 40 characters, so it is given at most this many at once
 MAX_PIECE = 32
-_HEADER = struct.Struct(">I")
+HEADER = struct.Struct(">I")  # a frame's length, before its msgpack body
 MAX_FRAME = 64 << 20  # a frame longer than this is a broken stream, not a request
 
 
@@ -169,7 +169,7 @@ def split_ipa(ipa: str) -> list[str]:
 
 def encode_frame(message: dict[str, Any]) -> bytes:
     body = msgpack.packb(message, use_bin_type=True)
-    return _HEADER.pack(len(body)) + body
+    return HEADER.pack(len(body)) + body
 
 
 def decode_frame(body: bytes) -> dict[str, Any]:
@@ -205,10 +205,10 @@ def serve(argv: list[str]) -> int:
         return 1
     reply({"voices": espeak.voices()})
     while True:
-        header = _read_exactly(requests, _HEADER.size)
+        header = _read_exactly(requests, HEADER.size)
         if header is None:
             return 0  # the gateway closed stdin: its phonemizer closed, or it ended
-        (size,) = _HEADER.unpack(header)
+        (size,) = HEADER.unpack(header)
         body = _read_exactly(requests, size) if size <= MAX_FRAME else None
         if body is None:
             return 2

@@ -18,7 +18,6 @@ from api.text.espeak import EspeakUnavailable, decode_frame, encode_frame
 
 __all__ = ["EspeakProcess", "EspeakProcessLost", "Reading"]
 
-_HEADER_SIZE = 4
 _CLOSE_WAIT_S = 1.0
 
 
@@ -132,8 +131,7 @@ class EspeakProcess:
                 raise self._lost("crash", f"ended before taking a request ({exc.strerror})") from None
 
     def _receive(self, deadline: float) -> dict[str, Any]:
-        header = self._receive_exactly(_HEADER_SIZE, deadline)
-        size = int.from_bytes(header, "big")
+        (size,) = espeak.HEADER.unpack(self._receive_exactly(espeak.HEADER.size, deadline))
         if size > espeak.MAX_FRAME:
             raise self._lost("crash", f"sent a broken frame ({size} bytes)")
         try:
