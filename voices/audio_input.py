@@ -259,6 +259,8 @@ def _decode(data: bytes, fmt: str, name: str, max_ref_seconds: float) -> tuple[n
         if "error" in body:
             raise CorruptClipError(f"{cannot}: {body['error']}")
         channels, read = int(header["channels"]), int(body["frames"])
+        if not 0 <= read <= frames:
+            raise ValueError(f"the decoder read {read} frames of the {frames} asked for")
         samples = proc.stdout.read(read * channels * 4)
         if len(samples) != read * channels * 4:
             raise OSError("the decoder's samples were cut short")
