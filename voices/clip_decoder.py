@@ -45,7 +45,10 @@ def _reason(exc: BaseException) -> str:
 
 
 def main() -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the gateway, which ends this
+    # a signal to the whole process group (Ctrl-C, systemd's KillMode=control-group) is the gateway's:
+    # it drains, and lets the clones in flight finish; this process ends with its clip (or is killed)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     size = int.from_bytes(requests.read(LENGTH_BYTES), "big")
     data = requests.read(size)

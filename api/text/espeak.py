@@ -187,9 +187,11 @@ def _read_exactly(stream: BinaryIO, size: int) -> Optional[bytes]:
 def serve(argv: list[str]) -> int:
     """The child's loop: answer frames on stdin until it closes. ``argv``: [library path or "",
     piece length or ""]."""
-    # Ctrl-C reaches the gateway, which ends this. The gateway's end closes stdin, which ends this
-    # (not PR_SET_PDEATHSIG: that fires when the thread that started it ends, not the gateway)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A signal to the whole process group (Ctrl-C in a terminal, systemd's KillMode=control-group)
+    # is the gateway's to act on: it drains, and its end closes stdin, which ends this (not
+    # PR_SET_PDEATHSIG: that fires when the thread that started it ends, not the gateway)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     library = argv[0] if argv and argv[0] else None
     piece = int(argv[1]) if len(argv) > 1 and argv[1] else MAX_PIECE

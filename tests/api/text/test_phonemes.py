@@ -223,6 +223,16 @@ def test_a_killed_espeak_process_is_replaced_and_the_words_are_read(own_reader):
     assert own_reader.pid != pid and restart_counts()["crash"] == crashes + 1
 
 
+def test_a_signal_to_the_process_group_leaves_espeak_to_the_gateway(own_reader):
+    """Ctrl-C or systemd's KillMode=control-group signal every process of the group: the gateway
+    drains on them, and its eSpeak process must still answer the streams it drains."""
+    pid = own_reader.pid
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        os.kill(pid, sig)
+    time.sleep(0.2)
+    assert own_reader.word("still", "en") == ("s", "t", "ɪ", "l") and own_reader.pid == pid
+
+
 def test_a_stuck_espeak_process_is_killed_at_the_deadline_and_replaced(own_reader):
     own_reader.word("before", "en")
     pid, hangs = own_reader.pid, restart_counts()["hang"]
