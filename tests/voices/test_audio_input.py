@@ -259,3 +259,15 @@ def test_a_decoder_that_never_answers_is_killed_at_the_deadline(tmp_path, monkey
         load_reference_clip(encode(sine(4.0, 22050), 22050, "wav"), filename="slow.wav")
     assert time.monotonic() - t0 < 10
 
+
+
+def test_a_decoder_that_cannot_start_is_the_servers_failure_not_the_clips(monkeypatch):
+    """No process to decode with (no interpreter, no process slots): 500 voice_cloning_failed, not
+    a 400 blaming the client's clip."""
+    import sys
+
+    from voices.errors import VoiceCloningError
+
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    with pytest.raises(VoiceCloningError, match="did not start"):
+        load_reference_clip(encode(sine(4.0, 22050), 22050, "wav"), filename="fine.wav")

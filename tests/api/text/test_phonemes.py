@@ -223,6 +223,26 @@ def test_a_killed_espeak_process_is_replaced_and_the_words_are_read(own_reader):
     assert own_reader.pid != pid and restart_counts()["crash"] == crashes + 1
 
 
+def test_a_segment_whose_phonemes_cannot_be_read_keeps_its_words(monkeypatch, caplog):
+    """eSpeak's process is gone and a new one does not start (here: its library is gone): the
+    segment's word timestamps still go out, its phonemes are left out with a WARNING, no error."""
+    import api.segment_timing
+
+    broken = Phonemizer()
+    broken._start = ("/nonexistent/libespeak-ng.so", None)  # what a restart will find
+    os.kill(broken.pid, signal.SIGKILL)
+    monkeypatch.setattr(api.segment_timing, "phonemizer", lambda: broken)
+    text = "Hello there."
+    segment = Segment(text, normalize(text, "en"))
+    pcm = np.random.default_rng(0).standard_normal(22050).astype(np.float32) * 0.1
+    req = SimpleNamespace(add_timestamps=True, add_phoneme_timestamps=True, use_normalized_timestamps=False,
+                          normalization=None, effective_language="en")
+    with caplog.at_level("WARNING", logger="api.segment_timing"):
+        events = timing_events(segment, [pcm], 22050, 0.0, req, "ctx-1")
+    assert [e.to_dict()["type"] for e in events] == ["timestamps"]
+    assert any("ctx-1" in r.getMessage() and "/nonexistent/libespeak-ng.so" in r.getMessage() for r in caplog.records)
+
+
 def test_a_signal_to_the_process_group_leaves_espeak_to_the_gateway(own_reader):
     """Ctrl-C or systemd's KillMode=control-group signal every process of the group: the gateway
     drains on them, and its eSpeak process must still answer the streams it drains."""
