@@ -40,6 +40,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from typing import Callable, Optional
 
@@ -231,10 +232,14 @@ def _decode(data: bytes, fmt: str, name: str, max_ref_seconds: float) -> tuple[n
     before anything is decoded (``_frames_to_decode``)."""
     cannot = f"reference clip {name} looks like {fmt} but cannot be decoded"
     timeout_s = DECODE_TIMEOUT_S
+    # its stderr goes to a file, read only for the log line of a failure ("*** buffer overflow
+    # detected ***"): a pipe nobody reads could fill and stall it
+    errors = tempfile.TemporaryFile()
     try:
         proc = subprocess.Popen([sys.executable, "-P", DECODER_SCRIPT], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+                                stdout=subprocess.PIPE, stderr=errors, close_fds=True)
     except OSError as exc:
+        errors.close()
         raise VoiceCloningError(f"the clip decoder process did not start: {exc}") from exc
     timed_out = threading.Event()
 
@@ -269,8 +274,11 @@ def _decode(data: bytes, fmt: str, name: str, max_ref_seconds: float) -> tuple[n
     except (OSError, ValueError, KeyError) as exc:  # it ended (crash, kill) or spoke nonsense
         code = proc.wait()
         killed = timed_out.is_set()
-        logger.warning("clip decoder %s on reference clip %s (%s, %d bytes): %s",
-                       "timed out" if killed else f"ended with {code}", name, fmt, len(data), exc)
+        errors.seek(0)
+        said = errors.read().decode("utf-8", errors="replace").strip().splitlines()
+        logger.warning("clip decoder %s on reference clip %s (%s, %d bytes): %s%s",
+                       "timed out" if killed else f"ended with {code}", name, fmt, len(data), exc,
+                       f" ({said[-1][:200]})" if said else "")
         if killed:
             raise CorruptClipError(f"{cannot}: decoding took longer than {timeout_s:g} s") from None
         raise CorruptClipError(f"{cannot}: the decoder failed on it") from None
@@ -279,7 +287,7 @@ def _decode(data: bytes, fmt: str, name: str, max_ref_seconds: float) -> tuple[n
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        for stream in (proc.stdin, proc.stdout):
+        for stream in (proc.stdin, proc.stdout, errors):
             try:
                 stream.close()  # type: ignore[union-attr]
             except OSError:

@@ -217,7 +217,7 @@ def test_check_runs_before_the_decode_and_before_the_resample_and_may_stop_the_c
 
 # --- the decoder process: libsndfile parses an upload in a child, whose crash is that clip's 400 -----
 
-_CRASH_AT_ONCE = "import os, sys\nsys.stdin.buffer.read(8)\nos.abort()\n"
+_CRASH_AT_ONCE = "import os, sys\nsys.stdin.buffer.read(8)\nsys.stderr.write('*** buffer overflow detected ***\\n')\nos.abort()\n"
 _CRASH_AFTER_HEADER = (
     "import os, sys\n"
     "size = int.from_bytes(sys.stdin.buffer.read(8), 'big'); sys.stdin.buffer.read(size)\n"
@@ -241,6 +241,8 @@ def test_a_decoder_that_dies_is_that_clips_400_and_nothing_more(tmp_path, monkey
         load_reference_clip(clip, filename="boom.wav")
     assert "'boom.wav' looks like wav but cannot be decoded: the decoder failed on it" in str(info.value)
     assert any("ended with -" in r.getMessage() and "boom.wav" in r.getMessage() for r in caplog.records)
+    if program == _CRASH_AT_ONCE:  # what it said before dying is in the log line
+        assert any("(*** buffer overflow detected ***)" in r.getMessage() for r in caplog.records)
     monkeypatch.undo()
     assert load_reference_clip(clip, filename="fine.wav").shape == (4 * 22050,)  # the next clip is decoded
 
