@@ -9,6 +9,7 @@ import os
 import select
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -46,17 +47,19 @@ class EspeakProcess:
                  start_timeout_s: float = 30.0) -> None:
         argv = [sys.executable, "-P", espeak.__file__, library_path or "", str(piece) if piece else ""]
         try:
-            # stderr is kept for the log line of a loss ("*** buffer overflow detected ***"), not
-            # left to interleave raw lines with the gateway's structured ones
+            # stderr goes to a file, kept for the log line of a loss ("*** buffer overflow detected
+            # ***") rather than interleaved with the gateway's structured lines; not to a pipe:
+            # eSpeak writes a line each time it chooses a voice whose dictionary it lacks ("kaa"),
+            # and a pipe nobody reads fills and stalls it. The recycle bounds the file (~2 MB).
+            self._errors = tempfile.TemporaryFile()
             self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, close_fds=True)
+                                          stderr=self._errors, close_fds=True)
         except OSError as exc:
             raise EspeakUnavailable(f"the eSpeak NG process did not start ({argv[0]}): {exc}") from exc
-        assert self._proc.stdin is not None and self._proc.stdout is not None and self._proc.stderr is not None
+        assert self._proc.stdin is not None and self._proc.stdout is not None
         self._requests = self._proc.stdin.fileno()
         self._replies = self._proc.stdout.fileno()
         os.set_blocking(self._requests, False)  # a stuck child must not block the gateway's write
-        os.set_blocking(self._proc.stderr.fileno(), False)
         try:
             hello = self._receive(time.monotonic() + start_timeout_s)
         except EspeakProcessLost as exc:
@@ -84,7 +87,7 @@ class EspeakProcess:
 
     def close(self) -> None:
         """End the process: stdin closes (it exits), or it is killed after a second."""
-        for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
+        for stream in (self._proc.stdin, self._proc.stdout, self._errors):
             try:
                 stream.close()  # type: ignore[union-attr]
             except OSError:
@@ -112,8 +115,10 @@ class EspeakProcess:
     def _last_error_line(self) -> str:
         """The last line the child wrote to stderr (libc's "*** buffer overflow detected ***")."""
         try:
-            said = os.read(self._proc.stderr.fileno(), 4096)  # type: ignore[union-attr]
-        except (BlockingIOError, OSError, ValueError):
+            size = self._errors.seek(0, os.SEEK_END)
+            self._errors.seek(max(0, size - 4096))
+            said = self._errors.read()
+        except (OSError, ValueError):
             return ""
         lines = said.decode("utf-8", errors="replace").strip().splitlines()
         return lines[-1].strip()[:200] if lines else ""

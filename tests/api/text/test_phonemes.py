@@ -243,6 +243,21 @@ def test_a_segment_whose_phonemes_cannot_be_read_keeps_its_words(monkeypatch, ca
     assert any("ctx-1" in r.getMessage() and "/nonexistent/libespeak-ng.so" in r.getMessage() for r in caplog.records)
 
 
+def test_espeak_complaining_on_stderr_never_stalls_it():
+    """eSpeak writes a line to stderr each time it chooses a voice whose dictionary it lacks
+    ("kaa"): thousands of such choices (~110 bytes each, past any pipe's buffer) are answered by
+    the same process, with no hang."""
+    process = EspeakProcess()
+    try:
+        assert "kaa" in process.voices
+        for k in range(1500):
+            process.read("kaa" if k % 2 else "en-us", ["salem"], 10)
+        assert process.read("en-us", ["danger"], 10).phonemes == [("d", "eɪ", "n", "dʒ", "ɚ")]
+        assert process._errors.seek(0, os.SEEK_END) > 65536  # more than a pipe would have held
+    finally:
+        process.close()
+
+
 def test_a_signal_to_the_process_group_leaves_espeak_to_the_gateway(own_reader):
     """Ctrl-C or systemd's KillMode=control-group signal every process of the group: the gateway
     drains on them, and its eSpeak process must still answer the streams it drains."""
