@@ -845,14 +845,16 @@ class _TokenReader:
         verb = self._word_back(i, r.dial_articles)  # "call 911", "llama al 112", "ligue para o 190"
         return not core.endswith("00") and verb is not None and self.tokens[verb].core.lower() in r.dial_words
 
-    def _said_before(self, i: int, words: str) -> bool:
-        """Whether ``words`` ("más de") are the words right before token ``i``, with nothing but
-        spaces between: "más de 50+" says them once."""
-        said = words.split()
-        if i < len(said):
-            return False
-        before = self.tokens[i - len(said):i]
-        return not any(t.trail for t in before) and [t.core.lower() for t in before] == said
+    def _more_than(self, i: int, said: str) -> str:
+        """``said`` (the count at token ``i``) after the language's ``more_than_words`` ("más de"),
+        unless they are the words right before it, with nothing but spaces between: "más de 50+"
+        says them once."""
+        words = self.rules.more_than_words or ""
+        lead = words.split()
+        before = self.tokens[i - len(lead):i] if i >= len(lead) else []
+        if before and not any(t.trail for t in before) and [t.core.lower() for t in before] == lead:
+            return said
+        return f"{words} {said}"
 
     def _word_back(self, i: int, between: frozenset[str]) -> Optional[int]:
         """The index of the word before token ``i``, past at most two of ``between`` with
@@ -963,7 +965,7 @@ class _TokenReader:
                 return f"{said} {self.rules.symbol_words['+']}", 0
             if self._noun_after(i) is not None:  # "1M+ usuarios" -> "más de un millón de usuarios"
                 said += " " + self.rules.scale_connector(m.group("scale").lower()).strip()
-            return (said if self._said_before(i, more_than) else f"{more_than} {said}").strip(), 0
+            return self._more_than(i, said.strip()), 0
         return None, 0
 
     def _scaled(self, written: str, scale: str) -> Optional[str]:
@@ -1033,7 +1035,7 @@ class _TokenReader:
             # "50+ personas" -> "más de cincuenta personas", agreeing with the noun ("21+ casas")
             if consumed == 0 and (num := self.rules.parse_number(rest)) is not None:
                 said = self.rules.read_number(num, self._noun_after(i) or "m", before_noun=True)
-            return (said if self._said_before(i, more_than) else f"{more_than} {said}"), consumed
+            return self._more_than(i, said), consumed
         if not before and consumed == 0 and (num := self.rules.parse_number(rest)) is not None:
             # "2x": the number counts the sign's word, so agrees with it ("duas vezes")
             said = self.rules.read_number(num, self.rules.noun_gender(sign) or "m")

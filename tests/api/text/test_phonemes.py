@@ -8,7 +8,6 @@ import signal
 import threading
 import time
 from collections import OrderedDict
-from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
