@@ -273,3 +273,19 @@ def test_a_decoder_that_cannot_start_is_the_servers_failure_not_the_clips(monkey
     monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
     with pytest.raises(VoiceCloningError, match="did not start"):
         load_reference_clip(encode(sine(4.0, 22050), 22050, "wav"), filename="fine.wav")
+
+
+def test_a_decoder_that_answers_more_than_it_was_asked_is_not_believed(tmp_path, monkeypatch):
+    """The decoder parses hostile bytes, so its answer is held to the frames the bounds allow."""
+    import voices.audio_input
+
+    script = tmp_path / "decoder.py"
+    script.write_text(
+        "import sys\n"
+        "size = int.from_bytes(sys.stdin.buffer.read(8), 'big'); sys.stdin.buffer.read(size)\n"
+        "sys.stdout.buffer.write(b'{\"rate\": 22050, \"channels\": 1, \"frames\": 88200}\\n'); sys.stdout.flush()\n"
+        "sys.stdin.buffer.readline()\n"
+        "sys.stdout.buffer.write(b'{\"frames\": 1000000000}\\n'); sys.stdout.flush()\n")
+    monkeypatch.setattr(voices.audio_input, "DECODER_SCRIPT", str(script))
+    with pytest.raises(CorruptClipError, match="the decoder failed on it"):
+        load_reference_clip(encode(sine(4.0, 22050), 22050, "wav"), filename="liar.wav")
