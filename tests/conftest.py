@@ -21,8 +21,11 @@ WS_OPEN_TIMEOUT_S = 30.0
 
 
 def _wait_longer_for_websocket_openings() -> None:
-    import websockets.asyncio.client
-    import websockets.sync.client
+    try:
+        import websockets.asyncio.client
+        import websockets.sync.client
+    except ModuleNotFoundError:  # a GPU machine's image (bench/gpu_session.sh's part 0): no client test runs there
+        return
 
     for defaults in (websockets.sync.client.connect.__kwdefaults__,
                      websockets.asyncio.client.connect.__init__.__kwdefaults__):

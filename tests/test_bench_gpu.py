@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,24 @@ def test_on_the_device_machine_every_part_comes_back_in_one_archive(tmp_path):
     assert {"00-tests.log", "01-pipeline.log", "02-steps.log", "05-codec.log", "08-summary.log", "summary.md"} <= names
     assert "ran:" not in steps_log  # cut at its cap, and still there
     assert (device_out / "summary.md").read_text() == "# summary\n"
+
+
+# what the GPU machines' image lacks among the gateway's and the suite's imports (bench/gpu_wheels.sh
+# carries the gateway's, installed by part 6 for part 7 alone, after part 0 ran)
+NOT_ON_THE_GPU_IMAGE = ("websockets", "starlette", "uvicorn", "redis", "pydantic", "soundfile", "soxr", "av",
+                        "lameenc", "num2words", "multipart", "cartesia", "vllm", "nemo", "pytest_asyncio")
+
+
+def test_part_0s_tests_import_nothing_the_gpu_image_lacks(tmp_path):
+    tests = str(ROOT / "tests" / "engine" / "backends" / "test_vllm_sampling.py")
+    code = ("import sys\n"
+            "class Absent:  # as if not installed\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            f"        if name.split('.')[0] in {NOT_ON_THE_GPU_IMAGE!r}:\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, Absent())\n"
+            "import pytest\n"
+            f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:asyncio', {tests!r}, '-k', 'cpu']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout.splitlines()[-1]
