@@ -45,7 +45,7 @@ from api.synthesis import SynthesisService
 from api.text.errors import TextError
 from codec_worker.errors import CodecError, CodecLoadError
 from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder
-from codec_worker.nanocodec import NanoCodec, compile_decoder, load_codec
+from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs, compile_decoder, load_codec
 from codec_worker.schedule import default_schedule
 from codec_worker.torchcodec import TorchNanoCodec
 from engine.device import pick_device, pick_dtype
@@ -155,6 +155,8 @@ async def open_runtime(settings: Settings) -> Runtime:
         decoder = BatchingCodecDecoder(codec, schedule=settings.chunk_schedule or default_schedule(device))
         if settings.codec_compile:  # for every decode the batching decoder makes, before the first request
             await loop.run_in_executor(None, compile_decoder, codec, decoder.max_batch, decoder.max_window_frames)
+        if settings.codec_cuda_graphs:  # likewise (a no-op on CPU); after compiling: the graphs replay the compiled code
+            await loop.run_in_executor(None, capture_decoder_graphs, codec, decoder.max_batch, decoder.max_window_frames)
         encoder = NanoCodecEncoder(codec)
         voices = open_voice_store(settings.redis_url, settings.data_dir)
         voices.register_builtin(VoiceRecord(

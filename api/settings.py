@@ -16,6 +16,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     auto: NeMo when it imports)
     GEPARD_CODEC_COMPILE               codec_compile                false (the torch decoder through torch.compile;
                                                                     off until measured on a GPU)
+    GEPARD_CODEC_CUDA_GRAPHS           codec_cuda_graphs            true (the torch decoder on CUDA captured as CUDA
+                                                                    graphs at start, one per padded decode shape;
+                                                                    no effect on CPU or on NeMo's decoder)
     GEPARD_BACKEND                     backend                      auto (auto | vllm | torch)
     GEPARD_DEVICE                      device                       auto (cpu, cuda, cuda:1, ...)
     GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
@@ -177,6 +180,7 @@ class Settings:
     codec: Optional[str] = field(default=None, metadata=_env("GEPARD_CODEC"))
     codec_impl: str = field(default="auto", metadata=_env("GEPARD_CODEC_IMPL"))
     codec_compile: bool = field(default=False, metadata=_env("GEPARD_CODEC_COMPILE"))
+    codec_cuda_graphs: bool = field(default=True, metadata=_env("GEPARD_CODEC_CUDA_GRAPHS"))
     backend: str = field(default="auto", metadata=_env("GEPARD_BACKEND"))
     device: str = field(default="auto", metadata=_env("GEPARD_DEVICE"))
     dtype: str = field(default="auto", metadata=_env("GEPARD_DTYPE"))
@@ -573,6 +577,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "api_keys": lambda raw: frozenset(_parse_list(raw)),
     "require_auth": _parse_bool,
     "codec_compile": _parse_bool,
+    "codec_cuda_graphs": _parse_bool,
     "torch_compile": _parse_bool,
     "torch_overlap": _parse_bool,
     "token_secret": _parse_secret,

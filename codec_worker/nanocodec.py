@@ -374,11 +374,37 @@ def compile_decoder(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frame
     return True
 
 
+def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frames: int) -> bool:
+    """Capture the torch decoder on CUDA as CUDA graphs for decodes of up to ``max_batch`` windows
+    of ``max_frames`` frames (TorchNanoCodec.capture_graphs); whether it now replays them. NeMo's
+    decoder syncs with the host inside (see ``compile_decoder``) and a CPU codec has nothing to
+    capture: both stay as they are (logged). A capture that fails is logged, and the codec decodes
+    as before."""
+    if codec.impl != "torch":
+        logger.info("codec: CUDA graphs apply to the torch decoder only (GEPARD_CODEC_IMPL=torch); NeMo's decoder "
+                    "runs eagerly")
+        return False
+    if codec.device.type != "cuda":
+        logger.debug("codec: on %s, no CUDA graphs to capture", codec.device)
+        return False
+    started = time.perf_counter()
+    try:
+        count = codec.capture_graphs(max_batch, max_frames)
+    except Exception as exc:
+        logger.error("codec: capturing the torch decoder as CUDA graphs failed (%s: %s); decoding eagerly",
+                     type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        return False
+    logger.info("codec: captured the torch decoder as CUDA graphs for up to %d windows of %d frames (%d shapes) in %.1f s",
+                max_batch, max_frames, count, time.perf_counter() - started)
+    return True
+
+
 __all__ = [
     "CODEC_IMPLS",
     "CodecConfig",
     "DEFAULT_HF_REPO",
     "NanoCodec",
+    "capture_decoder_graphs",
     "compile_decoder",
     "decoder_left_context_frames",
     "load_codec",

@@ -13,8 +13,10 @@ voice cloning needs NeMo. Reading the ``.nemo`` needs only torch and PyYAML.
 from __future__ import annotations
 
 import logging
+import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -101,6 +103,98 @@ def padded_sizes(limit: int) -> list[int]:
     return [1 << i for i in range(padded_size(limit).bit_length())]
 
 
+Capture = Callable[[Callable[[], None]], Callable[[], None]]  # body -> replay
+
+
+def cuda_graph_capture(device: torch.device) -> Capture:
+    """Capture a body as a CUDA graph, all graphs in one memory pool (they replay one at a time,
+    under DecoderGraphs' lock). The body first runs once on a side stream, uncaptured: cuDNN picks
+    its algorithms and allocates its workspace there, which a capture may not do."""
+    pool = torch.cuda.graph_pool_handle()
+
+    def capture(body: Callable[[], None]) -> Callable[[], None]:
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            body()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        # thread_local: the engine's thread launching its own work meanwhile does not spoil the capture
+        with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
+            body()
+        return graph.replay
+
+    return capture
+
+
+@dataclass
+class _CapturedShape:
+    latents: torch.Tensor  # [rows, 32, width]: the graph's input, written before each replay
+    lengths: torch.Tensor  # [rows] int64
+    audio: torch.Tensor  # [rows, width * spf]: the graph's output, written by each replay
+    replay: Callable[[], None]
+
+
+class DecoderGraphs:
+    """The decoder captured once per padded shape (``padded_size`` of windows and of frames, up to
+    the limits given), then replayed. Eager, a full-size decode is ~1,100 small kernels whatever its
+    length, launched one by one from Python: on an H200 one window took ~50 ms of host time for a
+    few ms of GPU work, in every stream's time to first audio and in the gateway's decode budget. A
+    replay launches them all at once.
+
+    A decode copies its latents into the shape's input (right-padded: the decoder is causal, so the
+    padding changes no real sample; padding rows get length 0), replays, and returns a copy of the
+    output's real part. One lock orders decodes: every shape's input and output are reused, and
+    the graphs share one memory pool. ``capture`` is how a body becomes a replay (CUDA:
+    ``cuda_graph_capture``; the CPU tests pass one that runs the body, for the logic around it)."""
+
+    def __init__(self, run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], samples_per_frame: int,
+                 device: torch.device, dtype: torch.dtype, capture: Capture) -> None:
+        self._run = run
+        self._spf = samples_per_frame
+        self._device, self._dtype = device, dtype
+        self._capture = capture
+        self._shapes: dict[tuple[int, int], _CapturedShape] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        return sorted(self._shapes)
+
+    def capture_all(self, max_batch: int, max_frames: int) -> int:
+        """Capture every padded shape up to ``max_batch`` windows of ``max_frames`` frames; how many."""
+        for rows in padded_sizes(max_batch):
+            for width in padded_sizes(max_frames):
+                self._capture_shape(rows, width)
+        return len(self._shapes)
+
+    def _capture_shape(self, rows: int, width: int) -> None:
+        latents = torch.zeros(rows, fsq.NUM_CHANNELS, width, device=self._device, dtype=self._dtype)
+        lengths = torch.full((rows,), width, dtype=torch.long, device=self._device)
+        audio = torch.zeros(rows, width * self._spf, device=self._device, dtype=self._dtype)
+
+        def body() -> None:  # into a buffer made before the capture, which each replay writes
+            audio.copy_(self._run(latents, lengths))
+
+        with torch.no_grad():
+            replay = self._capture(body)
+        self._shapes[(rows, width)] = _CapturedShape(latents, lengths, audio, replay)
+
+    def decode(self, latents: torch.Tensor, input_len: torch.Tensor) -> Optional[torch.Tensor]:
+        """Audio [B, T * spf] of latents [B, 32, T]; None when no captured shape holds them."""
+        batch, _, frames = latents.shape
+        shape = self._shapes.get((padded_size(batch), padded_size(frames)))
+        if shape is None:
+            return None
+        with self._lock:
+            shape.latents.zero_()
+            shape.latents[:batch, :, :frames] = latents
+            shape.lengths.zero_()
+            shape.lengths[:batch] = input_len
+            shape.replay()
+            return shape.audio[:batch, : frames * self._spf].clone()
+
+
 class TorchNanoCodec(DecodesLatents):
     """NanoCodec's decoder in plain torch (decode only). Built by :func:`load_torch_decoder`.
 
@@ -128,6 +222,7 @@ class TorchNanoCodec(DecodesLatents):
         self._decoder = decoder
         self._compiled: Callable[..., torch.Tensor] | None = None  # the decoder through torch.compile (``compile``)
         self._compiled_limits = (0, 0)  # (batch, frames): the largest padded shape compiled
+        self._graphs: DecoderGraphs | None = None  # the decoder as CUDA graphs (``capture_graphs``)
         self._fingerprint = fingerprint
         self._receptive_field_frames = decoder_left_context_frames(decoder.config.as_mapping())
 
@@ -140,7 +235,20 @@ class TorchNanoCodec(DecodesLatents):
     def compiled(self) -> bool:
         return self._compiled is not None
 
+    @property
+    def graph_shapes(self) -> list[tuple[int, int]]:
+        """The (windows, frames) shapes captured as CUDA graphs (``capture_graphs``); [] for none."""
+        return self._graphs.shapes if self._graphs is not None else []
+
     def _run_decoder(self, latents: torch.Tensor, input_len: torch.Tensor) -> torch.Tensor:
+        if self._graphs is not None:
+            audio = self._graphs.decode(latents, input_len)
+            if audio is not None:
+                return audio
+        return self._run_padded(latents, input_len)
+
+    def _run_padded(self, latents: torch.Tensor, input_len: torch.Tensor) -> torch.Tensor:
+        """The decoder, compiled for shapes up to the compiled limits (padded to them), else eager."""
         batch, _, frames = latents.shape
         max_batch, max_frames = self._compiled_limits
         if self._compiled is None or batch > max_batch or frames > max_frames:
@@ -178,6 +286,20 @@ class TorchNanoCodec(DecodesLatents):
                     torch.full((b,), t, dtype=torch.long, device=self.device))
         self._compiled, self._compiled_limits = run, (padded_size(max_batch), padded_size(max_frames))
         return len(shapes)
+
+    def capture_graphs(self, max_batch: int, max_frames: int, capture: Capture | None = None) -> int:
+        """Capture the decoder as CUDA graphs for every padded shape up to ``max_batch`` windows of
+        ``max_frames`` frames (``DecoderGraphs``), compiled first if ``compile`` ran; larger decodes
+        run as before. Returns the number of shapes. ``capture``: default ``cuda_graph_capture`` (a
+        CUDA codec only). Raises what capturing raises; the codec then decodes as before."""
+        if capture is None:
+            if self.device.type != "cuda":
+                raise ValueError(f"CUDA graphs need a CUDA device; this codec is on {self.device}")
+            capture = cuda_graph_capture(self.device)
+        graphs = DecoderGraphs(self._run_padded, self.samples_per_frame, self.device, self.dtype, capture)
+        count = graphs.capture_all(max_batch, max_frames)
+        self._graphs = graphs
+        return count
 
     def encode(self, audio: torch.Tensor | np.ndarray, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
         raise EncodeUnavailableError(
@@ -219,4 +341,4 @@ def load_torch_decoder(
     return codec
 
 
-__all__ = ["TorchNanoCodec", "load_torch_decoder"]
+__all__ = ["DecoderGraphs", "TorchNanoCodec", "cuda_graph_capture", "load_torch_decoder"]

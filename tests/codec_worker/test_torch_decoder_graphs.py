@@ -1,0 +1,150 @@
+"""The torch decoder as CUDA graphs (GEPARD_CODEC_CUDA_GRAPHS), the logic around the capture, on CPU.
+
+A CUDA graph needs a GPU; what surrounds it does not, and is what can go wrong: which shapes are
+captured, how a decode is padded into a captured shape's buffers and cut back out, that a result
+survives the next decode through the same buffers, that larger decodes fall back to the eager
+decoder, and that nothing is captured where no graph can run. Here the capture step is a stand-in
+that runs the body (the only thing this machine cannot do is record it); the real capture ran on an
+H200 in bench/torch_codec.py --graphs (see README, "On a GPU").
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+import torch
+
+from codec_worker.batching import BatchingCodecDecoder
+from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs
+from codec_worker.torchcodec import TorchNanoCodec
+from tests.codec_worker.conftest import random_codes
+from tests.codec_worker.test_torch_decoder import TOLERANCE, _max_diff, _stream
+from tests.codec_worker.test_torch_decoder_compiled import small_codec
+
+MAX_BATCH = 4
+MAX_FRAMES = 16
+
+
+class RecordingCapture:
+    """Stands in for cuda_graph_capture: "records" a body by keeping it; a replay runs it."""
+
+    def __init__(self) -> None:
+        self.captured = 0
+        self.replays = 0
+
+    def __call__(self, body: Callable[[], None]) -> Callable[[], None]:
+        self.captured += 1
+        body()  # as the real capture warms up: the body runs once before it is recorded
+
+        def replay() -> None:
+            self.replays += 1
+            body()
+
+        return replay
+
+
+@pytest.fixture(scope="module")
+def eager_codec(codec_path: Path) -> TorchNanoCodec:
+    return small_codec(codec_path)
+
+
+@pytest.fixture()
+def graphed(eager_codec: TorchNanoCodec) -> tuple[TorchNanoCodec, RecordingCapture]:
+    codec = TorchNanoCodec(eager_codec.config, eager_codec._decoder, fingerprint="small", device=eager_codec.device,
+                           dtype=eager_codec.dtype)
+    capture = RecordingCapture()
+    assert codec.capture_graphs(MAX_BATCH, MAX_FRAMES, capture=capture) == 3 * 5  # batches 1, 2, 4 x widths 1 .. 16
+    assert capture.captured == 15 and capture.replays == 0
+    assert codec.graph_shapes == [(b, w) for b in (1, 2, 4) for w in (1, 2, 4, 8, 16)]
+    assert eager_codec.graph_shapes == []
+    return codec, capture
+
+
+@pytest.mark.parametrize("batch, frames, replayed", [(1, 1, True), (1, 13, True), (3, 11, True), (4, 16, True),
+                                                     (2, 7, True), (5, 9, False), (2, 30, False)])
+def test_a_replayed_decode_gives_the_eager_audio(eager_codec, graphed, batch: int, frames: int, replayed: bool) -> None:
+    codec, capture = graphed
+    codes = random_codes(frames, batch=batch, seed=batch * 100 + frames)
+    lengths = [frames] + [max(1, frames - 3 * i) for i in range(1, batch)]  # right-padded rows
+    got = codec.decode_codes(codes, lengths=lengths)
+    # shapes past the largest captured one (5 windows, 30 frames) decode eagerly
+    assert capture.replays == (1 if replayed else 0)
+    want = eager_codec.decode_codes(codes, lengths=lengths)
+    spf = eager_codec.samples_per_frame
+    assert got.shape == want.shape == (batch, frames * spf) and got.dtype == torch.float32
+    assert float(want.abs().max()) > 0.01  # real audio
+    assert _max_diff(got, want) <= TOLERANCE
+    for row, length in enumerate(lengths):
+        assert not bool(got[row, length * spf :].any())
+
+
+def test_a_decode_is_not_overwritten_by_the_next_one_through_the_same_graph(eager_codec, graphed) -> None:
+    codec, capture = graphed
+    first_codes, second_codes = random_codes(6, batch=2, seed=1), random_codes(7, batch=2, seed=2)  # both (2, 8)
+    first = codec.decode_codes(first_codes)
+    kept = first.clone()
+    second = codec.decode_codes(second_codes)
+    assert capture.replays == 2
+    assert torch.equal(first, kept)
+    assert _max_diff(first, eager_codec.decode_codes(first_codes)) <= TOLERANCE
+    assert _max_diff(second, eager_codec.decode_codes(second_codes)) <= TOLERANCE
+
+
+def test_a_short_window_after_a_long_one_reads_none_of_its_frames(eager_codec, graphed) -> None:
+    """Both pad into the (1, 16) shape: the frames the long window left in its buffer lie past the
+    short one's, where a causal decoder never looks, and its output is cut before them."""
+    codec, _ = graphed
+    codec.decode_codes(random_codes(16, batch=1, seed=3))
+    short = random_codes(9, batch=1, seed=4)
+    assert _max_diff(codec.decode_codes(short), eager_codec.decode_codes(short)) <= TOLERANCE
+
+
+async def test_streams_through_the_graphs_join_into_the_whole_utterance(eager_codec, graphed) -> None:
+    codec, capture = graphed
+    utterances = [random_codes(frames, seed=80 + i) for i, frames in enumerate([50, 17, 3])]
+    pushes = [[1] * 50, [5, 5, 7], [3]]
+    async with BatchingCodecDecoder(codec, max_batch=3, schedule="2,4") as decoder:
+        assert decoder.max_window_frames <= MAX_FRAMES  # every window replayed
+        results = [await _stream(decoder, c, p) for c, p in zip(utterances, pushes)]
+    assert capture.replays > 0 and capture.captured == 15  # nothing captured while serving
+    for codes, got in zip(utterances, results):
+        whole = eager_codec.decode_codes(codes.unsqueeze(0))[0].numpy()
+        assert got.shape == whole.shape and _max_diff(got, whole) <= TOLERANCE
+
+
+def test_there_is_nothing_to_capture_on_a_cpu_codec(eager_codec, caplog) -> None:
+    with pytest.raises(ValueError, match="CUDA graphs need a CUDA device; this codec is on cpu"):
+        eager_codec.capture_graphs(2, 8)
+    caplog.set_level(logging.DEBUG, logger="codec_worker.nanocodec")
+    assert not capture_decoder_graphs(eager_codec, 2, 8)  # the gateway's call: a no-op on CPU
+    assert eager_codec.graph_shapes == []
+    assert "codec: on cpu, no CUDA graphs to capture" in caplog.text
+
+
+def test_a_capture_that_fails_leaves_the_decoder_decoding_eagerly(codec_path, monkeypatch, caplog) -> None:
+    codec = small_codec(codec_path)
+    codec.device = torch.device("cuda")  # only checked, never used: the capture fails first
+
+    def no_graphs(device):
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore detail")
+
+    monkeypatch.setattr("codec_worker.torchcodec.codec.cuda_graph_capture", no_graphs)
+    caplog.set_level(logging.INFO, logger="codec_worker.nanocodec")
+    assert not capture_decoder_graphs(codec, 2, 8)
+    assert codec.graph_shapes == []
+    assert ("codec: capturing the torch decoder as CUDA graphs failed (RuntimeError: CUDA error: operation not "
+            "permitted when stream is capturing); decoding eagerly") in caplog.text
+    codec.device = torch.device("cpu")
+    audio = codec.decode_codes(random_codes(4, batch=1))
+    assert audio.shape == (1, 4 * codec.samples_per_frame) and float(audio.abs().max()) > 0.01
+
+
+def test_nemos_decoder_is_not_captured_and_says_so(codec: NanoCodec, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="codec_worker.nanocodec")
+    assert not capture_decoder_graphs(codec, 2, 8)
+    assert "CUDA graphs apply to the torch decoder only (GEPARD_CODEC_IMPL=torch)" in caplog.text
+    assert np.isfinite(codec.decode_codes(random_codes(2, batch=1)).numpy()).all()
