@@ -266,7 +266,7 @@ async def start_engine(args: argparse.Namespace, checkpoint: Path, max_batch: in
     from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
 
     config = TorchEngineConfig(model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch,
-                               path=args.torch_path, max_positions=args.frames + PROMPT_ROOM)
+                               path=args.torch_path, max_positions=args.frames + PROMPT_ROOM, overlap=args.torch_overlap)
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, config)
 
 
@@ -364,6 +364,18 @@ def load_codec(checkpoint: Path, args: argparse.Namespace, impl: str) -> Any:
     return load(checkpoint / CODEC_FILE, device=device, dtype=pick_dtype(device, args.dtype), impl=impl)
 
 
+def capture_codec_graphs(codec: Any, args: argparse.Namespace, max_window_frames: int) -> str:
+    """As the gateway does (GEPARD_CODEC_CUDA_GRAPHS, on by default): the torch decoder on CUDA
+    captured for every decode its batching decoders make. "on (N shapes)" or "off"."""
+    from codec_worker.nanocodec import capture_decoder_graphs
+
+    if args.codec_graphs == "no" or codec.impl != "torch" or codec.device.type != "cuda":
+        return "off"
+    if not capture_decoder_graphs(codec, args.codec_batch, max_window_frames):
+        return "off (capture failed: see the log)"
+    return f"on ({len(codec.graph_shapes)} shapes)"
+
+
 def use_codec(args: argparse.Namespace) -> Optional[str]:
     """The codec implementation to run ("nemo" or "torch"), or None for frames only (--codec no)."""
     if args.codec == "no":
@@ -443,6 +455,7 @@ def result_doc(args: argparse.Namespace, host: str, runner: str, checkpoint: Pat
                rows: list[Row]) -> dict[str, Any]:
     return {"machine": host, "backend": args.backend, "runner": runner, "size": args.size, "dtype": args.dtype,
             "frames": args.frames, "checkpoint": str(checkpoint), "codec": impl is not None, "codec_impl": impl,
+            "codec_cuda_graphs": getattr(args, "codec_graphs_used", None), "torch_overlap": args.torch_overlap,
             **headline(rows), "rows": [asdict(r) for r in rows]}
 
 
@@ -471,13 +484,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     engine, levels = await start_for(args, checkpoint, levels)
     codec = load_codec(checkpoint, args, impl) if impl is not None else None
     runner = runner_of(engine)
-    print(f"# {args.backend} engine ({runner}) on {checkpoint} ({args.size}, {args.dtype}) for up to {max(levels)} "
-          f"streams, started in {time.perf_counter() - t0:.1f} s; {args.frames} frames per stream; codec "
-          f"{impl or 'off'}", flush=True)
-    print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
     decoders: dict[str, Optional[BatchingCodecDecoder]] = {
         str(s): None if codec is None else BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s)
         for s in (schedules if codec is not None else schedules[:1])}
+    graphs = args.codec_graphs_used = "off" if codec is None else capture_codec_graphs(
+        codec, args, max(d.max_window_frames for d in decoders.values() if d is not None))
+    print(f"# {args.backend} engine ({runner}) on {checkpoint} ({args.size}, {args.dtype}) for up to {max(levels)} "
+          f"streams, started in {time.perf_counter() - t0:.1f} s; {args.frames} frames per stream; codec "
+          f"{impl or 'off'}{'' if impl != 'torch' else f', CUDA graphs {graphs}'}"
+          f"{', overlapped steps' if args.torch_overlap else ''}", flush=True)
+    print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
     rows: list[Row] = []
     save(args.json, result_doc(args, host, runner, checkpoint, impl, rows))  # no earlier run's rows stay there
     last: Optional[tuple[int, float]] = None  # (concurrency, wall of one burst)
@@ -552,6 +568,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--codec-impl", choices=("auto", "nemo", "torch"), default="auto",
                    help="NanoCodec from NeMo's modules, or the torch decoder; auto: NeMo when it imports")
     p.add_argument("--codec-batch", type=int, default=32, help="codec decode windows per batch")
+    p.add_argument("--codec-graphs", choices=("auto", "no"), default="auto",
+                   help="auto: the torch decoder on CUDA as CUDA graphs, as the gateway runs it (GEPARD_CODEC_CUDA_GRAPHS)")
+    p.add_argument("--torch-overlap", action="store_true", help="torch fast path: overlapped steps (GEPARD_TORCH_OVERLAP)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
     p.add_argument("--torch-path", default="auto", help="torch backend loop: auto | reference | fast")
