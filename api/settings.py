@@ -33,9 +33,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_TORCH_COMPILE               torch_compile                false (the fast path's decode step and prefill
                                                                     through torch.compile; off until measured on a
                                                                     GPU)
-    GEPARD_TORCH_OVERLAP               torch_overlap                false (the fast path launches each decode step
-                                                                    before reading the last one's results; off
-                                                                    until measured on a GPU)
+    GEPARD_TORCH_OVERLAP               torch_overlap                true (the fast path launches each decode step
+                                                                    before reading the last one's results; faster
+                                                                    at every batch measured on an H200)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
     GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
@@ -188,7 +188,7 @@ class Settings:
     engine_stall_timeout_s: float = field(default=60.0, metadata=_env("GEPARD_ENGINE_STALL_TIMEOUT_S"))
     torch_path: str = field(default="auto", metadata=_env("GEPARD_TORCH_PATH"))
     torch_compile: bool = field(default=False, metadata=_env("GEPARD_TORCH_COMPILE"))
-    torch_overlap: bool = field(default=False, metadata=_env("GEPARD_TORCH_OVERLAP"))
+    torch_overlap: bool = field(default=True, metadata=_env("GEPARD_TORCH_OVERLAP"))
     api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
     require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
     token_secret: bytes = field(
