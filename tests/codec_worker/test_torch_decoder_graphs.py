@@ -10,6 +10,7 @@ H200 in bench/torch_codec.py --graphs (see README, "On a GPU").
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Callable
@@ -21,9 +22,11 @@ import torch
 from codec_worker.batching import BatchingCodecDecoder
 from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs
 from codec_worker.torchcodec import TorchNanoCodec
+from codec_worker.torchcodec.codec import cuda_graph_capture
 from tests.codec_worker.conftest import random_codes
 from tests.codec_worker.test_torch_decoder import TOLERANCE, _max_diff, _stream
-from tests.codec_worker.test_torch_decoder_compiled import small_codec
+from tests.codec_worker.test_torch_decoder_compiled import assert_eager_audio, small_codec
+from tests.recorded_graph import simulated_cuda_graphs
 
 MAX_BATCH = 4
 MAX_FRAMES = 16
@@ -73,13 +76,7 @@ def test_a_replayed_decode_gives_the_eager_audio(eager_codec, graphed, batch: in
     got = codec.decode_codes(codes, lengths=lengths)
     # shapes past the largest captured one (5 windows, 30 frames) decode eagerly
     assert capture.replays == (1 if replayed else 0)
-    want = eager_codec.decode_codes(codes, lengths=lengths)
-    spf = eager_codec.samples_per_frame
-    assert got.shape == want.shape == (batch, frames * spf) and got.dtype == torch.float32
-    assert float(want.abs().max()) > 0.01  # real audio
-    assert _max_diff(got, want) <= TOLERANCE
-    for row, length in enumerate(lengths):
-        assert not bool(got[row, length * spf :].any())
+    assert_eager_audio(got, eager_codec.decode_codes(codes, lengths=lengths), lengths, eager_codec.samples_per_frame)
 
 
 def test_a_decode_is_not_overwritten_by_the_next_one_through_the_same_graph(eager_codec, graphed) -> None:
@@ -114,6 +111,37 @@ async def test_streams_through_the_graphs_join_into_the_whole_utterance(eager_co
     for codes, got in zip(utterances, results):
         whole = eager_codec.decode_codes(codes.unsqueeze(0))[0].numpy()
         assert got.shape == whole.shape and _max_diff(got, whole) <= TOLERANCE
+
+
+class _Stream:
+    """torch.cuda.Stream's part cuda_graph_capture uses; on one CPU thread, work is in order anyway."""
+
+    def __init__(self, device=None) -> None:
+        pass
+
+    def wait_stream(self, other) -> None:
+        pass
+
+
+def test_the_cuda_capture_records_decodes_that_replay_the_eager_audio(eager_codec, monkeypatch) -> None:
+    """cuda_graph_capture itself, under tests/recorded_graph.py's model of capture and replay: a
+    replay re-runs only the kernels the capture recorded, on the memory they used, with every
+    Python value as it was at capture; so a decode that read anything but its buffers (a length
+    taken on the host, a tensor made fresh each call) would give the capture's audio, not its own."""
+    sim = simulated_cuda_graphs(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "Stream", _Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _Stream())
+    codec = TorchNanoCodec(eager_codec.config, eager_codec._decoder, fingerprint="small", device=eager_codec.device,
+                           dtype=eager_codec.dtype)
+    assert codec.capture_graphs(2, 8, capture=cuda_graph_capture(torch.device("cuda"))) == 2 * 4
+    assert len(sim.graphs) == 8 and all(g.ops for g in sim.graphs) and not any(g.replays for g in sim.graphs)
+    spf = eager_codec.samples_per_frame
+    for batch, lengths in [(1, [3]), (2, [8, 5]), (1, [1]), (2, [7, 7]), (1, [4])]:
+        codes = random_codes(max(lengths), batch=batch, seed=sum(lengths) + batch)
+        got = codec.decode_codes(codes, lengths=lengths)
+        assert_eager_audio(got, eager_codec.decode_codes(codes, lengths=lengths), lengths, spf)
+    assert sum(g.replays for g in sim.graphs) == 5
 
 
 def test_there_is_nothing_to_capture_on_a_cpu_codec(eager_codec, caplog) -> None:
