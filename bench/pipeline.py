@@ -407,6 +407,21 @@ def summarise(args: argparse.Namespace, runner: str, schedule: ChunkSchedule | s
                n=len(heard), failed=len(streams) - len(heard))
 
 
+# Below this many streams a burst's wall time grows about as the square root of the streams, beyond it
+# about linearly: batching is nearly free until the device fills. Measured: on an H200 (2026-12-04,
+# full size, bf16) 1 -> 128 streams took 7.5x the wall time and 128 -> 256 2x; on the 2-core CPU
+# (torch, full) 1 -> 8 took 2.1x and 8 -> 32 2.4x.
+SUBLINEAR_BELOW = 16
+
+
+def predicted_burst_s(last_c: int, last_wall_s: float, c: int) -> float:
+    """A burst of ``c`` streams' wall time from the last level's, with 20% to spare: the budget
+    skips a level predicted not to finish. Linear from every level was far too cautious from one
+    stream: on the H200 it predicted 102 s for 128 streams, which took 5."""
+    exponent = 0.5 if last_c < SUBLINEAR_BELOW else 1.0
+    return last_wall_s * (c / last_c) ** exponent * 1.2
+
+
 def skipped(args: argparse.Namespace, runner: str, c: int, note: str) -> Row:
     nan = float("nan")
     return Row(args.backend, runner, args.size, "-", c, args.frames, wall_s=nan, xrt=nan, rtf_p50=nan, rtf_p99=nan,
@@ -502,8 +517,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             here = [s for s in decoders if s == str(schedules[0]) or c in compare]
             rounds = (args.one_stream_rounds or args.rounds) if c == 1 else args.rounds
             left = None if deadline is None else deadline - time.monotonic()
-            # linear in C (batching makes it sublinear: conservative), every schedule and round, + warm-up
-            predicted = None if last is None else last[1] * c / last[0] * 1.2 * rounds * len(here)
+            predicted = None if last is None else predicted_burst_s(last[0], last[1], c) * rounds * len(here)
             if left is not None and predicted is not None and predicted > left:
                 print(f"# C={c} skipped: ~{predicted:.0f} s predicted, {left:.0f} s of the budget left", flush=True)
                 rows.append(skipped(args, runner, c, "skipped (time budget)"))

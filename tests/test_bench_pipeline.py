@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.pipeline import Probe, Row, StreamResult, fmt, headline, one_stream, summarise
+from bench.pipeline import Probe, Row, StreamResult, fmt, headline, one_stream, predicted_burst_s, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,3 +144,12 @@ def test_a_run_cut_by_sigint_keeps_the_rows_it_printed(tmp_path):
     assert len(result["rows"]) < 1000  # cut, not finished
     assert result["one_stream"]["n"] == len(result["rows"])
     assert not out.with_name(out.name + ".part").exists()
+
+
+def test_the_budget_predicts_bursts_sublinearly_from_few_streams_and_linearly_from_many():
+    # the H200's figures: one stream's burst took 0.67 s, 128 streams' 5.1 s, 256 streams' 10.3 s
+    from_one = predicted_burst_s(1, 0.67, 128)
+    assert 5.1 < from_one < 0.67 * 128  # not the 103 s that once skipped a level that took 5
+    assert from_one == pytest.approx(0.67 * 128 ** 0.5 * 1.2)
+    assert predicted_burst_s(128, 5.1, 256) == pytest.approx(5.1 * 2 * 1.2)  # the device is full: linear
+    assert predicted_burst_s(16, 2.0, 32) == pytest.approx(4.8)
