@@ -36,6 +36,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_TORCH_OVERLAP               torch_overlap                true (the fast path launches each decode step
                                                                     before reading the last one's results; faster
                                                                     at every batch measured on an H200)
+    GEPARD_TORCH_PREFILL_GRAPHS        torch_prefill_graphs         false (the fast path's prefill replayed as CUDA
+                                                                    graphs too, one per padded shape, captured at
+                                                                    first use; off until measured on a GPU)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
     GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
@@ -189,6 +192,7 @@ class Settings:
     torch_path: str = field(default="auto", metadata=_env("GEPARD_TORCH_PATH"))
     torch_compile: bool = field(default=False, metadata=_env("GEPARD_TORCH_COMPILE"))
     torch_overlap: bool = field(default=True, metadata=_env("GEPARD_TORCH_OVERLAP"))
+    torch_prefill_graphs: bool = field(default=False, metadata=_env("GEPARD_TORCH_PREFILL_GRAPHS"))
     api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
     require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
     token_secret: bytes = field(
@@ -580,6 +584,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "codec_cuda_graphs": _parse_bool,
     "torch_compile": _parse_bool,
     "torch_overlap": _parse_bool,
+    "torch_prefill_graphs": _parse_bool,
     "token_secret": _parse_secret,
     "tls_certfile": Path,
     "tls_keyfile": Path,

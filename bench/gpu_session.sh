@@ -13,7 +13,8 @@
 #      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (240).
 #   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
 #      physical floor, reference loop and fast path (graphs on), its steps serial and overlapped
-#      (GEPARD_TORCH_OVERLAP); then the prefill of 1 and of 8 prompts.     Cap GEPARD_SESSION_STEP_S (70).
+#      (GEPARD_TORCH_OVERLAP); then the prefill of 1 and of 8 prompts, eager and as CUDA graphs
+#      (GEPARD_TORCH_PREFILL_GRAPHS).                                       Cap GEPARD_SESSION_STEP_S (70).
 #   3. the same for the fast path with its step and prefill through torch.compile (Triton
 #      kernels; graphs on), serial and overlapped, which no GPU has run yet: a part of its own, so
 #      a failure or a slow compile costs only this part (the reference loop is part 2's). Parts 2 and 3
@@ -139,7 +140,7 @@ fi
 REUSE=()
 [ -f "$BENCH_DIR/gpu-full/model.safetensors" ] && REUSE=(--checkpoint "$BENCH_DIR/gpu-full")
 part 02-steps "$STEP_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
-  --batch 1,32,256 --steps 20 --paths reference,fast,overlap --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
+  --batch 1,32,256 --steps 20 --paths reference,fast,overlap,prefill-graphs --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
 part 03-compiled "$COMPILED_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,32,256 --steps 20 --paths compiled,compiled+overlap --json "$OUT_DIR/torch_fast_bf16_compiled.json" \
   "${REUSE[@]}"

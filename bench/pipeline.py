@@ -266,7 +266,8 @@ async def start_engine(args: argparse.Namespace, checkpoint: Path, max_batch: in
     from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
 
     config = TorchEngineConfig(model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch,
-                               path=args.torch_path, max_positions=args.frames + PROMPT_ROOM, overlap=args.torch_overlap)
+                               path=args.torch_path, max_positions=args.frames + PROMPT_ROOM, overlap=args.torch_overlap,
+                               prefill_graphs=args.torch_prefill_graphs)
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, config)
 
 
@@ -471,6 +472,7 @@ def result_doc(args: argparse.Namespace, host: str, runner: str, checkpoint: Pat
     return {"machine": host, "backend": args.backend, "runner": runner, "size": args.size, "dtype": args.dtype,
             "frames": args.frames, "checkpoint": str(checkpoint), "codec": impl is not None, "codec_impl": impl,
             "codec_cuda_graphs": getattr(args, "codec_graphs_used", None), "torch_overlap": args.torch_overlap,
+            "torch_prefill_graphs": args.torch_prefill_graphs,
             **headline(rows), "rows": [asdict(r) for r in rows]}
 
 
@@ -507,7 +509,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"# {args.backend} engine ({runner}) on {checkpoint} ({args.size}, {args.dtype}) for up to {max(levels)} "
           f"streams, started in {time.perf_counter() - t0:.1f} s; {args.frames} frames per stream; codec "
           f"{impl or 'off'}{'' if impl != 'torch' else f', CUDA graphs {graphs}'}"
-          f"{', overlapped steps' if args.torch_overlap else ''}", flush=True)
+          f"{', overlapped steps' if args.torch_overlap else ''}{', prefill graphs' if args.torch_prefill_graphs else ''}",
+          flush=True)
     print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
     rows: list[Row] = []
     save(args.json, result_doc(args, host, runner, checkpoint, impl, rows))  # no earlier run's rows stay there
@@ -585,6 +588,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--codec-graphs", choices=("auto", "no"), default="auto",
                    help="auto: the torch decoder on CUDA as CUDA graphs, as the gateway runs it (GEPARD_CODEC_CUDA_GRAPHS)")
     p.add_argument("--torch-overlap", action="store_true", help="torch fast path: overlapped steps (GEPARD_TORCH_OVERLAP)")
+    p.add_argument("--torch-prefill-graphs", action="store_true",
+                   help="torch fast path on CUDA: the prefill as CUDA graphs (GEPARD_TORCH_PREFILL_GRAPHS)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
     p.add_argument("--torch-path", default="auto", help="torch backend loop: auto | reference | fast")

@@ -61,9 +61,10 @@ from engine.device import pick_device, pick_dtype  # noqa: E402
 from engine.model.gepard import GepardModel  # noqa: E402
 from engine.requests import SamplingParams, SynthesisRequest  # noqa: E402
 
-# the fast path's variants: its step eager or through torch.compile, its steps serial or overlapped
+# the fast path's variants: its step eager or through torch.compile, its steps serial or overlapped,
+# its prefill replayed as CUDA graphs (decode as "fast"; with graphs off, the same as "fast")
 FAST_PATHS = {"fast": {}, "compiled": {"compiled": True}, "overlap": {"overlap": True},
-              "compiled+overlap": {"compiled": True, "overlap": True}}
+              "compiled+overlap": {"compiled": True, "overlap": True}, "prefill-graphs": {"prefill_graphs": True}}
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the forest."
 
 
@@ -174,7 +175,7 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
     def collect(outs) -> None:
         for o in outs:
             if o.codes is not None:
-                frames.setdefault(o.request_id.split("-", 1)[1], []).append(o.codes)
+                frames.setdefault(o.request_id.rsplit("-", 1)[1], []).append(o.codes)
 
     collect(gen.step())  # prefill
     for _ in range(3):  # warm-up decode steps (graph capture on CUDA)
@@ -304,7 +305,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--paths", default="reference,fast",
                    help="comma list of reference, fast, compiled (the fast path with its decode step through "
                         "torch.compile), overlap (each step launched before the last one's results are read), "
-                        "compiled+overlap")
+                        "compiled+overlap, prefill-graphs (the prefill replayed as CUDA graphs)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
     p.add_argument("--no-graphs", action="store_true", help="fast path: run the step eagerly on CUDA too")

@@ -193,7 +193,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     # 5) the codec; outputs in OUT
     fast = torch_fast.parse_args(steps[steps.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert (fast.size, fast.batch, fast.no_graphs, fast.json) == ("full", "1,32,256", False, out / "torch_fast_bf16.json")
-    assert fast.paths.split(",") == ["reference", "fast", "overlap"]
+    assert fast.paths.split(",") == ["reference", "fast", "overlap", "prefill-graphs"]
     comp = torch_fast.parse_args(compiled[compiled.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert comp.paths.split(",") == ["compiled", "compiled+overlap"] and not comp.no_graphs
     assert comp.json == out / "torch_fast_bf16_compiled.json" and comp.batch == "1,32,256"

@@ -107,10 +107,11 @@ class TableUpload:
 class StepGraphs:
     """Captured decode steps keyed by (bucket, span); CUDA only."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, what: str = "the decode step for batch bucket %d, span %d") -> None:
         if not is_cuda(device):
             raise ValueError(f"CUDA graphs need a CUDA device, not {device}")
         self.device = device
+        self.what = what  # the log's name for a captured shape, formatted with its key
         self.pool = torch.cuda.graph_pool_handle()
         self.graphs: dict[tuple[int, int], "torch.cuda.CUDAGraph"] = {}
 
@@ -139,7 +140,7 @@ class StepGraphs:
         for dst, src in zip((tables.slot, tables.feed, tables.real, tables.commit, tables.uncond, tables.cfg_scale), saved):
             dst.copy_(src)
         self.graphs[key] = graph
-        logger.info("captured the decode step for batch bucket %d, span %d (%d graphs)", key[0], key[1], len(self.graphs))
+        logger.info("captured %s (%d graphs)", self.what % key, len(self.graphs))
         return graph
 
 

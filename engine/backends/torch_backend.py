@@ -76,8 +76,12 @@ class TorchEngineConfig:
     compile: bool = False
     # fast path: launch each decode step before reading the last one's results, so the host's
     # bookkeeping runs while the device computes (frames come one step later; a stopping request
-    # costs one dropped frame). Off until a GPU has measured it
+    # costs one dropped frame). Off here; the server turns it on (GEPARD_TORCH_OVERLAP: faster at
+    # every batch on an H200)
     overlap: bool = False
+    # fast path on CUDA with graphs: the prefill replayed as CUDA graphs too, one per (prompts,
+    # tokens) bucket, captured at first use. Off until a GPU has measured it
+    prefill_graphs: bool = False
 
 
 @dataclass
@@ -175,7 +179,8 @@ class TorchEngine(TtsEngine):
         request waits for a capture or a compile later."""
         cfg = self.config
         gen = FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
-                            cuda_graphs=cfg.cuda_graphs, compiled=compiled, overlap=cfg.overlap)
+                            cuda_graphs=cfg.cuda_graphs, compiled=compiled, overlap=cfg.overlap,
+                            prefill_graphs=cfg.prefill_graphs)
         if compiled:
             started = time.perf_counter()
             count = gen.compile_all()

@@ -62,6 +62,7 @@ logger = logging.getLogger(__name__)
 
 PATHS = ("auto", "reference", "fast")
 SMALLEST_SPAN = 128  # attention spans are 128, 256, ... positions, then max_positions
+SMALLEST_PREFILL = 16  # with prefill_graphs, prompts are padded to 16, 32, ... tokens, then max_positions
 
 
 def choose_path(path: str, device: torch.device) -> str:
@@ -103,10 +104,20 @@ class _Launched:
     out: HostCopy
 
 
+@dataclass
+class _PrefillInputs:
+    """A captured prefill shape's inputs, written before each replay: prompts right-padded to the
+    shape (embeds [R, T, H]), their lengths [R] and slots [R] (padding rows: 1 and the scratch slot)."""
+
+    embeds: torch.Tensor
+    lengths: torch.Tensor
+    slots: torch.Tensor
+
+
 class FastGenerator(BatchLoop):
     def __init__(self, model: GepardModel, max_batch: int = 32, slots: Optional[int] = None, max_positions: int = 4096,
                  prefill_batch: int = 8, prefill_tokens: int = 8192, cuda_graphs: bool = True,
-                 compiled: bool = False, overlap: bool = False) -> None:
+                 compiled: bool = False, overlap: bool = False, prefill_graphs: bool = False) -> None:
         super().__init__(max_batch)
         self.model = model
         self.slots = slots or max_batch
@@ -131,14 +142,23 @@ class FastGenerator(BatchLoop):
         self._prefill_out = HostCopy(self.slots, 34, device)
         self.stream = new_engine_stream(device)
         self.graphs = StepGraphs(device) if cuda_graphs and is_cuda(device) else None
+        # the prefill as graphs too (CUDA graphs on), keyed by (prompts, tokens) padded to buckets:
+        # eager, a lone prompt's prefill is ~1,300 kernel launches (20 ms on an H200, most of a
+        # stream's time to first frame); captured at first use of each shape
+        self.prefill_graphs = (StepGraphs(device, what="the prefill of %d prompts of %d tokens")
+                               if prefill_graphs and self.graphs is not None else None)
+        self.prefill_token_buckets = power_buckets(max_positions, smallest=min(SMALLEST_PREFILL, max_positions))
+        self._prefill_inputs: dict[tuple[int, int], _PrefillInputs] = {}
+        self._prefill_tables: dict[int, RowTables] = {}
         self._rows: list[_Running] = []  # the order of the requests in the uploaded row tables
         self._bucket = 0  # the bucket whose tables hold ``_rows`` (0: none uploaded / stale)
         self.last_shape: tuple[int, int] = (0, 0)  # (batch bucket, span) of the last decode step
         self.slot_moves = 0  # requests' slots moved down by ``_compact`` so far
         logger.info("torch fast path: %d KV slots x %d positions (%.2f GiB, %s), batch buckets %s, CUDA graphs %s, "
-                    "compiled step %s, overlapped steps %s", self.slots, max_positions, self.cache.nbytes / 2**30,
-                    model.dtype, list(self.batch_buckets), "on" if self.graphs is not None else "off",
-                    "on" if compiled else "off", "on" if overlap else "off")
+                    "compiled step %s, overlapped steps %s, prefill graphs %s", self.slots, max_positions,
+                    self.cache.nbytes / 2**30, model.dtype, list(self.batch_buckets),
+                    "on" if self.graphs is not None else "off", "on" if compiled else "off", "on" if overlap else "off",
+                    "on" if self.prefill_graphs is not None else "off")
 
     # -- bookkeeping (the BatchGenerator surface TorchEngine uses) ---------------------------------
     @property
@@ -390,16 +410,24 @@ class FastGenerator(BatchLoop):
         prompts = [(st.slot, st.req.prompt_embeds) for st in batch]
         prompts += [(st.uncond_slot, st.req.uncond_embeds) for st in batch if st.uncond_slot >= 0]
         r, t = len(prompts), max(e.shape[0] for _, e in prompts)
-        embeds = torch.zeros(r, t, model.config.hidden_size, device=model.device, dtype=model.dtype)
+        scratch = self.cache.scratch
+        if self.prefill_graphs is not None:  # padded to a captured shape: padding rows fill the scratch slot
+            r, t = pick_bucket(self.batch_buckets, r), pick_bucket(self.prefill_token_buckets, t)
+            inputs = self._prefill_buffers(r, t)
+            embeds = inputs.embeds
+            embeds.zero_()
+        else:
+            embeds = torch.zeros(r, t, model.config.hidden_size, device=model.device, dtype=model.dtype)
         for i, (_, e) in enumerate(prompts):
             embeds[i, : e.shape[0]] = e
-        lengths = to_device([e.shape[0] for _, e in prompts], torch.int64, model.device)
-        slots = to_device([s for s, _ in prompts], torch.int64, model.device)
+        padding = r - len(prompts)
+        lengths = to_device([e.shape[0] for _, e in prompts] + [1] * padding, torch.int64, model.device)
+        slots = to_device([s for s, _ in prompts] + [scratch] * padding, torch.int64, model.device)
 
         # frame 0 of each request is sampled from its prompt's row: rows as in a decode step (cond
         # rows, then CFG rows)
-        tables = RowTables.allocate(r, self.cache.scratch, model.device)
-        image = HostRows.padding(r, self.cache.scratch)
+        tables = self._prefill_table(r) if self.prefill_graphs is not None else RowTables.allocate(r, scratch, model.device)
+        image = HostRows.padding(r, scratch)
         j = len(batch)
         for i, st in enumerate(batch):
             image.slot[i] = image.feed[i] = st.slot
@@ -411,8 +439,47 @@ class FastGenerator(BatchLoop):
                 st.uncond_length = st.req.uncond_embeds.shape[0]
                 j += 1
         self._prefill_upload(tables, image)
-        step.prefill(embeds, lengths, slots, tables)
+        if self.prefill_graphs is not None:
+            inputs.lengths.copy_(lengths)
+            inputs.slots.copy_(slots)
+            self._replay_prefill((r, t), inputs, tables)
+        else:
+            step.prefill(embeds, lengths, slots, tables)
         self._prefill_out.start(tables.out[: len(batch)])
+
+    def _prefill_buffers(self, rows: int, tokens: int) -> "_PrefillInputs":
+        inputs = self._prefill_inputs.get((rows, tokens))
+        if inputs is None:
+            model, device = self.model, self.model.device
+            inputs = self._prefill_inputs[(rows, tokens)] = _PrefillInputs(
+                torch.zeros(rows, tokens, model.config.hidden_size, device=device, dtype=model.dtype),
+                torch.ones(rows, dtype=torch.int64, device=device),
+                torch.full((rows,), self.cache.scratch, dtype=torch.int64, device=device))
+        return inputs
+
+    def _prefill_table(self, rows: int) -> RowTables:
+        t = self._prefill_tables.get(rows)
+        if t is None:
+            t = self._prefill_tables[rows] = RowTables.allocate(rows, self.cache.scratch, self.model.device)
+        return t
+
+    def _replay_prefill(self, key: tuple[int, int], inputs: "_PrefillInputs", tables: RowTables) -> None:
+        """The prefill of ``key``'s shape as a graph, captured the first time. The warm-up run before
+        a capture really executes, so for it every row is padding (slots: the scratch slot, lengths
+        1; StepGraphs pads the tables): it writes only the scratch slot."""
+        graphs = self.prefill_graphs
+
+        def run() -> None:
+            self.device_step.prefill(inputs.embeds, inputs.lengths, inputs.slots, tables)
+
+        if key not in graphs:
+            saved = inputs.slots.clone(), inputs.lengths.clone()
+            inputs.slots.fill_(self.cache.scratch)
+            inputs.lengths.fill_(1)
+            graphs.capture(key, run, tables)
+            inputs.slots.copy_(saved[0])
+            inputs.lengths.copy_(saved[1])
+        graphs.replay(key, run, tables)
 
     # -- results -------------------------------------------------------------------------------------
     def _finish(self, rows: list[_Running], at: list[int], results: torch.Tensor, stop_checked: bool) -> list[StepOutput]:
