@@ -45,7 +45,7 @@ from api.synthesis import SynthesisService
 from api.text.errors import TextError
 from codec_worker.errors import CodecError, CodecLoadError
 from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder
-from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs, compile_decoder, load_codec
+from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs, compile_decoder, decodes_better_with_torch, load_codec
 from codec_worker.schedule import default_schedule
 from codec_worker.torchcodec import TorchNanoCodec
 from engine.device import pick_device, pick_dtype
@@ -153,11 +153,15 @@ async def open_runtime(settings: Settings) -> Runtime:
         if settings.preload_dir is not None and not codec.can_encode:
             raise CodecLoadError(f"GEPARD_PRELOAD_DIR clones voices at start, but the codec is the torch decoder "
                                  f"({codec.impl}), which cannot encode; install NeMo or unset GEPARD_PRELOAD_DIR")
-        decoder = BatchingCodecDecoder(codec, schedule=settings.chunk_schedule or default_schedule(device))
+        decoding = codec  # NeMo's codec still encodes (cloning); on CUDA the torch decoder decodes
+        if decodes_better_with_torch(settings.codec_impl, codec, settings.codec_cuda_graphs):
+            decoding = await loop.run_in_executor(None, lambda: load_codec(
+                source, device=device, dtype=pick_dtype(device, settings.dtype), impl="torch"))
+        decoder = BatchingCodecDecoder(decoding, schedule=settings.chunk_schedule or default_schedule(device))
         if settings.codec_compile:  # for every decode the batching decoder makes, before the first request
-            await loop.run_in_executor(None, compile_decoder, codec, decoder.max_batch, decoder.max_window_frames)
+            await loop.run_in_executor(None, compile_decoder, decoding, decoder.max_batch, decoder.max_window_frames)
         if settings.codec_cuda_graphs:  # likewise (a no-op on CPU); after compiling: the graphs replay the compiled code
-            await loop.run_in_executor(None, capture_decoder_graphs, codec, decoder.max_batch, decoder.max_window_frames)
+            await loop.run_in_executor(None, capture_decoder_graphs, decoding, decoder.max_batch, decoder.max_window_frames)
         encoder = NanoCodecEncoder(codec)
         voices = open_voice_store(settings.redis_url, settings.data_dir)
         voices.register_builtin(VoiceRecord(
@@ -193,7 +197,8 @@ async def open_runtime(settings: Settings) -> Runtime:
     auth = Authenticator(settings.api_keys, settings.token_secret, require_auth=bool(settings.require_auth),
                          key_lookup=key_store.contains_digest if key_store else None,
                          key_cache_ttl_s=settings.key_cache_ttl_s)
-    logger.info("runtime ready: model %s, codec %s (%s%s), voices %s", info.name, source, codec.impl,
+    logger.info("runtime ready: model %s, codec %s (%s%s%s), voices %s", info.name, source, codec.impl,
+                "" if decoding is codec else f", decoding with the {decoding.impl} decoder",
                 "" if codec.can_encode else ", decode only: cloning disabled", type(voices).__name__)
     metrics = Metrics()
     metrics.observe(engine, decoder, voices, service)  # engine steps, codec batches, store calls, streams

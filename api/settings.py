@@ -13,7 +13,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_CODEC_IMPL                  codec_impl                   auto (auto | nemo | torch: NanoCodec built from
                                                                     NeMo's modules, or the torch decoder, which
                                                                     decodes identically but cannot clone voices;
-                                                                    auto: NeMo when it imports)
+                                                                    auto: NeMo when it imports, and on CUDA
+                                                                    with codec graphs the torch decoder decodes
+                                                                    beside it)
     GEPARD_CODEC_COMPILE               codec_compile                false (the torch decoder through torch.compile;
                                                                     off until measured on a GPU)
     GEPARD_CODEC_CUDA_GRAPHS           codec_cuda_graphs            true (the torch decoder on CUDA captured as CUDA

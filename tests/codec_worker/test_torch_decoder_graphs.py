@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -20,7 +21,7 @@ import pytest
 import torch
 
 from codec_worker.batching import BatchingCodecDecoder
-from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs
+from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs, decodes_better_with_torch
 from codec_worker.torchcodec import TorchNanoCodec
 from codec_worker.torchcodec.codec import cuda_graph_capture
 from tests.codec_worker.conftest import random_codes
@@ -176,3 +177,16 @@ def test_nemos_decoder_is_not_captured_and_says_so(codec: NanoCodec, caplog) -> 
     assert not capture_decoder_graphs(codec, 2, 8)
     assert "CUDA graphs apply to the torch decoder only (GEPARD_CODEC_IMPL=torch)" in caplog.text
     assert np.isfinite(codec.decode_codes(random_codes(2, batch=1)).numpy()).all()
+
+
+@pytest.mark.parametrize("impl, loaded, device, graphs, expected", [
+    ("auto", "nemo", "cuda", True, True),  # the gateway's GPU default: NeMo encodes, the torch decoder replays
+    ("nemo", "nemo", "cuda", True, False),  # asked for NeMo by name: NeMo decodes
+    ("auto", "nemo", "cpu", True, False),  # nothing to replay on CPU
+    ("auto", "nemo", "cuda", False, False),  # graphs off: no reason to load a second decoder
+    ("auto", "torch", "cuda", True, False),  # the torch decoder already decodes
+])
+def test_on_cuda_nemos_codec_decodes_through_the_torch_decoder_only_where_it_can_replay(impl, loaded, device, graphs,
+                                                                                         expected) -> None:
+    codec = SimpleNamespace(impl=loaded, device=torch.device(device))
+    assert decodes_better_with_torch(impl, codec, graphs) is expected
