@@ -232,7 +232,7 @@ class Phonemizer:
         if reading.phonemes is None:  # listed at its start, so only a damaged install gets here
             raise UnsupportedPhonemeLanguageError(voice)
         if voice.split("-")[0] in _TONE_LANGUAGES:
-            reading = Reading([tuple(_without_tone(p) for p in said) for said in reading.phonemes],
+            reading = Reading([tuple(q for q in map(_without_tone, said) if q) for said in reading.phonemes],
                               reading.voice_changes)
         for text, phonemes in zip(texts, reading.phonemes):
             self._remember(voice, text, phonemes)
@@ -276,14 +276,16 @@ def _sayable(word: str) -> str:
 
 def _without_tone(phoneme: str) -> str:
     """One phoneme of a tone language in IPA without its tone: "i2" -> "i", "uoɜ" -> "uo" (eSpeak
-    prints the digit 3 as "ɜ"), "ts." -> "ʈʂ", "ph" -> "pʰ", "onɡ5" -> "oŋ", "aa6" -> "aː"."""
+    prints the digit 3 as "ɜ"), "ts." -> "ʈʂ", "ph" -> "pʰ", "onɡ5" -> "oŋ", "aa6" -> "aː"; a tone
+    that stands alone ("1": Cantonese eSpeak spelling "Vạ" letter by letter) -> "", which the caller
+    drops: a tone has no mouth shape."""
     item = phoneme.rstrip(_TONE_MARKS)
     if len(item) > 1 and item.endswith("ɜ") and (item[-2] in _VOWELS or item[-2] == "ː"):
         item = item[:-1]
     item = _RETROFLEX.get(item, item).replace("nɡ", "ŋ").replace("aa", "aː")
     if len(item) > 1 and item.endswith("h") and not any(ch in _VOWELS for ch in item):
         item = item[:-1] + "ʰ"  # an aspirated stop or affricate: "ph", "tɕh"
-    return item or phoneme
+    return item
 
 
 def _weight(phoneme: str) -> float:
