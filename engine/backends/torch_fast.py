@@ -22,7 +22,9 @@ What differs is how a step runs:
   the new codes and stop flags (pinned and non-blocking on CUDA);
 - new requests are prefilled as one padded batch (at most ``prefill_batch`` requests and
   ``prefill_tokens`` padded tokens) after the running requests' decode in the same step, so at
-  most one prefill batch sits between two decode steps of a running stream;
+  most one prefill batch sits between two decode steps of a running stream; with
+  ``prefill_graphs`` (CUDA graphs on) the batch is padded further, to power-of-two rows and tokens,
+  and its shape's captured graph replays (padding rows write the scratch slot only);
 - with ``overlap``, ``step()`` launches the next decode step before it reads the results of the
   one the last call launched, so on CUDA the host's bookkeeping (results to outputs, admission,
   the engine's dispatch) runs while the device computes. Frames are handed out one call later; a
@@ -254,10 +256,13 @@ class FastGenerator(BatchLoop):
         self.device_step.clear()  # in place: captured graphs keep pointing at the same tensors
 
     # -- decode --------------------------------------------------------------------------------------
-    def tables(self, bucket: int) -> RowTables:
-        t = self._tables.get(bucket)
+    def tables(self, bucket: int, prefill: bool = False) -> RowTables:
+        """The row tables of a decode bucket, or of a prefill shape's rows (kept apart: the decode
+        tables keep the running batch's rows between steps)."""
+        store = self._prefill_tables if prefill else self._tables
+        t = store.get(bucket)
         if t is None:
-            t = self._tables[bucket] = RowTables.allocate(bucket, self.cache.scratch, self.model.device)
+            t = store[bucket] = RowTables.allocate(bucket, self.cache.scratch, self.model.device)
         return t
 
     def _host_rows(self, rows: list[_Running], bucket: int) -> HostRows:
@@ -426,7 +431,7 @@ class FastGenerator(BatchLoop):
 
         # frame 0 of each request is sampled from its prompt's row: rows as in a decode step (cond
         # rows, then CFG rows)
-        tables = self._prefill_table(r) if self.prefill_graphs is not None else RowTables.allocate(r, scratch, model.device)
+        tables = self.tables(r, prefill=True) if self.prefill_graphs is not None else RowTables.allocate(r, scratch, model.device)
         image = HostRows.padding(r, scratch)
         j = len(batch)
         for i, st in enumerate(batch):
@@ -456,12 +461,6 @@ class FastGenerator(BatchLoop):
                 torch.ones(rows, dtype=torch.int64, device=device),
                 torch.full((rows,), self.cache.scratch, dtype=torch.int64, device=device))
         return inputs
-
-    def _prefill_table(self, rows: int) -> RowTables:
-        t = self._prefill_tables.get(rows)
-        if t is None:
-            t = self._prefill_tables[rows] = RowTables.allocate(rows, self.cache.scratch, self.model.device)
-        return t
 
     def _replay_prefill(self, key: tuple[int, int], inputs: "_PrefillInputs", tables: RowTables) -> None:
         """The prefill of ``key``'s shape as a graph, captured the first time. The warm-up run before
