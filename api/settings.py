@@ -61,6 +61,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_CLONE_UPLOAD_TIMEOUT_S      clone_upload_timeout_s       120 (a clone's whole request body must
                                                                     arrive within this; else 408)
     GEPARD_MAX_TRANSCRIPT_CHARS        max_transcript_chars         5000
+    GEPARD_MAX_PAUSE_S                 max_pause_s                  120 (the <break> tags of one request or
+                                                                    WebSocket context add up to at most this;
+                                                                    each is at most 10 s)
     GEPARD_WS_IDLE_TIMEOUT_S           ws_idle_timeout_s            300 (Cartesia closes idle sockets at 5 min)
     GEPARD_MAX_CONTEXTS_PER_SOCKET     max_contexts_per_socket      64
     GEPARD_WS_CONTEXT_HOLD_S           ws_context_hold_s            10 (an open context with nothing to say
@@ -212,6 +215,7 @@ class Settings:
     max_concurrent_clones: int = field(default=MAX_CONCURRENT_CLONES, metadata=_env("GEPARD_MAX_CONCURRENT_CLONES"))
     clone_upload_timeout_s: float = field(default=120.0, metadata=_env("GEPARD_CLONE_UPLOAD_TIMEOUT_S"))
     max_transcript_chars: int = field(default=5000, metadata=_env("GEPARD_MAX_TRANSCRIPT_CHARS"))
+    max_pause_s: float = field(default=120.0, metadata=_env("GEPARD_MAX_PAUSE_S"))
     ws_idle_timeout_s: float = field(default=300.0, metadata=_env("GEPARD_WS_IDLE_TIMEOUT_S"))
     max_contexts_per_socket: int = field(default=64, metadata=_env("GEPARD_MAX_CONTEXTS_PER_SOCKET"))
     ws_context_hold_s: float = field(default=10.0, metadata=_env("GEPARD_WS_CONTEXT_HOLD_S"))
@@ -346,6 +350,7 @@ class Settings:
         in_range("max_concurrent_clones", 1)
         in_range("clone_upload_timeout_s", 0, lo_open=True)
         in_range("max_transcript_chars", 1)
+        in_range("max_pause_s", 0)
         in_range("ws_idle_timeout_s", 0, lo_open=True)
         in_range("max_contexts_per_socket", 1)
         in_range("ws_context_hold_s", 0)
@@ -597,6 +602,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "max_concurrent_clones": _parse_int,
     "clone_upload_timeout_s": _parse_float,
     "max_transcript_chars": _parse_int,
+    "max_pause_s": _parse_float,
     "ws_idle_timeout_s": _parse_float,
     "max_contexts_per_socket": _parse_int,
     "ws_context_hold_s": _parse_float,

@@ -317,7 +317,9 @@ class SynthesisService:
         normalisation outside tags and spell spans; the alignment maps the spoken words back to the
         client's own tokens (api/text/markup_reading.py, api/text/pronunciation.py).
 
-        Its breaks, added up, are ``pause_after_s`` (the segmenter puts them at its end). Its
+        Its breaks, added up, are ``pause_after_s`` (the segmenter puts them at its end); with the
+        breaks before them in ``markup`` they may pause GEPARD_MAX_PAUSE_S at most (InvalidMarkupError
+        quoting the break past it). Its
         ``<speed>``/``<volume>`` tags move ``markup``, the request's or context's state, on, and the
         segment gets the speed and volume in force after them (None until a tag set one): the
         segmenter starts a segment at each such tag, so they apply from where they stand; a tag
@@ -327,6 +329,7 @@ class SynthesisService:
         lang = language or DEFAULT_LANGUAGE
         marked = parse_markup(text)
         state = markup if markup is not None else MarkupState()
+        state.pause(marked, self.settings.max_pause_s)
         marked.apply(state)
         return Segment(text, read_markup(marked, lang, mode, pronunciations),
                        speed=state.speed, volume=state.volume, pause_after_s=marked.pause_s)

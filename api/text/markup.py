@@ -180,10 +180,27 @@ def _unfinished(tail: str) -> bool:
 class MarkupState:
     """The speed and volume the transcript's ``<speed>``/``<volume>`` tags set, held from the tag on
     across the later segments of one request or WebSocket context (None: no tag yet, the request's
-    ``generation_config`` applies)."""
+    ``generation_config`` applies), and the seconds its breaks have paused so far."""
 
     speed: Optional[float] = None
     volume: Optional[float] = None
+    paused_s: float = 0.0
+
+    def pause(self, marked: "Markup", limit_s: float) -> None:
+        """Count ``marked``'s breaks; InvalidMarkupError (400 ``invalid_markup``) when they would take
+        this request's or context's pauses past ``limit_s``, quoting the break that crosses it. Each
+        break may last MAX_BREAK_S, but a transcript of nothing else (5,000 characters of breaks are
+        ~44 minutes of silence, 116 MB of PCM) would hold a stream and a connection that long."""
+        total = self.paused_s
+        for tag in marked.tags:
+            if tag.kind is not TagKind.BREAK or not tag.value:
+                continue
+            total += tag.value
+            if total > limit_s:
+                raise InvalidMarkupError(
+                    f"{marked.text[tag.start:tag.end]}: with it the breaks would pause {total:g} s in all, over the "
+                    f"{limit_s:g} s one request or WebSocket context may pause (GEPARD_MAX_PAUSE_S)")
+        self.paused_s = total
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ def test_defaults():
     assert s.token_secret_ephemeral and len(s.token_secret) == 32
     assert s.tls_certfile is None and s.tls_keyfile is None and not s.tls_enabled
     assert s.redis_url is None and s.data_dir == Path("./data")
-    assert s.max_transcript_chars == 5000 and s.ws_idle_timeout_s == 300.0
+    assert s.max_transcript_chars == 5000 and s.ws_idle_timeout_s == 300.0 and s.max_pause_s == 120.0
     assert s.ws_compression is False  # permessage-deflate refused: the event loop deflates nothing
     assert s.max_contexts_per_socket == 64 and s.max_concurrent_generations == 64
     assert s.model_ids == DEFAULT_MODEL_IDS
@@ -58,7 +58,7 @@ def test_every_variable(tmp_path, monkeypatch):
         "GEPARD_CODEC_COMPILE": "yes", "GEPARD_CODEC_CUDA_GRAPHS": "false",
         "GEPARD_API_KEYS": " sk_a , sk_b,,", "GEPARD_TOKEN_SECRET": SECRET,
         "GEPARD_TLS_CERTFILE": str(cert), "GEPARD_TLS_KEYFILE": str(key), "REDIS_URL": "redis://localhost:6379/0",
-        "GEPARD_DATA_DIR": str(tmp_path / "data"), "GEPARD_MAX_TRANSCRIPT_CHARS": "10000",
+        "GEPARD_DATA_DIR": str(tmp_path / "data"), "GEPARD_MAX_TRANSCRIPT_CHARS": "10000", "GEPARD_MAX_PAUSE_S": "30.5",
         "GEPARD_WS_IDLE_TIMEOUT_S": "120.5", "GEPARD_WS_COMPRESSION": "on", "GEPARD_MAX_CONTEXTS_PER_SOCKET": "8",
         "GEPARD_MAX_CONCURRENT_GENERATIONS": "128", "GEPARD_MODEL_IDS": "gepard-1.0, custom-*",
         "GEPARD_TEMPERATURE": "0.7", "GEPARD_TOP_K": "50", "GEPARD_REPETITION_PENALTY": "1.1",
@@ -77,6 +77,7 @@ def test_every_variable(tmp_path, monkeypatch):
     assert s.redis_url == "redis://localhost:6379/0" and s.data_dir == tmp_path / "data"
     assert (s.max_transcript_chars, s.ws_idle_timeout_s, s.max_contexts_per_socket, s.max_concurrent_generations) == (
         10000, 120.5, 8, 128)
+    assert s.max_pause_s == 30.5
     assert s.model_ids == ("gepard-1.0", "custom-*")
     assert s.default_sampling == SamplingParams(temperature=0.7, top_k=50, repetition_penalty=1.1, stop_threshold=0.8,
                                                 max_frames=1000, cfg_scale=2.0, cfg_frames=20)
@@ -133,6 +134,8 @@ def test_require_auth_can_be_forced_off_with_keys():
          "GEPARD_TLS_CERTFILE: file '/nonexistent/cert.pem' does not exist"),
         ({"REDIS_URL": "localhost:6379"}, "GEPARD_REDIS_URL: must start with redis://, rediss:// or unix://"),
         ({"GEPARD_MAX_TRANSCRIPT_CHARS": "0"}, "GEPARD_MAX_TRANSCRIPT_CHARS: must be >= 1, got 0"),
+        ({"GEPARD_MAX_PAUSE_S": "-1"}, "GEPARD_MAX_PAUSE_S: must be >= 0, got -1.0"),
+        ({"GEPARD_MAX_PAUSE_S": "nan"}, "GEPARD_MAX_PAUSE_S: 'nan' is not a finite number"),
         ({"GEPARD_WS_IDLE_TIMEOUT_S": "0"}, "GEPARD_WS_IDLE_TIMEOUT_S: must be > 0, got 0.0"),
         ({"GEPARD_WS_IDLE_TIMEOUT_S": "nan"}, "GEPARD_WS_IDLE_TIMEOUT_S: 'nan' is not a finite number"),
         ({"GEPARD_MAX_CONTEXTS_PER_SOCKET": "0"}, "GEPARD_MAX_CONTEXTS_PER_SOCKET: must be >= 1, got 0"),

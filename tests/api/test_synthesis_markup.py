@@ -98,3 +98,26 @@ def test_a_bad_tag_anywhere_fails_the_whole_plan(svc, transcript, needle):
         svc.plan(transcript, "en")
     assert needle in str(err.value)
 
+
+
+def test_the_breaks_of_a_request_add_up_to_at_most_the_pause_limit(svc):
+    assert svc.settings.max_pause_s == 120.0
+    twelve = " ".join(f'Word {i}. <break time="10s"/>' for i in range(12))
+    assert sum(s.pause_after_s for s in svc.plan(twelve, "en")) == 120.0  # at the limit: fine
+    with pytest.raises(InvalidMarkupError) as err:
+        svc.plan(twelve + ' And one more. <break time="500ms"/> End.', "en")
+    assert str(err.value) == ('<break time="500ms"/>: with it the breaks would pause 120.5 s in all, over the 120 s one '
+                              "request or WebSocket context may pause (GEPARD_MAX_PAUSE_S)")
+
+
+def test_a_contexts_breaks_count_across_its_segments_and_a_refused_one_is_not_counted(svc):
+    state = MarkupState()
+    for _ in range(11):
+        svc.segment('Wait. <break time="10s"/>', "en", markup=state)
+    assert state.paused_s == 110.0
+    with pytest.raises(InvalidMarkupError, match="would pause 125 s in all"):
+        svc.segment('Hm. <break time="5s"/><break time="10s"/>', "en", markup=state)
+    assert state.paused_s == 110.0  # the refused segment paused nothing
+    svc.segment('Last. <break time="10s"/>', "en", markup=state)  # 120: still within
+    assert state.paused_s == 120.0
+    assert svc.segment('Fresh. <break time="10s"/>', "en").pause_after_s == 10.0  # no state given: its own count

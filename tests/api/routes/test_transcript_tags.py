@@ -238,3 +238,22 @@ def test_sdk_generate_and_websocket_with_a_break(gateway, default_voice_id):
             client.tts.generate(model_id="sonic-3", transcript='Hi.<break time="1 minute"/>', voice=default_voice_id,
                                 output_format=S16_22K).read()
         assert info.value.body["error_code"] == "invalid_markup" and "'1 minute'" in info.value.body["message"]
+
+
+def test_breaks_past_the_pause_limit_are_a_400_before_any_audio(gateway, default_voice_id):
+    transcript = " ".join(f'Word {i}. <break time="10s"/>' for i in range(13))
+    r = httpx.post(gateway.url + "/tts/bytes", json=body(default_voice_id, transcript), timeout=60)
+    assert_error(r, 400, "invalid_markup", '<break time="10s"/>', "130 s in all", "over the 120 s", "GEPARD_MAX_PAUSE_S")
+
+
+async def test_a_contexts_breaks_past_the_pause_limit_are_an_in_band_error_after_what_came_before(
+        gateway, default_voice_id):
+    v = default_voice_id
+    async with connect(gateway.ws_url + "/tts/websocket") as ws:
+        await send(ws, gen("long", "Hello there. " + '<break time="10s"/>' * 12, v, output_format=S16_22K))
+        await send(ws, gen("long", '<break time="1s"/>More.', v, output_format=S16_22K, cont=False))
+        msgs = await read_until_terminal(ws, ["long"])
+    err = msgs[-1]
+    assert err["type"] == "error" and err["status_code"] == 400 and err["error_code"] == "invalid_markup", short(err)
+    assert "121 s in all" in err["message"] and "over the 120 s" in err["message"]
+    assert s16(audio_of(msgs)).size == SPEECH + 120 * 22050  # the sentence and its 120 s of breaks went out
