@@ -319,12 +319,11 @@ class SynthesisService:
 
         Its breaks, added up, are ``pause_after_s`` (the segmenter puts them at its end); with the
         breaks before them in ``markup`` they may pause GEPARD_MAX_PAUSE_S at most (InvalidMarkupError
-        quoting the break past it). Its
-        ``<speed>``/``<volume>`` tags move ``markup``, the request's or context's state, on, and the
-        segment gets the speed and volume in force after them (None until a tag set one): the
-        segmenter starts a segment at each such tag, so they apply from where they stand; a tag
-        inside a segment made otherwise sets the whole segment. A segment of tags only still moves
-        the state (it has no audio unless it has a break)."""
+        quoting the break past it). Its ``<speed>``/``<volume>`` tags move ``markup``, the request's
+        or context's state, on, and the segment gets the speed and volume in force after them (None
+        until a tag set one): the segmenter starts a segment at each such tag, so they apply from
+        where they stand; a tag inside a segment made otherwise sets the whole segment. A segment of
+        tags only still moves the state (it has no audio unless it has a break)."""
         mode = normalization or "auto"
         lang = language or DEFAULT_LANGUAGE
         marked = parse_markup(text)
