@@ -475,9 +475,20 @@ class FastGenerator(BatchLoop):
             saved = inputs.slots.clone(), inputs.lengths.clone()
             inputs.slots.fill_(self.cache.scratch)
             inputs.lengths.fill_(1)
-            graphs.capture(key, run, tables)
+            try:
+                graphs.capture(key, run, tables)
+            except Exception as exc:  # this prefill, and every later one, runs eagerly instead
+                if device_lost(exc):
+                    raise
+                logger.error("torch fast path: capturing the prefill of %d prompts of %d tokens failed (%s: %s); "
+                             "prefills run eagerly from now on", *key, type(exc).__name__,
+                             str(exc).splitlines()[0] if str(exc) else "")
+                self.prefill_graphs = None
             inputs.slots.copy_(saved[0])
             inputs.lengths.copy_(saved[1])
+            if self.prefill_graphs is None:
+                run()
+                return
         graphs.replay(key, run, tables)
 
     # -- results -------------------------------------------------------------------------------------
