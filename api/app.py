@@ -45,7 +45,7 @@ from api.synthesis import SynthesisService
 from api.text.errors import TextError
 from codec_worker.errors import CodecError, CodecLoadError
 from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder
-from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs, compile_decoder, decodes_better_with_torch, load_codec
+from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs, compile_decoder, decoding_codec, load_codec
 from codec_worker.schedule import default_schedule
 from codec_worker.torchcodec import TorchNanoCodec
 from engine.device import pick_device, pick_dtype
@@ -153,10 +153,9 @@ async def open_runtime(settings: Settings) -> Runtime:
         if settings.preload_dir is not None and not codec.can_encode:
             raise CodecLoadError(f"GEPARD_PRELOAD_DIR clones voices at start, but the codec is the torch decoder "
                                  f"({codec.impl}), which cannot encode; install NeMo or unset GEPARD_PRELOAD_DIR")
-        decoding = codec  # NeMo's codec still encodes (cloning); on CUDA the torch decoder decodes
-        if decodes_better_with_torch(settings.codec_impl, codec, settings.codec_cuda_graphs):
-            decoding = await loop.run_in_executor(None, lambda: load_codec(
-                source, device=device, dtype=pick_dtype(device, settings.dtype), impl="torch"))
+        # NeMo's codec still encodes (cloning); on CUDA the torch decoder of the same checkpoint decodes
+        decoding = await loop.run_in_executor(None, decoding_codec, codec, source, settings.codec_impl,
+                                              settings.codec_cuda_graphs)
         decoder = BatchingCodecDecoder(decoding, schedule=settings.chunk_schedule or default_schedule(device))
         if settings.codec_compile:  # for every decode the batching decoder makes, before the first request
             await loop.run_in_executor(None, compile_decoder, decoding, decoder.max_batch, decoder.max_window_frames)

@@ -41,7 +41,7 @@ from codec_worker._checkpoint import (
     load_section,
     read_source,
 )
-from codec_worker.errors import InvalidAudioError, InvalidCodesError
+from codec_worker.errors import CodecLoadError, InvalidAudioError, InvalidCodesError
 
 if TYPE_CHECKING:
     from codec_worker.torchcodec import TorchNanoCodec
@@ -384,6 +384,22 @@ def decodes_better_with_torch(impl: str, loaded: NanoCodec | TorchNanoCodec, gra
     return impl == "auto" and loaded.impl == "nemo" and loaded.device.type == "cuda" and graphs
 
 
+def decoding_codec(loaded: NanoCodec | TorchNanoCodec, source: str | Path, impl: str,
+                   graphs: bool) -> NanoCodec | TorchNanoCodec:
+    """The codec that decodes beside ``loaded`` (which encodes): the torch decoder of ``source``
+    where ``decodes_better_with_torch`` says so, else ``loaded`` itself. A torch decoder that does
+    not load (a decoder layout it does not know) is logged, and NeMo's decoder decodes as before:
+    the server starts as it did without this choice."""
+    if not decodes_better_with_torch(impl, loaded, graphs):
+        return loaded
+    try:
+        return load_codec(source, device=loaded.device, dtype=loaded.dtype, impl="torch")
+    except CodecLoadError as exc:
+        logger.warning("codec: the torch decoder did not load beside NeMo's codec (%s: %s); NeMo's decoder "
+                       "decodes, eagerly", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        return loaded
+
+
 def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frames: int) -> bool:
     """Capture the torch decoder on CUDA as CUDA graphs for decodes of up to ``max_batch`` windows
     of ``max_frames`` frames (TorchNanoCodec.capture_graphs); whether it now replays them. NeMo's
@@ -416,6 +432,7 @@ __all__ = [
     "NanoCodec",
     "capture_decoder_graphs",
     "decodes_better_with_torch",
+    "decoding_codec",
     "compile_decoder",
     "decoder_left_context_frames",
     "load_codec",

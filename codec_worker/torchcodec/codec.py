@@ -138,8 +138,8 @@ class _CapturedShape:
 class DecoderGraphs:
     """The decoder captured once per padded shape (``padded_size`` of windows and of frames, up to
     the limits given), then replayed. Eager, a full-size decode is ~1,100 small kernels whatever its
-    length, launched one by one from Python: on an H200 one window took ~50 ms of host time for a
-    few ms of GPU work, in every stream's time to first audio and in the gateway's decode budget. A
+    length, launched one by one from Python: on an H200 one window took 23-52 ms of host time (two
+    machines) for a few ms of GPU work, in every stream's time to first audio and in the gateway's decode budget. A
     replay launches them all at once.
 
     A decode copies its latents into the shape's input (right-padded: the decoder is causal, so the

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from codec_worker.batching import BatchingCodecDecoder
-from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs, decodes_better_with_torch
+from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs, decodes_better_with_torch, decoding_codec
 from codec_worker.torchcodec import TorchNanoCodec
 from codec_worker.torchcodec.codec import cuda_graph_capture
 from tests.codec_worker.conftest import random_codes
@@ -190,3 +190,18 @@ def test_on_cuda_nemos_codec_decodes_through_the_torch_decoder_only_where_it_can
                                                                                          expected) -> None:
     codec = SimpleNamespace(impl=loaded, device=torch.device(device))
     assert decodes_better_with_torch(impl, codec, graphs) is expected
+
+
+def test_a_torch_decoder_that_does_not_load_leaves_nemo_decoding(tmp_path, caplog) -> None:
+    """The GPU default loads the torch decoder beside NeMo's codec; where it cannot (here: no
+    checkpoint at all), NeMo's decoder decodes and the server starts as before, with a WARNING."""
+    nemo_on_cuda = SimpleNamespace(impl="nemo", device=torch.device("cuda"), dtype=torch.bfloat16)
+    caplog.set_level(logging.WARNING, logger="codec_worker.nanocodec")
+    assert decoding_codec(nemo_on_cuda, tmp_path / "missing.nemo", "auto", graphs=True) is nemo_on_cuda
+    assert "the torch decoder did not load beside NeMo's codec (CodecNotFoundError" in caplog.text
+    assert "NeMo's decoder decodes, eagerly" in caplog.text
+
+
+def test_where_nemo_decodes_anyway_nothing_else_is_loaded(codec: NanoCodec, codec_path) -> None:
+    assert decoding_codec(codec, codec_path, "auto", graphs=True) is codec  # on CPU: NeMo decodes
+    assert decoding_codec(codec, codec_path, "nemo", graphs=True) is codec
