@@ -13,6 +13,11 @@ decodes each group in one decoder call (right-padded, see streaming.decode_windo
 back to the awaiting coroutine through ``loop.call_soon_threadsafe``, so the event loop never
 blocks on the decoder. When a group's call fails, each of its windows is decoded alone, so only
 the streams whose window fails again get the error (DecodeError); the others get their audio.
+
+A codec that carries state (the torch decoder after ``carry_state``) gives each stream a state slot
+while one is free: its windows hold no context, and a batch decodes each such stream's windows as one
+row (streaming.decode_carried), in order. Streams that find every slot taken decode windowed, as
+with any other codec.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -33,14 +38,16 @@ import torch
 from codec_worker.errors import CodecClosedError, CodecError, DecodeError, InvalidAudioError
 from codec_worker.interface import CodecDecoder, CodecEncoder, DecodeStream
 from codec_worker.schedule import DEFAULT_SCHEDULE, ChunkSchedule, ScheduleLike
-from codec_worker.streaming import DecodeWindow, StreamingDecodeState, decode_windows
+from codec_worker.streaming import DecodeWindow, StreamingDecodeState, decode_carried, decode_windows
 
 if TYPE_CHECKING:
     from codec_worker.nanocodec import NanoCodec
+    from codec_worker.torchcodec import ConvStateCache, TorchNanoCodec
 
 logger = logging.getLogger(__name__)
 
 _EMPTY = np.zeros(0, dtype=np.float32)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,7 @@ class _Job:
     window: DecodeWindow
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[np.ndarray]
+    slot: Optional[int] = None  # the stream's state slot: its window holds no context (decode_carried)
     dropped: bool = field(default=False)  # set (under the decoder lock) when its stream is closed
 
 
@@ -104,15 +112,36 @@ def _decode_error(exc: Exception) -> CodecError:
     return exc if isinstance(exc, CodecError) else DecodeError(f"decoder failed: {exc}")
 
 
-def group_by_width(jobs: list[_Job], ratio: float = 2.0) -> list[list[_Job]]:
-    """Split jobs into decode groups whose widest window is at most ``ratio`` x the narrowest."""
-    groups: list[list[_Job]] = []
-    for job in sorted(jobs, key=lambda j: j.window.width):
-        if groups and job.window.width <= ratio * groups[-1][0].window.width:
-            groups[-1].append(job)
+#: Jobs decoded as one row of a decoder call: one window, or a carried stream's consecutive windows.
+_Row = list[_Job]
+
+
+def _row_width(row: _Row) -> int:
+    """Frames the row decodes: its window's (with context), or its carried windows' new frames."""
+    return row[0].window.width if row[0].slot is None else sum(job.window.num_frames for job in row)
+
+
+def group_by_width(rows: list[_Row], ratio: float = 2.0) -> list[list[_Row]]:
+    """Split rows into decode groups whose widest row is at most ``ratio`` x the narrowest."""
+    groups: list[list[_Row]] = []
+    for row in sorted(rows, key=_row_width):
+        if groups and _row_width(row) <= ratio * _row_width(groups[-1][0]):
+            groups[-1].append(row)
         else:
-            groups.append([job])
+            groups.append([row])
     return groups
+
+
+def batch_rows(jobs: list[_Job]) -> tuple[list[_Row], list[_Row]]:
+    """The rows of a batch: (windowed, carried). A windowed job is a row of its own; a carried
+    stream's jobs make one row, in frame order (its state advances through them in turn)."""
+    windowed = [[job] for job in jobs if job.slot is None]
+    runs: dict[int, _Row] = {}
+    for job in jobs:
+        if job.slot is not None:
+            runs.setdefault(job.stream_id, []).append(job)
+    carried = [sorted(run, key=lambda j: j.window.start_frame) for run in runs.values()]
+    return windowed, carried
 
 
 class _StreamState(enum.Enum):
@@ -144,12 +173,15 @@ class BatchingCodecDecoder(CodecDecoder):
         self.batches_decoded = 0  # decoder calls made (for metrics and tests)
         self.windows_decoded = 0
         self.observer: Optional[DecodeObserver] = None  # see DecodeObserver
+        self.windowed_streams = 0  # streams that found no free state slot (with a stateful codec)
         self._stream: Optional[torch.cuda.Stream] = None  # CUDA only; created by the worker thread
+        self._state: Optional[ConvStateCache] = getattr(codec, "state_cache", None)
         logger.debug(
-            "batching codec decoder: max_batch=%d chunk schedule %s context=%d",
+            "batching codec decoder: max_batch=%d chunk schedule %s context=%d, state slots %s",
             max_batch,
             self.schedule,
             codec.receptive_field_frames,
+            self._state.slots if self._state is not None else "none",
         )
 
     # ---- public API ----------------------------------------------------------------------
@@ -164,11 +196,28 @@ class BatchingCodecDecoder(CodecDecoder):
         a compiled decoder must be compiled for, see nanocodec.compile_decoder)."""
         return self._codec.receptive_field_frames + max(self.schedule.sizes)
 
+    @property
+    def max_chunk_frames(self) -> int:
+        """The widest chunk a stream carrying state decodes (what stateful graphs are captured for)."""
+        return max(self.schedule.sizes)
+
+    @property
+    def carries_state(self) -> bool:
+        return self._state is not None
+
     def open_stream(self) -> BatchedDecodeStream:
         if self._closed:
             raise CodecClosedError("codec decoder is closed; create a new one")
-        state = StreamingDecodeState(self._codec.receptive_field_frames, self.schedule)
-        return BatchedDecodeStream(self, next(self._ids), state)
+        slot = self._state.acquire() if self._state is not None else None
+        if self._state is not None and slot is None:
+            self.windowed_streams += 1
+            if self.windowed_streams == 1 or self.windowed_streams % 1000 == 0:
+                logger.warning("codec: all %d state slots are taken; a stream decodes windowed, re-decoding %d "
+                               "frames of context per chunk (%d such streams so far)", self._state.slots,
+                               self._codec.receptive_field_frames, self.windowed_streams)
+        context = 0 if slot is not None else self._codec.receptive_field_frames
+        state = StreamingDecodeState(context, self.schedule)
+        return BatchedDecodeStream(self, next(self._ids), state, slot)
 
     async def aclose(self) -> None:
         """Stop the worker after its current batch; queued windows fail with CodecClosedError."""
@@ -193,9 +242,9 @@ class BatchingCodecDecoder(CodecDecoder):
 
     # ---- used by streams (event-loop side) -----------------------------------------------
 
-    def _submit(self, stream_id: int, windows: list[DecodeWindow]) -> list[asyncio.Future[np.ndarray]]:
+    def _submit(self, stream_id: int, windows: list[DecodeWindow], slot: Optional[int] = None) -> list[asyncio.Future[np.ndarray]]:
         loop = asyncio.get_running_loop()
-        jobs = [_Job(stream_id, window, loop, loop.create_future()) for window in windows]
+        jobs = [_Job(stream_id, window, loop, loop.create_future(), slot) for window in windows]
         with self._cond:
             if self._closed:
                 raise CodecClosedError("codec decoder is closed; create a new one")
@@ -217,6 +266,12 @@ class BatchingCodecDecoder(CodecDecoder):
                     job.future.cancel()
             self._queue = kept
         return dropped
+
+    def _release(self, slot: int) -> None:
+        """A closed or finished stream's state slot is free again. A batch still decoding may write
+        it once more; the next stream to take it starts from zeros (its first window is fresh)."""
+        if self._state is not None:
+            self._state.release(slot)
 
     # ---- worker thread -------------------------------------------------------------------
 
@@ -248,75 +303,93 @@ class BatchingCodecDecoder(CodecDecoder):
     def _run(self) -> None:
         logger.debug("codec decoder worker started")
         while (jobs := self._take_batch()) is not None:
-            for group in group_by_width(jobs):
+            windowed, carried = batch_rows(jobs)
+            for group in group_by_width(windowed) + group_by_width(carried):
                 self._decode_group(group)
         logger.debug("codec decoder worker stopped")
 
-    def _decode_group(self, jobs: list[_Job]) -> None:
-        # 1) skip windows whose stream was closed or whose waiter went away
-        jobs = [job for job in jobs if not job.dropped and not job.future.cancelled()]
-        if not jobs:
+    def _decode_group(self, rows: list[_Row]) -> None:
+        # 1) skip rows whose stream was closed or whose waiter went away (a carried row needs all
+        #    its windows: its stream is closed as soon as one is given up)
+        rows = [row for row in rows if not any(job.dropped or job.future.cancelled() for job in row)]
+        if not rows:
             return
+        jobs = [job for row in rows for job in row]
         # 2) decode in one call (on CUDA: on the decoder's own stream, see _cuda_stream)
         try:
-            pieces = self._decode_counted(jobs)
+            pieces = self._decode_counted(rows)
         except Exception as exc:  # one bad batch fails its windows, not the worker
-            if len(jobs) == 1:
-                logger.exception("codec decode of 1 window failed")
+            if len(rows) == 1:
+                logger.exception("codec decode of 1 row (%d windows) failed", len(jobs))
                 _deliver(jobs, error=_decode_error(exc))
-            else:  # which window broke it? each alone: only the windows that fail again fail
-                self._decode_each(jobs, exc)
+            else:  # which row broke it? each alone: only the rows that fail again fail
+                self._decode_each(rows, exc)
             return
         # 3) hand each window's audio back to its loop
         _deliver(jobs, results=pieces)
 
-    def _decode_counted(self, jobs: list[_Job]) -> list[np.ndarray]:
-        """One decoder call for ``jobs``' windows, counted and reported to the observer."""
+    def _decode_counted(self, rows: list[_Row]) -> list[np.ndarray]:
+        """One decoder call for ``rows`` (all windowed or all carried), counted and reported to the
+        observer; each job's audio, in row order."""
         started = time.perf_counter()
-        pieces = self._decode_on_stream([job.window for job in jobs])
+        if rows[0][0].slot is None:
+            pieces = self._decode_on_stream(lambda: decode_windows(self._codec, [row[0].window for row in rows]))
+        else:
+            slots = [row[0].slot for row in rows]
+            runs = [[job.window for job in row] for row in rows]
+            nested = self._decode_on_stream(lambda: decode_carried(self._stateful_codec, slots, runs))
+            pieces = [piece for row_pieces in nested for piece in row_pieces]
+        windows = sum(len(row) for row in rows)
         self.batches_decoded += 1
-        self.windows_decoded += len(jobs)
+        self.windows_decoded += windows
         if self.observer is not None:
             try:
-                self.observer(DecodeBatchEvent(time.perf_counter() - started, len(jobs)))
+                self.observer(DecodeBatchEvent(time.perf_counter() - started, windows))
             except Exception:  # monitoring never fails a decode
                 logger.exception("codec decode observer failed (ignored)")
         return pieces
 
-    def _decode_each(self, jobs: list[_Job], batch_error: Exception) -> None:
-        """A group's decode failed: decode each of its windows alone, so one stream's bad window
-        (or one that breaks the batch) fails that stream only; the others get their audio. One log
-        line for the group, with the batch's error and how many windows failed again."""
+    @property
+    def _stateful_codec(self) -> TorchNanoCodec:
+        return self._codec  # type: ignore[return-value]  # only streams of a codec with a state cache get slots
+
+    def _decode_each(self, rows: list[_Row], batch_error: Exception) -> None:
+        """A group's decode failed: decode each of its rows alone, so one stream's bad window (or
+        one that breaks the batch) fails that stream only; the others get their audio (a carried
+        row's state is written only by a call that succeeds, so it can be decoded again). One log
+        line for the group, with the batch's error and how many rows failed again."""
         retried = failed = 0
-        for job in jobs:
-            if job.dropped or job.future.cancelled():  # closed meanwhile: nobody waits for it
+        for row in rows:
+            if any(job.dropped or job.future.cancelled() for job in row):  # closed meanwhile: nobody waits
                 continue
             retried += 1
             try:
-                pieces = self._decode_counted([job])
+                pieces = self._decode_counted([row])
             except Exception as exc:
                 failed += 1
-                logger.debug("codec decode of stream %d's window alone failed", job.stream_id, exc_info=True)
-                _deliver([job], error=_decode_error(exc))
+                logger.debug("codec decode of stream %d's row alone failed", row[0].stream_id, exc_info=True)
+                _deliver(row, error=_decode_error(exc))
             else:
-                _deliver([job], results=pieces)
-        logger.error("codec decode of %d windows failed (%s: %s); retried %d alone, %d failed again",
-                     len(jobs), type(batch_error).__name__, batch_error, retried, failed)
+                _deliver(row, results=pieces)
+        windows = sum(len(row) for row in rows)
+        what = f"{windows} windows" if windows == len(rows) else f"{windows} windows in {len(rows)} rows"
+        logger.error("codec decode of %s failed (%s: %s); retried %d alone, %d failed again",
+                     what, type(batch_error).__name__, batch_error, retried, failed)
 
-    def _decode_on_stream(self, windows: list[DecodeWindow]) -> list[np.ndarray]:
-        """decode_windows, on CUDA on a stream of its own, so the codec's kernels do not queue
-        behind (or hold up) the engine's on the default stream. UNTESTED on a GPU so far.
+    def _decode_on_stream(self, decode: Callable[[], _T]) -> _T:
+        """``decode`` (decode_windows or decode_carried), on CUDA on a stream of its own, so the
+        codec's kernels do not queue behind (or hold up) the engine's on the default stream.
 
         The stream first waits for the default stream (the weights and anything the caller queued
-        there are ready), and decode_windows' copy of the audio to the host is issued on this stream
+        there are ready), and the decode's copy of the audio to the host is issued on this stream
         and blocks until it is done, so the returned arrays are complete.
         """
         stream = self._cuda_stream()
         if stream is None:
-            return decode_windows(self._codec, windows)
+            return decode()
         stream.wait_stream(torch.cuda.current_stream(stream.device))
         with torch.cuda.stream(stream):
-            pieces = decode_windows(self._codec, windows)  # ends in a blocking .cpu() on `stream`
+            pieces = decode()  # ends in a blocking .cpu() on `stream`
         stream.synchronize()  # nothing of this batch may still run once its audio is handed out
         return pieces
 
@@ -333,10 +406,13 @@ class BatchingCodecDecoder(CodecDecoder):
 class BatchedDecodeStream(DecodeStream):
     """One utterance on a BatchingCodecDecoder. Not safe to use from several tasks at once."""
 
-    def __init__(self, decoder: BatchingCodecDecoder, stream_id: int, state: StreamingDecodeState) -> None:
+    def __init__(self, decoder: BatchingCodecDecoder, stream_id: int, state: StreamingDecodeState,
+                 slot: Optional[int] = None) -> None:
         self.stream_id = stream_id
         self._decoder = decoder
         self._state = state
+        self._slot = slot  # the codec's state slot this stream holds (None: windowed decode)
+        self.carries_state = slot is not None
         self._status = _StreamState.OPEN
 
     @property
@@ -353,6 +429,7 @@ class BatchedDecodeStream(DecodeStream):
         self._check_open("finish")
         pcm = await self._decode(self._state.finish())
         self._status = _StreamState.FINISHED
+        self._release_slot()
         return pcm
 
     async def aclose(self) -> None:
@@ -362,8 +439,14 @@ class BatchedDecodeStream(DecodeStream):
         self._status = _StreamState.CLOSED
         self._state.discard()
         dropped = self._decoder._drop(self.stream_id)
+        self._release_slot()
         if dropped:
             logger.debug("decode stream %d closed, %d queued windows dropped", self.stream_id, dropped)
+
+    def _release_slot(self) -> None:
+        if self._slot is not None:
+            slot, self._slot = self._slot, None
+            self._decoder._release(slot)
 
     def _check_open(self, action: str) -> None:
         if self._decoder.closed:
@@ -374,7 +457,7 @@ class BatchedDecodeStream(DecodeStream):
     async def _decode(self, windows: list[DecodeWindow]) -> np.ndarray:
         if not windows:
             return _EMPTY
-        futures = self._decoder._submit(self.stream_id, windows)
+        futures = self._decoder._submit(self.stream_id, windows, self._slot)
         try:
             pieces = [await future for future in futures]
         except BaseException:

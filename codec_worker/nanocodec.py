@@ -89,7 +89,7 @@ def decoder_left_context_frames(decoder_cfg: Mapping[str, Any]) -> int:
 # Input checks
 
 
-def _check_codes(codes: Any) -> None:
+def check_codes(codes: Any) -> None:
     if not isinstance(codes, torch.Tensor):
         raise InvalidCodesError(f"expected codes as a torch.Tensor [B, 32, T], got {type(codes).__name__}")
     if codes.dtype.is_floating_point or codes.dtype.is_complex or codes.dtype == torch.bool:
@@ -159,7 +159,7 @@ class DecodesLatents:
 
         ``lengths`` [B] (frames, default T each): samples past ``lengths[b]*samples_per_frame`` are zero.
         """
-        _check_codes(codes)
+        check_codes(codes)
         latents = fsq.dequantize(codes.to(self.device))  # [B, 32, T] float32 in [-1, 1]
         return self._decode(latents, lengths)
 

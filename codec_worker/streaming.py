@@ -15,6 +15,10 @@ Exactness: the decoder is causal, so the audio of frames [start, end) only depen
 [start - L, end) with L = ``receptive_field_frames``. A chunk therefore decodes the window
 ``frames[max(0, start - L) : end]`` and drops the first ``(start - window_start) * samples_per_frame``
 samples. The state keeps only the last L emitted frames as history.
+
+Carried state (``decode_carried``): a codec that keeps each stream's conv tails between calls
+(codec_worker.torchcodec.state) needs no context at all. Its streams cut windows with L = 0, and each
+call decodes only new frames; what the windowed decode re-decodes as context, it remembers.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from codec_worker.schedule import DEFAULT_SCHEDULE, ChunkSchedule, ScheduleLike
 
 if TYPE_CHECKING:
     from codec_worker.nanocodec import NanoCodec
+    from codec_worker.torchcodec import TorchNanoCodec
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +188,32 @@ def decode_windows(codec: NanoCodec, windows: Sequence[DecodeWindow]) -> list[np
     ]
 
 
+def decode_carried(codec: TorchNanoCodec, slots: Sequence[int],
+                   runs: Sequence[Sequence[DecodeWindow]]) -> list[list[np.ndarray]]:
+    """Decode each stream's next windows in one stateful decoder call; return each window's audio.
+
+    ``runs[i]`` are consecutive windows of the stream holding state slot ``slots[i]`` (cut with no
+    context, in order): they decode as one row, right-padded like ``decode_windows``. A row whose
+    first window starts its utterance starts from zero state.
+    """
+    if not runs:
+        return []
+    spf = codec.samples_per_frame
+    lengths = [sum(window.num_frames for window in run) for run in runs]
+    codes = torch.zeros(len(runs), fsq.NUM_CHANNELS, max(lengths), dtype=torch.long)
+    for row, run in enumerate(runs):
+        if any(window.skip_frames for window in run):
+            raise ValueError("windows decoded with carried state hold no context frames")
+        codes[row, :, : lengths[row]] = torch.cat([window.codes for window in run], dim=1)
+    fresh = [run[0].start_frame == 0 for run in runs]
+    audio = codec.decode_stateful(codes, lengths, slots, fresh).cpu().numpy()  # [B, T * spf]
+    pieces = []
+    for row, run in enumerate(runs):
+        offsets = np.cumsum([0] + [window.num_frames * spf for window in run])
+        pieces.append([np.ascontiguousarray(audio[row, a:b]) for a, b in zip(offsets, offsets[1:])])
+    return pieces
+
+
 class StreamingDecoder:
     """Synchronous streaming decode of one utterance on a codec (no batching across streams).
 
@@ -211,4 +242,5 @@ def _join(pieces: list[np.ndarray]) -> np.ndarray:
     return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
-__all__ = ["DecodeWindow", "StreamingDecodeState", "StreamingDecoder", "check_stream_codes", "decode_windows"]
+__all__ = ["DecodeWindow", "StreamingDecodeState", "StreamingDecoder", "check_stream_codes", "decode_carried",
+           "decode_windows"]

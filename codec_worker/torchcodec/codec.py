@@ -31,8 +31,9 @@ from codec_worker._checkpoint import (
     read_source,
 )
 from codec_worker.errors import CodecFormatError, EncodeUnavailableError
-from codec_worker.nanocodec import DecodesLatents, decoder_left_context_frames
+from codec_worker.nanocodec import DecodesLatents, check_codes, decoder_left_context_frames
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
+from codec_worker.torchcodec.state import ConvStateCache, check_slots
 from codec_worker.torchcodec.weights import load_decoder_weights
 
 logger = logging.getLogger(__name__)
@@ -127,12 +128,19 @@ def cuda_graph_capture(device: torch.device) -> Capture:
     return capture
 
 
+#: The decoder as DecoderGraphs captures it: (latents, lengths, slots, fresh) -> audio, where slots
+#: and fresh are None for windowed decodes and [rows] tensors for decodes that carry state.
+DecoderRun = Callable[[torch.Tensor, torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]], torch.Tensor]
+
+
 @dataclass
 class _CapturedShape:
     latents: torch.Tensor  # [rows, 32, width]: the graph's input, written before each replay
     lengths: torch.Tensor  # [rows] int64
     audio: torch.Tensor  # [rows, width * spf]: the graph's output, written by each replay
     replay: Callable[[], None]
+    slots: Optional[torch.Tensor] = None  # [rows] int64 (stateful graphs): each row's state slot
+    fresh: Optional[torch.Tensor] = None  # [rows] bool (stateful graphs): rows that start their stream
 
 
 class DecoderGraphs:
@@ -146,14 +154,19 @@ class DecoderGraphs:
     padding changes no real sample; padding rows get length 0), replays, and returns a copy of the
     output's real part. One lock orders decodes: every shape's input and output are reused, and
     the graphs share one memory pool. ``capture`` is how a body becomes a replay (CUDA:
-    ``cuda_graph_capture``; the CPU tests pass one that runs the body, for the logic around it)."""
+    ``cuda_graph_capture``; the CPU tests pass one that runs the body, for the logic around it).
 
-    def __init__(self, run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], samples_per_frame: int,
-                 device: torch.device, dtype: torch.dtype, capture: Capture) -> None:
+    With ``state`` (a ConvStateCache) every shape also takes each row's slot and whether it starts
+    its stream: the graph reads and writes the rows' conv tails in the cache's fixed buffers
+    (padding rows use its scratch slot)."""
+
+    def __init__(self, run: DecoderRun, samples_per_frame: int, device: torch.device, dtype: torch.dtype,
+                 capture: Capture, state: Optional[ConvStateCache] = None) -> None:
         self._run = run
         self._spf = samples_per_frame
         self._device, self._dtype = device, dtype
         self._capture = capture
+        self._state = state
         self._shapes: dict[tuple[int, int], _CapturedShape] = {}
         self._lock = threading.Lock()
 
@@ -172,16 +185,22 @@ class DecoderGraphs:
         latents = torch.zeros(rows, fsq.NUM_CHANNELS, width, device=self._device, dtype=self._dtype)
         lengths = torch.full((rows,), width, dtype=torch.long, device=self._device)
         audio = torch.zeros(rows, width * self._spf, device=self._device, dtype=self._dtype)
+        slots = fresh = None
+        if self._state is not None:  # the capture itself runs the body: on the scratch slot, which nothing reads
+            slots = torch.full((rows,), self._state.scratch, dtype=torch.long, device=self._device)
+            fresh = torch.ones(rows, dtype=torch.bool, device=self._device)
 
         def body() -> None:  # into a buffer made before the capture, which each replay writes
-            audio.copy_(self._run(latents, lengths))
+            audio.copy_(self._run(latents, lengths, slots, fresh))
 
         with torch.no_grad():
             replay = self._capture(body)
-        self._shapes[(rows, width)] = _CapturedShape(latents, lengths, audio, replay)
+        self._shapes[(rows, width)] = _CapturedShape(latents, lengths, audio, replay, slots, fresh)
 
-    def decode(self, latents: torch.Tensor, input_len: torch.Tensor) -> Optional[torch.Tensor]:
-        """Audio [B, T * spf] of latents [B, 32, T]; None when no captured shape holds them."""
+    def decode(self, latents: torch.Tensor, input_len: torch.Tensor, slots: Optional[torch.Tensor] = None,
+               fresh: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
+        """Audio [B, T * spf] of latents [B, 32, T] (stateful graphs: rows ``slots`` [B], ``fresh``
+        [B]); None when no captured shape holds them."""
         batch, _, frames = latents.shape
         shape = self._shapes.get((padded_size(batch), padded_size(frames)))
         if shape is None:
@@ -191,6 +210,11 @@ class DecoderGraphs:
             shape.latents[:batch, :, :frames] = latents
             shape.lengths.zero_()
             shape.lengths[:batch] = input_len
+            if shape.slots is not None and shape.fresh is not None and self._state is not None:
+                shape.slots.fill_(self._state.scratch)  # padding rows: length 0, scratch slot
+                shape.slots[:batch] = slots
+                shape.fresh.fill_(True)
+                shape.fresh[:batch] = fresh
             shape.replay()
             return shape.audio[:batch, : frames * self._spf].clone()
 
@@ -223,6 +247,9 @@ class TorchNanoCodec(DecodesLatents):
         self._compiled: Callable[..., torch.Tensor] | None = None  # the decoder through torch.compile (``compile``)
         self._compiled_limits = (0, 0)  # (batch, frames): the largest padded shape compiled
         self._graphs: DecoderGraphs | None = None  # the decoder as CUDA graphs (``capture_graphs``)
+        self._state: ConvStateCache | None = None  # conv tails of streams that carry state (``carry_state``)
+        self._state_graphs: DecoderGraphs | None = None  # stateful decodes as CUDA graphs
+        self._state_lock = threading.Lock()  # eager stateful decodes: one at a time reads and writes the tails
         self._fingerprint = fingerprint
         self._receptive_field_frames = decoder_left_context_frames(decoder.config.as_mapping())
 
@@ -239,6 +266,58 @@ class TorchNanoCodec(DecodesLatents):
     def graph_shapes(self) -> list[tuple[int, int]]:
         """The (windows, frames) shapes captured as CUDA graphs (``capture_graphs``); [] for none."""
         return self._graphs.shapes if self._graphs is not None else []
+
+    @property
+    def state_graph_shapes(self) -> list[tuple[int, int]]:
+        """The (chunks, frames) shapes of stateful decodes captured as CUDA graphs; [] for none."""
+        return self._state_graphs.shapes if self._state_graphs is not None else []
+
+    @property
+    def state_cache(self) -> ConvStateCache | None:
+        """The streams' conv tails when ``carry_state`` ran, else None (windowed decodes only)."""
+        return self._state
+
+    def carry_state(self, slots: int) -> ConvStateCache:
+        """Keep the conv tails of up to ``slots`` streams (torchcodec.state), so that a stream's chunks
+        decode only their new frames (``decode_stateful``). Before ``capture_graphs``, which then
+        captures the stateful decodes too."""
+        if self._state is None or self._state.slots != slots:
+            self._state = ConvStateCache(self._decoder, slots, self.device, self.dtype)
+        return self._state
+
+    @torch.no_grad()
+    def decode_stateful(self, codes: torch.Tensor, lengths: Sequence[int], slots: Sequence[int],
+                        fresh: Sequence[bool]) -> torch.Tensor:
+        """Each row continues its stream: codes [B, 32, T] (row b's ``lengths[b]`` new frames, right
+        padded) -> audio [B, T * spf] float32, the samples those frames add to their stream's audio
+        (past a row's length: 0). Row b's stream holds slot ``slots[b]``; ``fresh[b]``: its first
+        chunk. Its tails are written only once the whole batch decoded, so a batch that fails can be
+        decoded again. Needs ``carry_state``."""
+        if self._state is None:
+            raise RuntimeError("decode_stateful needs carry_state() first")
+        check_codes(codes)
+        batch, _, frames = codes.shape
+        if not len(lengths) == len(slots) == len(fresh) == batch:
+            raise ValueError(f"expected {batch} lengths, slots and fresh flags, got {len(lengths)}, {len(slots)}, {len(fresh)}")
+        check_slots(slots, self._state)
+        latents = fsq.dequantize(codes.to(self.device)).to(self.dtype)
+        input_len = torch.tensor(list(lengths), dtype=torch.long, device=self.device)
+        slot_rows = torch.tensor(list(slots), dtype=torch.long, device=self.device)
+        fresh_rows = torch.tensor(list(fresh), dtype=torch.bool, device=self.device)
+        if self._state_graphs is not None:
+            audio = self._state_graphs.decode(latents, input_len, slot_rows, fresh_rows)
+            if audio is not None:
+                return audio.float()
+        with self._state_lock:
+            return self._run_stateful(latents, input_len, slot_rows, fresh_rows).float()
+
+    def _run_stateful(self, latents: torch.Tensor, input_len: torch.Tensor, slots: Optional[torch.Tensor],
+                      fresh: Optional[torch.Tensor]) -> torch.Tensor:
+        assert self._state is not None and slots is not None and fresh is not None
+        step = self._state.step(slots, input_len, fresh, latents.shape[-1])
+        audio = self._decoder(latents, input_len, step)
+        step.commit()
+        return audio
 
     def _run_decoder(self, latents: torch.Tensor, input_len: torch.Tensor) -> torch.Tensor:
         if self._graphs is not None:
@@ -287,18 +366,27 @@ class TorchNanoCodec(DecodesLatents):
         self._compiled, self._compiled_limits = run, (padded_size(max_batch), padded_size(max_frames))
         return len(shapes)
 
-    def capture_graphs(self, max_batch: int, max_frames: int, capture: Capture | None = None) -> int:
+    def capture_graphs(self, max_batch: int, max_frames: int, capture: Capture | None = None,
+                       max_chunk_frames: int = 0) -> int:
         """Capture the decoder as CUDA graphs for every padded shape up to ``max_batch`` windows of
         ``max_frames`` frames (``DecoderGraphs``), compiled first if ``compile`` ran; larger decodes
-        run as before. Returns the number of shapes. ``capture``: default ``cuda_graph_capture`` (a
-        CUDA codec only). Raises what capturing raises; the codec then decodes as before."""
+        run as before. With ``carry_state`` done and ``max_chunk_frames``, the stateful decodes of up
+        to ``max_batch`` chunks of that many frames too (eagerly: compiling covers windowed decodes).
+        Returns the number of shapes. ``capture``: default ``cuda_graph_capture`` (a CUDA codec
+        only). Raises what capturing raises; the codec then decodes as before."""
         if capture is None:
             if self.device.type != "cuda":
                 raise ValueError(f"CUDA graphs need a CUDA device; this codec is on {self.device}")
             capture = cuda_graph_capture(self.device)
-        graphs = DecoderGraphs(self._run_padded, self.samples_per_frame, self.device, self.dtype, capture)
+        graphs = DecoderGraphs(lambda latents, lengths, _slots, _fresh: self._run_padded(latents, lengths),
+                               self.samples_per_frame, self.device, self.dtype, capture)
         count = graphs.capture_all(max_batch, max_frames)
-        self._graphs = graphs
+        state_graphs = None
+        if self._state is not None and max_chunk_frames > 0:
+            state_graphs = DecoderGraphs(self._run_stateful, self.samples_per_frame, self.device, self.dtype, capture,
+                                         state=self._state)
+            count += state_graphs.capture_all(max_batch, max_chunk_frames)
+        self._graphs, self._state_graphs = graphs, state_graphs
         return count
 
     def encode(self, audio: torch.Tensor | np.ndarray, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:

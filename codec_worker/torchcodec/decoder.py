@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import torch
 from torch import nn
@@ -33,6 +33,9 @@ from codec_worker.torchcodec.layers import (
     activation,
     output_activation,
 )
+
+if TYPE_CHECKING:
+    from codec_worker.torchcodec.state import DecodeStep
 
 DECODER_CLASS = "CausalHiFiGANDecoder"
 PAD_MODES = ("zeros", "reflect", "replicate", "circular")  # nn.Conv1d's; NeMo pads by hand, so none changes the output
@@ -120,8 +123,8 @@ class ResidualUnit(nn.Module):
         self.act2 = activation(act, channels)
         self.conv2 = CausalConv1d(channels, channels, kernel_size)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv2(self.act2(self.conv1(self.act1(x))))
+    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
+        return x + self.conv2(self.act2(self.conv1(self.act1(x), state)), state)
 
 
 class ResidualChain(nn.Module):
@@ -131,9 +134,9 @@ class ResidualChain(nn.Module):
         super().__init__()
         self.units = nn.ModuleList(ResidualUnit(channels, kernel_size, d, act) for d in dilations)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
         for unit in self.units:
-            x = unit(x)
+            x = unit(x, state)
         return x
 
 
@@ -144,10 +147,10 @@ class MultiKernelResidual(nn.Module):
         super().__init__()
         self.chains = nn.ModuleList(ResidualChain(channels, k, dilations, act) for k in kernel_sizes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        total = self.chains[0](x)
+    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
+        total = self.chains[0](x, state)
         for chain in self.chains[1:]:
-            total = total + chain(x)
+            total = total + chain(x, state)
         return total / len(self.chains)
 
 
@@ -164,8 +167,8 @@ class UpsampleStage(nn.Module):
             out_channels, config.resblock_kernel_sizes, config.resblock_dilation_sizes, config.activation
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.residual(self.upsample(self.act(x)))
+    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
+        return self.residual(self.upsample(self.act(x), state), state)
 
 
 class CausalHiFiGANDecoder(nn.Module):
@@ -186,12 +189,15 @@ class CausalHiFiGANDecoder(nn.Module):
         self.post_conv = CausalConv1d(channels, 1, config.out_kernel_size)
         self.out_act = output_activation(config.output_activation)
 
-    def forward(self, latents: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
-        """``lengths`` [B] frames: samples past ``lengths[b] * samples_per_frame`` come out as 0."""
-        x = self.pre_conv(latents)
+    def forward(self, latents: torch.Tensor, lengths: torch.Tensor | None = None,
+                state: Optional[DecodeStep] = None) -> torch.Tensor:
+        """``lengths`` [B] frames: samples past ``lengths[b] * samples_per_frame`` come out as 0.
+        ``state``: each row continues its stream from the last chunk (torchcodec.state), so
+        ``latents`` hold only new frames."""
+        x = self.pre_conv(latents, state)
         for stage in self.stages:
-            x = stage(x)
-        audio = self.out_act(self.post_conv(self.post_act(x)))[:, 0]  # [B, 1, N] -> [B, N]
+            x = stage(x, state)
+        audio = self.out_act(self.post_conv(self.post_act(x), state))[:, 0]  # [B, 1, N] -> [B, N]
         if lengths is not None:
             samples = torch.arange(audio.shape[-1], device=audio.device)
             audio = audio * (samples < (lengths.to(audio.device) * self.samples_per_frame).unsqueeze(-1))

@@ -10,9 +10,14 @@ Every conv here holds a plain ``weight`` (weight norm is folded when the checkpo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Optional
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+if TYPE_CHECKING:
+    from codec_worker.torchcodec.state import DecodeStep
 
 LEAKY_RELU_SLOPE = 0.01  # torch's default, which NeMo's codec activations use
 SNAKE_EPS = 1e-9
@@ -29,8 +34,10 @@ class CausalConv1d(nn.Module):
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, kernel_size))
         self.bias = nn.Parameter(torch.zeros(out_channels))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.conv1d(F.pad(x, (self.left_pad, 0)), self.weight, self.bias, dilation=self.dilation, groups=self.groups)
+    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
+        """``state``: the stream's last inputs go in front instead of zeros (torchcodec.state)."""
+        full = F.pad(x, (self.left_pad, 0)) if state is None else state.extend(self, x)
+        return F.conv1d(full, self.weight, self.bias, dilation=self.dilation, groups=self.groups)
 
 
 class CausalUpsample(nn.Module):
@@ -48,9 +55,15 @@ class CausalUpsample(nn.Module):
         self.weight = nn.Parameter(torch.empty(in_channels, out_channels // groups, 2 * stride))
         self.bias = nn.Parameter(torch.zeros(out_channels))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = F.conv_transpose1d(x, self.weight, self.bias, stride=self.stride, groups=self.groups)
-        return out[..., : x.shape[-1] * self.stride]
+    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
+        """``state``: the stream's last input frame goes in front (torchcodec.state); its outputs, the
+        first ``stride``, were emitted with the last chunk and are dropped again."""
+        frames = x.shape[-1]
+        if state is None:
+            out = F.conv_transpose1d(x, self.weight, self.bias, stride=self.stride, groups=self.groups)
+            return out[..., : frames * self.stride]
+        out = F.conv_transpose1d(state.extend(self, x), self.weight, self.bias, stride=self.stride, groups=self.groups)
+        return out[..., self.stride : (frames + 1) * self.stride]
 
 
 def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:

@@ -205,8 +205,8 @@ def test_group_by_width_keeps_padding_bounded() -> None:
         window = DecodeWindow(codes=torch.zeros(32, width, dtype=torch.long), skip_frames=0, start_frame=0)
         return _Job(0, window, None, None)  # type: ignore[arg-type]
 
-    groups = group_by_width([job(w) for w in (57, 8, 33, 57, 16, 200)])
-    assert [[j.window.width for j in group] for group in groups] == [[8, 16], [33, 57, 57], [200]]
+    groups = group_by_width([[job(w)] for w in (57, 8, 33, 57, 16, 200)])
+    assert [[row[0].window.width for row in group] for group in groups] == [[8, 16], [33, 57, 57], [200]]
 
 
 # ---- encoder -------------------------------------------------------------------------------------

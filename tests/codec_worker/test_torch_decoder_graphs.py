@@ -10,6 +10,7 @@ H200 in bench/torch_codec.py --graphs (see README, "On a GPU").
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from pathlib import Path
@@ -143,6 +144,57 @@ def test_the_cuda_capture_records_decodes_that_replay_the_eager_audio(eager_code
         got = codec.decode_codes(codes, lengths=lengths)
         assert_eager_audio(got, eager_codec.decode_codes(codes, lengths=lengths), lengths, spf)
     assert sum(g.replays for g in sim.graphs) == 5
+
+
+async def test_streams_carrying_state_replay_their_own_graphs(eager_codec) -> None:
+    """With carry_state, the chunks of streams that hold a state slot replay graphs of their own
+    (one per padded shape up to the largest chunk); the audio is still the whole utterance's."""
+    codec = TorchNanoCodec(eager_codec.config, eager_codec._decoder, fingerprint="small", device=eager_codec.device,
+                           dtype=eager_codec.dtype)
+    codec.carry_state(2)
+    capture = RecordingCapture()
+    assert codec.capture_graphs(MAX_BATCH, MAX_FRAMES, capture=capture, max_chunk_frames=8) == 15 + 3 * 4
+    assert codec.state_graph_shapes == [(b, w) for b in (1, 2, 4) for w in (1, 2, 4, 8)]
+    utterances = [random_codes(frames, seed=90 + i) for i, frames in enumerate([30, 17, 9])]
+    pushes = [[1] * 30, [5, 5, 7], [9]]
+    async with BatchingCodecDecoder(codec, max_batch=3, schedule="2,4,8") as decoder:
+        results = await asyncio.gather(*(_stream(decoder, c, p) for c, p in zip(utterances, pushes)))
+    assert decoder.windowed_streams == 1  # three streams, two slots: one decoded windowed
+    assert capture.replays > 0 and capture.captured == 27  # nothing captured while serving
+    for codes, got in zip(utterances, results):
+        whole = eager_codec.decode_codes(codes.unsqueeze(0))[0].numpy()
+        assert got.shape == whole.shape and _max_diff(got, whole) <= TOLERANCE
+
+
+def test_the_cuda_capture_of_stateful_decodes_reads_slots_and_flags_from_its_buffers(eager_codec, monkeypatch) -> None:
+    """Under the recorded-graph model: a replayed stateful decode must read each row's slot, its
+    length and whether it starts its stream from the shape's buffers, and write the tails back
+    inside the graph; otherwise the chunks would not join into each stream's one-shot audio."""
+    sim = simulated_cuda_graphs(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "Stream", _Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _Stream())
+    codec = TorchNanoCodec(eager_codec.config, eager_codec._decoder, fingerprint="small", device=eager_codec.device,
+                           dtype=eager_codec.dtype)
+    codec.carry_state(3)
+    assert codec.capture_graphs(2, 4, capture=cuda_graph_capture(torch.device("cuda")), max_chunk_frames=4) == 6 + 6
+    utterances = [random_codes(11, seed=21), random_codes(9, seed=22)]
+    # (rows as (stream, frames)); stream 1 sits out the second call and starts late on another slot
+    calls = [[(0, 2)], [(0, 4)], [(0, 3), (1, 4)], [(1, 1), (0, 2)], [(1, 4)]]
+    at, pieces, spf = [0, 0], [[], []], eager_codec.samples_per_frame
+    for rows in calls:
+        lengths = [n for _, n in rows]
+        codes = torch.zeros(len(rows), 32, max(lengths), dtype=torch.long)
+        for i, (s, n) in enumerate(rows):
+            codes[i, :, :n] = utterances[s][:, at[s] : at[s] + n]
+        audio = codec.decode_stateful(codes, lengths, [2 - s for s, _ in rows], [at[s] == 0 for s, _ in rows])
+        for i, (s, n) in enumerate(rows):
+            pieces[s].append(audio[i, : n * spf].numpy())
+            at[s] += n
+    assert sum(g.replays for g in sim.graphs) == len(calls)
+    for s, codes in enumerate(utterances):
+        whole = eager_codec.decode_codes(codes[:, : at[s]].unsqueeze(0))[0].numpy()
+        assert _max_diff(np.concatenate(pieces[s]), whole) <= TOLERANCE
 
 
 def test_there_is_nothing_to_capture_on_a_cpu_codec(eager_codec, caplog) -> None:

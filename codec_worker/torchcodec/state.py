@@ -1,0 +1,148 @@
+"""Decoder state carried from one chunk of a stream to the next, so no chunk re-decodes old frames.
+
+The decoder is causal: a conv's output at time t reads only its inputs up to t. A stream decoded
+chunk by chunk therefore gives the one-shot audio exactly if every conv starts each chunk with the
+tail of the input it saw at the end of the last chunk, instead of the zeros it pads with:
+
+    CausalConv1d, kernel k, dilation d    the last (k - 1) * d input samples
+    CausalUpsample, stride s              the last input frame (output t reads inputs t//s - 1 and t//s)
+
+A zero tail is exactly the zero padding, so a stream's first chunk starts from zeros. The windowed
+decode (codec_worker.streaming) gets the same audio by decoding ``receptive_field_frames`` (25 for
+the published codec) frames of context again in front of every chunk: 57 frames decoded for 32 new
+on the GPU schedule, 41 for 16 on the CPU one. With carried state a chunk decodes its new frames only.
+
+    cache = ConvStateCache(decoder, slots=128, device=..., dtype=...)
+    slot = cache.acquire()                      # one per stream; None when all are taken
+    step = cache.step(slots, lengths, fresh, frames)
+    audio = decoder(latents, lengths, state=step)
+    step.commit()                               # only after the whole forward succeeded
+    cache.release(slot)
+
+Every conv's tails live in one tensor [slots + 1, channels, tail] (the last slot is scratch, for the
+padding rows of a padded batch), so a batch of streams reads its rows with one ``index_select`` and
+writes them back with one ``index_copy_`` per conv, on fixed buffers: a CUDA graph can hold the
+whole step. A step records the new tails and writes them at ``commit``: a forward that fails midway
+leaves every stream's state as it was, so its chunks can be decoded again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from codec_worker.torchcodec.layers import CausalConv1d, CausalUpsample
+
+
+def conv_tail(module: nn.Module) -> int:
+    """Input samples a causal conv must remember between chunks (0 for any other module)."""
+    if isinstance(module, CausalConv1d):
+        return module.left_pad
+    if isinstance(module, CausalUpsample):
+        return 1
+    return 0
+
+
+class ConvStateCache:
+    """Every causal conv's input tail, for up to ``slots`` streams, preallocated on the decoder's device.
+
+    ``acquire``/``release`` hand out slots (thread-safe); a freed slot goes to the back of the line,
+    and a stream's first chunk ignores what its slot held (``fresh``), so a reused slot needs no clearing.
+    """
+
+    def __init__(self, decoder: nn.Module, slots: int, device: torch.device, dtype: torch.dtype) -> None:
+        if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+            raise ValueError(f"slots must be an int >= 1, got {slots!r}")
+        self.slots = slots
+        self.scratch = slots  # the row padding rows read and write
+        self.device, self.dtype = torch.device(device), dtype
+        self._index: dict[int, int] = {}  # id(conv) -> its buffer
+        self.buffers: list[torch.Tensor] = []  # [slots + 1, in_channels, tail] per conv
+        for module in decoder.modules():
+            tail = conv_tail(module)
+            if tail == 0:
+                continue
+            # CausalUpsample stores [in, out / groups, k] (as ConvTranspose1d), CausalConv1d [out, in / groups, k]
+            channels = module.weight.shape[0] if isinstance(module, CausalUpsample) else module.weight.shape[1] * module.groups
+            self._index[id(module)] = len(self.buffers)
+            self.buffers.append(torch.zeros(slots + 1, channels, tail, device=self.device, dtype=dtype))
+        self._free: deque[int] = deque(range(slots))
+        self._lock = threading.Lock()
+
+    @property
+    def bytes_per_slot(self) -> int:
+        return sum(buffer[0].numel() * buffer.element_size() for buffer in self.buffers)
+
+    @property
+    def free_slots(self) -> int:
+        with self._lock:
+            return len(self._free)
+
+    def acquire(self) -> int | None:
+        """A free slot, or None when every slot is held (the caller decodes in windows instead)."""
+        with self._lock:
+            return self._free.popleft() if self._free else None
+
+    def release(self, slot: int) -> None:
+        with self._lock:
+            if not 0 <= slot < self.slots or slot in self._free:
+                raise ValueError(f"slot {slot} is not held (slots 0..{self.slots - 1})")
+            self._free.append(slot)
+
+    def step(self, slots: torch.Tensor, lengths: torch.Tensor, fresh: torch.Tensor, frames: int) -> DecodeStep:
+        """One decoder call for rows ``slots`` [B] (``scratch`` for padding rows) holding ``lengths``
+        [B] real frames of ``frames``; rows where ``fresh`` [B] is true start from zeros."""
+        keep = (~fresh.to(device=self.device, dtype=torch.bool)).to(self.dtype).view(-1, 1, 1)
+        return DecodeStep(self, slots.to(self.device), lengths.to(self.device), keep, frames)
+
+    def buffer_of(self, conv: nn.Module) -> tuple[int, torch.Tensor]:
+        index = self._index[id(conv)]
+        return index, self.buffers[index]
+
+
+class DecodeStep:
+    """The state of one decoder call: each conv prepends its rows' tails (``extend``), and the tails
+    at each row's real end are kept until ``commit`` writes them back."""
+
+    def __init__(self, cache: ConvStateCache, slots: torch.Tensor, lengths: torch.Tensor, keep: torch.Tensor,
+                 frames: int) -> None:
+        self.cache = cache
+        self.slots = slots  # [B] int64
+        self.lengths = lengths  # [B] int64, real frames of each row
+        self.keep = keep  # [B, 1, 1]: 0 where the row's stream starts here
+        self.frames = frames  # frames of the (padded) batch
+        self._new: list[tuple[int, torch.Tensor]] = []
+
+    def extend(self, conv: CausalConv1d | CausalUpsample, x: torch.Tensor) -> torch.Tensor:
+        """``x`` [B, C, N] with each row's remembered tail in front: [B, C, tail + N]. Records the new
+        tail: the ``tail`` samples before each row's real end (a padded row's end is before N)."""
+        index, buffer = self.cache.buffer_of(conv)
+        tail = buffer.shape[-1]
+        past = buffer.index_select(0, self.slots) * self.keep
+        full = torch.cat([past, x], dim=-1)
+        scale = x.shape[-1] // self.frames  # samples per frame at this conv
+        ends = (self.lengths * scale).view(-1, 1, 1) + torch.arange(tail, device=x.device).view(1, 1, -1)
+        self._new.append((index, full.gather(-1, ends.expand(-1, full.shape[1], -1))))
+        return full
+
+    def commit(self) -> None:
+        """Write every recorded tail back to its rows' slots."""
+        for index, tail in self._new:
+            self.cache.buffers[index].index_copy_(0, self.slots, tail)
+        self._new.clear()
+
+
+def check_slots(slots: Sequence[int], cache: ConvStateCache) -> None:
+    """Rows of one call must name distinct held slots: two rows of one stream would read the same tail."""
+    if len(set(slots)) != len(slots):
+        raise ValueError(f"a stateful decode got the same slot twice: {list(slots)}")
+    for slot in slots:
+        if not 0 <= slot < cache.slots:
+            raise ValueError(f"slot {slot} is outside 0..{cache.slots - 1}")
+
+
+__all__ = ["ConvStateCache", "DecodeStep", "check_slots", "conv_tail"]
