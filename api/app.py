@@ -45,7 +45,15 @@ from api.synthesis import SynthesisService
 from api.text.errors import TextError
 from codec_worker.errors import CodecError, CodecLoadError
 from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder
-from codec_worker.nanocodec import NanoCodec, capture_decoder_graphs, compile_decoder, decoding_codec, load_codec
+from codec_worker.nanocodec import (
+    NanoCodec,
+    capture_decoder_graphs,
+    carries_state_by_default,
+    carry_decoder_state,
+    compile_decoder,
+    decoding_codec,
+    load_codec,
+)
 from codec_worker.schedule import default_schedule
 from codec_worker.torchcodec import TorchNanoCodec
 from engine.device import pick_device, pick_dtype
@@ -153,14 +161,21 @@ async def open_runtime(settings: Settings) -> Runtime:
         if settings.preload_dir is not None and not codec.can_encode:
             raise CodecLoadError(f"GEPARD_PRELOAD_DIR clones voices at start, but the codec is the torch decoder "
                                  f"({codec.impl}), which cannot encode; install NeMo or unset GEPARD_PRELOAD_DIR")
-        # NeMo's codec still encodes (cloning); on CUDA the torch decoder of the same checkpoint decodes
+        carry_state = settings.codec_carry_state
+        if carry_state is None:
+            carry_state = carries_state_by_default(device, settings.codec_compile)
+        # NeMo's codec still encodes (cloning); where the torch decoder of the same checkpoint can
+        # replay graphs or carry state, it decodes
         decoding = await loop.run_in_executor(None, decoding_codec, codec, source, settings.codec_impl,
-                                              settings.codec_cuda_graphs)
+                                              settings.codec_cuda_graphs, carry_state)
+        if carry_state:  # one slot per generation the service runs at once (more streams decode windowed)
+            carry_decoder_state(decoding, settings.max_concurrent_generations)
         decoder = BatchingCodecDecoder(decoding, schedule=settings.chunk_schedule or default_schedule(device))
         if settings.codec_compile:  # for every decode the batching decoder makes, before the first request
             await loop.run_in_executor(None, compile_decoder, decoding, decoder.max_batch, decoder.max_window_frames)
         if settings.codec_cuda_graphs:  # likewise (a no-op on CPU); after compiling: the graphs replay the compiled code
-            await loop.run_in_executor(None, capture_decoder_graphs, decoding, decoder.max_batch, decoder.max_window_frames)
+            await loop.run_in_executor(None, capture_decoder_graphs, decoding, decoder.max_batch, decoder.max_window_frames,
+                                       decoder.max_chunk_frames if decoder.carries_state else 0)
         encoder = NanoCodecEncoder(codec)
         voices = open_voice_store(settings.redis_url, settings.data_dir)
         voices.register_builtin(VoiceRecord(

@@ -21,6 +21,12 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_CODEC_CUDA_GRAPHS           codec_cuda_graphs            true (the torch decoder on CUDA captured as CUDA
                                                                     graphs at start, one per padded decode shape;
                                                                     no effect on CPU or on NeMo's decoder)
+    GEPARD_CODEC_CARRY_STATE           codec_carry_state            on CPU true, on CUDA false (each stream keeps
+                                                                    the decoder's conv tails between chunks, so a
+                                                                    chunk decodes its new frames only, not 25 of
+                                                                    context as well; the torch decoder decodes,
+                                                                    beside NeMo's encoder; off on CUDA until
+                                                                    measured on a GPU)
     GEPARD_BACKEND                     backend                      auto (auto | vllm | torch)
     GEPARD_DEVICE                      device                       auto (cpu, cuda, cuda:1, ...)
     GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
@@ -189,6 +195,7 @@ class Settings:
     codec_impl: str = field(default="auto", metadata=_env("GEPARD_CODEC_IMPL"))
     codec_compile: bool = field(default=False, metadata=_env("GEPARD_CODEC_COMPILE"))
     codec_cuda_graphs: bool = field(default=True, metadata=_env("GEPARD_CODEC_CUDA_GRAPHS"))
+    codec_carry_state: Optional[bool] = field(default=None, metadata=_env("GEPARD_CODEC_CARRY_STATE"))  # None: by device
     backend: str = field(default="auto", metadata=_env("GEPARD_BACKEND"))
     device: str = field(default="auto", metadata=_env("GEPARD_DEVICE"))
     dtype: str = field(default="auto", metadata=_env("GEPARD_DTYPE"))
@@ -589,6 +596,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "require_auth": _parse_bool,
     "codec_compile": _parse_bool,
     "codec_cuda_graphs": _parse_bool,
+    "codec_carry_state": _parse_bool,
     "torch_compile": _parse_bool,
     "torch_overlap": _parse_bool,
     "torch_prefill_graphs": _parse_bool,

@@ -24,9 +24,13 @@
 #   4. the fast path with graphs off (what the graphs save), and the PyTorch profiler's table of
 #      the worst step (batch 256).                                           Cap GEPARD_SESSION_PROFILE_S (45).
 #   5. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
-#      bf16 error, batched streams against whole decodes, decode time per batch; last, a stream's
-#      first window (2 frames) eager and through torch.compile (GEPARD_CODEC_COMPILE).
-#                                                                            Cap GEPARD_SESSION_CODEC_S (60).
+#      bf16 error, batched streams against whole decodes, decode time per batch; 64 streams decoded
+#      windowed, then carrying conv state (GEPARD_CODEC_CARRY_STATE); last, a stream's first window
+#      (2 frames) eager and through torch.compile (GEPARD_CODEC_COMPILE).  Cap GEPARD_SESSION_CODEC_S (60).
+#   5b. only in the time parts 0-5 left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's: part 1's
+#      pipeline again at 1, 64 and 256 streams with every stream carrying the codec's conv state (off
+#      by default on CUDA until measured: this is the measurement).  Cap GEPARD_SESSION_CARRY_S (90),
+#      or what is left.
 #   6, 7. only in the time the parts above left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's:
 #      the real gateway on this machine (`gepard serve`, torch backend, the fast path on the GPU, part
 #      1's full-size checkpoint) under bench/loop_cost.py's agents: its event loop's CPU per second of
@@ -74,11 +78,12 @@ STEP_S="${GEPARD_SESSION_STEP_S:-70}"
 COMPILED_S="${GEPARD_SESSION_COMPILED_S:-80}"
 PROFILE_S="${GEPARD_SESSION_PROFILE_S:-45}"
 CODEC_S="${GEPARD_SESSION_CODEC_S:-60}"
+CARRY_S="${GEPARD_SESSION_CARRY_S:-90}"
 GATEWAY_S="${GEPARD_SESSION_GATEWAY_S:-150}"
 TOTAL_S="${GEPARD_SESSION_TOTAL_S:-570}"  # the device tool runs a command for at most 600 s
 WHEELS_S=20
 SUMMARY_S=15
-for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S" "$GATEWAY_S" "$TOTAL_S"; do
+for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S" "$CARRY_S" "$GATEWAY_S" "$TOTAL_S"; do
   case "$v" in ''|*[!0-9]*) echo "bench/gpu_session.sh: GEPARD_SESSION_*_S must be whole seconds, got '$v'" >&2; exit 2 ;; esac
 done
 PY="${PYTHON:-python3}"
@@ -150,7 +155,18 @@ part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/benc
 
 # 5) the codec on the device
 part 05-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
-  --compile 2 --json "$OUT_DIR/torch_codec_full.json"
+  --carry 64 --compile 2 --json "$OUT_DIR/torch_codec_full.json"
+
+# 5b) with the time left: part 1's pipeline with the codec carrying each stream's conv state
+left=$(( TOTAL_S - $(spent) - SUMMARY_S ))
+carry_cap=$(( left < CARRY_S ? left : CARRY_S ))
+if [ "$carry_cap" -lt 45 ]; then
+  say "part 05b-carry skipped: ${left}s left of GEPARD_SESSION_TOTAL_S=${TOTAL_S}s, it needs 45"
+else
+  part 05b-carry "$carry_cap" env TOKENIZERS_PARALLELISM=false GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/pipeline.py" \
+    --backend torch --size full --checkpoint "$BENCH_DIR/gpu-full" --dtype bfloat16 --frames 200 \
+    --concurrency 1,64,256 --codec-carry-state yes --budget-s "$(( carry_cap - 10 ))" --json "$OUT_DIR/gpu-torch-carry.json"
+fi
 
 # 6, 7) with the time left: the gateway's event loop next to the GPU (bench/loop_cost.py serves part 1's
 # checkpoint, whose codec is decoder-only: the torch decoder; admission off, so every agent is served)

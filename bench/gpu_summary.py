@@ -8,6 +8,7 @@ Reads what bench/gpu_session.sh leaves in OUT_DIR, each file optional:
   torch_fast_bf16_compiled.json    the same, the fast path's step through torch.compile, graphs on
   torch_fast_bf16_eager.json       the fast path with graphs off
   torch_codec_full.json            bench/torch_codec.py: the codec on the device
+  gpu-torch-carry.json             bench/pipeline.py again, the codec carrying each stream's conv state
   loop_cost_gpu.json               bench/loop_cost.py: the gateway's event loop on this machine
 and sets the pipeline figures against the issue's targets for one H200-class GPU (one stream: first
 audio <= 20 ms, RTF <= 0.02; 256 streams: p99 RTF < 1, TTFA p99 < 300 ms, aggregate xRT above the
@@ -180,6 +181,14 @@ def codec_lines(codec: dict) -> list[str]:
         for t in codec["compiled"]:
             lines.append(f"| {t['width']} | {_fmt(t['eager_ms'], 2)} | {_fmt(t['compiled_ms'], 2)} | "
                          f"{_fmt(t['max_abs_vs_eager'], 6)} |")
+    if codec.get("streaming"):
+        first = codec["streaming"][0]
+        lines += ["", f"{first['streams']} streams x {first['frames']} frames, schedule {first['schedule']}, windowed "
+                  "against carrying conv state (GEPARD_CODEC_CARRY_STATE):", "",
+                  "| mode | decoder busy s | per audio s | calls | max abs diff vs whole |", "|---|---:|---:|---:|---:|"]
+        for t in codec["streaming"]:
+            lines.append(f"| {t['mode']} | {_fmt(t['decode_s'], 2)} | {_fmt(t['decode_s_per_audio_s'], 3)} | {t['calls']} | "
+                         f"{_fmt(t['max_abs_vs_whole'], 6)} |")
     return lines
 
 
@@ -205,11 +214,11 @@ def _load(path: Path) -> Optional[dict]:
 
 def summary(out_dir: Path) -> str:
     parts = ["# Gepard on a GPU: issue 10's figures", ""]
-    for backend in ("torch", "vllm"):
-        result = _load(out_dir / f"gpu-{backend}.json")
+    for name, label in (("torch", "torch"), ("vllm", "vllm"), ("torch-carry", "torch, codec carrying conv state")):
+        result = _load(out_dir / f"gpu-{name}.json")
         if result is None:
             continue
-        parts += [f"## {backend}: targets", "", *target_table(result), "", f"## {backend}: every level", "",
+        parts += [f"## {label}: targets", "", *target_table(result), "", f"## {label}: every level", "",
                   *pipeline_table(result), ""]
     steps = [(_load(out_dir / f"torch_fast_bf16{suffix}.json"), label)
              for suffix, label in (("", "on"), ("_compiled", "on"), ("_eager", "off"))]

@@ -365,16 +365,32 @@ def load_codec(checkpoint: Path, args: argparse.Namespace, impl: str) -> Any:
     return load(checkpoint / CODEC_FILE, device=device, dtype=pick_dtype(device, args.dtype), impl=impl)
 
 
-def capture_codec_graphs(codec: Any, args: argparse.Namespace, max_window_frames: int) -> str:
+def capture_codec_graphs(codec: Any, args: argparse.Namespace, max_window_frames: int, max_chunk_frames: int) -> str:
     """As the gateway does (GEPARD_CODEC_CUDA_GRAPHS, on by default): the torch decoder on CUDA
     captured for every decode its batching decoders make. "on (N shapes)" or "off"."""
     from codec_worker.nanocodec import capture_decoder_graphs
 
     if args.codec_graphs == "no" or codec.impl != "torch" or codec.device.type != "cuda":
         return "off"
-    if not capture_decoder_graphs(codec, args.codec_batch, max_window_frames):
+    carried = max_chunk_frames if codec.state_cache is not None else 0
+    if not capture_decoder_graphs(codec, args.codec_batch, max_window_frames, carried):
         return "off (capture failed: see the log)"
-    return f"on ({len(codec.graph_shapes)} shapes)"
+    return f"on ({len(codec.graph_shapes) + len(codec.state_graph_shapes)} shapes)"
+
+
+def carrying_codec(codec: Any, checkpoint: Path, args: argparse.Namespace, streams: int) -> tuple[Any, bool]:
+    """As the gateway does (GEPARD_CODEC_CARRY_STATE; auto: on CPU): the codec that decodes, given
+    state slots for ``streams`` streams where it carries state (beside NeMo's codec, the torch
+    decoder of the same checkpoint), and whether it does."""
+    from codec_worker.nanocodec import carries_state_by_default, carry_decoder_state, decoding_codec
+    from engine.tiny import CODEC_FILE
+
+    carry = carries_state_by_default(codec.device, compiled=False) if args.codec_carry_state == "auto" \
+        else args.codec_carry_state == "yes"
+    if not carry:
+        return codec, False
+    decoding = decoding_codec(codec, checkpoint / CODEC_FILE, "auto", args.codec_graphs != "no", carry_state=True)
+    return decoding, carry_decoder_state(decoding, streams)
 
 
 def use_codec(args: argparse.Namespace) -> Optional[str]:
@@ -471,7 +487,8 @@ def result_doc(args: argparse.Namespace, host: str, runner: str, checkpoint: Pat
                rows: list[Row]) -> dict[str, Any]:
     return {"machine": host, "backend": args.backend, "runner": runner, "size": args.size, "dtype": args.dtype,
             "frames": args.frames, "checkpoint": str(checkpoint), "codec": impl is not None, "codec_impl": impl,
-            "codec_cuda_graphs": getattr(args, "codec_graphs_used", None), "torch_overlap": args.torch_overlap,
+            "codec_cuda_graphs": getattr(args, "codec_graphs_used", None),
+            "codec_carry_state": getattr(args, "codec_carry_state_used", None), "torch_overlap": args.torch_overlap,
             "torch_prefill_graphs": args.torch_prefill_graphs,
             **headline(rows), "rows": [asdict(r) for r in rows]}
 
@@ -500,15 +517,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     engine, levels = await start_for(args, checkpoint, levels)
     codec = load_codec(checkpoint, args, impl) if impl is not None else None
+    args.codec_carry_state_used = False
+    if codec is not None:  # every stream of the largest level holds a state slot
+        codec, args.codec_carry_state_used = carrying_codec(codec, checkpoint, args, max(levels))
     runner = runner_of(engine)
     decoders: dict[str, Optional[BatchingCodecDecoder]] = {
         str(s): None if codec is None else BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s)
         for s in (schedules if codec is not None else schedules[:1])}
     graphs = args.codec_graphs_used = "off" if codec is None else capture_codec_graphs(
-        codec, args, max(d.max_window_frames for d in decoders.values() if d is not None))
+        codec, args, max(d.max_window_frames for d in decoders.values() if d is not None),
+        max(d.max_chunk_frames for d in decoders.values() if d is not None))
     print(f"# {args.backend} engine ({runner}) on {checkpoint} ({args.size}, {args.dtype}) for up to {max(levels)} "
           f"streams, started in {time.perf_counter() - t0:.1f} s; {args.frames} frames per stream; codec "
           f"{impl or 'off'}{'' if impl != 'torch' else f', CUDA graphs {graphs}'}"
+          f"{', carrying conv state' if args.codec_carry_state_used else ''}"
           f"{', overlapped steps' if args.torch_overlap else ''}{', prefill graphs' if args.torch_prefill_graphs else ''}",
           flush=True)
     print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
@@ -587,6 +609,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--codec-batch", type=int, default=32, help="codec decode windows per batch")
     p.add_argument("--codec-graphs", choices=("auto", "no"), default="auto",
                    help="auto: the torch decoder on CUDA as CUDA graphs, as the gateway runs it (GEPARD_CODEC_CUDA_GRAPHS)")
+    p.add_argument("--codec-carry-state", choices=("auto", "yes", "no"), default="auto",
+                   help="streams carry the torch decoder's conv state (GEPARD_CODEC_CARRY_STATE); auto: on CPU, as the gateway")
     p.add_argument("--torch-overlap", action="store_true", help="torch fast path: overlapped steps (GEPARD_TORCH_OVERLAP)")
     p.add_argument("--torch-prefill-graphs", action="store_true",
                    help="torch fast path on CUDA: the prefill as CUDA graphs (GEPARD_TORCH_PREFILL_GRAPHS)")

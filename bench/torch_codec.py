@@ -17,7 +17,13 @@ Writes a random decoder-only codec (codec_worker.torchcodec.random) and reports,
   6) with --graphs (CUDA; instead of --compile): the decoder captured as CUDA graphs for every padded
      shape up to the largest batch and width (GEPARD_CODEC_CUDA_GRAPHS, as the gateway does), its
      capture time, then per batch and width the decode time eager (stage 4) and replayed, and the max
-     abs diff between them.
+     abs diff between them (with --carry, the stateful decodes are captured too, up to 32 frames);
+  7) with --carry N: N concurrent streams of --carry-frames frames each, pushed a frame at a time
+     through BatchingCodecDecoder on the device's default schedule (CPU 4,16; GPU 2,4,8,32), first
+     windowed (each chunk re-decodes 25 frames of context), then carrying each stream's conv state
+     (GEPARD_CODEC_CARRY_STATE): the decoder's busy seconds per second of audio, the frames decoded,
+     the wall time, and the max abs diff of each against the one-shot decode. Runs right after
+     stage 4, eagerly (with --graphs the stateful decodes are captured afterwards).
 Exit 1 when a check's difference is past its bound (float32: 1e-4 on the device, 1e-5 batched;
 batched in bf16: one unit in the last place at full scale, 2^-7), else 0.
 """
@@ -42,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import machine  # noqa: E402
 from codec_worker import fsq  # noqa: E402
-from codec_worker.batching import BatchingCodecDecoder  # noqa: E402
+from codec_worker.batching import BatchingCodecDecoder, DecodeBatchEvent  # noqa: E402
+from codec_worker.schedule import default_schedule  # noqa: E402
 from codec_worker.torchcodec import TorchNanoCodec, load_torch_decoder  # noqa: E402
 from codec_worker.torchcodec.random import write_random_decoder_codec  # noqa: E402
 
@@ -125,7 +132,7 @@ def time_graphs(run: TorchNanoCodec, device: torch.device, batches: list[int], w
         return
     eager = {(b, w): run.decode_codes(codes(b, w, seed=b * 1000 + w)).cpu() for b in batches for w in widths}
     t0 = time.perf_counter()
-    shapes = run.capture_graphs(max(batches), max(widths))
+    shapes = run.capture_graphs(max(batches), max(widths), max_chunk_frames=32 if run.state_cache is not None else 0)
     out["graphs_capture_s"] = time.perf_counter() - t0
     print(f"6) CUDA graphs ({shapes} shapes, captured in {out['graphs_capture_s']:.1f} s); ms per call, median of {reps}, "
           "eager -> replayed:", flush=True)
@@ -144,6 +151,52 @@ def time_graphs(run: TorchNanoCodec, device: torch.device, batches: list[int], w
         save()
 
 
+def time_streaming(run: TorchNanoCodec, device: torch.device, streams: int, frames: int, out: dict, save) -> bool:
+    """Stage 7: the same streams decoded windowed, then carrying state; whether both are exact."""
+    schedule = default_schedule(device)
+    utterances = [codes(1, frames, seed=500 + i)[0] for i in range(streams)]
+    whole = [run.decode_codes(c.unsqueeze(0))[0].cpu().numpy() for c in utterances]
+    audio_s = streams * frames * run.samples_per_frame / run.sample_rate_hz
+    bound = 1e-5 if run.dtype == torch.float32 else torch.finfo(run.dtype).eps
+    print(f"7) {streams} streams x {frames} frames ({audio_s:.1f} s of audio), schedule {schedule}, pushed a frame at a time:",
+          flush=True)
+    out["streaming"], exact = [], True
+    for carried in (False, True):
+        busy: list[DecodeBatchEvent] = []
+
+        async def go() -> tuple[list[np.ndarray], int]:
+            async def one(decoder: BatchingCodecDecoder, c: torch.Tensor) -> np.ndarray:
+                stream = decoder.open_stream()
+                pieces = [await stream.push(c[:, at : at + 1]) for at in range(c.shape[1])]
+                pieces.append(await stream.finish())
+                await stream.aclose()
+                return np.concatenate(pieces)
+
+            async with BatchingCodecDecoder(run, max_batch=32, schedule=schedule, carry_state=carried) as decoder:
+                decoder.observer = busy.append
+                got = list(await asyncio.gather(*(one(decoder, c) for c in utterances)))
+                return got, decoder.windowed_streams
+
+        t0 = time.perf_counter()
+        got, windowed = asyncio.run(go())
+        wall = time.perf_counter() - t0
+        diff = max(float(np.abs(a - b).max()) for a, b in zip(got, whole))
+        exact &= diff <= bound
+        decode_s = sum(e.duration_s for e in busy)
+        row = {"mode": "carried" if carried else "windowed", "schedule": str(schedule), "streams": streams,
+               "frames": frames, "decode_s": decode_s, "decode_s_per_audio_s": decode_s / audio_s, "wall_s": wall,
+               "calls": len(busy), "windowed_streams": windowed if carried else streams, "max_abs_vs_whole": diff}
+        out["streaming"].append(row)
+        print(f"   {row['mode']:8s}: decoder busy {decode_s:7.2f} s ({row['decode_s_per_audio_s']:.3f} s per audio s), "
+              f"{len(busy)} calls, wall {wall:6.2f} s, max abs diff vs whole {diff:.3g} "
+              f"({'ok' if diff <= bound else 'FAIL'})", flush=True)
+        save()
+    windowed_row, carried_row = out["streaming"]
+    print(f"   carrying state: {windowed_row['decode_s'] / max(carried_row['decode_s'], 1e-9):.2f}x less decoder time",
+          flush=True)
+    return exact
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto")
@@ -156,6 +209,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compile-backend", default="inductor", help="torch.compile's backend for --compile")
     p.add_argument("--graphs", action="store_true",
                    help="also time the decoder as CUDA graphs (GEPARD_CODEC_CUDA_GRAPHS) at each batch and width")
+    p.add_argument("--carry", type=int, default=0, metavar="N",
+                   help="also stream N concurrent utterances windowed, then carrying conv state, and compare")
+    p.add_argument("--carry-frames", type=int, default=120, help="frames per utterance for --carry")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     if args.graphs and args.compile:
@@ -177,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         cpu32 = load_torch_decoder(path, "cpu", torch.float32)
         dev32 = load_torch_decoder(path, device, torch.float32)
         run = load_torch_decoder(path, device, dtype)
+        if args.carry:
+            run.carry_state(args.carry)  # before --graphs: the stateful decodes are captured too
     def save() -> None:  # after every stage: a run cut short by its time cap keeps what it measured
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -232,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
             line.append(f"W={w}: {ms:8.2f}")
         print(f"   B={b:4d}  " + "  ".join(line), flush=True)
         save()
+    if args.carry:  # before graphs and compiling: a slow compile must not starve it of its part's time
+        failed |= not time_streaming(run, device, args.carry, args.carry_frames, out, save)
     if args.graphs:
         time_graphs(run, device, [int(b) for b in args.batches.split(",")], [int(w) for w in args.widths.split(",")],
                     args.reps, out, save)

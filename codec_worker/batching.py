@@ -155,9 +155,11 @@ class BatchingCodecDecoder(CodecDecoder):
 
     Borrows ``codec`` (does not close it). Owns a worker thread, started on first use and
     stopped by :meth:`aclose`. ``schedule`` sets each stream's cadence (``codec_worker.schedule``).
+    ``carry_state``: streams use the codec's state slots when it has them (False: all windowed).
     """
 
-    def __init__(self, codec: NanoCodec, max_batch: int = 32, schedule: ScheduleLike = DEFAULT_SCHEDULE) -> None:
+    def __init__(self, codec: NanoCodec | TorchNanoCodec, max_batch: int = 32, schedule: ScheduleLike = DEFAULT_SCHEDULE,
+                 carry_state: bool = True) -> None:
         if not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be an int >= 1, got {max_batch!r}")
         self.schedule = ChunkSchedule.of(schedule)  # validated once, here, not on the first open_stream()
@@ -175,7 +177,7 @@ class BatchingCodecDecoder(CodecDecoder):
         self.observer: Optional[DecodeObserver] = None  # see DecodeObserver
         self.windowed_streams = 0  # streams that found no free state slot (with a stateful codec)
         self._stream: Optional[torch.cuda.Stream] = None  # CUDA only; created by the worker thread
-        self._state: Optional[ConvStateCache] = getattr(codec, "state_cache", None)
+        self._state: Optional[ConvStateCache] = getattr(codec, "state_cache", None) if carry_state else None
         logger.debug(
             "batching codec decoder: max_batch=%d chunk schedule %s context=%d, state slots %s",
             max_batch,

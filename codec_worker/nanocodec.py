@@ -374,23 +374,50 @@ def compile_decoder(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frame
     return True
 
 
-def decodes_better_with_torch(impl: str, loaded: NanoCodec | TorchNanoCodec, graphs: bool) -> bool:
+def decodes_better_with_torch(impl: str, loaded: NanoCodec | TorchNanoCodec, graphs: bool,
+                              carry_state: bool = False) -> bool:
     """Whether to decode with the torch decoder of the same checkpoint beside a loaded NeMo codec
-    (which still encodes, for cloning): with ``impl`` auto, NeMo's codec on CUDA and CUDA graphs on.
-    NeMo's decoder runs eagerly there (an ``.item()`` inside keeps it out of graphs), ~1,100 kernel
-    launches a decode; the torch decoder gives the same audio (bit-identical in float32 on CPU) and
-    replays: on an H200 a stream's first window took 7.3 ms replayed against 22.6 ms eager, and
-    first audio 33 ms against 75."""
-    return impl == "auto" and loaded.impl == "nemo" and loaded.device.type == "cuda" and graphs
+    (which still encodes, for cloning): with ``impl`` auto and NeMo's codec, where the torch decoder
+    can do what NeMo's cannot. That is replaying CUDA graphs (NeMo's codec on CUDA, graphs on):
+    NeMo's decoder runs eagerly (an ``.item()`` inside keeps it out of graphs), ~1,100 kernel
+    launches a decode, and on an H200 a stream's first window took 7.3 ms replayed against 22.6 ms
+    eager, first audio 33 ms against 75. And carrying each stream's conv state (``carry_state``),
+    which only the torch decoder's convs take. The torch decoder gives the same audio
+    (bit-identical in float32 on CPU)."""
+    if impl != "auto" or loaded.impl != "nemo":
+        return False
+    return (loaded.device.type == "cuda" and graphs) or carry_state
+
+
+def carries_state_by_default(device: torch.device, compiled: bool) -> bool:
+    """GEPARD_CODEC_CARRY_STATE unset: on CPU, where it was measured (bench/torch_codec.py --carry),
+    unless the decoder is compiled (compiling covers windowed decodes; stateful ones run eagerly).
+    Off on CUDA until a GPU session has measured it."""
+    return device.type == "cpu" and not compiled
+
+
+def carry_decoder_state(codec: NanoCodec | TorchNanoCodec, slots: int) -> bool:
+    """Give the torch decoder state slots for ``slots`` streams (TorchNanoCodec.carry_state), so a
+    stream's chunks decode only their new frames; whether it now carries state. NeMo's decoder
+    cannot (its convs pad by themselves): logged, and it decodes windowed."""
+    if codec.impl != "torch":
+        logger.info("codec: carrying conv state applies to the torch decoder only; NeMo's decoder re-decodes "
+                    "%d frames of context per chunk", codec.receptive_field_frames)
+        return False
+    cache = codec.carry_state(slots)
+    logger.info("codec: streams carry the decoder's conv state: %d slots of %.2f MB on %s (%d frames of context "
+                "no longer re-decoded per chunk)", slots, cache.bytes_per_slot / 1e6, codec.device,
+                codec.receptive_field_frames)
+    return True
 
 
 def decoding_codec(loaded: NanoCodec | TorchNanoCodec, source: str | Path, impl: str,
-                   graphs: bool) -> NanoCodec | TorchNanoCodec:
+                   graphs: bool, carry_state: bool = False) -> NanoCodec | TorchNanoCodec:
     """The codec that decodes beside ``loaded`` (which encodes): the torch decoder of ``source``
     where ``decodes_better_with_torch`` says so, else ``loaded`` itself. A torch decoder that does
     not load (a decoder layout it does not know) is logged, and NeMo's decoder decodes as before:
     the server starts as it did without this choice."""
-    if not decodes_better_with_torch(impl, loaded, graphs):
+    if not decodes_better_with_torch(impl, loaded, graphs, carry_state):
         return loaded
     try:
         return load_codec(source, device=loaded.device, dtype=loaded.dtype, impl="torch")
@@ -400,12 +427,13 @@ def decoding_codec(loaded: NanoCodec | TorchNanoCodec, source: str | Path, impl:
         return loaded
 
 
-def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frames: int) -> bool:
+def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frames: int,
+                           max_chunk_frames: int = 0) -> bool:
     """Capture the torch decoder on CUDA as CUDA graphs for decodes of up to ``max_batch`` windows
     of ``max_frames`` frames (TorchNanoCodec.capture_graphs); whether it now replays them. NeMo's
     decoder syncs with the host inside (see ``compile_decoder``) and a CPU codec has nothing to
     capture: both stay as they are (logged). A capture that fails is logged, and the codec decodes
-    as before."""
+    as before. ``max_chunk_frames``: the stateful decodes too, where the codec carries state."""
     if codec.impl != "torch":
         logger.info("codec: CUDA graphs apply to the torch decoder only (GEPARD_CODEC_IMPL=torch); NeMo's decoder "
                     "runs eagerly")
@@ -415,7 +443,7 @@ def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, ma
         return False
     started = time.perf_counter()
     try:
-        count = codec.capture_graphs(max_batch, max_frames)
+        count = codec.capture_graphs(max_batch, max_frames, max_chunk_frames=max_chunk_frames)
     except Exception as exc:
         logger.error("codec: capturing the torch decoder as CUDA graphs failed (%s: %s); decoding eagerly",
                      type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
@@ -431,6 +459,8 @@ __all__ = [
     "DEFAULT_HF_REPO",
     "NanoCodec",
     "capture_decoder_graphs",
+    "carries_state_by_default",
+    "carry_decoder_state",
     "decodes_better_with_torch",
     "decoding_codec",
     "compile_decoder",

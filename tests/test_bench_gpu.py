@@ -177,7 +177,8 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 7
     # the device tool runs one command for at most 600 s: the parts leave room for starting up
     assert sum(caps) <= 570
-    # parts 6 and 7 only get the time the others leave: none when each takes its whole cap
+    # parts 5b, 6 and 7 only get the time the others leave: none when each takes its whole cap
+    assert "part 05b-carry skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 45" in done.stdout
     assert "parts 06-wheels and 07-gateway skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s" in done.stdout
     tests, pipeline, steps, compiled, profile, codec, summary = (cmd[2:] for cmd in cmds)
     # 0) the suite's CUDA cases that need no vLLM
@@ -205,6 +206,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     c = torch_codec.parse_args(codec[codec.index(str(ROOT / "bench/torch_codec.py")) + 1:])
     assert c.size == "full" and c.json == out / "torch_codec_full.json"
     assert c.compile == "2"  # last in its part: a stream's first window, eager and compiled
+    assert c.carry == 64  # windowed against carrying conv state, before the compile
     assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, compiled, profile, codec))
     assert not out.exists() and not device_out.exists()  # a dry run writes nothing
 
@@ -216,14 +218,21 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     wheels.mkdir()
     (wheels / "starlette-1.0-py3-none-any.whl").write_bytes(b"")
     done = gpu_session(tmp_path, "--dry-run", str(out), PYTHON="/opt/py312/bin/python3",
-                       GEPARD_SESSION_WHEELS=str(wheels), GEPARD_SESSION_PIPELINE_S="100")
+                       GEPARD_SESSION_WHEELS=str(wheels), GEPARD_SESSION_PIPELINE_S="10")
     assert done.returncode == 0, done.stderr
     cmds = commands(done.stdout)
     caps = [int(cmd[1]) for cmd in cmds]
-    assert len(cmds) == 9 and sum(caps) <= 570
-    install, gateway, summary = (cmd[2:] for cmd in cmds[-3:])
-    # 570 - (45 + 100 + 70 + 80 + 45 + 60) - 15 for the summary = 155: 20 for the wheels, the gateway's 150 at most
-    assert caps[-3:] == [20, 135, 15]
+    assert len(cmds) == 10 and sum(caps) <= 570
+    carry, install, gateway, summary = (cmd[2:] for cmd in cmds[-4:])
+    # 570 - (45 + 10 + 70 + 80 + 45 + 60) - 15 for the summary = 245: part 5b's 90, then 20 for the
+    # wheels and 135 of the gateway's 150
+    assert caps[-4:] == [90, 20, 135, 15]
+    from bench import pipeline
+
+    p = pipeline.parse_args(carry[carry.index(str(ROOT / "bench/pipeline.py")) + 1:])
+    assert (p.codec_carry_state, p.checkpoint, p.concurrency, p.budget_s) == ("yes", tmp_path / "bench" / "gpu-full",
+                                                                             "1,64,256", 80)
+    assert p.json == out / "gpu-torch-carry.json" and p.dtype == "bfloat16" and p.frames == 200
     site = install[install.index("--target") + 1]
     assert install[:4] == ["/opt/py312/bin/python3", "-m", "pip", "install"] and "--no-index" in install
     assert install[-1] == str(wheels / "starlette-1.0-py3-none-any.whl")
@@ -236,8 +245,8 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     assert summary[-2:] == [str(ROOT / "bench" / "gpu_summary.py"), str(out)]
     # no wheels: both skipped, saying how to get them
     none = gpu_session(tmp_path, "--dry-run", str(out), GEPARD_SESSION_WHEELS=str(tmp_path / "nowhere"),
-                       GEPARD_SESSION_PIPELINE_S="100")
-    assert len(commands(none.stdout)) == 7 and "no wheels in" in none.stdout and "bench/gpu_wheels.sh" in none.stdout
+                       GEPARD_SESSION_PIPELINE_S="10")
+    assert len(commands(none.stdout)) == 8 and "no wheels in" in none.stdout and "bench/gpu_wheels.sh" in none.stdout
 
 
 def stand_in_gpu_host(tmp_path: Path, case: str) -> tuple[Path, Path]:

@@ -85,6 +85,7 @@ def test_measures_time_to_first_audio_without_nemo(on_a_gpu_host, tmp_path: Path
     assert (tmp_path / "ckpt" / "nanocodec.nemo").is_file()  # a decoder-only codec written without NeMo
     result = json.loads((tmp_path / "out.json").read_text())
     assert result["codec"] is True and result["codec_impl"] == "torch"
+    assert result["codec_carry_state"] is True and "carrying conv state" in done.stdout  # on CPU, as the gateway
     one = result["one_stream"]
     assert one["ttfa_ms"] is not None and one["ttfa_ms"] >= one["ttff_ms"] > 0  # audio after the first frame
     assert result["rows"][0]["codec_s"] > 0
@@ -104,8 +105,8 @@ def test_torch_codec_device_check_runs_on_cpu(on_a_gpu_host, tmp_path: Path) -> 
     the "eager" backend, one width, one graph: Inductor's C++ for this network takes minutes on
     these CPUs, and a GPU generates Triton kernels instead)."""
     done = on_a_gpu_host("bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
-                          "--reps", "1", "--compile", "1", "--compile-backend", "eager",
-                          "--json", str(tmp_path / "codec.json"))
+                          "--reps", "1", "--compile", "1", "--compile-backend", "eager", "--carry", "3",
+                          "--carry-frames", "30", "--json", str(tmp_path / "codec.json"))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     result = json.loads((tmp_path / "codec.json").read_text())
     assert result["fp32_device_vs_cpu"] == 0.0 and result["streaming_vs_whole"] <= 1e-5
@@ -114,6 +115,12 @@ def test_torch_codec_device_check_runs_on_cpu(on_a_gpu_host, tmp_path: Path) -> 
     assert (compiled["batch"], compiled["width"]) == (1, 1) and compiled["compiled_ms"] > 0 and result["compile_s"] > 0
     assert result["compile_backend"] == "eager"
     assert compiled["max_abs_vs_eager"] <= 1e-5
+    # the same three streams windowed, then carrying conv state: each exact, the second decoding less
+    windowed, carried = result["streaming"]
+    assert (windowed["mode"], carried["mode"]) == ("windowed", "carried") and windowed["schedule"] == "4,16"
+    assert windowed["windowed_streams"] == 3 and carried["windowed_streams"] == 0
+    assert windowed["max_abs_vs_whole"] <= 1e-5 and carried["max_abs_vs_whole"] <= 1e-5
+    assert carried["decode_s"] > 0 and "carrying state:" in done.stdout
 
 
 def test_torch_fast_steps_run_with_only_the_gpu_hosts_modules(on_a_gpu_host, tmp_path: Path) -> None:

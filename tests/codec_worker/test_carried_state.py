@@ -5,13 +5,15 @@ the batching decoder, with slots reused, exhausted and a failed batch decoded ag
 from __future__ import annotations
 
 import asyncio
+import logging
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from codec_worker.batching import BatchingCodecDecoder
-from codec_worker.nanocodec import NanoCodec
+from codec_worker.nanocodec import NanoCodec, carries_state_by_default, carry_decoder_state, decodes_better_with_torch
 from codec_worker.streaming import DecodeWindow, StreamingDecodeState, decode_carried
 from codec_worker.torchcodec import ConvStateCache, TorchNanoCodec, load_torch_decoder
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
@@ -240,3 +242,33 @@ async def test_a_failed_batch_decodes_each_stream_again_from_its_state(stateful:
     assert calls == [1, 1, 2, 1, 1, 1, 1]  # the batch of two failed and was decoded row by row
     for i, codes in enumerate(utterances):
         assert _max_diff(np.concatenate([first[i], second[i], last[i]]), _whole(stateful, codes)) <= TOLERANCE
+
+
+# ---- the gateway's choice (GEPARD_CODEC_CARRY_STATE) ----------------------------------------------
+
+
+@pytest.mark.parametrize("impl, loaded, device, graphs, carry, expected", [
+    ("auto", "nemo", "cpu", True, True, True),  # the CPU default: NeMo encodes, the torch decoder carries state
+    ("auto", "nemo", "cpu", True, False, False),  # carrying off: NeMo decodes windowed
+    ("nemo", "nemo", "cpu", True, True, False),  # NeMo by name: NeMo decodes (windowed: it cannot carry state)
+    ("auto", "torch", "cpu", True, True, False),  # the torch decoder already decodes
+    ("auto", "nemo", "cuda", False, True, True),
+])
+def test_nemo_decodes_through_the_torch_decoder_where_it_carries_state(impl, loaded, device, graphs, carry, expected) -> None:
+    codec = SimpleNamespace(impl=loaded, device=torch.device(device))
+    assert decodes_better_with_torch(impl, codec, graphs, carry) is expected
+
+
+def test_state_is_carried_by_default_on_cpu_only_and_not_beside_a_compiled_decoder() -> None:
+    assert carries_state_by_default(torch.device("cpu"), compiled=False)
+    assert not carries_state_by_default(torch.device("cpu"), compiled=True)
+    assert not carries_state_by_default(torch.device("cuda"), compiled=False)  # until measured on a GPU
+
+
+def test_carrying_state_is_the_torch_decoders_alone(codec: NanoCodec, codec_path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="codec_worker.nanocodec")
+    assert not carry_decoder_state(codec, 8)
+    assert "carrying conv state applies to the torch decoder only" in caplog.text
+    torch_codec = load_torch_decoder(codec_path)
+    assert carry_decoder_state(torch_codec, 8) and torch_codec.state_cache.slots == 8
+    assert "streams carry the decoder's conv state: 8 slots of" in caplog.text

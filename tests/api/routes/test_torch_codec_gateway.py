@@ -1,5 +1,7 @@
 """A gateway on the torch decoder (GEPARD_CODEC_IMPL=torch, no NeMo needed to decode): the same audio
-as the NeMo-built codec for the same request, and cloning refused up front with 501, not failed late."""
+as the NeMo-built codec for the same request, and cloning refused up front with 501, not failed late.
+On CPU the torch decoder carries each stream's conv state by default (GEPARD_CODEC_CARRY_STATE), also
+beside NeMo's encoder; NeMo's decoder decodes windowed only with that setting off."""
 
 from __future__ import annotations
 
@@ -31,12 +33,29 @@ def torch_codec_gateway(tiny_ckpt_dir, tmp_path_factory):
         yield server
 
 
-def test_the_torch_decoder_speaks_exactly_what_the_nemo_codec_speaks(gateway, torch_codec_gateway, default_voice_id):
+@pytest.fixture(scope="module")
+def nemo_windowed_gateway(tiny_ckpt_dir, tmp_path_factory):
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path_factory.mktemp("nemo-windowed"), codec_carry_state=False)
+    with LiveServer(settings) as server:
+        yield server
+
+
+def test_the_torch_decoder_speaks_exactly_what_the_nemo_codec_speaks(gateway, torch_codec_gateway, nemo_windowed_gateway,
+                                                                     default_voice_id):
     assert torch_codec_gateway.runtime.codec.impl == "torch" and gateway.runtime.codec.impl == "nemo"
-    nemo = httpx.post(gateway.url + "/tts/bytes", json=speech_body(default_voice_id), timeout=60)
-    torch_ = httpx.post(torch_codec_gateway.url + "/tts/bytes", json=speech_body(default_voice_id), timeout=60)
-    assert nemo.status_code == torch_.status_code == 200
-    assert len(nemo.content) > 0 and torch_.content == nemo.content
+    # NeMo's decoder, windowed; the torch decoder carrying state, alone and beside NeMo's encoder
+    assert nemo_windowed_gateway.runtime.decoder._codec is nemo_windowed_gateway.runtime.codec
+    assert not nemo_windowed_gateway.runtime.decoder.carries_state
+    assert torch_codec_gateway.runtime.decoder.carries_state and gateway.runtime.decoder.carries_state
+    assert gateway.runtime.decoder._codec.impl == "torch"
+    replies = [httpx.post(server.url + "/tts/bytes", json=speech_body(default_voice_id), timeout=60)
+               for server in (nemo_windowed_gateway, torch_codec_gateway, gateway)]
+    assert [r.status_code for r in replies] == [200, 200, 200]
+    windowed, carried, beside = (np.frombuffer(r.content, dtype="<f4") for r in replies)
+    assert windowed.size > 0 and carried.shape == windowed.shape
+    # the same samples, up to float32 rounding: the convs run on other lengths (new frames only)
+    assert float(np.abs(carried - windowed).max()) <= 1e-5
+    assert replies[2].content == replies[1].content  # the same decoder, with or without NeMo beside it
 
 
 def test_cloning_is_refused_up_front_with_501(torch_codec_gateway):
