@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -77,6 +77,24 @@ class _PhonemizerRestarts(Collector):
         for reason, count in restart_counts().items():
             family.add_metric([reason], count)
         yield family
+
+
+class _CodecStateSlots(Collector):
+    """The codec's state slots (GEPARD_CODEC_CARRY_STATE), read from the batching decoder at scrape
+    time: streams past the free ones decode windowed, re-decoding 25 frames of context a chunk."""
+
+    def __init__(self, decoder: "BatchingCodecDecoder") -> None:
+        self._decoder = decoder
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        free = GaugeMetricFamily("gepard_codec_state_slots_free", "Codec state slots no stream holds (0 when "
+                                 "streams do not carry the decoder's conv state)")
+        free.add_metric([], self._decoder.state_slots_free)
+        windowed = CounterMetricFamily("gepard_codec_windowed_streams", "Codec streams that found every state slot "
+                                       "taken and decoded windowed (GEPARD_CODEC_CARRY_STATE on)")
+        windowed.add_metric([], self._decoder.windowed_streams)
+        yield free
+        yield windowed
 
 
 class Metrics:
@@ -204,6 +222,7 @@ class Metrics:
         """Plug this registry into the runtime's observer hooks."""
         engine.set_step_observer(self.on_engine_step)
         decoder.observer = self.on_codec_batch
+        self.registry.register(_CodecStateSlots(decoder))
         voices.observer = self
         service.stream_observer = self
 

@@ -207,6 +207,11 @@ class BatchingCodecDecoder(CodecDecoder):
     def carries_state(self) -> bool:
         return self._state is not None
 
+    @property
+    def state_slots_free(self) -> int:
+        """State slots no stream holds (0 when streams do not carry state)."""
+        return self._state.free_slots if self._state is not None else 0
+
     def open_stream(self) -> BatchedDecodeStream:
         if self._closed:
             raise CodecClosedError("codec decoder is closed; create a new one")

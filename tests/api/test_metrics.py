@@ -153,6 +153,11 @@ def test_every_operator_metric_moves_after_real_traffic(gateway, default_voice_i
         assert value(after, gauge) == 0, gauge
     assert value(after, "gepard_engine_preemptions_total") == 0
     assert 0 <= value(after, "gepard_saturation")
+    # on CPU the codec carries each stream's conv state: every slot is free again, none ran short
+    slots = gateway.settings.max_concurrent_generations
+    freed = wait_for(url, lambda s: value(s, "gepard_codec_state_slots_free") == slots)
+    assert value(freed, "gepard_codec_state_slots_free") == slots
+    assert value(freed, "gepard_codec_windowed_streams_total") == 0
 
 
 # -- GEPARD_METRICS_TOKEN ------------------------------------------------------------------------------

@@ -272,3 +272,26 @@ def test_carrying_state_is_the_torch_decoders_alone(codec: NanoCodec, codec_path
     torch_codec = load_torch_decoder(codec_path)
     assert carry_decoder_state(torch_codec, 8) and torch_codec.state_cache.slots == 8
     assert "streams carry the decoder's conv state: 8 slots of" in caplog.text
+
+
+def test_the_metrics_read_free_slots_and_windowed_streams_from_the_decoder(codec_path) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from api.metrics import _CodecStateSlots
+
+    codec = load_torch_decoder(codec_path)
+    codec.carry_state(1)
+    decoder = BatchingCodecDecoder(codec, schedule="4")
+    registry = CollectorRegistry()
+    registry.register(_CodecStateSlots(decoder))
+
+    def scraped() -> str:
+        return generate_latest(registry).decode()
+
+    assert "gepard_codec_state_slots_free 1.0" in scraped() and "gepard_codec_windowed_streams_total 0.0" in scraped()
+    first, second = decoder.open_stream(), decoder.open_stream()
+    assert first.carries_state and not second.carries_state
+    assert "gepard_codec_state_slots_free 0.0" in scraped() and "gepard_codec_windowed_streams_total 1.0" in scraped()
+    asyncio.run(first.aclose())
+    assert "gepard_codec_state_slots_free 1.0" in scraped()
+    assert BatchingCodecDecoder(codec, carry_state=False).state_slots_free == 0
