@@ -104,6 +104,9 @@ DEFAULT_SCHEDULE = ChunkSchedule((2, 4, 8, 32))
 #: 32 agents, admission on: xRT 13.7 with 4,16 vs 10.9 with 2,4,8,32 and underrun p99 377 vs 467 ms
 #: (admission off: 2.4 s vs 4.4 s), for ~10 % sooner first audio at one agent (p50 134 vs 149 ms).
 #: So CPU servers default to 4,16; GPU ones, where decoding is cheap, to DEFAULT_SCHEDULE.
+#: With each stream carrying the codec's conv state (GEPARD_CODEC_CARRY_STATE, on by default on CPU)
+#: no window re-decodes context, and the same comparison (bench/loop_cost.py, tiny, 32 agents) gave
+#: xRT 19.8 with 4,16 vs 21.3 with 2,4,8,32, but underrun p99 389 vs 824 ms: 4,16 stays.
 CPU_SCHEDULE = ChunkSchedule((4, 16))
 
 

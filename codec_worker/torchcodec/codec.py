@@ -2,6 +2,8 @@
 
     codec = load_torch_decoder("codec.nemo", device="cuda", dtype=torch.bfloat16)  # or a directory
     audio = codec.decode_codes(codes)   # codes [B, 32, T] int64 -> audio [B, T*1024] float32
+    codec.carry_state(slots=64)         # streams may then decode chunk by chunk with no context:
+    audio = codec.decode_stateful(codes, lengths, slots, fresh)   # (torchcodec.state)
 
 It offers what the streaming and batching decoders use from ``NanoCodec`` (``decode_codes``,
 ``decode_latents``, ``sample_rate_hz``, ``samples_per_frame``, ``receptive_field_frames``,
@@ -223,7 +225,8 @@ class TorchNanoCodec(DecodesLatents):
     """NanoCodec's decoder in plain torch (decode only). Built by :func:`load_torch_decoder`.
 
     Calls run under ``torch.inference_mode``; concurrent calls from several threads are safe
-    (nothing is mutated after loading).
+    (windowed decodes mutate nothing after loading; stateful ones write their streams' slots of the
+    state cache under a lock).
     """
 
     impl = "torch"
