@@ -160,17 +160,19 @@ class DecoderGraphs:
 
     With ``state`` (a ConvStateCache) every shape also takes each row's slot and whether it starts
     its stream: the graph reads and writes the rows' conv tails in the cache's fixed buffers
-    (padding rows use its scratch slot)."""
+    (padding rows use its scratch slot). ``lock``: shared by DecoderGraphs whose graphs share a
+    memory pool (default: a lock of its own)."""
 
     def __init__(self, run: DecoderRun, samples_per_frame: int, device: torch.device, dtype: torch.dtype,
-                 capture: Capture, state: Optional[ConvStateCache] = None) -> None:
+                 capture: Capture, state: Optional[ConvStateCache] = None,
+                 lock: Optional[threading.Lock] = None) -> None:
         self._run = run
         self._spf = samples_per_frame
         self._device, self._dtype = device, dtype
         self._capture = capture
         self._state = state
         self._shapes: dict[tuple[int, int], _CapturedShape] = {}
-        self._lock = threading.Lock()
+        self._lock = lock if lock is not None else threading.Lock()
 
     @property
     def shapes(self) -> list[tuple[int, int]]:
@@ -381,13 +383,14 @@ class TorchNanoCodec(DecodesLatents):
             if self.device.type != "cuda":
                 raise ValueError(f"CUDA graphs need a CUDA device; this codec is on {self.device}")
             capture = cuda_graph_capture(self.device)
+        one_at_a_time = threading.Lock()  # both kinds of graph share capture's memory pool
         graphs = DecoderGraphs(lambda latents, lengths, _slots, _fresh: self._run_padded(latents, lengths),
-                               self.samples_per_frame, self.device, self.dtype, capture)
+                               self.samples_per_frame, self.device, self.dtype, capture, lock=one_at_a_time)
         count = graphs.capture_all(max_batch, max_frames)
         state_graphs = None
         if self._state is not None and max_chunk_frames > 0:
             state_graphs = DecoderGraphs(self._run_stateful, self.samples_per_frame, self.device, self.dtype, capture,
-                                         state=self._state)
+                                         state=self._state, lock=one_at_a_time)
             count += state_graphs.capture_all(max_batch, max_chunk_frames)
         self._graphs, self._state_graphs = graphs, state_graphs
         return count

@@ -155,6 +155,8 @@ async def test_streams_carrying_state_replay_their_own_graphs(eager_codec) -> No
     capture = RecordingCapture()
     assert codec.capture_graphs(MAX_BATCH, MAX_FRAMES, capture=capture, max_chunk_frames=8) == 15 + 3 * 4
     assert codec.state_graph_shapes == [(b, w) for b in (1, 2, 4) for w in (1, 2, 4, 8)]
+    # the two kinds of graph share capture's memory pool: one lock orders all their replays
+    assert codec._graphs._lock is codec._state_graphs._lock
     utterances = [random_codes(frames, seed=90 + i) for i, frames in enumerate([30, 17, 9])]
     pushes = [[1] * 30, [5, 5, 7], [9]]
     async with BatchingCodecDecoder(codec, max_batch=3, schedule="2,4,8") as decoder:
