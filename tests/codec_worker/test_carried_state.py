@@ -19,6 +19,7 @@ from codec_worker.torchcodec import ConvStateCache, TorchNanoCodec, load_torch_d
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
 from codec_worker.torchcodec.state import conv_tail
 from tests.codec_worker.conftest import random_codes
+from tests.codec_worker.test_torch_decoder import _stream as stream_audio
 
 TOLERANCE = 1e-5  # float32 on CPU (in practice the chunked audio is bit-identical)
 
@@ -164,17 +165,9 @@ def test_decode_carried_cuts_windows_without_context_and_splits_the_audio(statef
 
 
 async def _stream(decoder: BatchingCodecDecoder, codes: torch.Tensor, pushes: list[int]) -> tuple[np.ndarray, bool]:
+    """A stream's audio, and whether it carried state."""
     stream = decoder.open_stream()
-    pieces, at = [], 0
-    try:
-        for size in pushes:
-            pieces.append(await stream.push(codes[:, at : at + size]))
-            at += size
-            await asyncio.sleep(0)
-        pieces.append(await stream.finish())
-    finally:
-        await stream.aclose()
-    return np.concatenate(pieces), stream.carries_state
+    return await stream_audio(decoder, codes, pushes, stream), stream.carries_state
 
 
 async def test_batched_streams_carry_state_and_equal_the_one_shot_decode(codec: NanoCodec, stateful: TorchNanoCodec) -> None:

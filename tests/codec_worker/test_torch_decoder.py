@@ -21,7 +21,7 @@ import pytest
 import torch
 import yaml
 
-from codec_worker.batching import BatchingCodecDecoder
+from codec_worker.batching import BatchedDecodeStream, BatchingCodecDecoder
 from codec_worker.errors import CodecFormatError, CodecLoadError, CodecNotFoundError, EncodeUnavailableError, InvalidCodesError
 from codec_worker.nanocodec import NanoCodec, load_codec
 from codec_worker.torchcodec import DecoderConfig, TorchNanoCodec, load_torch_decoder
@@ -94,8 +94,10 @@ def test_encode_is_refused_with_a_pointer_to_nemo(torch_codec: TorchNanoCodec) -
 # ---- streaming / batching -----------------------------------------------------------------------
 
 
-async def _stream(decoder: BatchingCodecDecoder, codes: torch.Tensor, pushes: list[int]) -> np.ndarray:
-    stream = decoder.open_stream()
+async def _stream(decoder: BatchingCodecDecoder, codes: torch.Tensor, pushes: list[int],
+                  stream: BatchedDecodeStream | None = None) -> np.ndarray:
+    """``codes`` pushed in ``pushes`` frames then finished, on ``stream`` (default: a new one); its audio."""
+    stream = stream or decoder.open_stream()
     pieces, at = [], 0
     try:
         for size in pushes:

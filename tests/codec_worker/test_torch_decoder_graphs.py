@@ -125,17 +125,23 @@ class _Stream:
         pass
 
 
-def test_the_cuda_capture_records_decodes_that_replay_the_eager_audio(eager_codec, monkeypatch) -> None:
-    """cuda_graph_capture itself, under tests/recorded_graph.py's model of capture and replay: a
-    replay re-runs only the kernels the capture recorded, on the memory they used, with every
-    Python value as it was at capture; so a decode that read anything but its buffers (a length
-    taken on the host, a tensor made fresh each call) would give the capture's audio, not its own."""
+def _recorded_cuda(eager_codec: TorchNanoCodec, monkeypatch):
+    """CUDA graphs as tests/recorded_graph.py models them, and a fresh codec on the eager one's decoder."""
     sim = simulated_cuda_graphs(monkeypatch)
     monkeypatch.setattr(torch.cuda, "Stream", _Stream)
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _Stream())
     codec = TorchNanoCodec(eager_codec.config, eager_codec._decoder, fingerprint="small", device=eager_codec.device,
                            dtype=eager_codec.dtype)
+    return sim, codec
+
+
+def test_the_cuda_capture_records_decodes_that_replay_the_eager_audio(eager_codec, monkeypatch) -> None:
+    """cuda_graph_capture itself, under tests/recorded_graph.py's model of capture and replay: a
+    replay re-runs only the kernels the capture recorded, on the memory they used, with every
+    Python value as it was at capture; so a decode that read anything but its buffers (a length
+    taken on the host, a tensor made fresh each call) would give the capture's audio, not its own."""
+    sim, codec = _recorded_cuda(eager_codec, monkeypatch)
     assert codec.capture_graphs(2, 8, capture=cuda_graph_capture(torch.device("cuda"))) == 2 * 4
     assert len(sim.graphs) == 8 and all(g.ops for g in sim.graphs) and not any(g.replays for g in sim.graphs)
     spf = eager_codec.samples_per_frame
@@ -172,12 +178,7 @@ def test_the_cuda_capture_of_stateful_decodes_reads_slots_and_flags_from_its_buf
     """Under the recorded-graph model: a replayed stateful decode must read each row's slot, its
     length and whether it starts its stream from the shape's buffers, and write the tails back
     inside the graph; otherwise the chunks would not join into each stream's one-shot audio."""
-    sim = simulated_cuda_graphs(monkeypatch)
-    monkeypatch.setattr(torch.cuda, "Stream", _Stream)
-    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _Stream())
-    codec = TorchNanoCodec(eager_codec.config, eager_codec._decoder, fingerprint="small", device=eager_codec.device,
-                           dtype=eager_codec.dtype)
+    sim, codec = _recorded_cuda(eager_codec, monkeypatch)
     codec.carry_state(3)
     assert codec.capture_graphs(2, 4, capture=cuda_graph_capture(torch.device("cuda")), max_chunk_frames=4) == 6 + 6
     utterances = [random_codes(11, seed=21), random_codes(9, seed=22)]
