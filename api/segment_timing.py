@@ -104,7 +104,7 @@ def timing_events(
                                     sample_rate_hz)
     events: list[ServerEvent] = []
     if req.add_timestamps:
-        words = spoken if req.use_normalized_timestamps else tokens_timestamps(segment.normalized, spoken)
+        words = spoken if req.use_normalized_timestamps else tokens_timestamps(segment.normalized, spoken, offset_s)
         if words.words:
             events.append(TimestampsEvent(words=list(words.words), start_s=list(words.start), end_s=list(words.end),
                                           context_id=context_id, flush_id=flush_id))

@@ -312,7 +312,7 @@ def segment_timestamps(
     """Timestamps of one segment: estimated on its normalised words, reported for the original
     tokens (default) or the normalised words (``use_normalized_timestamps``)."""
     timed = spoken_word_timestamps(normalized, pcm, offset_s, sample_rate_hz, config)
-    return timed if use_normalized else tokens_timestamps(normalized, timed)
+    return timed if use_normalized else tokens_timestamps(normalized, timed, offset_s)
 
 
 def spoken_word_timestamps(
@@ -326,9 +326,10 @@ def spoken_word_timestamps(
     return estimate_word_timestamps(normalized.normalized_words, pcm, offset_s, sample_rate_hz, config)
 
 
-def tokens_timestamps(normalized: NormalizedText, timed: WordTimestamps) -> WordTimestamps:
+def tokens_timestamps(normalized: NormalizedText, timed: WordTimestamps, offset_s: float = 0.0) -> WordTimestamps:
     """The client's own tokens, each from its first spoken word's start to its last one's end, given
-    ``timed``, the spoken words' timestamps (``spoken_word_timestamps``)."""
+    ``timed``, the spoken words' timestamps (``spoken_word_timestamps``); tokens with no spoken word
+    before every spoken one (or with none spoken at all) are points at the segment's start, ``offset_s``."""
     starts, ends = [], []
     k = 0
     previous_end: Optional[float] = None

@@ -11,8 +11,14 @@ import soxr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.text.normalization import normalize
-from api.text.timestamps import WordTimestamps, estimate_word_timestamps, segment_timestamps, word_weight
+from api.text.normalization import NormalizedText, WordAlignment, normalize
+from api.text.timestamps import (
+    WordTimestamps,
+    estimate_word_timestamps,
+    segment_timestamps,
+    tokens_timestamps,
+    word_weight,
+)
 
 SR = 22050
 REF_AUDIO = Path(__file__).resolve().parents[2] / "data"
@@ -159,6 +165,14 @@ def test_segment_timestamps_report_original_or_normalized_words():
     assert original.start[2] == spoken.start[2] and original.end[2] == spoken.end[3]
     assert original.start[3] == original.end[3] == spoken.end[3]
     assert original.start[4] == spoken.start[4]
+
+
+def test_tokens_with_no_spoken_word_at_all_are_points_at_the_segments_start():
+    """Before, the last branch read a name that did not exist (a NameError for such a segment)."""
+    norm = NormalizedText(original="— —", text="", language="en",
+                          alignment=(WordAlignment("—", (), 0), WordAlignment("—", (), 2)))
+    ts = tokens_timestamps(norm, WordTimestamps((), (), ()), offset_s=2.5)
+    assert ts.to_wire() == {"words": ["—", "—"], "start": [2.5, 2.5], "end": [2.5, 2.5]}
 
 
 @settings(max_examples=60, deadline=None)
