@@ -9,7 +9,7 @@ Metric names and labels are a contract (dashboards, alerts and the autoscaler us
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -81,18 +81,20 @@ class _PhonemizerRestarts(Collector):
 
 class _CodecStateSlots(Collector):
     """The codec's state slots (GEPARD_CODEC_CARRY_STATE), read from the batching decoder at scrape
-    time: streams past the free ones decode windowed, re-decoding 25 frames of context a chunk."""
+    time: streams past the free ones decode windowed, re-decoding 25 frames of context a chunk.
+    Both read 0 until ``decoder`` is set (Metrics.observe)."""
 
-    def __init__(self, decoder: "BatchingCodecDecoder") -> None:
-        self._decoder = decoder
+    def __init__(self, decoder: Optional["BatchingCodecDecoder"] = None) -> None:
+        self.decoder = decoder
 
     def collect(self):  # type: ignore[no-untyped-def]
+        decoder = self.decoder
         free = GaugeMetricFamily("gepard_codec_state_slots_free", "Codec state slots no stream holds (0 when "
                                  "streams do not carry the decoder's conv state)")
-        free.add_metric([], self._decoder.state_slots_free)
+        free.add_metric([], decoder.state_slots_free if decoder is not None else 0)
         windowed = CounterMetricFamily("gepard_codec_windowed_streams", "Codec streams that found every state slot "
                                        "taken and decoded windowed (GEPARD_CODEC_CARRY_STATE on)")
-        windowed.add_metric([], self._decoder.windowed_streams)
+        windowed.add_metric([], decoder.windowed_streams if decoder is not None else 0)
         yield free
         yield windowed
 
@@ -166,6 +168,8 @@ class Metrics:
                                    "voices, by result (hit|miss)", ["result"], registry=r)
         # Phonemes (api.text.phonemes): the eSpeak NG child process, counted by the process, read here
         r.register(_PhonemizerRestarts())
+        self._codec_state = _CodecStateSlots()  # its decoder comes with observe()
+        r.register(self._codec_state)
         # every label value exists from the start (0), so dashboards and rate() see the series before traffic
         for route in ROUTES:
             for metric in (self.stream_rtf, self.stream_underrun, self.underrun_total):
@@ -222,7 +226,7 @@ class Metrics:
         """Plug this registry into the runtime's observer hooks."""
         engine.set_step_observer(self.on_engine_step)
         decoder.observer = self.on_codec_batch
-        self.registry.register(_CodecStateSlots(decoder))
+        self._codec_state.decoder = decoder
         voices.observer = self
         service.stream_observer = self
 

@@ -47,6 +47,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_TORCH_PREFILL_GRAPHS        torch_prefill_graphs         false (the fast path's prefill replayed as CUDA
                                                                     graphs too, one per padded shape, captured at
                                                                     first use; off until measured on a GPU)
+    GEPARD_TORCH_PREFILL_BATCH         torch_prefill_batch          8 (the fast path's new requests prefilled together
+                                                                    in one step: a burst of N streams waits
+                                                                    N / 8 steps for its last first frame)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
     GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
@@ -205,6 +208,7 @@ class Settings:
     torch_compile: bool = field(default=False, metadata=_env("GEPARD_TORCH_COMPILE"))
     torch_overlap: bool = field(default=True, metadata=_env("GEPARD_TORCH_OVERLAP"))
     torch_prefill_graphs: bool = field(default=False, metadata=_env("GEPARD_TORCH_PREFILL_GRAPHS"))
+    torch_prefill_batch: int = field(default=8, metadata=_env("GEPARD_TORCH_PREFILL_BATCH"))
     api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
     require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
     token_secret: bytes = field(
@@ -362,6 +366,7 @@ class Settings:
         in_range("max_contexts_per_socket", 1)
         in_range("ws_context_hold_s", 0)
         in_range("max_concurrent_generations", 1)
+        in_range("torch_prefill_batch", 1, 1024)
         if not self.model_ids or any(not pattern for pattern in self.model_ids):
             bad("model_ids", "must list at least one model id (use * to accept every id)")
         # the sampling defaults: exactly the ranges the wire and the engines accept
@@ -615,6 +620,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "max_contexts_per_socket": _parse_int,
     "ws_context_hold_s": _parse_float,
     "max_concurrent_generations": _parse_int,
+    "torch_prefill_batch": _parse_int,
     "model_ids": _parse_list,
     "temperature": _parse_float,
     "top_k": _parse_int,

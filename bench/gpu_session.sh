@@ -13,8 +13,8 @@
 #      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (240).
 #   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
 #      physical floor, reference loop and fast path (graphs on), its steps serial and overlapped
-#      (GEPARD_TORCH_OVERLAP); then the prefill of 1 and of 8 prompts, eager and as CUDA graphs
-#      (GEPARD_TORCH_PREFILL_GRAPHS).                                       Cap GEPARD_SESSION_STEP_S (70).
+#      (GEPARD_TORCH_OVERLAP); then the prefill of 1, 8, 32 and 64 prompts, eager and as CUDA graphs
+#      (GEPARD_TORCH_PREFILL_GRAPHS; GEPARD_TORCH_PREFILL_BATCH's scale).    Cap GEPARD_SESSION_STEP_S (70).
 #   3. the same for the fast path with its step and prefill through torch.compile (Triton
 #      kernels; graphs on), serial and overlapped, which no GPU has run yet: a part of its own, so
 #      a failure or a slow compile costs only this part (the reference loop is part 2's). Parts 2 and 3
@@ -31,6 +31,9 @@
 #      pipeline again at 1, 64 and 256 streams with every stream carrying the codec's conv state (off
 #      by default on CUDA until measured: this is the measurement).  Cap GEPARD_SESSION_CARRY_S (90),
 #      or what is left.
+#   5c. then, in the time left: the same at 256 streams with 64 new requests prefilled a step
+#      (GEPARD_TORCH_PREFILL_BATCH, 8 by default): what bounds first audio in a burst.
+#                                                   Cap GEPARD_SESSION_PREFILL_S (60), or what is left.
 #   6, 7. only in the time the parts above left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's:
 #      the real gateway on this machine (`gepard serve`, torch backend, the fast path on the GPU, part
 #      1's full-size checkpoint) under bench/loop_cost.py's agents: its event loop's CPU per second of
@@ -79,11 +82,12 @@ COMPILED_S="${GEPARD_SESSION_COMPILED_S:-80}"
 PROFILE_S="${GEPARD_SESSION_PROFILE_S:-45}"
 CODEC_S="${GEPARD_SESSION_CODEC_S:-60}"
 CARRY_S="${GEPARD_SESSION_CARRY_S:-90}"
+PREFILL_S="${GEPARD_SESSION_PREFILL_S:-60}"
 GATEWAY_S="${GEPARD_SESSION_GATEWAY_S:-150}"
 TOTAL_S="${GEPARD_SESSION_TOTAL_S:-570}"  # the device tool runs a command for at most 600 s
 WHEELS_S=20
 SUMMARY_S=15
-for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S" "$CARRY_S" "$GATEWAY_S" "$TOTAL_S"; do
+for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S" "$CARRY_S" "$PREFILL_S" "$GATEWAY_S" "$TOTAL_S"; do
   case "$v" in ''|*[!0-9]*) echo "bench/gpu_session.sh: GEPARD_SESSION_*_S must be whole seconds, got '$v'" >&2; exit 2 ;; esac
 done
 PY="${PYTHON:-python3}"
@@ -145,7 +149,8 @@ fi
 REUSE=()
 [ -f "$BENCH_DIR/gpu-full/model.safetensors" ] && REUSE=(--checkpoint "$BENCH_DIR/gpu-full")
 part 02-steps "$STEP_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
-  --batch 1,32,256 --steps 20 --paths reference,fast,overlap,prefill-graphs --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
+  --batch 1,32,256 --steps 20 --paths reference,fast,overlap,prefill-graphs --prefill-prompts 1,8,32,64 \
+  --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
 part 03-compiled "$COMPILED_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,32,256 --steps 20 --paths compiled,compiled+overlap --json "$OUT_DIR/torch_fast_bf16_compiled.json" \
   "${REUSE[@]}"
@@ -166,6 +171,18 @@ else
   part 05b-carry "$carry_cap" env TOKENIZERS_PARALLELISM=false GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/pipeline.py" \
     --backend torch --size full --checkpoint "$BENCH_DIR/gpu-full" --dtype bfloat16 --frames 200 \
     --concurrency 1,64,256 --codec-carry-state yes --budget-s "$(( carry_cap - 10 ))" --json "$OUT_DIR/gpu-torch-carry.json"
+fi
+
+# 5c) with the time left: a burst of 256 streams prefilled 64 at a time
+left=$(( TOTAL_S - $(spent) - SUMMARY_S ))
+prefill_cap=$(( left < PREFILL_S ? left : PREFILL_S ))
+if [ "$prefill_cap" -lt 40 ]; then
+  say "part 05c-prefill skipped: ${left}s left of GEPARD_SESSION_TOTAL_S=${TOTAL_S}s, it needs 40"
+else
+  part 05c-prefill "$prefill_cap" env TOKENIZERS_PARALLELISM=false GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/pipeline.py" \
+    --backend torch --size full --checkpoint "$BENCH_DIR/gpu-full" --dtype bfloat16 --frames 200 \
+    --concurrency 256 --codec-carry-state yes --torch-prefill-batch 64 --budget-s "$(( prefill_cap - 10 ))" \
+    --json "$OUT_DIR/gpu-torch-prefill64.json"
 fi
 
 # 6, 7) with the time left: the gateway's event loop next to the GPU (bench/loop_cost.py serves part 1's

@@ -9,6 +9,7 @@ Reads what bench/gpu_session.sh leaves in OUT_DIR, each file optional:
   torch_fast_bf16_eager.json       the fast path with graphs off
   torch_codec_full.json            bench/torch_codec.py: the codec on the device
   gpu-torch-carry.json             bench/pipeline.py again, the codec carrying each stream's conv state
+  gpu-torch-prefill64.json         and at 256 streams with 64 new requests prefilled a step
   loop_cost_gpu.json               bench/loop_cost.py: the gateway's event loop on this machine
 and sets the pipeline figures against the issue's targets for one H200-class GPU (one stream: first
 audio <= 20 ms, RTF <= 0.02; 256 streams: p99 RTF < 1, TTFA p99 < 300 ms, aggregate xRT above the
@@ -214,7 +215,8 @@ def _load(path: Path) -> Optional[dict]:
 
 def summary(out_dir: Path) -> str:
     parts = ["# Gepard on a GPU: issue 10's figures", ""]
-    for name, label in (("torch", "torch"), ("vllm", "vllm"), ("torch-carry", "torch, codec carrying conv state")):
+    for name, label in (("torch", "torch"), ("vllm", "vllm"), ("torch-carry", "torch, codec carrying conv state"),
+                        ("torch-prefill64", "torch, codec carrying conv state, 64 prefills a step")):
         result = _load(out_dir / f"gpu-{name}.json")
         if result is None:
             continue

@@ -267,7 +267,7 @@ async def start_engine(args: argparse.Namespace, checkpoint: Path, max_batch: in
 
     config = TorchEngineConfig(model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch,
                                path=args.torch_path, max_positions=args.frames + PROMPT_ROOM, overlap=args.torch_overlap,
-                               prefill_graphs=args.torch_prefill_graphs)
+                               prefill_graphs=args.torch_prefill_graphs, prefill_batch=args.torch_prefill_batch)
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, config)
 
 
@@ -489,7 +489,7 @@ def result_doc(args: argparse.Namespace, host: str, runner: str, checkpoint: Pat
             "frames": args.frames, "checkpoint": str(checkpoint), "codec": impl is not None, "codec_impl": impl,
             "codec_cuda_graphs": getattr(args, "codec_graphs_used", None),
             "codec_carry_state": getattr(args, "codec_carry_state_used", None), "torch_overlap": args.torch_overlap,
-            "torch_prefill_graphs": args.torch_prefill_graphs,
+            "torch_prefill_graphs": args.torch_prefill_graphs, "torch_prefill_batch": args.torch_prefill_batch,
             **headline(rows), "rows": [asdict(r) for r in rows]}
 
 
@@ -531,7 +531,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
           f"streams, started in {time.perf_counter() - t0:.1f} s; {args.frames} frames per stream; codec "
           f"{impl or 'off'}{'' if impl != 'torch' else f', CUDA graphs {graphs}'}"
           f"{', carrying conv state' if args.codec_carry_state_used else ''}"
-          f"{', overlapped steps' if args.torch_overlap else ''}{', prefill graphs' if args.torch_prefill_graphs else ''}",
+          f"{', overlapped steps' if args.torch_overlap else ''}{', prefill graphs' if args.torch_prefill_graphs else ''}"
+          f"{f', prefill batch {args.torch_prefill_batch}' if args.torch_prefill_batch != 8 else ''}",
           flush=True)
     print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
     rows: list[Row] = []
@@ -612,6 +613,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--codec-carry-state", choices=("auto", "yes", "no"), default="auto",
                    help="streams carry the torch decoder's conv state (GEPARD_CODEC_CARRY_STATE); auto: on CPU, as the gateway")
     p.add_argument("--torch-overlap", action="store_true", help="torch fast path: overlapped steps (GEPARD_TORCH_OVERLAP)")
+    p.add_argument("--torch-prefill-batch", type=int, default=8,
+                   help="torch fast path: new requests prefilled together in one step (GEPARD_TORCH_PREFILL_BATCH)")
     p.add_argument("--torch-prefill-graphs", action="store_true",
                    help="torch fast path on CUDA: the prefill as CUDA graphs (GEPARD_TORCH_PREFILL_GRAPHS)")
     p.add_argument("--device", default="auto")

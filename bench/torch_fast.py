@@ -3,7 +3,7 @@
     python bench/torch_fast.py [--size full] [--batch 1,8] [--steps 30]
                                [--paths reference,fast,compiled,overlap,compiled+overlap]
                                [--device auto] [--dtype auto] [--no-graphs] [--json OUT]
-                               [--prefills 10] [--profile OUT.txt] [--check]
+                               [--prefills 10] [--prefill-prompts 1,8] [--profile OUT.txt] [--check]
                                [--compile-backend inductor]
 
 Drives the generators directly (no engine thread, no asyncio), on a random checkpoint whose stop
@@ -19,10 +19,13 @@ bandwidth (by its name, or ``--hbm-gbps``; 0.11 ms at batch 1 on an H200). "x fl
 the step is from it. It also checks on the way that both paths produce the same frames for greedy
 requests (float32: expected equal; bf16: reported).
 
-Then the prefill, per path: the step that prefills 1 (and then 8) new requests in an otherwise idle
-generator, to their first frames on the host, p50 / p90 of ``--prefills`` runs after two untimed
-ones. With one prompt, that is the engine's part of a lone stream's time to first audio before its
-decode steps; on a GPU an eager prefill is bound by its ~1,300 kernel launches, not its arithmetic.
+Then the prefill, per path: the step that prefills 1 (and then 8, or each of ``--prefill-prompts``)
+new requests in an otherwise idle generator, to their first frames on the host, p50 / p90 of
+``--prefills`` runs after two untimed ones. With one prompt, that is the engine's part of a lone
+stream's time to first audio before its decode steps; on a GPU an eager prefill is bound by its
+~1,300 kernel launches, not its arithmetic, so more prompts cost little until compute binds: where
+that happens sets GEPARD_TORCH_PREFILL_BATCH (a burst of N streams takes N / that many steps to
+start).
 
 ``--check`` (no pytest needed, for a bare GPU host): on the tiny checkpoint in float32, requests
 with every kind of knob (greedy, seeded, top-k + repetition penalty, CFG) joining a running batch
@@ -315,7 +318,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="only check frame identity (tiny, float32); exit 1 if not")
     p.add_argument("--hbm-gbps", type=float, help="the GPU's peak memory bandwidth, GB/s (default: by its name)")
     p.add_argument("--prefills", type=int, default=10, metavar="N",
-                   help="timed prefills of 1 and of 8 prompts per path, after the steps (0: none)")
+                   help="timed prefills of each --prefill-prompts count per path, after the steps (0: none)")
+    p.add_argument("--prefill-prompts", default="1,8", metavar="N,...",
+                   help="prompts prefilled together in the timed prefills (GEPARD_TORCH_PREFILL_BATCH's scale)")
     p.add_argument("--compile-backend", default="inductor",
                    help="torch.compile backend of the compiled paths (eager: the same graphs, no kernels)")
     p.add_argument("--checkpoint", type=Path, help="a random checkpoint of --size whose stop head never fires "
@@ -385,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
             # overlapping steps changes nothing in a prefill: overlap is timed as fast, compiled+overlap as compiled
             prefill_paths = dict.fromkeys("fast" if p == "overlap" else p.removesuffix("+overlap")
                                           for p in args.paths.split(","))
-            for prompts in (1, 8):
+            for prompts in (int(n) for n in args.prefill_prompts.split(",")):
                 for path in prefill_paths:
                     r = time_prefill(path, model, engine, prompts, args.prefills, not args.no_graphs)
                     prefills.append(r)

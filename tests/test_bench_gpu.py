@@ -179,6 +179,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert sum(caps) <= 570
     # parts 5b, 6 and 7 only get the time the others leave: none when each takes its whole cap
     assert "part 05b-carry skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 45" in done.stdout
+    assert "part 05c-prefill skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 40" in done.stdout
     assert "parts 06-wheels and 07-gateway skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s" in done.stdout
     tests, pipeline, steps, compiled, profile, codec, summary = (cmd[2:] for cmd in cmds)
     # 0) the suite's CUDA cases that need no vLLM
@@ -195,6 +196,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     fast = torch_fast.parse_args(steps[steps.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert (fast.size, fast.batch, fast.no_graphs, fast.json) == ("full", "1,32,256", False, out / "torch_fast_bf16.json")
     assert fast.paths.split(",") == ["reference", "fast", "overlap", "prefill-graphs"]
+    assert fast.prefill_prompts == "1,8,32,64"  # where a larger GEPARD_TORCH_PREFILL_BATCH stops being free
     comp = torch_fast.parse_args(compiled[compiled.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert comp.paths.split(",") == ["compiled", "compiled+overlap"] and not comp.no_graphs
     assert comp.json == out / "torch_fast_bf16_compiled.json" and comp.batch == "1,32,256"
@@ -222,17 +224,21 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     assert done.returncode == 0, done.stderr
     cmds = commands(done.stdout)
     caps = [int(cmd[1]) for cmd in cmds]
-    assert len(cmds) == 10 and sum(caps) <= 570
-    carry, install, gateway, summary = (cmd[2:] for cmd in cmds[-4:])
-    # 570 - (45 + 10 + 70 + 80 + 45 + 60) - 15 for the summary = 245: part 5b's 90, then 20 for the
-    # wheels and 135 of the gateway's 150
-    assert caps[-4:] == [90, 20, 135, 15]
+    assert len(cmds) == 11 and sum(caps) <= 570
+    carry, prefill, install, gateway, summary = (cmd[2:] for cmd in cmds[-5:])
+    # 570 - (45 + 10 + 70 + 80 + 45 + 60) - 15 for the summary = 245: part 5b's 90, part 5c's 60, then
+    # 20 for the wheels and 75 of the gateway's 150
+    assert caps[-5:] == [90, 60, 20, 75, 15]
     from bench import pipeline
 
     p = pipeline.parse_args(carry[carry.index(str(ROOT / "bench/pipeline.py")) + 1:])
     assert (p.codec_carry_state, p.checkpoint, p.concurrency, p.budget_s) == ("yes", tmp_path / "bench" / "gpu-full",
                                                                              "1,64,256", 80)
     assert p.json == out / "gpu-torch-carry.json" and p.dtype == "bfloat16" and p.frames == 200
+    assert p.torch_prefill_batch == 8  # the default: only the codec changes against part 1
+    q = pipeline.parse_args(prefill[prefill.index(str(ROOT / "bench/pipeline.py")) + 1:])
+    assert (q.codec_carry_state, q.torch_prefill_batch, q.concurrency, q.budget_s) == ("yes", 64, "256", 50)
+    assert q.json == out / "gpu-torch-prefill64.json" and q.checkpoint == p.checkpoint
     site = install[install.index("--target") + 1]
     assert install[:4] == ["/opt/py312/bin/python3", "-m", "pip", "install"] and "--no-index" in install
     assert install[-1] == str(wheels / "starlette-1.0-py3-none-any.whl")
@@ -246,7 +252,7 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     # no wheels: both skipped, saying how to get them
     none = gpu_session(tmp_path, "--dry-run", str(out), GEPARD_SESSION_WHEELS=str(tmp_path / "nowhere"),
                        GEPARD_SESSION_PIPELINE_S="10")
-    assert len(commands(none.stdout)) == 8 and "no wheels in" in none.stdout and "bench/gpu_wheels.sh" in none.stdout
+    assert len(commands(none.stdout)) == 9 and "no wheels in" in none.stdout and "bench/gpu_wheels.sh" in none.stdout
 
 
 def stand_in_gpu_host(tmp_path: Path, case: str) -> tuple[Path, Path]:

@@ -83,6 +83,10 @@ class TorchEngineConfig:
     # fast path on CUDA with graphs: the prefill replayed as CUDA graphs too, one per (prompts,
     # tokens) bucket, captured at first use. Off until a GPU has measured it
     prefill_graphs: bool = False
+    # fast path: new requests prefilled together in one step (after the running ones' decode). A
+    # burst of N new streams waits ceil(N / prefill_batch) steps for its last first frame; on an
+    # H200 an eager prefill of 8 prompts took 20.5 ms against 20.0 for one (launch-bound)
+    prefill_batch: int = 8
 
 
 @dataclass
@@ -181,7 +185,7 @@ class TorchEngine(TtsEngine):
         cfg = self.config
         gen = FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
                             cuda_graphs=cfg.cuda_graphs, compiled=compiled, overlap=cfg.overlap,
-                            prefill_graphs=cfg.prefill_graphs)
+                            prefill_graphs=cfg.prefill_graphs, prefill_batch=cfg.prefill_batch)
         if compiled:
             started = time.perf_counter()
             count = gen.compile_all()

@@ -138,9 +138,11 @@ async def test_the_engine_options_reach_the_fast_path(tiny_gepard_dir, monkeypat
 
     monkeypatch.setattr(fast_step, "COMPILE_BACKEND", "eager")
     eng = await create_engine(EngineOptions(model=tiny_gepard_dir, backend="torch", device="cpu", max_batch=2,
-                                            torch_path="fast", torch_compile=True, torch_overlap=True))
+                                            torch_path="fast", torch_compile=True, torch_overlap=True,
+                                            torch_prefill_batch=3))
     try:
         assert eng._generator.overlap and eng._generator.device_step.compiled
+        assert eng._generator.prefill_batch == 3  # GEPARD_TORCH_PREFILL_BATCH
         chunks = [c async for c in eng.generate(SynthesisRequest("r", TEXTS[0], None, SamplingParams(temperature=0.0)))]
         assert chunks[-1].finish_reason is FinishReason.STOP
     finally:
