@@ -66,7 +66,7 @@ def test_dry_run_without_network_uses_the_machines_python_and_the_torch_backend(
     args = parse_args(pipeline_args(bench))
     assert (args.backend, args.size, args.dtype, args.torch_path) == ("torch", "full", "bfloat16", "fast")
     assert args.concurrency == "1,32,128,256,512,1024" and args.frames == 200
-    assert args.chunk_schedule == ["default", "8,32", "4,16"] and args.compare_levels == "1"
+    assert args.chunk_schedule == ["default", "1,2,4,8,32", "4,16"] and args.compare_levels == "1"
     assert args.json == tmp_path / "bench" / "gpu-torch.json" and 0 < args.budget_s < 450
     assert args.rounds == 1 and args.one_stream_rounds == 5  # the one-stream targets rest on 5 bursts, not 1
     # nothing installed, no vLLM, nothing run or written
