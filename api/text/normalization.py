@@ -671,7 +671,7 @@ class _TokenReader:
         return r.read_date(year, month, day), 0
 
     def _read_percent(self, i: int) -> tuple[Optional[str], int]:
-        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        tok, nxt = self.tokens[i], self._next(i)
         if tok.core.endswith("%"):
             return self._percent(tok.core[:-1].rstrip()), 0
         if nxt is not None and nxt.core == "%" and not tok.trail and not nxt.lead:
