@@ -258,6 +258,9 @@ async def test_soak_leaves_nothing_behind(soak_server: ServerProcess):
     assert {name: after[name] for name in BUSY} == {name: 0.0 for name in BUSY}
     assert after["gepard_event_loop_tasks"] <= base["gepard_event_loop_tasks"] + TASK_SLACK
     assert after["process_open_fds"] <= base["process_open_fds"] + FD_SLACK
+    # every codec state slot came back (cancels and hang-ups included), and no stream ever lacked one
+    assert after["gepard_codec_state_slots_free"] == base["gepard_codec_state_slots_free"] > 0
+    assert after["gepard_codec_windowed_streams_total"] == 0
     assert rss1 - rss0 <= RSS_HIGH_WATER_BOUND, f"RSS grew {(rss1 - rss0) / 2**20:.0f} MB over the warm baseline"
     assert rss1 - rss_mid <= RSS_LEAK_BOUND or levelled_off(rss_over_time, rss1), (
         f"RSS grew {(rss1 - rss_mid) / 2**20:.0f} MB over the last third and was still climbing at the end")
