@@ -99,9 +99,10 @@ class ConvStateCache:
         keep = (~fresh.to(device=self.device, dtype=torch.bool)).to(self.dtype).view(-1, 1, 1)
         return DecodeStep(self, slots.to(self.device), lengths.to(self.device), keep, frames)
 
-    def buffer_of(self, conv: nn.Module) -> tuple[int, torch.Tensor]:
-        index = self._index[id(conv)]
-        return index, self.buffers[index]
+    def buffer_of(self, conv: nn.Module) -> tuple[int, torch.Tensor] | None:
+        """The conv's buffer and its index; None for a conv that remembers nothing (kernel 1)."""
+        index = self._index.get(id(conv))
+        return None if index is None else (index, self.buffers[index])
 
 
 class DecodeStep:
@@ -120,7 +121,10 @@ class DecodeStep:
     def extend(self, conv: CausalConv1d | CausalUpsample, x: torch.Tensor) -> torch.Tensor:
         """``x`` [B, C, N] with each row's remembered tail in front: [B, C, tail + N]. Records the new
         tail: the ``tail`` samples before each row's real end (a padded row's end is before N)."""
-        index, buffer = self.cache.buffer_of(conv)
+        found = self.cache.buffer_of(conv)
+        if found is None:  # a kernel-1 conv reads only the present
+            return x
+        index, buffer = found
         tail = buffer.shape[-1]
         past = buffer.index_select(0, self.slots) * self.keep
         full = torch.cat([past, x], dim=-1)

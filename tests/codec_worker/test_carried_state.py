@@ -58,6 +58,28 @@ def test_every_causal_conv_gets_a_tail_of_its_input() -> None:
     assert cache.bytes_per_slot == sum(b[0].numel() * 4 for b in cache.buffers)
 
 
+def test_a_decoder_with_kernel_1_convs_streams_exactly_too() -> None:
+    """A kernel-1 conv has nothing to remember: it gets no buffer, and its chunks still join."""
+    torch.manual_seed(3)
+    config = DecoderConfig(input_dim=32, up_sample_rates=(4, 2), base_channels=16, in_kernel_size=1,
+                           out_kernel_size=1, resblock_kernel_sizes=(1, 3), resblock_dilation_sizes=(1, 2))
+    decoder = CausalHiFiGANDecoder(config).eval()
+    for p in decoder.parameters():
+        torch.nn.init.normal_(p, std=0.2)
+    cache = ConvStateCache(decoder, slots=1, device=torch.device("cpu"), dtype=torch.float32)
+    assert len(cache.buffers) == 2 + 2 * (2 * 2)  # two upsamples; per stage the kernel-3 chain's 2 x 2 convs
+    latents = torch.randn(1, 32, 9)
+    with torch.no_grad():
+        whole = decoder(latents)
+        pieces, at = [], 0
+        for size in (2, 3, 4):
+            step = cache.step(torch.tensor([0]), torch.tensor([size]), torch.tensor([at == 0]), size)
+            pieces.append(decoder(latents[:, :, at : at + size], None, step))
+            step.commit()
+            at += size
+    assert float((torch.cat(pieces, dim=-1) - whole).abs().max()) <= TOLERANCE
+
+
 def test_slots_are_handed_out_once_and_reused_last() -> None:
     decoder = CausalHiFiGANDecoder(DecoderConfig(input_dim=32, up_sample_rates=(2,), base_channels=4))
     cache = ConvStateCache(decoder, slots=2, device=torch.device("cpu"), dtype=torch.float32)
