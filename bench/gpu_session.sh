@@ -162,28 +162,23 @@ part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/benc
 part 05-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
   --carry 64 --compile 2 --json "$OUT_DIR/torch_codec_full.json"
 
-# 5b) with the time left: part 1's pipeline with the codec carrying each stream's conv state
-left=$(( TOTAL_S - $(spent) - SUMMARY_S ))
-carry_cap=$(( left < CARRY_S ? left : CARRY_S ))
-if [ "$carry_cap" -lt 45 ]; then
-  say "part 05b-carry skipped: ${left}s left of GEPARD_SESSION_TOTAL_S=${TOTAL_S}s, it needs 45"
-else
-  part 05b-carry "$carry_cap" env TOKENIZERS_PARALLELISM=false GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/pipeline.py" \
+# 5b, 5c) with the time left: part 1's pipeline again, the codec carrying each stream's conv state;
+# then a burst of 256 streams prefilled 64 at a time
+pipeline_part() {  # pipeline_part NN-name CAP_S NEED_S JSON ARGS...: bench/pipeline.py on part 1's checkpoint
+  local name="$1" want="$2" need="$3" json="$4"; shift 4
+  local left=$(( TOTAL_S - $(spent) - SUMMARY_S ))
+  local cap=$(( left < want ? left : want ))
+  if [ "$cap" -lt "$need" ]; then
+    say "part $name skipped: ${left}s left of GEPARD_SESSION_TOTAL_S=${TOTAL_S}s, it needs $need"
+    return 0
+  fi
+  part "$name" "$cap" env TOKENIZERS_PARALLELISM=false GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/pipeline.py" \
     --backend torch --size full --checkpoint "$BENCH_DIR/gpu-full" --dtype bfloat16 --frames 200 \
-    --concurrency 1,64,256 --codec-carry-state yes --budget-s "$(( carry_cap - 10 ))" --json "$OUT_DIR/gpu-torch-carry.json"
-fi
-
-# 5c) with the time left: a burst of 256 streams prefilled 64 at a time
-left=$(( TOTAL_S - $(spent) - SUMMARY_S ))
-prefill_cap=$(( left < PREFILL_S ? left : PREFILL_S ))
-if [ "$prefill_cap" -lt 40 ]; then
-  say "part 05c-prefill skipped: ${left}s left of GEPARD_SESSION_TOTAL_S=${TOTAL_S}s, it needs 40"
-else
-  part 05c-prefill "$prefill_cap" env TOKENIZERS_PARALLELISM=false GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/pipeline.py" \
-    --backend torch --size full --checkpoint "$BENCH_DIR/gpu-full" --dtype bfloat16 --frames 200 \
-    --concurrency 256 --codec-carry-state yes --torch-prefill-batch 64 --budget-s "$(( prefill_cap - 10 ))" \
-    --json "$OUT_DIR/gpu-torch-prefill64.json"
-fi
+    --budget-s "$(( cap - 10 ))" --json "$OUT_DIR/$json" "$@"
+}
+pipeline_part 05b-carry "$CARRY_S" 45 gpu-torch-carry.json --concurrency 1,64,256 --codec-carry-state yes
+pipeline_part 05c-prefill "$PREFILL_S" 40 gpu-torch-prefill64.json --concurrency 256 --codec-carry-state yes \
+  --torch-prefill-batch 64
 
 # 6, 7) with the time left: the gateway's event loop next to the GPU (bench/loop_cost.py serves part 1's
 # checkpoint, whose codec is decoder-only: the torch decoder; admission off, so every agent is served)
