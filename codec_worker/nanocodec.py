@@ -108,7 +108,7 @@ def check_codes(codes: Any) -> None:
         )
 
 
-def _check_lengths(
+def check_lengths(
     lengths: Any, batch: int, limit: int, unit: str, device: torch.device, error: type[ValueError]
 ) -> torch.Tensor:
     """Lengths [B] as int64 on ``device``; each in [0, limit] ``unit``; else ``error``."""
@@ -176,7 +176,7 @@ class DecodesLatents:
 
     def _decode(self, latents: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None) -> torch.Tensor:
         batch, _, frames = latents.shape
-        input_len = _check_lengths(lengths, batch, frames, "frames", self.device, InvalidCodesError)
+        input_len = check_lengths(lengths, batch, frames, "frames", self.device, InvalidCodesError)
         return self._run_decoder(latents.to(self.dtype), input_len).float()
 
     def _run_decoder(self, latents: torch.Tensor, input_len: torch.Tensor) -> torch.Tensor:
@@ -284,7 +284,7 @@ class NanoCodec(DecodesLatents):
         """
         audio = self._check_audio(audio)
         batch, samples = audio.shape
-        audio_len = _check_lengths(lengths, batch, samples, "samples", self.device, InvalidAudioError)
+        audio_len = check_lengths(lengths, batch, samples, "samples", self.device, InvalidAudioError)
         spf = self.samples_per_frame
         # 1) pad to whole frames: [B, N] -> [B, T * spf]
         frames = -(-samples // spf)

@@ -32,8 +32,8 @@ from codec_worker._checkpoint import (
     fingerprint,
     read_source,
 )
-from codec_worker.errors import CodecFormatError, EncodeUnavailableError
-from codec_worker.nanocodec import DecodesLatents, check_codes, decoder_left_context_frames
+from codec_worker.errors import CodecFormatError, EncodeUnavailableError, InvalidCodesError
+from codec_worker.nanocodec import DecodesLatents, check_codes, check_lengths, decoder_left_context_frames
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
 from codec_worker.torchcodec.state import ConvStateCache, check_slots
 from codec_worker.torchcodec.weights import load_decoder_weights
@@ -302,11 +302,12 @@ class TorchNanoCodec(DecodesLatents):
             raise RuntimeError("decode_stateful needs carry_state() first")
         check_codes(codes)
         batch, _, frames = codes.shape
-        if not len(lengths) == len(slots) == len(fresh) == batch:
-            raise ValueError(f"expected {batch} lengths, slots and fresh flags, got {len(lengths)}, {len(slots)}, {len(fresh)}")
+        if not len(slots) == len(fresh) == batch:
+            raise ValueError(f"expected {batch} slots and fresh flags, got {len(slots)} and {len(fresh)}")
+        # a length past the frames would gather past a row's end (on CUDA: a device-side assert)
+        input_len = check_lengths(lengths, batch, frames, "frames", self.device, InvalidCodesError)
         check_slots(slots, self._state)
         latents = fsq.dequantize(codes.to(self.device)).to(self.dtype)
-        input_len = torch.tensor(list(lengths), dtype=torch.long, device=self.device)
         slot_rows = torch.tensor(list(slots), dtype=torch.long, device=self.device)
         fresh_rows = torch.tensor(list(fresh), dtype=torch.bool, device=self.device)
         if self._state_graphs is not None:

@@ -62,6 +62,7 @@ class ConvStateCache:
         self.device, self.dtype = torch.device(device), dtype
         self._index: dict[int, int] = {}  # id(conv) -> its buffer
         self.buffers: list[torch.Tensor] = []  # [slots + 1, in_channels, tail] per conv
+        self.offsets: list[torch.Tensor] = []  # [1, 1, tail] per conv: 0 .. tail-1, where a tail starts
         for module in decoder.modules():
             tail = conv_tail(module)
             if tail == 0:
@@ -70,6 +71,7 @@ class ConvStateCache:
             channels = module.weight.shape[0] if isinstance(module, CausalUpsample) else module.weight.shape[1] * module.groups
             self._index[id(module)] = len(self.buffers)
             self.buffers.append(torch.zeros(slots + 1, channels, tail, device=self.device, dtype=dtype))
+            self.offsets.append(torch.arange(tail, device=self.device).view(1, 1, -1))
         self._free: deque[int] = deque(range(slots))
         self._lock = threading.Lock()
 
@@ -125,11 +127,10 @@ class DecodeStep:
         if found is None:  # a kernel-1 conv reads only the present
             return x
         index, buffer = found
-        tail = buffer.shape[-1]
         past = buffer.index_select(0, self.slots) * self.keep
         full = torch.cat([past, x], dim=-1)
         scale = x.shape[-1] // self.frames  # samples per frame at this conv
-        ends = (self.lengths * scale).view(-1, 1, 1) + torch.arange(tail, device=x.device).view(1, 1, -1)
+        ends = (self.lengths * scale).view(-1, 1, 1) + self.cache.offsets[index]
         self._new.append((index, full.gather(-1, ends.expand(-1, full.shape[1], -1))))
         return full
 

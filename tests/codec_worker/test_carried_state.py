@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from codec_worker.batching import BatchingCodecDecoder
+from codec_worker.errors import InvalidCodesError
 from codec_worker.nanocodec import NanoCodec, carries_state_by_default, carry_decoder_state, decodes_better_with_torch
 from codec_worker.streaming import DecodeWindow, StreamingDecodeState, decode_carried
 from codec_worker.torchcodec import ConvStateCache, TorchNanoCodec, load_torch_decoder
@@ -164,8 +165,12 @@ def test_bad_stateful_calls_are_refused(codec_path, stateful: TorchNanoCodec) ->
         stateful.decode_stateful(codes, [4, 4], [1, 1], [True, True])
     with pytest.raises(ValueError, match="outside 0..3"):
         stateful.decode_stateful(codes, [4, 4], [0, 4], [True, True])
-    with pytest.raises(ValueError, match="expected 2 lengths"):
+    with pytest.raises(InvalidCodesError, match="expected lengths as 2 ints"):
         stateful.decode_stateful(codes, [4], [0, 1], [True, True])
+    with pytest.raises(InvalidCodesError, match=r"length 5 of item 1 is outside \[0, 4\] frames"):
+        stateful.decode_stateful(codes, [4, 5], [0, 1], [True, True])
+    with pytest.raises(ValueError, match="expected 2 slots and fresh flags, got 2 and 1"):
+        stateful.decode_stateful(codes, [4, 4], [0, 1], [True])
     with pytest.raises(RuntimeError, match="carry_state"):
         load_torch_decoder(codec_path).decode_stateful(codes, [4, 4], [0, 1], [True, True])
 
