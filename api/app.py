@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -48,11 +49,9 @@ from codec_worker.batching import BatchingCodecDecoder, NanoCodecEncoder
 from codec_worker.nanocodec import (
     NanoCodec,
     capture_decoder_graphs,
-    carries_state_by_default,
-    carry_decoder_state,
     compile_decoder,
-    decoding_codec,
     load_codec,
+    stream_decoding_codec,
 )
 from codec_worker.schedule import default_schedule
 from codec_worker.torchcodec import TorchNanoCodec
@@ -162,15 +161,13 @@ async def open_runtime(settings: Settings) -> Runtime:
         if settings.preload_dir is not None and not codec.can_encode:
             raise CodecLoadError(f"GEPARD_PRELOAD_DIR clones voices at start, but the codec is the torch decoder "
                                  f"({codec.impl}), which cannot encode; install NeMo or unset GEPARD_PRELOAD_DIR")
-        carry_state = settings.codec_carry_state
-        if carry_state is None:
-            carry_state = carries_state_by_default(device, settings.codec_compile)
         # NeMo's codec still encodes (cloning); where the torch decoder of the same checkpoint can
-        # replay graphs or carry state, it decodes
-        decoding = await loop.run_in_executor(None, decoding_codec, codec, source, settings.codec_impl,
-                                              settings.codec_cuda_graphs, carry_state)
-        if carry_state:  # one slot per generation the service runs at once (more streams decode windowed)
-            carry_decoder_state(decoding, settings.max_concurrent_generations)
+        # replay graphs or carry state, it decodes, with one state slot per generation the service
+        # runs at once (more streams decode windowed)
+        decoding, _ = await loop.run_in_executor(None, functools.partial(
+            stream_decoding_codec, codec, source, settings.codec_impl, graphs=settings.codec_cuda_graphs,
+            carry_state=settings.codec_carry_state, compiled=settings.codec_compile,
+            slots=settings.max_concurrent_generations))
         decoder = BatchingCodecDecoder(decoding, schedule=settings.chunk_schedule or default_schedule(device))
         if settings.codec_compile:  # for every decode the batching decoder makes, before the first request
             await loop.run_in_executor(None, compile_decoder, decoding, decoder.max_batch, decoder.max_window_frames)

@@ -382,15 +382,12 @@ def carrying_codec(codec: Any, checkpoint: Path, args: argparse.Namespace, strea
     """As the gateway does (GEPARD_CODEC_CARRY_STATE; auto: on CPU): the codec that decodes, given
     state slots for ``streams`` streams where it carries state (beside NeMo's codec, the torch
     decoder of the same checkpoint), and whether it does."""
-    from codec_worker.nanocodec import carries_state_by_default, carry_decoder_state, decoding_codec
+    from codec_worker.nanocodec import stream_decoding_codec
     from engine.tiny import CODEC_FILE
 
-    carry = carries_state_by_default(codec.device, compiled=False) if args.codec_carry_state == "auto" \
-        else args.codec_carry_state == "yes"
-    if not carry:
-        return codec, False
-    decoding = decoding_codec(codec, checkpoint / CODEC_FILE, "auto", args.codec_graphs != "no", carry_state=True)
-    return decoding, carry_decoder_state(decoding, streams)
+    carry = None if args.codec_carry_state == "auto" else args.codec_carry_state == "yes"
+    return stream_decoding_codec(codec, checkpoint / CODEC_FILE, "auto", graphs=args.codec_graphs != "no",
+                                 carry_state=carry, compiled=False, slots=streams)
 
 
 def use_codec(args: argparse.Namespace) -> Optional[str]:

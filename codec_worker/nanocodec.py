@@ -427,6 +427,16 @@ def decoding_codec(loaded: NanoCodec | TorchNanoCodec, source: str | Path, impl:
         return loaded
 
 
+def stream_decoding_codec(loaded: NanoCodec | TorchNanoCodec, source: str | Path, impl: str, *, graphs: bool,
+                          carry_state: bool | None, compiled: bool, slots: int) -> tuple[NanoCodec | TorchNanoCodec, bool]:
+    """The codec streams decode with beside ``loaded`` (``decoding_codec``), given state slots for
+    ``slots`` streams where it carries their conv state (``carry_decoder_state``); and whether it
+    does. ``carry_state`` None (GEPARD_CODEC_CARRY_STATE unset): ``carries_state_by_default``."""
+    carry = carries_state_by_default(loaded.device, compiled) if carry_state is None else carry_state
+    decoding = decoding_codec(loaded, source, impl, graphs, carry)
+    return decoding, carry and carry_decoder_state(decoding, slots)
+
+
 def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frames: int,
                            max_chunk_frames: int = 0) -> bool:
     """Capture the torch decoder on CUDA as CUDA graphs for decodes of up to ``max_batch`` windows
@@ -463,6 +473,7 @@ __all__ = [
     "carry_decoder_state",
     "decodes_better_with_torch",
     "decoding_codec",
+    "stream_decoding_codec",
     "compile_decoder",
     "decoder_left_context_frames",
     "load_codec",

@@ -14,7 +14,13 @@ import torch
 
 from codec_worker.batching import BatchingCodecDecoder
 from codec_worker.errors import InvalidCodesError
-from codec_worker.nanocodec import NanoCodec, carries_state_by_default, carry_decoder_state, decodes_better_with_torch
+from codec_worker.nanocodec import (
+    NanoCodec,
+    carries_state_by_default,
+    carry_decoder_state,
+    decodes_better_with_torch,
+    stream_decoding_codec,
+)
 from codec_worker.streaming import DecodeWindow, StreamingDecodeState, decode_carried
 from codec_worker.torchcodec import ConvStateCache, TorchNanoCodec, load_torch_decoder
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
@@ -315,3 +321,15 @@ def test_the_metrics_read_free_slots_and_windowed_streams_from_the_decoder(codec
     asyncio.run(first.aclose())
     assert "gepard_codec_state_slots_free 1.0" in scraped()
     assert BatchingCodecDecoder(codec, carry_state=False).state_slots_free == 0
+
+
+def test_the_stream_decoding_codec_beside_nemo_carries_state_as_set(codec: NanoCodec, codec_path) -> None:
+    """What the gateway and bench/pipeline.py call: unset, on CPU the torch decoder decodes beside
+    NeMo's codec, carrying state in the slots asked for; off, NeMo decodes windowed."""
+    decoding, carried = stream_decoding_codec(codec, codec_path, "auto", graphs=True, carry_state=None, compiled=False,
+                                              slots=5)
+    assert carried and decoding.impl == "torch" and decoding.state_cache.slots == 5
+    assert stream_decoding_codec(codec, codec_path, "auto", graphs=True, carry_state=None, compiled=True,
+                                 slots=5) == (codec, False)  # compiling: windowed, by NeMo on CPU
+    assert stream_decoding_codec(codec, codec_path, "auto", graphs=True, carry_state=False, compiled=False,
+                                 slots=5) == (codec, False)
