@@ -50,6 +50,7 @@ from codec_worker.nanocodec import (
     NanoCodec,
     capture_decoder_graphs,
     compile_decoder,
+    fuse_decoder_activations,
     load_codec,
     stream_decoding_codec,
 )
@@ -169,6 +170,9 @@ async def open_runtime(settings: Settings) -> Runtime:
             carry_state=settings.codec_carry_state, compiled=settings.codec_compile,
             slots=settings.max_concurrent_generations))
         decoder = BatchingCodecDecoder(decoding, schedule=settings.chunk_schedule or default_schedule(device))
+        # before compiling and capturing: the graphs then hold one kernel per activation
+        await loop.run_in_executor(None, fuse_decoder_activations, decoding, settings.codec_fused_activations,
+                                   settings.codec_compile)
         if settings.codec_compile:  # for every decode the batching decoder makes, before the first request
             await loop.run_in_executor(None, compile_decoder, decoding, decoder.max_batch, decoder.max_window_frames)
         if settings.codec_cuda_graphs:  # likewise (a no-op on CPU); after compiling: the graphs replay the compiled code

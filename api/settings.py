@@ -27,6 +27,10 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     context as well; the torch decoder decodes,
                                                                     beside NeMo's encoder; off on CUDA until
                                                                     measured on a GPU)
+    GEPARD_CODEC_FUSED_ACTIVATIONS     codec_fused_activations      on CUDA true, on CPU false (each snake activation
+                                                                    of the torch decoder one Triton kernel instead
+                                                                    of ten eager ops; off with GEPARD_CODEC_COMPILE,
+                                                                    which fuses them itself)
     GEPARD_BACKEND                     backend                      auto (auto | vllm | torch)
     GEPARD_DEVICE                      device                       auto (cpu, cuda, cuda:1, ...)
     GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
@@ -199,6 +203,7 @@ class Settings:
     codec_compile: bool = field(default=False, metadata=_env("GEPARD_CODEC_COMPILE"))
     codec_cuda_graphs: bool = field(default=True, metadata=_env("GEPARD_CODEC_CUDA_GRAPHS"))
     codec_carry_state: Optional[bool] = field(default=None, metadata=_env("GEPARD_CODEC_CARRY_STATE"))  # None: by device
+    codec_fused_activations: Optional[bool] = field(default=None, metadata=_env("GEPARD_CODEC_FUSED_ACTIVATIONS"))  # None: by device
     backend: str = field(default="auto", metadata=_env("GEPARD_BACKEND"))
     device: str = field(default="auto", metadata=_env("GEPARD_DEVICE"))
     dtype: str = field(default="auto", metadata=_env("GEPARD_DTYPE"))
@@ -602,6 +607,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "codec_compile": _parse_bool,
     "codec_cuda_graphs": _parse_bool,
     "codec_carry_state": _parse_bool,
+    "codec_fused_activations": _parse_bool,
     "torch_compile": _parse_bool,
     "torch_overlap": _parse_bool,
     "torch_prefill_graphs": _parse_bool,

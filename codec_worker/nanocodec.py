@@ -437,6 +437,38 @@ def stream_decoding_codec(loaded: NanoCodec | TorchNanoCodec, source: str | Path
     return decoding, carry and carry_decoder_state(decoding, slots)
 
 
+def fuses_activations_by_default(device: torch.device, compiled: bool) -> bool:
+    """GEPARD_CODEC_FUSED_ACTIVATIONS unset: on CUDA, where the Triton kernel runs, unless the
+    decoder is compiled (Inductor fuses the activations itself)."""
+    return device.type == "cuda" and not compiled
+
+
+def fuse_decoder_activations(codec: NanoCodec | TorchNanoCodec, fused: bool | None, compiled: bool) -> bool:
+    """Run the torch decoder's snake activations as one Triton kernel each
+    (TorchNanoCodec.fuse_activations); whether it now does. ``fused`` None
+    (GEPARD_CODEC_FUSED_ACTIVATIONS unset): ``fuses_activations_by_default``. Before compiling or
+    capturing graphs. NeMo's decoder, a device Triton does not compile for and a kernel that fails
+    its check leave the activations eager, logged (a warning where the setting asked for it)."""
+    wanted = fuses_activations_by_default(codec.device, compiled) if fused is None else fused
+    if not wanted:
+        return False
+    say = logger.warning if fused else logger.info
+    if codec.impl != "torch":
+        say("codec: fused activations apply to the torch decoder only (GEPARD_CODEC_IMPL=torch, or auto with CUDA "
+            "graphs or carried state); NeMo's decoder runs its activations eagerly")
+        return False
+    started = time.perf_counter()
+    try:
+        count = codec.fuse_activations()
+    except Exception as exc:
+        say("codec: the decoder's activations stay eager: %s: %s", type(exc).__name__,
+            str(exc).splitlines()[0] if str(exc) else "")
+        return False
+    logger.info("codec: %d snake activations run as one Triton kernel each (checked in %.1f s)", count,
+                time.perf_counter() - started)
+    return count > 0
+
+
 def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frames: int,
                            max_chunk_frames: int = 0) -> bool:
     """Capture the torch decoder on CUDA as CUDA graphs for decodes of up to ``max_batch`` windows
@@ -471,6 +503,8 @@ __all__ = [
     "capture_decoder_graphs",
     "carries_state_by_default",
     "carry_decoder_state",
+    "fuse_decoder_activations",
+    "fuses_activations_by_default",
     "decodes_better_with_torch",
     "decoding_codec",
     "stream_decoding_codec",

@@ -77,6 +77,21 @@ def gateway(tiny_ckpt_dir: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture
+def triton_interpreter(monkeypatch: pytest.MonkeyPatch):
+    """codec_worker.torchcodec.fused with its Triton kernel run by Triton's interpreter, which takes
+    CPU tensors (TRITON_INTERPRET=1 is read when a kernel is defined, so the module is reloaded)."""
+    import importlib
+
+    pytest.importorskip("triton")
+    from codec_worker.torchcodec import fused
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    yield importlib.reload(fused)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    importlib.reload(fused)  # the compiled kernel again, for the tests after this one
+
+
+@pytest.fixture
 def default_voice_id() -> str:
     from api.app import DEFAULT_VOICE_ID
 

@@ -4,6 +4,7 @@
     audio = codec.decode_codes(codes)   # codes [B, 32, T] int64 -> audio [B, T*1024] float32
     codec.carry_state(slots=64)         # streams may then decode chunk by chunk with no context:
     audio = codec.decode_stateful(codes, lengths, slots, fresh)   # (torchcodec.state)
+    codec.fuse_activations()            # CUDA: each snake activation one Triton kernel (torchcodec.fused)
 
 It offers what the streaming and batching decoders use from ``NanoCodec`` (``decode_codes``,
 ``decode_latents``, ``sample_rate_hz``, ``samples_per_frame``, ``receptive_field_frames``,
@@ -35,6 +36,7 @@ from codec_worker._checkpoint import (
 from codec_worker.errors import CodecFormatError, EncodeUnavailableError, InvalidCodesError
 from codec_worker.nanocodec import DecodesLatents, check_codes, check_lengths, decoder_left_context_frames
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
+from codec_worker.torchcodec.layers import ActivationKernel, HalfSnake, Snake, snake_then_leaky
 from codec_worker.torchcodec.state import ConvStateCache, check_slots
 from codec_worker.torchcodec.weights import load_decoder_weights
 
@@ -266,6 +268,52 @@ class TorchNanoCodec(DecodesLatents):
     @property
     def compiled(self) -> bool:
         return self._compiled is not None
+
+    @property
+    def fused_activations(self) -> int:
+        """How many of the decoder's activations run as one kernel each (``fuse_activations``)."""
+        return sum(1 for m in self._snakes() if m.kernel is not None)
+
+    def _snakes(self) -> list[Snake | HalfSnake]:
+        return [m for m in self._decoder.modules() if isinstance(m, (Snake, HalfSnake))]
+
+    def fuse_activations(self, kernel: Optional[ActivationKernel] = None) -> int:
+        """Run each snake activation as one kernel instead of its ten eager ops (default: the Triton
+        kernel of codec_worker.torchcodec.fused); how many it now runs so (0: the decoder has no
+        snake activation). Before ``compile`` (which fuses by itself) and ``capture_graphs``.
+
+        The kernel is first run here, on one activation's input of this device and dtype, against
+        the eager ops computed in float32: ValueError when it is off by more than its dtype's
+        rounding, and whatever it raises when it cannot run (no Triton, not CUDA); the decoder is
+        then left as it was. That run also compiles the kernel, before any capture."""
+        if kernel is None:
+            from codec_worker.torchcodec import fused
+
+            reason = fused.unavailable_reason(self.device)
+            if reason:
+                raise RuntimeError(f"the fused activations cannot run here: {reason}")
+            kernel = fused.snake_then_leaky
+        snakes = self._snakes()
+        for module in {type(m): m for m in snakes}.values():  # one probe per kind: Snake splits at C, HalfSnake at C/2
+            self._check_kernel(kernel, module)
+        for module in snakes:
+            module.kernel = kernel
+        return len(snakes)
+
+    def _check_kernel(self, kernel: ActivationKernel, module: Snake | HalfSnake) -> None:
+        split = module.alpha.shape[1]
+        channels = 2 * split + 1 if isinstance(module, HalfSnake) else split  # odd: the leaky half is the larger
+        x = (3 * torch.randn(2, channels, 700, generator=torch.Generator().manual_seed(0))).to(self.device, self.dtype)
+        with torch.no_grad():
+            want = snake_then_leaky(x.float().cpu(), module.alpha.float().cpu(), split)
+            got = kernel(x, module.alpha, split).float().cpu()
+        # within rounding: a float32 sin may be approximate on the device; bf16 rounds once, not per op
+        tolerance = max(torch.finfo(self.dtype).eps, 1e-5) * (1 + want.abs())
+        off = (got - want).abs() > tolerance
+        if got.shape != want.shape or bool(off.any()):
+            worst = float((got - want).abs().max()) if got.shape == want.shape else float("nan")
+            raise ValueError(f"the fused activation differs from the eager one on {self.device}/{self.dtype} "
+                             f"(max abs diff {worst:.3g}, {int(off.sum())} values past rounding)")
 
     @property
     def graph_shapes(self) -> list[tuple[int, int]]:

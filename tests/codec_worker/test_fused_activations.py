@@ -1,13 +1,26 @@
 """The decoder's snake activations: the eager form computed in place equals the functional ops bit
-for bit (what HalfSnake computed before), in float32 and bfloat16, and still runs under autograd."""
+for bit, and the Triton kernel (codec_worker.torchcodec.fused), run on CPU tensors by Triton's
+interpreter, equals them within float32 rounding, alone and through whole decodes, windowed and
+carrying state. On CPU without the interpreter, and for a kernel that computes something else, the
+codec keeps its eager activations, with a log line."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from codec_worker.batching import BatchingCodecDecoder
+from codec_worker.nanocodec import fuse_decoder_activations, fuses_activations_by_default
+from codec_worker.torchcodec import TorchNanoCodec, fused, load_torch_decoder
 from codec_worker.torchcodec.layers import LEAKY_RELU_SLOPE, HalfSnake, Snake, snake, snake_then_leaky
+from tests.codec_worker.conftest import random_codes
+from tests.codec_worker.test_torch_decoder import _stream as stream_audio
 
 
 def _functional(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.Tensor:
@@ -20,6 +33,12 @@ def _alphas(split: int, seed: int) -> torch.Tensor:
     alpha = torch.rand(1, split, 1, generator=torch.Generator().manual_seed(seed)) * 3 + 0.05
     alpha[:, :1] = 0.0  # eps keeps 1 / alpha finite
     return alpha
+
+
+def _randomise_alphas(codec: TorchNanoCodec, seed: int) -> None:
+    with torch.no_grad():
+        for i, module in enumerate(codec._snakes()):
+            module.alpha.copy_(_alphas(module.alpha.shape[1], seed + i))
 
 
 # ---- eager, in place ------------------------------------------------------------------------------
@@ -42,3 +61,117 @@ def test_modules_use_the_in_place_form_and_still_run_under_autograd() -> None:
     with torch.no_grad():
         assert torch.equal(half(x), _functional(x, half.alpha, 3))
         assert torch.equal(full(x), snake(x, full.alpha))
+
+
+# ---- the Triton kernel, interpreted ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("channels,split,length", [(7, 3, 1500), (6, 6, 1024), (4, 0, 3), (3, 1, 1)])
+def test_kernel_equals_the_eager_activation(triton_interpreter, channels: int, split: int, length: int) -> None:
+    # lengths past one block and not a multiple of it, exactly one block, shorter than one
+    x = 4 * torch.randn(2, channels, length, generator=torch.Generator().manual_seed(length))
+    alpha = _alphas(split, seed=length)
+    got = triton_interpreter.snake_then_leaky(x, alpha, split)
+    assert got.shape == x.shape and got.dtype == x.dtype and got.is_contiguous()
+    torch.testing.assert_close(got, snake_then_leaky(x, alpha, split), rtol=1e-6, atol=1e-6)
+
+
+def test_kernel_takes_a_strided_input_and_an_empty_one(triton_interpreter) -> None:
+    x = torch.randn(2, 40, 5).transpose(1, 2)  # [2, 5, 40], not contiguous
+    alpha = _alphas(2, seed=3)
+    torch.testing.assert_close(triton_interpreter.snake_then_leaky(x, alpha, 2), snake_then_leaky(x, alpha, 2),
+                               rtol=1e-6, atol=1e-6)
+    empty = torch.randn(2, 5, 0)
+    assert triton_interpreter.snake_then_leaky(empty, alpha, 2).shape == (2, 5, 0)
+
+
+def test_kernel_refuses_alphas_that_do_not_match_the_split(triton_interpreter) -> None:
+    with pytest.raises(ValueError, match="expected x \\[B, C, T\\] and 3 alphas for split 3"):
+        triton_interpreter.snake_then_leaky(torch.randn(1, 6, 10), torch.ones(1, 2, 1), 3)
+
+
+def test_kernel_without_the_interpreter_says_it_needs_cuda() -> None:
+    assert fused.unavailable_reason(torch.device("cpu")) == "Triton compiles for CUDA, not cpu"
+    with pytest.raises(RuntimeError, match="cannot run here: Triton compiles for CUDA, not cpu"):
+        fused.snake_then_leaky(torch.randn(1, 4, 10), torch.ones(1, 2, 1), 2)
+
+
+# ---- whole decodes --------------------------------------------------------------------------------
+
+
+def test_fused_decoder_decodes_as_the_eager_one(triton_interpreter, codec_path) -> None:
+    eager, fast = load_torch_decoder(codec_path), load_torch_decoder(codec_path)
+    for codec in (eager, fast):
+        _randomise_alphas(codec, seed=11)
+    assert fast.fused_activations == 0
+    count = fast.fuse_activations()
+    assert count == fast.fused_activations == len(fast._snakes()) > 0
+    codes = random_codes(6, batch=2, seed=4)
+    np.testing.assert_allclose(fast.decode_codes(codes).numpy(), eager.decode_codes(codes).numpy(), atol=2e-6, rtol=0)
+    # carrying state: two chunks, the second continuing the first from the stored tails
+    for codec in (eager, fast):
+        codec.carry_state(2)
+    first, second = codes[:, :, :4], codes[:, :, 4:]
+    for chunk, fresh in ((first, True), (second, False)):
+        want = eager.decode_stateful(chunk, [chunk.shape[-1]] * 2, [0, 1], [fresh] * 2)
+        got = fast.decode_stateful(chunk, [chunk.shape[-1]] * 2, [0, 1], [fresh] * 2)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=2e-6, rtol=0)
+
+
+async def test_batching_decoder_streams_through_the_fused_decoder(triton_interpreter, codec_path) -> None:
+    """Two streams at once, ragged pushes, state carried: each equals its one-shot eager decode."""
+    eager, fast = load_torch_decoder(codec_path), load_torch_decoder(codec_path)
+    fast.fuse_activations()
+    utterances, pushes = [random_codes(5, seed=20), random_codes(3, seed=21)], [[2, 3], [1, 2]]
+    async with BatchingCodecDecoder(fast, max_batch=2, schedule="2,4", carry_state=True) as decoder:
+        results = await asyncio.gather(*(stream_audio(decoder, c, p) for c, p in zip(utterances, pushes)))
+    assert decoder.windowed_streams == 0
+    for codes, got in zip(utterances, results):
+        np.testing.assert_allclose(got, eager.decode_codes(codes.unsqueeze(0))[0].numpy(), atol=2e-6, rtol=0)
+
+
+def test_a_kernel_that_computes_something_else_is_refused_and_nothing_changes(codec_path) -> None:
+    codec = load_torch_decoder(codec_path)
+    _randomise_alphas(codec, seed=5)
+    identity = lambda x, alpha, split: x.contiguous()  # noqa: E731
+    with pytest.raises(ValueError, match="differs from the eager one on cpu/torch.float32"):
+        codec.fuse_activations(identity)
+    assert codec.fused_activations == 0
+    off_by_rounding = lambda x, alpha, split: snake_then_leaky(x, alpha, split) * (1 + 1e-7)  # noqa: E731
+    assert codec.fuse_activations(off_by_rounding) == len(codec._snakes())
+
+
+# ---- the setting (GEPARD_CODEC_FUSED_ACTIVATIONS) ------------------------------------------------------
+
+
+def test_default_is_on_for_cuda_unless_compiled() -> None:
+    assert fuses_activations_by_default(torch.device("cuda"), compiled=False)
+    assert not fuses_activations_by_default(torch.device("cuda"), compiled=True)  # Inductor fuses them itself
+    assert not fuses_activations_by_default(torch.device("cpu"), compiled=False)
+
+
+def test_on_cpu_the_default_leaves_the_decoder_eager_and_asking_for_it_warns(codec_path, caplog) -> None:
+    codec = load_torch_decoder(codec_path)
+    assert fuse_decoder_activations(codec, None, compiled=False) is False
+    assert fuse_decoder_activations(codec, False, compiled=False) is False
+    with caplog.at_level(logging.WARNING, logger="codec_worker.nanocodec"):
+        assert fuse_decoder_activations(codec, True, compiled=False) is False
+    assert codec.fused_activations == 0
+    assert "activations stay eager: RuntimeError: the fused activations cannot run here: Triton compiles for " \
+           "CUDA, not cpu" in caplog.text
+
+
+def test_nemo_decoder_is_left_as_it_is(caplog) -> None:
+    nemo = SimpleNamespace(impl="nemo", device=torch.device("cuda"))
+    with caplog.at_level(logging.INFO, logger="codec_worker.nanocodec"):
+        assert fuse_decoder_activations(nemo, None, compiled=False) is False
+    assert "fused activations apply to the torch decoder only" in caplog.text
+
+
+def test_setting_fuses_with_the_interpreter(triton_interpreter, codec_path, caplog) -> None:
+    codec = load_torch_decoder(codec_path)
+    with caplog.at_level(logging.INFO, logger="codec_worker.nanocodec"):
+        assert fuse_decoder_activations(codec, True, compiled=False) is True
+    assert codec.fused_activations == len(codec._snakes())
+    assert f"{codec.fused_activations} snake activations run as one Triton kernel each" in caplog.text
+

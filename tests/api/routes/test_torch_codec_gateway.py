@@ -6,6 +6,7 @@ beside NeMo's encoder; NeMo's decoder decodes windowed only with that setting of
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import httpx
 import numpy as np
@@ -65,6 +66,29 @@ def test_cloning_is_refused_up_front_with_501(torch_codec_gateway):
     body = r.json()
     assert (r.status_code, body["error_code"]) == (501, "cloning_unavailable")
     assert "GEPARD_CODEC_IMPL=torch" in body["message"]
+
+
+async def test_fused_activations_are_asked_for_and_refused_on_cpu(tiny_ckpt_dir, tmp_path, caplog):
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path / "data", codec_impl="torch", codec_fused_activations=True)
+    with caplog.at_level(logging.WARNING, logger="codec_worker.nanocodec"):
+        runtime = await open_runtime(settings)
+    try:  # the gateway serves, its decoder's activations eager
+        assert runtime.decoder._codec.fused_activations == 0
+        assert "activations stay eager" in caplog.text and "Triton compiles for CUDA, not cpu" in caplog.text
+    finally:
+        await runtime.aclose()
+
+
+async def test_fused_activations_reach_the_decoder_before_it_streams(tiny_ckpt_dir, tmp_path, triton_interpreter):
+    """Where the kernel runs (here: Triton's interpreter on CPU), the decoder the gateway streams
+    with has every snake activation fused; its audio is tests/codec_worker/test_fused_activations.py's."""
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path / "data", codec_impl="torch", codec_fused_activations=True)
+    runtime = await open_runtime(settings)
+    try:
+        codec = runtime.decoder._codec
+        assert codec.fused_activations == len(codec._snakes()) > 0 and runtime.decoder.carries_state
+    finally:
+        await runtime.aclose()
 
 
 def test_preloading_voices_needs_an_encoder(tiny_ckpt_dir, tmp_path):

@@ -1,0 +1,92 @@
+"""The decoder's snake activations as one Triton kernel each (``GEPARD_CODEC_FUSED_ACTIVATIONS``).
+
+Eager, a half-snake activation is ten kernels (a copy, alpha * x, sin, the square, alpha + eps, its
+reciprocal, the product, the sum, then a copy and the leaky ReLU of the other half), each streaming
+the tensor through memory, and a decode applies 96 of them: 960 of the 1,217 kernels a full-size
+decode launches (counted on CPU with a dispatch counter), 353 once fused. On a GPU a short decode
+is bound by those launches (replayed as a CUDA graph they still run one after another), a long one
+by their memory traffic. Here one kernel reads each value once, computes in float32 and writes it
+once.
+
+    snake_then_leaky(x, alpha, split)   x [B, C, T]: snake on channels < split, leaky ReLU on the rest
+
+The kernel runs where Triton runs: CUDA. Under Triton's interpreter (``TRITON_INTERPRET=1`` set
+before this module is imported) it runs on CPU tensors too, slowly: that is how the CPU tests check
+its arithmetic against the eager activations.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from codec_worker.torchcodec.layers import LEAKY_RELU_SLOPE, SNAKE_EPS
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError as exc:  # a CPU install without Triton: the eager activations only
+    triton = None
+    _TRITON_MISSING = f"{type(exc).__name__}: {exc}"
+else:
+    _TRITON_MISSING = ""
+
+BLOCK = 1024  # samples per program: a row of a channel is long (T * upsampling), its programs many
+
+if triton is not None:
+
+    # sizes are not specialised (Triton would compile a variant per divisibility of each): one
+    # compiled kernel per dtype, made before any CUDA graph capture by the codec's probe
+    @triton.jit(do_not_specialize=["channels", "split", "length"])
+    def _snake_then_leaky(x_ptr, alpha_ptr, out_ptr, channels, split, length, eps, slope,
+                          BLOCK: tl.constexpr):
+        row = tl.program_id(0)  # one (batch, channel) row of [B, C, T]
+        channel = row % channels
+        start = row.to(tl.int64) * length  # B * C * T passes 2^31 at large batches
+        offsets = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        inside = offsets < length
+        x = tl.load(x_ptr + start + offsets, mask=inside, other=0.0).to(tl.float32)
+        if channel < split:
+            alpha = tl.load(alpha_ptr + channel).to(tl.float32)
+            wave = tl.sin(alpha * x)
+            y = x + wave * wave / (alpha + eps)
+        else:
+            y = tl.where(x >= 0, x, x * slope)
+        tl.store(out_ptr + start + offsets, y.to(out_ptr.dtype.element_ty), mask=inside)
+
+
+def interpreted() -> bool:
+    """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``): on CPU tensors too."""
+    return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
+
+
+def unavailable_reason(device: torch.device) -> str:
+    """Why the fused kernel cannot run on ``device`` ("" when it can)."""
+    if triton is None:
+        return f"Triton does not import ({_TRITON_MISSING})"
+    if device.type != "cuda" and not interpreted():
+        return f"Triton compiles for CUDA, not {device.type}"
+    return ""
+
+
+def snake_then_leaky(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.Tensor:
+    """x [B, C, T] -> snake (x + sin(alpha x)^2 / (alpha + eps), alpha [1, split, 1]) on channels
+    < ``split`` and leaky ReLU on the rest, as one kernel; the output is contiguous, x's dtype."""
+    reason = unavailable_reason(x.device)
+    if reason:
+        raise RuntimeError(f"the fused activation cannot run here: {reason}")
+    if x.dim() != 3 or alpha.numel() != split or not 0 <= split <= x.shape[1]:
+        raise ValueError(f"expected x [B, C, T] and {split} alphas for split {split}, got {tuple(x.shape)} "
+                         f"and {alpha.numel()}")
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    batch, channels, length = x.shape
+    if out.numel():
+        grid = (batch * channels, triton.cdiv(length, BLOCK))
+        _snake_then_leaky[grid](x, alpha.contiguous(), out, channels, split, length, SNAKE_EPS, LEAKY_RELU_SLOPE,
+                                BLOCK=BLOCK)
+    return out
+
+
+__all__ = ["BLOCK", "interpreted", "snake_then_leaky", "unavailable_reason"]
