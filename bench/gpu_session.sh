@@ -25,8 +25,10 @@
 #      the worst step (batch 256).                                           Cap GEPARD_SESSION_PROFILE_S (45).
 #   5. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
 #      bf16 error, batched streams against whole decodes, decode time per batch; 64 streams decoded
-#      windowed, then carrying conv state (GEPARD_CODEC_CARRY_STATE); last, a stream's first window
-#      (2 frames) eager and through torch.compile (GEPARD_CODEC_COMPILE).  Cap GEPARD_SESSION_CODEC_S (60).
+#      windowed, then carrying conv state (GEPARD_CODEC_CARRY_STATE); the same decodes with each snake
+#      activation one Triton kernel (GEPARD_CODEC_FUSED_ACTIVATIONS, on by default on CUDA: part 1
+#      ran with it); last, a stream's first window (2 frames) eager and through torch.compile
+#      (GEPARD_CODEC_COMPILE).                                              Cap GEPARD_SESSION_CODEC_S (60).
 #   5b. only in the time parts 0-5 left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's: part 1's
 #      pipeline again at 1, 64 and 256 streams with every stream carrying the codec's conv state (off
 #      by default on CUDA until measured: this is the measurement).  Cap GEPARD_SESSION_CARRY_S (90),
@@ -160,7 +162,7 @@ part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/benc
 
 # 5) the codec on the device
 part 05-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
-  --carry 64 --compile 2 --json "$OUT_DIR/torch_codec_full.json"
+  --carry 64 --fused --compile 2 --json "$OUT_DIR/torch_codec_full.json"
 
 # 5b, 5c) with the time left: part 1's pipeline again, the codec carrying each stream's conv state;
 # then a burst of 256 streams prefilled 64 at a time

@@ -190,6 +190,21 @@ def codec_lines(codec: dict) -> list[str]:
         for t in codec["streaming"]:
             lines.append(f"| {t['mode']} | {_fmt(t['decode_s'], 2)} | {_fmt(t['decode_s_per_audio_s'], 3)} | {t['calls']} | "
                          f"{_fmt(t['max_abs_vs_whole'], 6)} |")
+    fused = codec.get("fused") or {}
+    if fused.get("skipped"):
+        lines += ["", f"fused activations (GEPARD_CODEC_FUSED_ACTIVATIONS): not run ({fused['skipped']})"]
+    elif fused:
+        lines += ["", f"fused activations (GEPARD_CODEC_FUSED_ACTIVATIONS; {fused.get('activations')} snake activations, "
+                  f"one Triton kernel each): max abs diff vs the eager decoder {_fmt(fused.get('max_abs_vs_eager'), 6)}, "
+                  f"vs float32 {_fmt(fused.get('max_abs_vs_fp32'), 6)}; eager decodes, ms per call:", "",
+                  "| windows | frames each | eager activations | fused |", "|---:|---:|---:|---:|"]
+        for t in fused.get("timings", []):
+            lines.append(f"| {t['batch']} | {t['width']} | {_fmt(t['eager_ms'], 2)} | {_fmt(t['fused_ms'], 2)} |")
+        row = fused.get("streaming")
+        if row:
+            lines += ["", f"{row['streams']} streams carrying conv state, fused: decoder busy {_fmt(row['decode_s'], 2)} s "
+                      f"({_fmt(row['decode_s_per_audio_s'], 3)} per audio s), max abs diff vs whole "
+                      f"{_fmt(row['max_abs_vs_whole'], 6)}"]
     return lines
 
 

@@ -390,6 +390,15 @@ def carrying_codec(codec: Any, checkpoint: Path, args: argparse.Namespace, strea
                                  carry_state=carry, compiled=False, slots=streams)
 
 
+def fusing_codec(codec: Any, args: argparse.Namespace) -> bool:
+    """As the gateway does (GEPARD_CODEC_FUSED_ACTIVATIONS; auto: on CUDA), before the graphs are
+    captured: the torch decoder's snake activations as one Triton kernel each. Whether they are."""
+    from codec_worker.nanocodec import fuse_decoder_activations
+
+    fused = None if args.codec_fused_activations == "auto" else args.codec_fused_activations == "yes"
+    return fuse_decoder_activations(codec, fused, compiled=False)
+
+
 def use_codec(args: argparse.Namespace) -> Optional[str]:
     """The codec implementation to run ("nemo" or "torch"), or None for frames only (--codec no)."""
     if args.codec == "no":
@@ -485,7 +494,8 @@ def result_doc(args: argparse.Namespace, host: str, runner: str, checkpoint: Pat
     return {"machine": host, "backend": args.backend, "runner": runner, "size": args.size, "dtype": args.dtype,
             "frames": args.frames, "checkpoint": str(checkpoint), "codec": impl is not None, "codec_impl": impl,
             "codec_cuda_graphs": getattr(args, "codec_graphs_used", None),
-            "codec_carry_state": getattr(args, "codec_carry_state_used", None), "torch_overlap": args.torch_overlap,
+            "codec_carry_state": getattr(args, "codec_carry_state_used", None),
+            "codec_fused_activations": getattr(args, "codec_fused_used", None), "torch_overlap": args.torch_overlap,
             "torch_prefill_graphs": args.torch_prefill_graphs, "torch_prefill_batch": args.torch_prefill_batch,
             **headline(rows), "rows": [asdict(r) for r in rows]}
 
@@ -514,9 +524,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     engine, levels = await start_for(args, checkpoint, levels)
     codec = load_codec(checkpoint, args, impl) if impl is not None else None
-    args.codec_carry_state_used = False
+    args.codec_carry_state_used = args.codec_fused_used = False
     if codec is not None:  # every stream of the largest level holds a state slot
         codec, args.codec_carry_state_used = carrying_codec(codec, checkpoint, args, max(levels))
+        args.codec_fused_used = fusing_codec(codec, args)
     runner = runner_of(engine)
     decoders: dict[str, Optional[BatchingCodecDecoder]] = {
         str(s): None if codec is None else BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s)
@@ -528,6 +539,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
           f"streams, started in {time.perf_counter() - t0:.1f} s; {args.frames} frames per stream; codec "
           f"{impl or 'off'}{'' if impl != 'torch' else f', CUDA graphs {graphs}'}"
           f"{', carrying conv state' if args.codec_carry_state_used else ''}"
+          f"{', fused activations' if args.codec_fused_used else ''}"
           f"{', overlapped steps' if args.torch_overlap else ''}{', prefill graphs' if args.torch_prefill_graphs else ''}"
           f"{f', prefill batch {args.torch_prefill_batch}' if args.torch_prefill_batch != 8 else ''}",
           flush=True)
@@ -609,6 +621,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="auto: the torch decoder on CUDA as CUDA graphs, as the gateway runs it (GEPARD_CODEC_CUDA_GRAPHS)")
     p.add_argument("--codec-carry-state", choices=("auto", "yes", "no"), default="auto",
                    help="streams carry the torch decoder's conv state (GEPARD_CODEC_CARRY_STATE); auto: on CPU, as the gateway")
+    p.add_argument("--codec-fused-activations", choices=("auto", "yes", "no"), default="auto",
+                   help="the torch decoder's snake activations as one Triton kernel each "
+                        "(GEPARD_CODEC_FUSED_ACTIVATIONS); auto: on CUDA, as the gateway")
     p.add_argument("--torch-overlap", action="store_true", help="torch fast path: overlapped steps (GEPARD_TORCH_OVERLAP)")
     p.add_argument("--torch-prefill-batch", type=int, default=8,
                    help="torch fast path: new requests prefilled together in one step (GEPARD_TORCH_PREFILL_BATCH)")

@@ -23,9 +23,15 @@ Writes a random decoder-only codec (codec_worker.torchcodec.random) and reports,
      windowed (each chunk re-decodes 25 frames of context), then carrying each stream's conv state
      (GEPARD_CODEC_CARRY_STATE): the decoder's busy seconds per second of audio, the frames decoded,
      the wall time, and the max abs diff of each against the one-shot decode. Runs right after
-     stage 4, eagerly (with --graphs the stateful decodes are captured afterwards).
+     stage 4, eagerly (with --graphs the stateful decodes are captured afterwards);
+  8) with --fused: a second decoder with each snake activation one Triton kernel
+     (GEPARD_CODEC_FUSED_ACTIVATIONS; CUDA, or CPU under TRITON_INTERPRET=1): its max abs diff
+     against the eager decoder in the run dtype and against float32, then stage 4's decodes again
+     (ms per call, eager -> fused), and with --carry stage 7's streams carrying state. Runs right
+     after stage 7, eagerly.
 Exit 1 when a check's difference is past its bound (float32: 1e-4 on the device, 1e-5 batched;
-batched in bf16: one unit in the last place at full scale, 2^-7), else 0.
+batched in bf16: one unit in the last place at full scale, 2^-7; fused activations against float32:
+twice the eager decoder's difference, at least 1e-5), else 0.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from bench._common import machine  # noqa: E402
 from codec_worker import fsq  # noqa: E402
 from codec_worker.batching import BatchingCodecDecoder, DecodeBatchEvent  # noqa: E402
 from codec_worker.schedule import default_schedule  # noqa: E402
-from codec_worker.torchcodec import TorchNanoCodec, load_torch_decoder  # noqa: E402
+from codec_worker.torchcodec import TorchNanoCodec, fused, load_torch_decoder  # noqa: E402
 from codec_worker.torchcodec.random import write_random_decoder_codec  # noqa: E402
 
 
@@ -151,50 +157,117 @@ def time_graphs(run: TorchNanoCodec, device: torch.device, batches: list[int], w
         save()
 
 
+def streamed_row(run: TorchNanoCodec, utterances: list[torch.Tensor], schedule, carried: bool, mode: str) -> dict:
+    """The utterances pushed a frame at a time through one BatchingCodecDecoder at once: the
+    decoder's busy time and calls, and the max abs diff of each stream against its one-shot decode."""
+    busy: list[DecodeBatchEvent] = []
+
+    async def go() -> tuple[list[np.ndarray], int]:
+        async def one(decoder: BatchingCodecDecoder, c: torch.Tensor) -> np.ndarray:
+            stream = decoder.open_stream()
+            pieces = [await stream.push(c[:, at : at + 1]) for at in range(c.shape[1])]
+            pieces.append(await stream.finish())
+            await stream.aclose()
+            return np.concatenate(pieces)
+
+        async with BatchingCodecDecoder(run, max_batch=32, schedule=schedule, carry_state=carried) as decoder:
+            decoder.observer = busy.append
+            got = list(await asyncio.gather(*(one(decoder, c) for c in utterances)))
+            return got, decoder.windowed_streams
+
+    whole = [run.decode_codes(c.unsqueeze(0))[0].cpu().numpy() for c in utterances]
+    t0 = time.perf_counter()
+    got, windowed = asyncio.run(go())
+    wall = time.perf_counter() - t0
+    decode_s = sum(e.duration_s for e in busy)
+    frames = utterances[0].shape[-1]
+    audio_s = len(utterances) * frames * run.samples_per_frame / run.sample_rate_hz
+    return {"mode": mode, "schedule": str(schedule), "streams": len(utterances), "frames": frames,
+            "decode_s": decode_s, "decode_s_per_audio_s": decode_s / audio_s, "wall_s": wall, "calls": len(busy),
+            "windowed_streams": windowed if carried else len(utterances),
+            "max_abs_vs_whole": max(float(np.abs(a - b).max()) for a, b in zip(got, whole))}
+
+
+def stream_utterances(streams: int, frames: int) -> list[torch.Tensor]:
+    return [codes(1, frames, seed=500 + i)[0] for i in range(streams)]
+
+
+def print_streamed(row: dict, bound: float) -> None:
+    print(f"   {row['mode']:8s}: decoder busy {row['decode_s']:7.2f} s ({row['decode_s_per_audio_s']:.3f} s per audio s), "
+          f"{row['calls']} calls, wall {row['wall_s']:6.2f} s, max abs diff vs whole {row['max_abs_vs_whole']:.3g} "
+          f"({'ok' if row['max_abs_vs_whole'] <= bound else 'FAIL'})", flush=True)
+
+
+def streaming_bound(dtype: torch.dtype) -> float:
+    return 1e-5 if dtype == torch.float32 else torch.finfo(dtype).eps
+
+
 def time_streaming(run: TorchNanoCodec, device: torch.device, streams: int, frames: int, out: dict, save) -> bool:
     """Stage 7: the same streams decoded windowed, then carrying state; whether both are exact."""
     schedule = default_schedule(device)
-    utterances = [codes(1, frames, seed=500 + i)[0] for i in range(streams)]
-    whole = [run.decode_codes(c.unsqueeze(0))[0].cpu().numpy() for c in utterances]
+    utterances = stream_utterances(streams, frames)
     audio_s = streams * frames * run.samples_per_frame / run.sample_rate_hz
-    bound = 1e-5 if run.dtype == torch.float32 else torch.finfo(run.dtype).eps
+    bound = streaming_bound(run.dtype)
     print(f"7) {streams} streams x {frames} frames ({audio_s:.1f} s of audio), schedule {schedule}, pushed a frame at a time:",
           flush=True)
     out["streaming"], exact = [], True
     for carried in (False, True):
-        busy: list[DecodeBatchEvent] = []
-
-        async def go() -> tuple[list[np.ndarray], int]:
-            async def one(decoder: BatchingCodecDecoder, c: torch.Tensor) -> np.ndarray:
-                stream = decoder.open_stream()
-                pieces = [await stream.push(c[:, at : at + 1]) for at in range(c.shape[1])]
-                pieces.append(await stream.finish())
-                await stream.aclose()
-                return np.concatenate(pieces)
-
-            async with BatchingCodecDecoder(run, max_batch=32, schedule=schedule, carry_state=carried) as decoder:
-                decoder.observer = busy.append
-                got = list(await asyncio.gather(*(one(decoder, c) for c in utterances)))
-                return got, decoder.windowed_streams
-
-        t0 = time.perf_counter()
-        got, windowed = asyncio.run(go())
-        wall = time.perf_counter() - t0
-        diff = max(float(np.abs(a - b).max()) for a, b in zip(got, whole))
-        exact &= diff <= bound
-        decode_s = sum(e.duration_s for e in busy)
-        row = {"mode": "carried" if carried else "windowed", "schedule": str(schedule), "streams": streams,
-               "frames": frames, "decode_s": decode_s, "decode_s_per_audio_s": decode_s / audio_s, "wall_s": wall,
-               "calls": len(busy), "windowed_streams": windowed if carried else streams, "max_abs_vs_whole": diff}
+        row = streamed_row(run, utterances, schedule, carried, "carried" if carried else "windowed")
+        exact &= row["max_abs_vs_whole"] <= bound
         out["streaming"].append(row)
-        print(f"   {row['mode']:8s}: decoder busy {decode_s:7.2f} s ({row['decode_s_per_audio_s']:.3f} s per audio s), "
-              f"{len(busy)} calls, wall {wall:6.2f} s, max abs diff vs whole {diff:.3g} "
-              f"({'ok' if diff <= bound else 'FAIL'})", flush=True)
+        print_streamed(row, bound)
         save()
     windowed_row, carried_row = out["streaming"]
     print(f"   carrying state: {windowed_row['decode_s'] / max(carried_row['decode_s'], 1e-9):.2f}x less decoder time",
           flush=True)
     return exact
+
+
+def time_fused(fast: TorchNanoCodec, run: TorchNanoCodec, want: torch.Tensor, sample: torch.Tensor, args: argparse.Namespace,
+               out: dict, save) -> bool:
+    """Stage 8: ``fast`` (the same decoder) with fused activations against ``run`` (eager, same dtype) and the float32
+    CPU decode ``want`` of ``sample``; then stage 4's decodes and stage 7's carried streams on it.
+    Whether it stays within its bound against float32."""
+    device, dtype = run.device, run.dtype
+    reason = fused.unavailable_reason(device)
+    if reason:
+        print(f"8) fused activations: skipped ({reason})", flush=True)
+        out["fused"] = {"skipped": reason}
+        return True
+    t0 = time.perf_counter()
+    count = fast.fuse_activations()
+    got = fast.decode_codes(sample).cpu()
+    vs_eager = float((got - run.decode_codes(sample).cpu()).abs().max())
+    vs_fp32 = float((got - want).abs().max())
+    bound = max(2 * out["run_dtype_vs_fp32"]["max_abs"], 1e-5)
+    result = out["fused"] = {"activations": count, "check_s": time.perf_counter() - t0, "max_abs_vs_eager": vs_eager,
+                             "max_abs_vs_fp32": vs_fp32, "bound_vs_fp32": bound, "timings": []}
+    print(f"8) fused activations ({count}, checked and compiled in {result['check_s']:.1f} s): max abs diff vs eager "
+          f"{vs_eager:.3g}, vs float32 {vs_fp32:.3g} ({'ok' if vs_fp32 <= bound else 'FAIL'}); ms per call, median of "
+          f"{args.reps}, eager -> fused:", flush=True)
+    eager_ms = {(t["batch"], t["width"]): t["ms"] for t in out["timings"]}
+    for b in (int(x) for x in args.batches.split(",")):
+        line = []
+        for w in (int(x) for x in args.widths.split(",")):
+            c = codes(b, w, seed=b * 1000 + w)
+            try:
+                fast.decode_codes(c)
+                ms = time_decode(fast, device, c, args.reps)
+            except torch.OutOfMemoryError:
+                ms = float("nan")
+                torch.cuda.empty_cache()
+            before = eager_ms.get((b, w))
+            result["timings"].append({"batch": b, "width": w, "eager_ms": before, "fused_ms": ms if ms == ms else None})
+            line.append(f"W={w}: {before if before is not None else float('nan'):8.2f} -> {ms:7.2f}")
+        print(f"   B={b:4d}  " + "  ".join(line), flush=True)
+        save()
+    if args.carry:
+        fast.carry_state(args.carry)
+        row = result["streaming"] = streamed_row(fast, stream_utterances(args.carry, args.carry_frames),
+                                                 default_schedule(device), True, "carried, fused")
+        print_streamed(row, streaming_bound(dtype))
+        save()
+    return vs_fp32 <= bound
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -212,6 +285,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--carry", type=int, default=0, metavar="N",
                    help="also stream N concurrent utterances windowed, then carrying conv state, and compare")
     p.add_argument("--carry-frames", type=int, default=120, help="frames per utterance for --carry")
+    p.add_argument("--fused", action="store_true",
+                   help="also decode with each snake activation one Triton kernel (GEPARD_CODEC_FUSED_ACTIVATIONS)")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     if args.graphs and args.compile:
@@ -235,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         run = load_torch_decoder(path, device, dtype)
         if args.carry:
             run.carry_state(args.carry)  # before --graphs: the stateful decodes are captured too
+        fast = load_torch_decoder(path, device, dtype) if args.fused else None  # stage 8 fuses its activations
     def save() -> None:  # after every stage: a run cut short by its time cap keeps what it measured
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -292,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         save()
     if args.carry:  # before graphs and compiling: a slow compile must not starve it of its part's time
         failed |= not time_streaming(run, device, args.carry, args.carry_frames, out, save)
+    if fast is not None:
+        failed |= not time_fused(fast, run, want, sample, args, out, save)
     if args.graphs:
         time_graphs(run, device, [int(b) for b in args.batches.split(",")], [int(w) for w in args.widths.split(",")],
                     args.reps, out, save)

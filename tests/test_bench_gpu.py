@@ -209,6 +209,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert c.size == "full" and c.json == out / "torch_codec_full.json"
     assert c.compile == "2"  # last in its part: a stream's first window, eager and compiled
     assert c.carry == 64  # windowed against carrying conv state, before the compile
+    assert c.fused  # eager activations against one Triton kernel each, before the compile too
     assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, compiled, profile, codec))
     assert not out.exists() and not device_out.exists()  # a dry run writes nothing
 

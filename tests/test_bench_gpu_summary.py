@@ -162,6 +162,22 @@ def test_the_codec_carrying_state_gets_its_rows_beside_the_windowed_ones(tmp_pat
     assert "| windowed | 2.50 | 0.007 | 30 | 0.003900 |" in text and "| carried | 1.25 | 0.004 | 30 | 0.003900 |" in text
 
 
+def test_fused_activations_get_their_rows_beside_the_eager_decodes(tmp_path):
+    codec = {"device": "cuda", "dtype": "torch.bfloat16", "size": "full", "timings": [], "fused": {
+        "activations": 96, "max_abs_vs_eager": 0.0078, "max_abs_vs_fp32": 0.0039, "bound_vs_fp32": 0.0078,
+        "timings": [{"batch": 1, "width": 27, "eager_ms": 22.6, "fused_ms": 9.5},
+                    {"batch": 128, "width": 57, "eager_ms": 400.0, "fused_ms": None}],
+        "streaming": {"mode": "carried, fused", "streams": 64, "frames": 120, "decode_s": 1.0,
+                      "decode_s_per_audio_s": 0.0028, "max_abs_vs_whole": 0.0039}}}
+    (tmp_path / "torch_codec_full.json").write_text(json.dumps(codec))
+    text = summary(tmp_path)
+    assert "fused activations (GEPARD_CODEC_FUSED_ACTIVATIONS; 96 snake activations, one Triton kernel each)" in text
+    assert "| 1 | 27 | 22.60 | 9.50 |" in text and "| 128 | 57 | 400.00 | - |" in text  # None: out of memory
+    assert "64 streams carrying conv state, fused: decoder busy 1.00 s (0.003 per audio s)" in text
+    (tmp_path / "torch_codec_full.json").write_text(json.dumps({**codec, "fused": {"skipped": "no Triton"}}))
+    assert "fused activations (GEPARD_CODEC_FUSED_ACTIVATIONS): not run (no Triton)" in summary(tmp_path)
+
+
 def test_the_gateways_event_loop_is_set_against_the_published_aggregate(tmp_path):
     loop = {"machine": "Xeon, 16 cores, NVIDIA H200", "backend": "torch", "results": [
         {"agents": 64, "audio_s": 500.0, "loop_ms_per_audio_s": 4.0, "process_ms_per_audio_s": 30.0, "load": {"xrt": 50.0}}]}

@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # Bench scripts run as on an offline GPU machine (bench/gpu.sh): an isolated interpreter whose only
-# packages are torch with what it requires, the four small wheels gpu.sh names (numpy, safetensors,
-# tokenizers, PyYAML) and this repository. Anything else (nemo, vllm, the gateway's packages) is
+# packages are torch with what it requires (CUDA torch requires Triton; the CPU wheel here does not,
+# so it is named), the four small wheels gpu.sh names (numpy, safetensors, tokenizers, PyYAML) and
+# this repository. Anything else (nemo, vllm, the gateway's packages) is
 # simply not installed there, so an import of it fails as it would on that machine.
 GPU_HOST_WHEELS = ("numpy", "safetensors", "tokenizers", "PyYAML")
 _RUN = """
@@ -38,7 +40,9 @@ def _with_requirements(names: list[str]) -> list[importlib.metadata.Distribution
         if name in found:
             continue
         dist = found[name] = importlib.metadata.distribution(name)
-        todo += [re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in dist.requires or [] if "extra ==" not in r]
+        # what this interpreter would install: no extras, no markers for other Pythons or platforms
+        requirements = [Requirement(r) for r in dist.requires or []]
+        todo += [r.name for r in requirements if r.marker is None or r.marker.evaluate({"extra": ""})]
     return list(found.values())
 
 
@@ -46,7 +50,7 @@ def _with_requirements(names: list[str]) -> list[importlib.metadata.Distribution
 def gpu_host_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A site-packages holding links to just what an offline GPU machine has."""
     site = tmp_path_factory.mktemp("gpu-host-site")
-    for dist in [*_with_requirements(["torch"]), *(importlib.metadata.distribution(n) for n in GPU_HOST_WHEELS)]:
+    for dist in [*_with_requirements(["torch", "triton"]), *(importlib.metadata.distribution(n) for n in GPU_HOST_WHEELS)]:
         for top in {Path(str(f)).parts[0] for f in dist.files or []} - {".."}:
             src = Path(str(dist.locate_file(top)))
             if src.exists() and not (site / top).exists():
@@ -86,6 +90,7 @@ def test_measures_time_to_first_audio_without_nemo(on_a_gpu_host, tmp_path: Path
     result = json.loads((tmp_path / "out.json").read_text())
     assert result["codec"] is True and result["codec_impl"] == "torch"
     assert result["codec_carry_state"] is True and "carrying conv state" in done.stdout  # on CPU, as the gateway
+    assert result["codec_fused_activations"] is False and "fused" not in done.stdout  # CUDA only, as the gateway
     one = result["one_stream"]
     assert one["ttfa_ms"] is not None and one["ttfa_ms"] >= one["ttff_ms"] > 0  # audio after the first frame
     assert result["rows"][0]["codec_s"] > 0
@@ -106,7 +111,7 @@ def test_torch_codec_device_check_runs_on_cpu(on_a_gpu_host, tmp_path: Path) -> 
     these CPUs, and a GPU generates Triton kernels instead)."""
     done = on_a_gpu_host("bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
                           "--reps", "1", "--compile", "1", "--compile-backend", "eager", "--carry", "3",
-                          "--carry-frames", "30", "--json", str(tmp_path / "codec.json"))
+                          "--carry-frames", "30", "--fused", "--json", str(tmp_path / "codec.json"))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     result = json.loads((tmp_path / "codec.json").read_text())
     assert result["fp32_device_vs_cpu"] == 0.0 and result["streaming_vs_whole"] <= 1e-5
@@ -121,6 +126,22 @@ def test_torch_codec_device_check_runs_on_cpu(on_a_gpu_host, tmp_path: Path) -> 
     assert windowed["windowed_streams"] == 3 and carried["windowed_streams"] == 0
     assert windowed["max_abs_vs_whole"] <= 1e-5 and carried["max_abs_vs_whole"] <= 1e-5
     assert carried["decode_s"] > 0 and "carrying state:" in done.stdout
+    # Triton kernels need CUDA (or its interpreter: the next test)
+    assert result["fused"] == {"skipped": "Triton compiles for CUDA, not cpu"}
+
+
+def test_torch_codec_times_fused_activations_under_tritons_interpreter(on_a_gpu_host, tmp_path: Path) -> None:
+    """Stage 8 end to end: a decoder with each snake activation one Triton kernel, which Triton's
+    interpreter runs on CPU (slowly: the timings mean nothing here), checked against the eager one."""
+    done = on_a_gpu_host("bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
+                          "--reps", "1", "--fused", "--json", str(tmp_path / "codec.json"), env={"TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    fused = json.loads((tmp_path / "codec.json").read_text())["fused"]
+    assert fused["activations"] == 96  # NanoCodec's layout at every size: 5 stages x 19 + the last
+    assert fused["max_abs_vs_eager"] <= 1e-6 and fused["max_abs_vs_fp32"] <= fused["bound_vs_fp32"] == 1e-5
+    [timing] = fused["timings"]
+    assert (timing["batch"], timing["width"]) == (1, 27) and timing["fused_ms"] > 0 and timing["eager_ms"] > 0
+    assert "8) fused activations (96, checked" in done.stdout
 
 
 def test_torch_fast_steps_run_with_only_the_gpu_hosts_modules(on_a_gpu_host, tmp_path: Path) -> None:
