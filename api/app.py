@@ -169,6 +169,11 @@ async def open_runtime(settings: Settings) -> Runtime:
             stream_decoding_codec, codec, source, settings.codec_impl, graphs=settings.codec_cuda_graphs,
             carry_state=settings.codec_carry_state, compiled=settings.codec_compile,
             slots=settings.max_concurrent_generations))
+        if decoding is not codec:  # the torch decoder decodes: NeMo's codec only encodes (cloning) from now on
+            assert isinstance(codec, NanoCodec)
+            codec.release_decoder()
+            logger.info("codec: NeMo's codec encodes only; its decoder is released (the torch decoder of the same "
+                        "checkpoint decodes)")
         decoder = BatchingCodecDecoder(decoding, schedule=settings.chunk_schedule or default_schedule(device))
         # before compiling and capturing: the graphs then hold one kernel per activation
         await loop.run_in_executor(None, fuse_decoder_activations, decoding, settings.codec_fused_activations,

@@ -12,6 +12,8 @@
     ├── DecodeError               the decoder itself failed on a batch (retry or fail the request)
     ├── EncodeUnavailableError    this codec decodes only (the torch decoder, loaded without NeMo):
     │                             encoding clips for voice cloning needs NeMo
+    ├── DecodeUnavailableError    this codec encodes only: its decoder was released, since the torch
+    │                             decoder of the same checkpoint decodes beside it
     └── CodecClosedError          the stream or decoder was closed; open a new one
 """
 
@@ -48,6 +50,10 @@ class DecodeError(CodecError):
 
 class EncodeUnavailableError(CodecError):
     """The codec was loaded decode-only (torch decoder, no NeMo): it cannot encode audio."""
+
+
+class DecodeUnavailableError(CodecError):
+    """The codec's decoder was released (NanoCodec.release_decoder): it only encodes now."""
 
 
 class CodecClosedError(CodecError):

@@ -41,7 +41,7 @@ from codec_worker._checkpoint import (
     load_section,
     read_source,
 )
-from codec_worker.errors import CodecLoadError, InvalidAudioError, InvalidCodesError
+from codec_worker.errors import CodecLoadError, DecodeUnavailableError, InvalidAudioError, InvalidCodesError
 
 if TYPE_CHECKING:
     from codec_worker.torchcodec import TorchNanoCodec
@@ -139,6 +139,7 @@ class DecodesLatents:
     dtype: torch.dtype
     config: CodecConfig
     _receptive_field_frames: int
+    can_decode = True
 
     @property
     def sample_rate_hz(self) -> int:
@@ -266,7 +267,23 @@ class NanoCodec(DecodesLatents):
 
     # ---- decode (decode_codes / decode_latents: DecodesLatents) ------------------------
 
+    @property
+    def can_decode(self) -> bool:  # type: ignore[override]
+        """False once ``release_decoder`` ran: the codec then only encodes."""
+        return self._decoder is not None
+
+    def release_decoder(self) -> None:
+        """Drop NeMo's decoder (31.6M parameters at full size: 120 MiB in float32), so that this
+        codec only encodes from now on: for where the torch decoder of the same checkpoint decodes
+        beside it (``decoding_codec``), as the gateway's does. Decodes then raise
+        DecodeUnavailableError."""
+        self._decoder = None
+
     def _run_decoder(self, latents: torch.Tensor, input_len: torch.Tensor) -> torch.Tensor:
+        if self._decoder is None:
+            raise DecodeUnavailableError(
+                "this NanoCodec's decoder was released (release_decoder): it only encodes; decode with the torch "
+                "decoder that decodes beside it")
         audio, _ = self._decoder(inputs=latents, input_len=input_len)  # [B, 32, T] -> [B, T * samples_per_frame]
         return audio
 

@@ -312,6 +312,20 @@ def test_encode_one_second_gives_ceil_frames_in_range(codec: NanoCodec) -> None:
     assert codec.decode_codes(codes).shape == (1, 22 * 1024)
 
 
+def test_a_codec_whose_decoder_is_released_still_encodes_the_same_codes(codec: NanoCodec, codec_path: Path) -> None:
+    from codec_worker.errors import DecodeUnavailableError
+
+    encoder_only = NanoCodec.load(codec_path)
+    assert encoder_only.can_decode
+    encoder_only.release_decoder()
+    assert not encoder_only.can_decode and encoder_only._decoder is None  # nothing holds its weights
+    audio = torch.randn(1, 5000, generator=torch.Generator().manual_seed(3)) * 0.1
+    assert torch.equal(encoder_only.encode(audio), codec.encode(audio))
+    with pytest.raises(DecodeUnavailableError, match="decoder was released"):
+        encoder_only.decode_codes(random_codes(3, batch=1))
+    assert encoder_only.receptive_field_frames == codec.receptive_field_frames  # from the config, still known
+
+
 def test_encode_accepts_numpy_and_short_clips(codec: NanoCodec) -> None:
     assert codec.encode(np.full((1, 1), 0.1, dtype=np.float32)).shape == (1, 32, 1)
     assert codec.encode(np.zeros((2, 1025), dtype=np.float64)).shape == (2, 32, 2)

@@ -49,6 +49,8 @@ def test_the_torch_decoder_speaks_exactly_what_the_nemo_codec_speaks(gateway, to
     assert not nemo_windowed_gateway.runtime.decoder.carries_state
     assert torch_codec_gateway.runtime.decoder.carries_state and gateway.runtime.decoder.carries_state
     assert gateway.runtime.decoder._codec.impl == "torch"
+    # beside the torch decoder, NeMo's codec only encodes: its decoder is not kept
+    assert not gateway.runtime.codec.can_decode and nemo_windowed_gateway.runtime.codec.can_decode
     replies = [httpx.post(server.url + "/tts/bytes", json=speech_body(default_voice_id), timeout=60)
                for server in (nemo_windowed_gateway, torch_codec_gateway, gateway)]
     assert [r.status_code for r in replies] == [200, 200, 200]
