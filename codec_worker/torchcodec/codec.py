@@ -427,7 +427,9 @@ class TorchNanoCodec(DecodesLatents):
         run as before. With ``carry_state`` done and ``max_chunk_frames``, the stateful decodes of up
         to ``max_batch`` chunks of that many frames too (eagerly: compiling covers windowed decodes).
         Returns the number of shapes. ``capture``: default ``cuda_graph_capture`` (a CUDA codec
-        only). Raises what capturing raises; the codec then decodes as before."""
+        only). Raises what capturing the windowed decodes raises; the codec then decodes as before.
+        Where only the stateful decodes fail to capture, that is logged and they run eagerly: the
+        windowed graphs are kept (a stream's first window, in its time to first audio, replays)."""
         if capture is None:
             if self.device.type != "cuda":
                 raise ValueError(f"CUDA graphs need a CUDA device; this codec is on {self.device}")
@@ -436,12 +438,18 @@ class TorchNanoCodec(DecodesLatents):
         graphs = DecoderGraphs(lambda latents, lengths, _slots, _fresh: self._run_padded(latents, lengths),
                                self.samples_per_frame, self.device, self.dtype, capture, lock=one_at_a_time)
         count = graphs.capture_all(max_batch, max_frames)
-        state_graphs = None
+        self._graphs, self._state_graphs = graphs, None
         if self._state is not None and max_chunk_frames > 0:
             state_graphs = DecoderGraphs(self._run_stateful, self.samples_per_frame, self.device, self.dtype, capture,
                                          state=self._state, lock=one_at_a_time)
-            count += state_graphs.capture_all(max_batch, max_chunk_frames)
-        self._graphs, self._state_graphs = graphs, state_graphs
+            try:
+                count += state_graphs.capture_all(max_batch, max_chunk_frames)
+            except Exception as exc:
+                logger.error("codec: capturing the stateful decodes as CUDA graphs failed (%s: %s); they run eagerly, "
+                             "windowed decodes replay their %d graphs", type(exc).__name__,
+                             str(exc).splitlines()[0] if str(exc) else "", count)
+            else:
+                self._state_graphs = state_graphs
         return count
 
     def encode(self, audio: torch.Tensor | np.ndarray, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:

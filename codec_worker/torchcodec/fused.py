@@ -17,6 +17,7 @@ its arithmetic against the eager activations.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -84,8 +85,11 @@ def snake_then_leaky(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.
     batch, channels, length = x.shape
     if out.numel():
         grid = (batch * channels, triton.cdiv(length, BLOCK))
-        _snake_then_leaky[grid](x, alpha.contiguous(), out, channels, split, length, SNAKE_EPS, LEAKY_RELU_SLOPE,
-                                BLOCK=BLOCK)
+        # Triton launches on the calling thread's current device, not the tensors': the codec's
+        # worker thread on cuda:1 would otherwise launch on cuda:0
+        with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
+            _snake_then_leaky[grid](x, alpha.contiguous(), out, channels, split, length, SNAKE_EPS, LEAKY_RELU_SLOPE,
+                                    BLOCK=BLOCK)
     return out
 
 

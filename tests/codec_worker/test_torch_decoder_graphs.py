@@ -200,6 +200,32 @@ def test_the_cuda_capture_of_stateful_decodes_reads_slots_and_flags_from_its_buf
         assert _max_diff(np.concatenate(pieces[s]), whole) <= TOLERANCE
 
 
+def test_stateful_decodes_that_fail_to_capture_run_eagerly_beside_the_windowed_graphs(eager_codec, caplog) -> None:
+    codec = TorchNanoCodec(eager_codec.config, eager_codec._decoder, fingerprint="small", device=eager_codec.device,
+                           dtype=eager_codec.dtype)
+    codec.carry_state(2)
+    recording = RecordingCapture()
+
+    def capture(body: Callable[[], None]) -> Callable[[], None]:
+        if recording.captured == 15:  # every windowed shape captured: the first stateful one fails
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore detail")
+        return recording(body)
+
+    with caplog.at_level(logging.ERROR, logger="codec_worker.torchcodec.codec"):
+        assert codec.capture_graphs(MAX_BATCH, MAX_FRAMES, capture=capture, max_chunk_frames=8) == 15
+    assert len(codec.graph_shapes) == 15 and codec.state_graph_shapes == []
+    assert ("capturing the stateful decodes as CUDA graphs failed (RuntimeError: CUDA error: operation not permitted "
+            "when stream is capturing); they run eagerly, windowed decodes replay their 15 graphs") in caplog.text
+    codes = random_codes(6, batch=1, seed=3)
+    first = codec.decode_stateful(codes[:, :, :2], [2], [0], [True])  # eager, carrying state
+    second = codec.decode_stateful(codes[:, :, 2:], [4], [0], [False])
+    whole = eager_codec.decode_codes(codes)
+    assert _max_diff(torch.cat([first, second], dim=1).numpy(), whole.numpy()) <= TOLERANCE
+    replays = recording.replays
+    codec.decode_codes(codes)
+    assert recording.replays == replays + 1  # a windowed decode still replays
+
+
 def test_there_is_nothing_to_capture_on_a_cpu_codec(eager_codec, caplog) -> None:
     with pytest.raises(ValueError, match="CUDA graphs need a CUDA device; this codec is on cpu"):
         eager_codec.capture_graphs(2, 8)
