@@ -224,6 +224,22 @@ def gateway_lines(loop: dict) -> list[str]:
     return lines
 
 
+def run_settings(result: dict) -> str:
+    """What the pipeline ran with, as its JSON recorded it: the codec's settings above all, which
+    change between sessions (a key an older JSON lacks is left out)."""
+    flags = [("codec_cuda_graphs", "codec CUDA graphs"), ("codec_carry_state", "codec carrying conv state"),
+             ("codec_fused_activations", "codec fused activations"), ("torch_overlap", "overlapped steps"),
+             ("torch_prefill_graphs", "prefill graphs")]
+    said = [f"{result.get('runner') or result.get('backend', '?')}, codec {result.get('codec_impl') or 'off'}"]
+    for key, label in flags:
+        if key in result:
+            value = result[key]
+            said.append(f"{label} {value if isinstance(value, str) else ('on' if value else 'off')}")
+    if "torch_prefill_batch" in result:
+        said.append(f"prefill batch {result['torch_prefill_batch']}")
+    return "ran with: " + "; ".join(said)
+
+
 def _load(path: Path) -> Optional[dict]:
     return json.loads(path.read_text()) if path.is_file() else None
 
@@ -235,7 +251,8 @@ def summary(out_dir: Path) -> str:
         result = _load(out_dir / f"gpu-{name}.json")
         if result is None:
             continue
-        parts += [f"## {label}: targets", "", *target_table(result), "", f"## {label}: every level", "",
+        parts += [f"## {label}: targets", "", run_settings(result), "", *target_table(result), "",
+                  f"## {label}: every level", "",
                   *pipeline_table(result), ""]
     steps = [(_load(out_dir / f"torch_fast_bf16{suffix}.json"), label)
              for suffix, label in (("", "on"), ("_compiled", "on"), ("_eager", "off"))]

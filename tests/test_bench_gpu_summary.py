@@ -162,6 +162,19 @@ def test_the_codec_carrying_state_gets_its_rows_beside_the_windowed_ones(tmp_pat
     assert "| windowed | 2.50 | 0.007 | 30 | 0.003900 |" in text and "| carried | 1.25 | 0.004 | 30 | 0.003900 |" in text
 
 
+def test_each_pipeline_table_says_what_it_ran_with(tmp_path):
+    write(tmp_path, [row(concurrency=1)])
+    result = json.loads((tmp_path / "gpu-torch.json").read_text())
+    result.update(runner="fast path (CUDA graphs)", codec_impl="torch", codec_cuda_graphs="on (64 shapes)",
+                  codec_carry_state=False, codec_fused_activations=True, torch_overlap=True, torch_prefill_batch=8)
+    (tmp_path / "gpu-torch.json").write_text(json.dumps(result))
+    assert ("ran with: fast path (CUDA graphs), codec torch; codec CUDA graphs on (64 shapes); codec carrying conv "
+            "state off; codec fused activations on; overlapped steps on; prefill batch 8") in summary(tmp_path)
+    del result["codec_fused_activations"]  # a JSON from before the setting: nothing said of it
+    (tmp_path / "gpu-torch.json").write_text(json.dumps(result))
+    assert "fused" not in summary(tmp_path)
+
+
 def test_fused_activations_get_their_rows_beside_the_eager_decodes(tmp_path):
     codec = {"device": "cuda", "dtype": "torch.bfloat16", "size": "full", "timings": [], "fused": {
         "activations": 96, "max_abs_vs_eager": 0.0078, "max_abs_vs_fp32": 0.0039, "bound_vs_fp32": 0.0078,
