@@ -19,10 +19,11 @@ on the GPU schedule, 41 for 16 on the CPU one. With carried state a chunk decode
     step.commit()                               # only after the whole forward succeeded
     cache.release(slot)
 
-Every conv's tails live in one tensor [slots + 1, channels, tail] (the last slot is scratch, for the
-padding rows of a padded batch), so a batch of streams reads its rows with one ``index_select`` and
-writes them back with one ``index_copy_`` per conv, on fixed buffers: a CUDA graph can hold the
-whole step. A step records the new tails and writes them at ``commit``: a forward that fails midway
+Every conv's tails live in one tensor [slots + 2, channels, tail]: a row per stream, then a scratch
+row, which the padding rows of a padded batch write, and a row of zeros, which nothing writes and a
+stream's first chunk reads (so it starts from zeros whatever its slot held before). A batch of streams
+reads its rows with one ``index_select`` and writes them back with one ``index_copy_`` per conv, on
+fixed buffers: a CUDA graph can hold the whole step. A step records the new tails and writes them at ``commit``: a forward that fails midway
 leaves every stream's state as it was, so its chunks can be decoded again.
 """
 
@@ -58,10 +59,11 @@ class ConvStateCache:
         if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
             raise ValueError(f"slots must be an int >= 1, got {slots!r}")
         self.slots = slots
-        self.scratch = slots  # the row padding rows read and write
+        self.scratch = slots  # the row padding rows write
+        self.zeros = slots + 1  # the row a stream's first chunk reads: never written
         self.device, self.dtype = torch.device(device), dtype
         self._index: dict[int, int] = {}  # id(conv) -> its buffer
-        self.buffers: list[torch.Tensor] = []  # [slots + 1, in_channels, tail] per conv
+        self.buffers: list[torch.Tensor] = []  # [slots + 2, in_channels, tail] per conv
         self.offsets: list[torch.Tensor] = []  # [1, 1, tail] per conv: 0 .. tail-1, where a tail starts
         for module in decoder.modules():
             tail = conv_tail(module)
@@ -70,7 +72,7 @@ class ConvStateCache:
             # CausalUpsample stores [in, out / groups, k] (as ConvTranspose1d), CausalConv1d [out, in / groups, k]
             channels = module.weight.shape[0] if isinstance(module, CausalUpsample) else module.weight.shape[1] * module.groups
             self._index[id(module)] = len(self.buffers)
-            self.buffers.append(torch.zeros(slots + 1, channels, tail, device=self.device, dtype=dtype))
+            self.buffers.append(torch.zeros(slots + 2, channels, tail, device=self.device, dtype=dtype))
             self.offsets.append(torch.arange(tail, device=self.device).view(1, 1, -1))
         self._free: deque[int] = deque(range(slots))
         self._lock = threading.Lock()
@@ -98,8 +100,9 @@ class ConvStateCache:
     def step(self, slots: torch.Tensor, lengths: torch.Tensor, fresh: torch.Tensor, frames: int) -> DecodeStep:
         """One decoder call for rows ``slots`` [B] (``scratch`` for padding rows) holding ``lengths``
         [B] real frames of ``frames``; rows where ``fresh`` [B] is true start from zeros."""
-        keep = (~fresh.to(device=self.device, dtype=torch.bool)).to(self.dtype).view(-1, 1, 1)
-        return DecodeStep(self, slots.to(self.device), lengths.to(self.device), keep, frames)
+        slots = slots.to(self.device)
+        reads = torch.where(fresh.to(device=self.device, dtype=torch.bool), self.zeros, slots)
+        return DecodeStep(self, slots, reads, lengths.to(self.device), frames)
 
     def buffer_of(self, conv: nn.Module) -> tuple[int, torch.Tensor] | None:
         """The conv's buffer and its index; None for a conv that remembers nothing (kernel 1)."""
@@ -111,13 +114,14 @@ class DecodeStep:
     """The state of one decoder call: each conv prepends its rows' tails (``extend``), and the tails
     at each row's real end are kept until ``commit`` writes them back."""
 
-    def __init__(self, cache: ConvStateCache, slots: torch.Tensor, lengths: torch.Tensor, keep: torch.Tensor,
+    def __init__(self, cache: ConvStateCache, slots: torch.Tensor, reads: torch.Tensor, lengths: torch.Tensor,
                  frames: int) -> None:
         self.cache = cache
-        self.slots = slots  # [B] int64
+        self.slots = slots  # [B] int64: where each row's new tails go
+        self.reads = reads  # [B] int64: where its past tails come from (the zeros row where its stream starts)
         self.lengths = lengths  # [B] int64, real frames of each row
-        self.keep = keep  # [B, 1, 1]: 0 where the row's stream starts here
         self.frames = frames  # frames of the (padded) batch
+        self._ends: dict[int, torch.Tensor] = {}  # samples per frame -> [B, 1, 1] each row's real end
         self._new: list[tuple[int, torch.Tensor]] = []
 
     def extend(self, conv: CausalConv1d | CausalUpsample, x: torch.Tensor) -> torch.Tensor:
@@ -127,10 +131,11 @@ class DecodeStep:
         if found is None:  # a kernel-1 conv reads only the present
             return x
         index, buffer = found
-        past = buffer.index_select(0, self.slots) * self.keep
-        full = torch.cat([past, x], dim=-1)
+        full = torch.cat([buffer.index_select(0, self.reads), x], dim=-1)
         scale = x.shape[-1] // self.frames  # samples per frame at this conv
-        ends = (self.lengths * scale).view(-1, 1, 1) + self.cache.offsets[index]
+        if scale not in self._ends:  # one per stage, not one per conv
+            self._ends[scale] = (self.lengths * scale).view(-1, 1, 1)
+        ends = self._ends[scale] + self.cache.offsets[index]
         self._new.append((index, full.gather(-1, ends.expand(-1, full.shape[1], -1))))
         return full
 

@@ -58,10 +58,11 @@ def test_every_causal_conv_gets_a_tail_of_its_input() -> None:
     # pre + post conv, per stage an upsample and kernels x dilations x 2 convs
     assert len(cache.buffers) == len(convs) == 2 + 2 * (1 + 2 * 2 * 2)
     shapes = {tuple(b.shape) for b in cache.buffers}
-    assert (4, 32, 6) in shapes  # pre_conv: 32 latent channels, kernel 7 -> 6 samples, slots + scratch rows
-    assert (4, 16, 1) in shapes  # first upsample: its input frame
-    assert (4, 8, 2 * 2) in shapes  # a stage-1 residual conv: kernel 3, dilation 2
-    assert (4, 4, 2) in shapes  # post_conv: 4 channels, kernel 3
+    assert (5, 32, 6) in shapes  # pre_conv: 32 latent channels, kernel 7 -> 6 samples, slots + scratch + zeros rows
+    assert (5, 16, 1) in shapes  # first upsample: its input frame
+    assert (5, 8, 2 * 2) in shapes  # a stage-1 residual conv: kernel 3, dilation 2
+    assert (5, 4, 2) in shapes  # post_conv: 4 channels, kernel 3
+    assert (cache.scratch, cache.zeros) == (3, 4)
     assert cache.bytes_per_slot == sum(b[0].numel() * 4 for b in cache.buffers)
 
 
@@ -144,6 +145,18 @@ def test_a_fresh_stream_ignores_what_its_slot_held(stateful: TorchNanoCodec) -> 
     first = stateful.decode_stateful(new[:, :4].unsqueeze(0), [4], [0], [True])[0]
     rest = stateful.decode_stateful(new[:, 4:].unsqueeze(0), [6], [0], [False])[0]
     assert _max_diff(torch.cat([first, rest]).numpy(), _whole(stateful, new)) <= TOLERANCE
+
+
+def test_a_fresh_stream_starts_from_zeros_even_where_its_slot_holds_nan(stateful: TorchNanoCodec) -> None:
+    """A first chunk reads the zeros row, not its slot times 0: 0 * NaN (or inf) would be NaN."""
+    cache = stateful.state_cache
+    for buffer in cache.buffers:
+        buffer[1].fill_(float("nan"))
+    new = random_codes(7, seed=4)
+    first = stateful.decode_stateful(new[:, :3].unsqueeze(0), [3], [1], [True])[0]
+    rest = stateful.decode_stateful(new[:, 3:].unsqueeze(0), [4], [1], [False])[0]
+    assert _max_diff(torch.cat([first, rest]).numpy(), _whole(stateful, new)) <= TOLERANCE
+    assert all(float(buffer[cache.zeros].abs().max()) == 0 for buffer in cache.buffers)  # still zeros
 
 
 def test_a_decode_that_fails_midway_leaves_the_state_as_it_was(stateful: TorchNanoCodec, monkeypatch) -> None:
