@@ -33,28 +33,26 @@ except ImportError as exc:  # a CPU install without Triton: the eager activation
 else:
     _TRITON_MISSING = ""
 
-BLOCK = 1024  # samples per program: a row of a channel is long (T * upsampling), its programs many
+BLOCK = 1024  # values per program, over the flattened [B, C, T]
 
 if triton is not None:
 
     # sizes are not specialised (Triton would compile a variant per divisibility of each): one
     # compiled kernel per dtype, made before any CUDA graph capture by the codec's probe
-    @triton.jit(do_not_specialize=["channels", "split", "length"])
-    def _snake_then_leaky(x_ptr, alpha_ptr, out_ptr, channels, split, length, eps, slope,
+    @triton.jit(do_not_specialize=["numel", "channels", "split", "length"])
+    def _snake_then_leaky(x_ptr, alpha_ptr, out_ptr, numel, channels, split, length, eps, slope,
                           BLOCK: tl.constexpr):
-        row = tl.program_id(0)  # one (batch, channel) row of [B, C, T]
-        channel = row % channels
-        start = row.to(tl.int64) * length  # B * C * T passes 2^31 at large batches
-        offsets = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        inside = offsets < length
-        x = tl.load(x_ptr + start + offsets, mask=inside, other=0.0).to(tl.float32)
-        if channel < split:
-            alpha = tl.load(alpha_ptr + channel).to(tl.float32)
-            wave = tl.sin(alpha * x)
-            y = x + wave * wave / (alpha + eps)
-        else:
-            y = tl.where(x >= 0, x, x * slope)
-        tl.store(out_ptr + start + offsets, y.to(out_ptr.dtype.element_ty), mask=inside)
+        # flat, not a program per (batch, channel) row: the first stages' rows are a few frames
+        # long, and a row-sized block would leave most of its lanes idle
+        offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # B * C * T passes 2^31
+        inside = offsets < numel
+        channel = (offsets // length) % channels
+        snaking = inside & (channel < split)
+        x = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(tl.float32)
+        alpha = tl.load(alpha_ptr + channel, mask=snaking, other=1.0).to(tl.float32)
+        wave = tl.sin(alpha * x)
+        y = tl.where(channel < split, x + wave * wave / (alpha + eps), tl.where(x >= 0, x, x * slope))
+        tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=inside)
 
 
 def interpreted() -> bool:
@@ -82,14 +80,14 @@ def snake_then_leaky(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.
                          f"and {alpha.numel()}")
     x = x.contiguous()
     out = torch.empty_like(x)
-    batch, channels, length = x.shape
-    if out.numel():
-        grid = (batch * channels, triton.cdiv(length, BLOCK))
+    _, channels, length = x.shape
+    numel = out.numel()
+    if numel:
         # Triton launches on the calling thread's current device, not the tensors': the codec's
         # worker thread on cuda:1 would otherwise launch on cuda:0
         with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
-            _snake_then_leaky[grid](x, alpha.contiguous(), out, channels, split, length, SNAKE_EPS, LEAKY_RELU_SLOPE,
-                                    BLOCK=BLOCK)
+            _snake_then_leaky[(triton.cdiv(numel, BLOCK),)](x, alpha.contiguous(), out, numel, channels, split, length,
+                                                            SNAKE_EPS, LEAKY_RELU_SLOPE, BLOCK=BLOCK)
     return out
 
 

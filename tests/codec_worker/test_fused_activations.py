@@ -96,8 +96,9 @@ def test_kernel_without_the_interpreter_says_it_needs_cuda() -> None:
         fused.snake_then_leaky(torch.randn(1, 4, 10), torch.ones(1, 2, 1), 2)
 
 
+@pytest.mark.parametrize("numel", ["i32", "i64"])  # Triton types an int argument by its value
 @pytest.mark.parametrize("pointer", ["*bf16", "*fp16", "*fp32"])
-def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str) -> None:
+def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str) -> None:
     """Triton's own ptxas builds the kernel for sm_90, the H200 of the GPU sessions: what the
     interpreter does not check (types, the int64 offsets, the cast of the store) is checked here."""
     pytest.importorskip("triton")
@@ -106,8 +107,8 @@ def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str) -> None:
 
     kernel = fused._snake_then_leaky
     assert not fused.interpreted()
-    signature = {"x_ptr": pointer, "alpha_ptr": pointer, "out_ptr": pointer, "channels": "i32", "split": "i32",
-                 "length": "i32", "eps": "fp32", "slope": "fp32", "BLOCK": "constexpr"}
+    signature = {"x_ptr": pointer, "alpha_ptr": pointer, "out_ptr": pointer, "numel": numel, "channels": "i32",
+                 "split": "i32", "length": "i32", "eps": "fp32", "slope": "fp32", "BLOCK": "constexpr"}
     assert list(signature) == kernel.arg_names
     compiled = compile_kernel(ASTSource(fn=kernel, signature=signature, constexprs={"BLOCK": fused.BLOCK}),
                               target=GPUTarget("cuda", 90, 32))
