@@ -22,7 +22,7 @@ import torch
 import yaml
 
 from codec_worker.batching import BatchedDecodeStream, BatchingCodecDecoder
-from codec_worker.errors import CodecFormatError, CodecLoadError, CodecNotFoundError, EncodeUnavailableError, InvalidCodesError
+from codec_worker.errors import CodecFormatError, CodecNotFoundError, EncodeUnavailableError, InvalidCodesError
 from codec_worker.nanocodec import NanoCodec, load_codec
 from codec_worker.torchcodec import DecoderConfig, TorchNanoCodec, load_torch_decoder
 from codec_worker.torchcodec.random import write_random_decoder_codec
