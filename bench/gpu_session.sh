@@ -25,15 +25,18 @@
 #      the worst step (batch 256).                                           Cap GEPARD_SESSION_PROFILE_S (45).
 #   5. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
 #      bf16 error, batched streams against whole decodes, decode time per batch; 64 streams decoded
-#      windowed, then carrying conv state (GEPARD_CODEC_CARRY_STATE); the same decodes with each snake
-#      activation one Triton kernel (GEPARD_CODEC_FUSED_ACTIVATIONS, on by default on CUDA: part 1
-#      ran with it); last, a stream's first window (2 frames) eager and through torch.compile
-#      (GEPARD_CODEC_COMPILE).                                              Cap GEPARD_SESSION_CODEC_S (60).
+#      windowed, then carrying conv state (GEPARD_CODEC_CARRY_STATE); last, the same decodes with each
+#      snake activation one Triton kernel (GEPARD_CODEC_FUSED_ACTIVATIONS, on by default on CUDA: part
+#      1 ran with it). Not GEPARD_CODEC_COMPILE: on the H200 its compile did not finish within this
+#      part, and the fused kernels cut the launches it was for.       Cap GEPARD_SESSION_CODEC_S (60).
 #   5b. only in the time parts 0-5 left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's: part 1's
-#      pipeline again at 1, 64 and 256 streams with every stream carrying the codec's conv state (off
-#      by default on CUDA until measured: this is the measurement).  Cap GEPARD_SESSION_CARRY_S (90),
-#      or what is left.
-#   5c. then, in the time left: the same at 256 streams with 64 new requests prefilled a step
+#      pipeline again for one stream, its prefill replayed as CUDA graphs (GEPARD_TORCH_PREFILL_GRAPHS,
+#      off until measured): on the H200 the eager prefill was 20 of first audio's 33 ms, against a
+#      target of 20 ms.                               Cap GEPARD_SESSION_ONE_S (45), or what is left.
+#   5c. then, in the time left: part 1's pipeline at 1, 64 and 256 streams with every stream carrying
+#      the codec's conv state (off by default on CUDA until measured: this is the measurement).
+#                                                    Cap GEPARD_SESSION_CARRY_S (90), or what is left.
+#   5d. then, in the time left: the same at 256 streams with 64 new requests prefilled a step
 #      (GEPARD_TORCH_PREFILL_BATCH, 8 by default): what bounds first audio in a burst.
 #                                                   Cap GEPARD_SESSION_PREFILL_S (60), or what is left.
 #   6, 7. only in the time the parts above left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's:
@@ -83,13 +86,14 @@ STEP_S="${GEPARD_SESSION_STEP_S:-70}"
 COMPILED_S="${GEPARD_SESSION_COMPILED_S:-80}"
 PROFILE_S="${GEPARD_SESSION_PROFILE_S:-45}"
 CODEC_S="${GEPARD_SESSION_CODEC_S:-60}"
+ONE_S="${GEPARD_SESSION_ONE_S:-45}"
 CARRY_S="${GEPARD_SESSION_CARRY_S:-90}"
 PREFILL_S="${GEPARD_SESSION_PREFILL_S:-60}"
 GATEWAY_S="${GEPARD_SESSION_GATEWAY_S:-150}"
 TOTAL_S="${GEPARD_SESSION_TOTAL_S:-570}"  # the device tool runs a command for at most 600 s
 WHEELS_S=20
 SUMMARY_S=15
-for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S" "$CARRY_S" "$PREFILL_S" "$GATEWAY_S" "$TOTAL_S"; do
+for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S" "$ONE_S" "$CARRY_S" "$PREFILL_S" "$GATEWAY_S" "$TOTAL_S"; do
   case "$v" in ''|*[!0-9]*) echo "bench/gpu_session.sh: GEPARD_SESSION_*_S must be whole seconds, got '$v'" >&2; exit 2 ;; esac
 done
 PY="${PYTHON:-python3}"
@@ -162,10 +166,11 @@ part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/benc
 
 # 5) the codec on the device
 part 05-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
-  --carry 64 --fused --compile 2 --json "$OUT_DIR/torch_codec_full.json"
+  --carry 64 --fused --json "$OUT_DIR/torch_codec_full.json"
 
-# 5b, 5c) with the time left: part 1's pipeline again, the codec carrying each stream's conv state;
-# then a burst of 256 streams prefilled 64 at a time
+# 5b, 5c, 5d) with the time left: part 1's pipeline again, one stream with its prefill as CUDA graphs
+# (first audio on part 1's default schedule and on one whose first chunk is one frame); then the
+# codec carrying each stream's conv state; then a burst of 256 streams prefilled 64 at a time
 pipeline_part() {  # pipeline_part NN-name CAP_S NEED_S JSON ARGS...: bench/pipeline.py on part 1's checkpoint
   local name="$1" want="$2" need="$3" json="$4"; shift 4
   local left=$(( TOTAL_S - $(spent) - SUMMARY_S ))
@@ -178,8 +183,10 @@ pipeline_part() {  # pipeline_part NN-name CAP_S NEED_S JSON ARGS...: bench/pipe
     --backend torch --size full --checkpoint "$BENCH_DIR/gpu-full" --dtype bfloat16 --frames 200 \
     --budget-s "$(( cap - 10 ))" --json "$OUT_DIR/$json" "$@"
 }
-pipeline_part 05b-carry "$CARRY_S" 45 gpu-torch-carry.json --concurrency 1,64,256 --codec-carry-state yes
-pipeline_part 05c-prefill "$PREFILL_S" 40 gpu-torch-prefill64.json --concurrency 256 --codec-carry-state yes \
+pipeline_part 05b-one-stream "$ONE_S" 30 gpu-torch-prefill-graphs.json --concurrency 1 --one-stream-rounds 5 \
+  --torch-prefill-graphs --chunk-schedule default --chunk-schedule 1,2,4,8,32 --compare-levels 1
+pipeline_part 05c-carry "$CARRY_S" 45 gpu-torch-carry.json --concurrency 1,64,256 --codec-carry-state yes
+pipeline_part 05d-prefill "$PREFILL_S" 40 gpu-torch-prefill64.json --concurrency 256 --codec-carry-state yes \
   --torch-prefill-batch 64
 
 # 6, 7) with the time left: the gateway's event loop next to the GPU (bench/loop_cost.py serves part 1's

@@ -8,6 +8,7 @@ Reads what bench/gpu_session.sh leaves in OUT_DIR, each file optional:
   torch_fast_bf16_compiled.json    the same, the fast path's step through torch.compile, graphs on
   torch_fast_bf16_eager.json       the fast path with graphs off
   torch_codec_full.json            bench/torch_codec.py: the codec on the device
+  gpu-torch-prefill-graphs.json    bench/pipeline.py again, one stream, its prefill as CUDA graphs
   gpu-torch-carry.json             bench/pipeline.py again, the codec carrying each stream's conv state
   gpu-torch-prefill64.json         and at 256 streams with 64 new requests prefilled a step
   loop_cost_gpu.json               bench/loop_cost.py: the gateway's event loop on this machine
@@ -246,7 +247,8 @@ def _load(path: Path) -> Optional[dict]:
 
 def summary(out_dir: Path) -> str:
     parts = ["# Gepard on a GPU: issue 10's figures", ""]
-    for name, label in (("torch", "torch"), ("vllm", "vllm"), ("torch-carry", "torch, codec carrying conv state"),
+    for name, label in (("torch", "torch"), ("vllm", "vllm"), ("torch-prefill-graphs", "torch, prefill as CUDA graphs"),
+                        ("torch-carry", "torch, codec carrying conv state"),
                         ("torch-prefill64", "torch, codec carrying conv state, 64 prefills a step")):
         result = _load(out_dir / f"gpu-{name}.json")
         if result is None:
