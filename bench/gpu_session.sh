@@ -6,7 +6,8 @@
 # one runs.
 #
 #   0. the tests whose CUDA cases only a GPU runs: vLLM's frame step (the logits processor's
-#      sampling) on the device against the torch reference's sampling.     Cap GEPARD_SESSION_TESTS_S (45).
+#      sampling) on the device against the torch reference's sampling, and the codec's fused
+#      activations as Triton compiles them, against the eager ones.      Cap GEPARD_SESSION_TESTS_S (45).
 #   1. bench/gpu.sh (no network: the torch backend on the machine's own PyTorch): first the fast
 #      path's CUDA graphs == its eager step == the reference loop, frame for frame (tiny, float32),
 #      then, full size in bf16, TTFA and RTF of one stream, aggregate xRT and per-stream RTF/TTFA
@@ -133,7 +134,8 @@ say "out: $OUT_DIR${ARCHIVE:+ (packed into $ARCHIVE after every part)}; caps: te
   "profile ${PROFILE_S}s, codec ${CODEC_S}s"
 
 # 0) CUDA cases of the test suite (pytest is on the GPU image; pytest-asyncio need not be: none is async)
-part 00-tests "$TESTS_S" "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/engine/backends/test_vllm_sampling.py" -k cuda
+part 00-tests "$TESTS_S" "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/engine/backends/test_vllm_sampling.py" \
+  "$ROOT/tests/codec_worker/test_fused_activations.py" -k cuda
 
 # 1) the headline figures (gpu.sh keeps 10 s of its budget for writing up). Only the gpu-*.json this
 # part wrote are the session's: one older than the part's start is an earlier run's (say a vLLM run

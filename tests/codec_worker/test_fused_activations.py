@@ -115,6 +115,27 @@ def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str) 
     assert compiled.asm["cubin"] and ".target sm_90" in compiled.asm["ptx"]
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: part 0 of bench/gpu_session.sh runs it")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_on_cuda_the_compiled_kernel_decodes_as_the_eager_activations(dtype: torch.dtype, tmp_path) -> None:
+    """On the device, the kernel as Triton really compiles it: its check passes at fuse time, and a
+    whole decode is as close to the float32 CPU decode as the eager activations' (bf16 rounds once
+    per activation instead of once per op, so it may be closer). Decoder-only codec: no NeMo there."""
+    from codec_worker.torchcodec.random import write_random_decoder_codec
+
+    path = write_random_decoder_codec(tmp_path / "codec.nemo", size="tiny")
+    reference, eager, fast = (load_torch_decoder(path, *where) for where in
+                              (("cpu", torch.float32), ("cuda", dtype), ("cuda", dtype)))
+    for codec in (reference, eager, fast):
+        _randomise_alphas(codec, seed=11)
+    assert fast.fuse_activations() == len(fast._snakes()) > 0
+    codes = random_codes(40, batch=3, seed=6)
+    want = reference.decode_codes(codes)
+    eager_error = float((eager.decode_codes(codes).cpu() - want).abs().max())
+    fused_error = float((fast.decode_codes(codes).cpu() - want).abs().max())
+    assert fused_error <= max(2 * eager_error, 1e-4), (fused_error, eager_error)
+
+
 # ---- whole decodes --------------------------------------------------------------------------------
 
 
