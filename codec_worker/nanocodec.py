@@ -481,9 +481,12 @@ def fuse_decoder_activations(codec: NanoCodec | TorchNanoCodec, fused: bool | No
         say("codec: the decoder's activations stay eager: %s: %s", type(exc).__name__,
             str(exc).splitlines()[0] if str(exc) else "")
         return False
+    if count == 0:  # activation lrelu or elu: already one kernel each
+        logger.info("codec: the decoder has no snake activation; nothing to fuse")
+        return False
     logger.info("codec: %d snake activations run as one Triton kernel each (checked in %.1f s)", count,
                 time.perf_counter() - started)
-    return count > 0
+    return True
 
 
 def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frames: int,

@@ -21,10 +21,11 @@ on the GPU schedule, 41 for 16 on the CPU one. With carried state a chunk decode
 
 Every conv's tails live in one tensor [slots + 2, channels, tail]: a row per stream, then a scratch
 row, which the padding rows of a padded batch write, and a row of zeros, which nothing writes and a
-stream's first chunk reads (so it starts from zeros whatever its slot held before). A batch of streams
-reads its rows with one ``index_select`` and writes them back with one ``index_copy_`` per conv, on
-fixed buffers: a CUDA graph can hold the whole step. A step records the new tails and writes them at ``commit``: a forward that fails midway
-leaves every stream's state as it was, so its chunks can be decoded again.
+stream's first chunk reads (so it starts from zeros whatever its slot held before). A batch of
+streams reads its rows with one ``index_select`` and writes them back with one ``index_copy_`` per
+conv, on fixed buffers: a CUDA graph can hold the whole step. A step records the new tails and
+writes them at ``commit``: a forward that fails midway leaves every stream's state as it was, so
+its chunks can be decoded again.
 """
 
 from __future__ import annotations

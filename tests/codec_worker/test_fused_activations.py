@@ -201,6 +201,25 @@ def test_on_cpu_the_default_leaves_the_decoder_eager_and_asking_for_it_warns(cod
            "CUDA, not cpu" in caplog.text
 
 
+def test_a_decoder_without_snake_activations_has_nothing_to_fuse(triton_interpreter, codec_path, caplog) -> None:
+    from codec_worker._checkpoint import read_source
+    from codec_worker.torchcodec.codec import _codec_config
+    from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder
+
+    raw = dict(read_source(codec_path).config)
+    raw["audio_decoder"] = {**raw["audio_decoder"], "activation": "lrelu", "up_sample_rates": [4, 2],
+                            "base_channels": 16}
+    raw["samples_per_frame"] = 8
+    config, decoder_config = _codec_config(raw, "<lrelu test codec>")
+    codec = TorchNanoCodec(config, CausalHiFiGANDecoder(decoder_config).eval(), fingerprint="lrelu",
+                           device=torch.device("cpu"), dtype=torch.float32)
+    with caplog.at_level(logging.INFO, logger="codec_worker.nanocodec"):
+        assert fuse_decoder_activations(codec, True, compiled=False) is False
+    assert codec.fused_activations == 0
+    assert "the decoder has no snake activation; nothing to fuse" in caplog.text
+    assert "run as one Triton kernel" not in caplog.text
+
+
 def test_nemo_decoder_is_left_as_it_is(caplog) -> None:
     nemo = SimpleNamespace(impl="nemo", device=torch.device("cuda"))
     with caplog.at_level(logging.INFO, logger="codec_worker.nanocodec"):
