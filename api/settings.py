@@ -54,6 +54,10 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_TORCH_PREFILL_BATCH         torch_prefill_batch          8 (the fast path's new requests prefilled together
                                                                     in one step: a burst of N streams waits
                                                                     N / 8 steps for its last first frame)
+    GEPARD_TORCH_FUSED_KERNELS         torch_fused_kernels          on CUDA true, on CPU false (each layer's norms,
+                                                                    rotary, attention gate and SwiGLU activation of
+                                                                    the fast path one Triton kernel each; off with
+                                                                    GEPARD_TORCH_COMPILE, which fuses them itself)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
     GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
@@ -214,6 +218,7 @@ class Settings:
     torch_overlap: bool = field(default=True, metadata=_env("GEPARD_TORCH_OVERLAP"))
     torch_prefill_graphs: bool = field(default=False, metadata=_env("GEPARD_TORCH_PREFILL_GRAPHS"))
     torch_prefill_batch: int = field(default=8, metadata=_env("GEPARD_TORCH_PREFILL_BATCH"))
+    torch_fused_kernels: Optional[bool] = field(default=None, metadata=_env("GEPARD_TORCH_FUSED_KERNELS"))  # None: by device
     api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
     require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
     token_secret: bytes = field(
@@ -608,6 +613,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "codec_cuda_graphs": _parse_bool,
     "codec_carry_state": _parse_bool,
     "codec_fused_activations": _parse_bool,
+    "torch_fused_kernels": _parse_bool,
     "torch_compile": _parse_bool,
     "torch_overlap": _parse_bool,
     "torch_prefill_graphs": _parse_bool,

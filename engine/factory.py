@@ -32,6 +32,7 @@ class EngineOptions:
     torch_overlap: bool = False  # the fast path launches a step before reading the last (engine.backends.torch_fast)
     torch_prefill_graphs: bool = False  # the fast path's prefill as CUDA graphs too (engine.backends.torch_fast)
     torch_prefill_batch: int = 8  # the fast path's new requests prefilled together in one step
+    torch_fused_kernels: Optional[bool] = None  # the fast path's element-wise ops as Triton kernels (None: on CUDA)
 
 
 async def create_engine(opts: EngineOptions) -> TtsEngine:
@@ -57,6 +58,7 @@ async def _start_torch(opts: EngineOptions) -> TtsEngine:
     cfg = TorchEngineConfig(model=opts.model, device=opts.device, dtype=opts.dtype, max_batch=opts.max_batch,
                             **{"path": opts.torch_path, "compile": opts.torch_compile, "overlap": opts.torch_overlap,
                                "prefill_graphs": opts.torch_prefill_graphs, "prefill_batch": opts.torch_prefill_batch,
+                               "fused_kernels": opts.torch_fused_kernels,
                                **opts.extra})
     # loading a 556M checkpoint takes seconds: keep the event loop free meanwhile
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, cfg)

@@ -78,17 +78,30 @@ def gateway(tiny_ckpt_dir: Path, tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture
 def triton_interpreter(monkeypatch: pytest.MonkeyPatch):
-    """codec_worker.torchcodec.fused with its Triton kernel run by Triton's interpreter, which takes
-    CPU tensors (TRITON_INTERPRET=1 is read when a kernel is defined, so the module is reloaded)."""
+    """codec_worker.torchcodec.fused (and engine.backends.fused_ops) with their Triton kernels run by
+    Triton's interpreter, which takes CPU tensors (TRITON_INTERPRET=1 is read when a kernel is
+    defined, so the modules are reloaded)."""
     import importlib
 
     pytest.importorskip("triton")
     from codec_worker.torchcodec import fused
 
+    from engine.backends import fused_ops
+
     monkeypatch.setenv("TRITON_INTERPRET", "1")
+    importlib.reload(fused_ops)  # the engine's kernels too (fixture interpreted_fused_ops)
     yield importlib.reload(fused)
     monkeypatch.delenv("TRITON_INTERPRET")
-    importlib.reload(fused)  # the compiled kernel again, for the tests after this one
+    for module in (fused, fused_ops):
+        importlib.reload(module)  # the compiled kernels again, for the tests after this one
+
+
+@pytest.fixture
+def interpreted_fused_ops(triton_interpreter):
+    """engine.backends.fused_ops with its Triton kernels run by Triton's interpreter (CPU tensors)."""
+    from engine.backends import fused_ops
+
+    return fused_ops
 
 
 @pytest.fixture

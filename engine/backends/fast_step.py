@@ -18,6 +18,10 @@ fresh slots, then their first frames); ``compiled`` puts each part through torch
   Gumbel-max with the counter-based splitmix64 noise of (seed, frame index)), in float32;
 - a request without CFG gets ``uncond = cond`` and scale 1, which ``cfg_combine`` returns exactly.
 
+The norms, rotary, attention gate and SwiGLU activation go through ``self.ops``: the reference's
+own ops (engine.backends.layer_ops.EagerLayerOps), or once ``fuse_kernels`` succeeded one Triton
+kernel each (FusedLayerOps), which round where the eager ops round but are not bit-identical.
+
 Row layout of a decode step (B = bucket): row i is cache slot i, for every i < B. A request's cond
 branch is the row of its slot, its live CFG branch the row of its second slot; the other rows (free
 slots) are padding. Attention reads the first B slots' cache as one view, so no step copies keys or
@@ -38,6 +42,8 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
+from engine.backends import fused_ops
+from engine.backends.layer_ops import EagerLayerOps, FusedLayerOps, fuse_check
 from engine.backends.static_cache import StaticKVCache, to_device
 from engine.model.gepard import GepardModel
 from engine.requests import MAX_FRAMES
@@ -265,8 +271,24 @@ class DeviceStep:
         with torch.no_grad():
             self.weights = [LayerWeights.fuse(layer) for layer in model.backbone.layers]
         self.compiled = compiled
+        self.ops: EagerLayerOps | FusedLayerOps = EagerLayerOps(model.backbone.rotary)
         self.decode_parts = StepParts.of(self.start_decode, self.decode_layer, self.finish_decode, compiled)
         self.prefill_parts = StepParts.of(self.start_prefill, self.prefill_layer, self.finish_prefill, compiled)
+
+    def fuse_kernels(self) -> None:
+        """Run the layers' element-wise ops as Triton kernels from now on (``FusedLayerOps``), after
+        checking each against the eager op on this model's weights, device and dtype (which also
+        compiles the kernels: call it before any CUDA graph capture). Raises, leaving the ops eager,
+        when Triton cannot run here, a kernel fails, or it computes something else; a compiled step
+        keeps the eager ops, which Inductor fuses by itself."""
+        if self.compiled:
+            raise RuntimeError("the step goes through torch.compile, which fuses these ops itself")
+        reason = fused_ops.unavailable_reason(self.model.device)
+        if reason:
+            raise RuntimeError(f"the fused kernels cannot run here: {reason}")
+        fused = FusedLayerOps()
+        fuse_check(self.model, self.weights, self.ops, fused)
+        self.ops = fused
 
     # -- model pieces ------------------------------------------------------------------------------
     def embed_frames(self, codes: torch.Tensor) -> torch.Tensor:
@@ -283,8 +305,8 @@ class DeviceStep:
 
     def _qkv(self, layer, qkv_weight: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """Projections (one product: LayerWeights.qkv), per-head norms and rotary of GatedAttention:
-        x [B, T, H] -> q [B, nh, T, hd], gate [B, T, nh*hd], k/v [B, nkv, T, hd]."""
-        attn, rope = layer.self_attn, self.model.backbone.rotary
+        x [B, T, H] -> q [B, nh, T, hd], gate [B, T, nh, hd] (a view), k/v [B, nkv, T, hd]."""
+        attn, ops = layer.self_attn, self.ops
         b, t, _ = x.shape
         nq, nkv = self.num_heads * 2 * self.head_dim, self.num_kv_heads * self.head_dim
         qg, k, v = F.linear(x, qkv_weight).split((nq, nkv, nkv), dim=-1)
@@ -292,15 +314,13 @@ class DeviceStep:
         q, gate = qg[..., : self.head_dim], qg[..., self.head_dim :]
         k = k.view(b, t, self.num_kv_heads, self.head_dim)
         v = v.view(b, t, self.num_kv_heads, self.head_dim)
-        q = rope.apply(attn.q_norm(q).transpose(1, 2), cos, sin)
-        k = rope.apply(attn.k_norm(k).transpose(1, 2), cos, sin)
-        return q, gate.reshape(b, t, -1), k, v.transpose(1, 2)
+        q = ops.norm_rope(attn.q_norm, q, cos, sin)
+        k = ops.norm_rope(attn.k_norm, k, cos, sin)
+        return q, gate, k, v.transpose(1, 2)
 
-    @staticmethod
-    def _mlp(layer, gate_up_weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def _mlp(self, layer, gate_up_weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """SwiGLU with gate and up as one product (LayerWeights.gate_up)."""
-        gate, up = F.linear(x, gate_up_weight).chunk(2, dim=-1)
-        return layer.mlp.down_proj(F.silu(gate) * up)
+        return layer.mlp.down_proj(self.ops.silu_mul(F.linear(x, gate_up_weight)))
 
     def start_decode(self, tables: RowTables, span: int):
         """The inputs of a decode step's layers: each row's last frame embedded (x [B, H]), the
@@ -323,7 +343,7 @@ class DeviceStep:
         bucket and span (see ``compile_part``; x in and out is a whole tensor, never a view, as
         Dynamo guards on that too)."""
         b, span = x.shape[0], mask.shape[-1]
-        h = layer.input_layernorm(x)
+        h = self.ops.norm(layer.input_layernorm, x)
         q, gate, k, v = self._qkv(layer, qkv_weight, h.unsqueeze(1), cos, sin)
         kc[slots, :, pos] = k[:, :, 0]
         vc[slots, :, pos] = v[:, :, 0]
@@ -333,9 +353,9 @@ class DeviceStep:
         # row i is slot i: the first b slots' span is a view (a gather by slot would copy every
         # row's keys and values each step, tripling the step's memory traffic at large batches)
         out = F.scaled_dot_product_attention(qg, kc[:b, :, :span], vc[:b, :, :span], attn_mask=mask, scale=self.scale)
-        out = out.reshape(b, self.num_heads * self.head_dim) * torch.sigmoid(gate.view(b, -1))
-        x = x + layer.self_attn.o_proj(out)
-        return x + self._mlp(layer, gate_up_weight, layer.post_attention_layernorm(x))
+        out = self.ops.sigmoid_gate(out.reshape(b, self.num_heads * self.head_dim), gate)
+        x, h = self.ops.add_norm(layer.post_attention_layernorm, x, layer.self_attn.o_proj(out))
+        return x + self._mlp(layer, gate_up_weight, h)
 
     def start_prefill(self, embeds: torch.Tensor, slots: torch.Tensor):
         """The inputs of a prefill's layers, for R prompts right-padded to T tokens (embeds [R, T, H])
@@ -361,13 +381,13 @@ class DeviceStep:
         GPU, grouped-query heads included); an explicit [R, 1, T, T] mask forces the math path, which
         materialises every score."""
         r, t, _ = x.shape
-        q, gate, k, v = self._qkv(layer, qkv_weight, layer.input_layernorm(x), cos, sin)
+        q, gate, k, v = self._qkv(layer, qkv_weight, self.ops.norm(layer.input_layernorm, x), cos, sin)
         kc[slots, :, positions] = k.transpose(1, 2)
         vc[slots, :, positions] = v.transpose(1, 2)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=self.gqa)
-        out = out.transpose(1, 2).reshape(r, t, self.num_heads * self.head_dim) * torch.sigmoid(gate)
-        x = x + layer.self_attn.o_proj(out)
-        return x + self._mlp(layer, gate_up_weight, layer.post_attention_layernorm(x))
+        out = self.ops.sigmoid_gate(out.transpose(1, 2).reshape(r, t, self.num_heads * self.head_dim), gate)
+        x, h = self.ops.add_norm(layer.post_attention_layernorm, x, layer.self_attn.o_proj(out))
+        return x + self._mlp(layer, gate_up_weight, h)
 
     def finish_prefill(self, x: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor, tables: RowTables) -> None:
         """After the layers: each slot's length set to its prompt's, then the final norm of each
@@ -375,7 +395,7 @@ class DeviceStep:
         is prompt i)."""
         self.cache.lengths[slots] = lengths
         last = x[torch.arange(x.shape[0], device=x.device), lengths - 1]
-        self.sample_and_commit(self.model.backbone.norm(last), tables)
+        self.sample_and_commit(self.ops.norm(self.model.backbone.norm, last), tables)
 
     def prefill(self, embeds: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor, tables: RowTables) -> None:
         """Prompts of several requests at once (embeds [R, T, H] right-padded to T, their lengths
@@ -425,7 +445,7 @@ class DeviceStep:
     def finish_decode(self, x: torch.Tensor, tables: RowTables) -> None:
         """After the layers: the final norm, the new token counted in each real row's slot, then
         sampling and commit (``sample_and_commit``)."""
-        hidden = self.model.backbone.norm(x)
+        hidden = self.ops.norm(self.model.backbone.norm, x)
         self.cache.lengths.scatter_add_(0, tables.slot, tables.real.long())
         self.sample_and_commit(hidden, tables)
 

@@ -87,6 +87,10 @@ class TorchEngineConfig:
     # burst of N new streams waits ceil(N / prefill_batch) steps for its last first frame; on an
     # H200 an eager prefill of 8 prompts took 20.5 ms against 20.0 for one (launch-bound)
     prefill_batch: int = 8
+    # fast path: each decoder layer's norms, rotary, attention gate and SwiGLU activation as one
+    # Triton kernel each (engine.backends.fused_ops), checked against the eager ops at start. None:
+    # on for CUDA unless compiled (a layer launches ~16 kernels instead of ~73 in bf16)
+    fused_kernels: Optional[bool] = None
 
 
 @dataclass
@@ -185,7 +189,8 @@ class TorchEngine(TtsEngine):
         cfg = self.config
         gen = FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
                             cuda_graphs=cfg.cuda_graphs, compiled=compiled, overlap=cfg.overlap,
-                            prefill_graphs=cfg.prefill_graphs, prefill_batch=cfg.prefill_batch)
+                            prefill_graphs=cfg.prefill_graphs, prefill_batch=cfg.prefill_batch,
+                            fused_kernels=cfg.fused_kernels)
         if compiled:
             started = time.perf_counter()
             count = gen.compile_all()

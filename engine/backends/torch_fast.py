@@ -15,7 +15,9 @@ What differs is how a step runs:
   the free slots below it (``_compact``: one copy of their cached keys, values and sampling state),
   so the step's shape follows the number of rows, not the history of joins. On CUDA each shape
   is a captured graph, replayed; on CPU the same step runs eagerly (engine.backends.cuda_graphs);
-  with ``compiled`` its parts go through torch.compile first (fast_step.compile_part);
+  with ``compiled`` its parts go through torch.compile first (fast_step.compile_part), and with
+  ``fused_kernels`` (the default on CUDA, uncompiled) each layer's norms, rotary, attention gate
+  and SwiGLU activation run as one Triton kernel each (engine.backends.layer_ops);
 - sampling (all 32 heads, the stop head, CFG, repetition penalty, the per-request noise streams)
   and each request's state (last frame, frame index, repetition window) live on the device, so the
   host only uploads row tables when the batch changes and waits once per step, for one copy of
@@ -53,6 +55,7 @@ import torch
 
 from engine.backends.cuda_graphs import HostCopy, StepGraphs, TableUpload, is_cuda, new_engine_stream, on_stream
 from engine.backends.fast_step import OUT_BAD, OUT_STOP, DeviceStep, HostRows, RowTables
+from engine.backends.layer_ops import fuses_by_default
 from engine.backends.static_cache import SlotAllocator, StaticKVCache, pick_bucket, power_buckets, to_device
 from engine.backends.torch_generator import BatchLoop, PlannedRequest, PreparedRequest, StepOutput, _check_knobs, device_lost
 from engine.errors import InvalidRequestError
@@ -119,7 +122,8 @@ class _PrefillInputs:
 class FastGenerator(BatchLoop):
     def __init__(self, model: GepardModel, max_batch: int = 32, slots: Optional[int] = None, max_positions: int = 4096,
                  prefill_batch: int = 8, prefill_tokens: int = 8192, cuda_graphs: bool = True,
-                 compiled: bool = False, overlap: bool = False, prefill_graphs: bool = False) -> None:
+                 compiled: bool = False, overlap: bool = False, prefill_graphs: bool = False,
+                 fused_kernels: Optional[bool] = None) -> None:
         super().__init__(max_batch)
         self.model = model
         self.slots = slots or max_batch
@@ -130,6 +134,7 @@ class FastGenerator(BatchLoop):
         self.cache = StaticKVCache.allocate(model.config.backbone, self.slots, max_positions, device, model.dtype)
         self.allocator = SlotAllocator(self.slots)
         self.device_step = DeviceStep(model, self.cache, max_frames=min(MAX_FRAMES, max_positions), compiled=compiled)
+        self._fuse_kernels(fused_kernels, device, compiled)
         self.batch_buckets = power_buckets(self.slots)
         self.span_buckets = power_buckets(max_positions, smallest=min(SMALLEST_SPAN, max_positions))
         self.level_counts = list(model.config.audio_heads)
@@ -157,10 +162,30 @@ class FastGenerator(BatchLoop):
         self.last_shape: tuple[int, int] = (0, 0)  # (batch bucket, span) of the last decode step
         self.slot_moves = 0  # requests' slots moved down by ``_compact`` so far
         logger.info("torch fast path: %d KV slots x %d positions (%.2f GiB, %s), batch buckets %s, CUDA graphs %s, "
-                    "compiled step %s, overlapped steps %s, prefill graphs %s", self.slots, max_positions,
+                    "compiled step %s, overlapped steps %s, prefill graphs %s, fused kernels %s", self.slots, max_positions,
                     self.cache.nbytes / 2**30, model.dtype, list(self.batch_buckets),
                     "on" if self.graphs is not None else "off", "on" if compiled else "off", "on" if overlap else "off",
-                    "on" if self.prefill_graphs is not None else "off")
+                    "on" if self.prefill_graphs is not None else "off", "on" if self.fused_kernels else "off")
+
+    def _fuse_kernels(self, wanted: Optional[bool], device: torch.device, compiled: bool) -> None:
+        """The layers' norms, rotary, gate and SwiGLU activation as Triton kernels
+        (``DeviceStep.fuse_kernels``): ``wanted`` None is the setting's auto (on for CUDA unless
+        compiled). Here, before any graph capture. A kernel that cannot run, or that fails its
+        check against the eager ops, is logged and the layers stay eager."""
+        if not (fuses_by_default(device, compiled) if wanted is None else wanted):
+            return
+        try:
+            self.device_step.fuse_kernels()
+        except Exception as exc:  # noqa: BLE001 (any failure: serve with the eager ops)
+            logger.warning("torch fast path: the layers' element-wise ops stay eager: %s: %s", type(exc).__name__, exc)
+        else:
+            logger.info("torch fast path: each layer's norms, rotary, attention gate and SwiGLU activation run as "
+                        "one Triton kernel each")
+
+    @property
+    def fused_kernels(self) -> bool:
+        """Whether the layers run the fused kernels (``fused_kernels`` asked, and their check passed)."""
+        return self.device_step.ops.fused
 
     # -- bookkeeping (the BatchGenerator surface TorchEngine uses) ---------------------------------
     @property

@@ -24,6 +24,7 @@ def test_defaults():
     assert s.codec_cuda_graphs is True  # a no-op on CPU and on NeMo's decoder
     assert s.codec_carry_state is None  # chosen by device at start (codec_worker.nanocodec.carries_state_by_default)
     assert s.codec_fused_activations is None  # likewise (fuses_activations_by_default)
+    assert s.torch_fused_kernels is None  # likewise (engine.backends.layer_ops.fuses_by_default)
     assert s.torch_prefill_batch == 8
     assert s.api_keys == frozenset() and s.require_auth is False
     assert s.token_secret_ephemeral and len(s.token_secret) == 32
@@ -59,7 +60,7 @@ def test_every_variable(tmp_path, monkeypatch):
         "GEPARD_BACKEND": "vllm", "GEPARD_DEVICE": "cuda:1", "GEPARD_DTYPE": "bfloat16", "GEPARD_VLLM_RUNNER": "v2",
         "GEPARD_TORCH_PATH": "fast", "GEPARD_TORCH_COMPILE": "true", "GEPARD_TORCH_OVERLAP": "0",
         "GEPARD_CODEC_COMPILE": "yes", "GEPARD_CODEC_CUDA_GRAPHS": "false", "GEPARD_CODEC_CARRY_STATE": "on",
-        "GEPARD_CODEC_FUSED_ACTIVATIONS": "off",
+        "GEPARD_CODEC_FUSED_ACTIVATIONS": "off", "GEPARD_TORCH_FUSED_KERNELS": "no",
         "GEPARD_TORCH_PREFILL_BATCH": "64",
         "GEPARD_API_KEYS": " sk_a , sk_b,,", "GEPARD_TOKEN_SECRET": SECRET,
         "GEPARD_TLS_CERTFILE": str(cert), "GEPARD_TLS_KEYFILE": str(key), "REDIS_URL": "redis://localhost:6379/0",
@@ -75,7 +76,7 @@ def test_every_variable(tmp_path, monkeypatch):
     assert (s.backend, s.device, s.dtype, s.vllm_runner) == ("vllm", "cuda:1", "bfloat16", "v2")
     assert (s.torch_path, s.torch_compile, s.torch_overlap, s.codec_compile) == ("fast", True, False, True)
     assert s.codec_cuda_graphs is False and s.codec_carry_state is True and s.torch_prefill_batch == 64
-    assert s.codec_fused_activations is False
+    assert s.codec_fused_activations is False and s.torch_fused_kernels is False
     assert s.ws_compression is True
     assert s.api_keys == {"sk_a", "sk_b"} and s.require_auth is True
     assert s.token_secret == SECRET.encode() and not s.token_secret_ephemeral
@@ -172,6 +173,7 @@ def test_require_auth_can_be_forced_off_with_keys():
         ({"GEPARD_CODEC_CUDA_GRAPHS": "maybe"}, "GEPARD_CODEC_CUDA_GRAPHS: 'maybe' is not a boolean"),
         ({"GEPARD_CODEC_CARRY_STATE": "auto"}, "GEPARD_CODEC_CARRY_STATE: 'auto' is not a boolean"),
         ({"GEPARD_CODEC_FUSED_ACTIVATIONS": "triton"}, "GEPARD_CODEC_FUSED_ACTIVATIONS: 'triton' is not a boolean"),
+        ({"GEPARD_TORCH_FUSED_KERNELS": "triton"}, "GEPARD_TORCH_FUSED_KERNELS: 'triton' is not a boolean"),
         ({"GEPARD_TORCH_PREFILL_BATCH": "0"}, "GEPARD_TORCH_PREFILL_BATCH: must be between 1 and 1024, got 0"),
         ({"GEPARD_WS_COMPRESSION": "deflate"}, "GEPARD_WS_COMPRESSION: 'deflate' is not a boolean"),
         ({"GEPARD_LOG_FORMAT": "xml"}, "GEPARD_LOG_FORMAT: 'xml' is not supported; expected one of text, json"),

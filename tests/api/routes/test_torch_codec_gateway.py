@@ -93,6 +93,18 @@ async def test_fused_activations_reach_the_decoder_before_it_streams(tiny_ckpt_d
         await runtime.aclose()
 
 
+async def test_fused_engine_kernels_reach_the_fast_path_the_gateway_serves_with(tiny_ckpt_dir, tmp_path,
+                                                                               interpreted_fused_ops):
+    """GEPARD_TORCH_FUSED_KERNELS travels from the settings to the fast path's layers (here the
+    kernels run in Triton's interpreter; tests/engine/backends/test_fused_ops.py checks their frames)."""
+    settings = gateway_settings(tiny_ckpt_dir, tmp_path / "data", torch_path="fast", torch_fused_kernels=True)
+    runtime = await open_runtime(settings)
+    try:
+        assert runtime.engine._generator.fused_kernels
+    finally:
+        await runtime.aclose()
+
+
 def test_preloading_voices_needs_an_encoder(tiny_ckpt_dir, tmp_path):
     (tmp_path / "preload").mkdir()
     settings = gateway_settings(tiny_ckpt_dir, tmp_path / "data", codec_impl="torch", preload_dir=tmp_path / "preload")

@@ -1,0 +1,132 @@
+"""The element-wise work of the fast path's decoder layers, eager or fused (``GEPARD_TORCH_FUSED_KERNELS``).
+
+``DeviceStep`` calls one of two interchangeable sets of ops around its matrix products and
+attention:
+
+- ``EagerLayerOps``: the model's own modules and torch ops, op for op as the reference loop runs
+  them, so the fast path's frames equal the reference loop's (the CPU default, and the form
+  torch.compile fuses by itself);
+- ``FusedLayerOps``: the same math as one Triton kernel per op (engine.backends.fused_ops), for
+  CUDA, where a step is bound by how many kernels it launches.
+
+``fuse_check`` runs both on the model's own weights, on the device and in its dtype, before the
+fast path uses the fused ones: a kernel that fails to compile, or computes something else, leaves
+the layers eager instead of serving wrong audio.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+import torch.nn.functional as F
+
+from engine.backends import fused_ops
+from engine.model.backbone import RotaryEmbedding, ZeroCenteredRMSNorm
+
+logger = logging.getLogger(__name__)
+
+
+class EagerLayerOps:
+    """The reference loop's ops (engine.model.backbone)."""
+
+    fused = False
+
+    def __init__(self, rope: RotaryEmbedding) -> None:
+        self.rope = rope
+
+    def norm(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor) -> torch.Tensor:
+        return norm(x)
+
+    def add_norm(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x + h, norm(x + h)): a residual add and the norm after it."""
+        x = x + h
+        return x, norm(x)
+
+    def norm_rope(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x [B, T, heads, hd] -> per-head norm then rotary, [B, heads, T, hd]."""
+        return self.rope.apply(norm(x).transpose(1, 2), cos, sin)
+
+    def sigmoid_gate(self, out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        """out [..., heads * hd] * sigmoid(gate [..., heads, hd]), out's shape."""
+        return out * torch.sigmoid(gate.reshape(out.shape))
+
+    def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
+        gate, up = gate_up.chunk(2, dim=-1)
+        return F.silu(gate) * up
+
+
+class FusedLayerOps:
+    """The same ops as one Triton kernel each (engine.backends.fused_ops)."""
+
+    fused = True
+
+    def norm(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor) -> torch.Tensor:
+        return fused_ops.rms_norm(x, norm.weight, norm.eps)
+
+    def add_norm(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return fused_ops.add_rms_norm(x, h, norm.weight, norm.eps)
+
+    def norm_rope(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        return fused_ops.norm_rope(x, norm.weight, norm.eps, cos, sin)
+
+    def sigmoid_gate(self, out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        return fused_ops.sigmoid_gate(out, gate).view(out.shape)
+
+    def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
+        return fused_ops.silu_mul(gate_up)
+
+
+def fuses_by_default(device: torch.device, compiled: bool) -> bool:
+    """The setting's auto: on for CUDA, where Triton compiles, unless the step goes through
+    torch.compile (Inductor fuses these ops itself, and would have to trace the kernels)."""
+    return device.type == "cuda" and not compiled
+
+
+def tolerance(want: torch.Tensor) -> torch.Tensor:
+    """How far a fused op may be from the eager one: a few roundings of the dtype (the kernels
+    round where the eager ops round, but sum a reduction in another order and fuse multiply-adds)."""
+    eps = max(torch.finfo(want.dtype).eps, 1e-6)
+    return 3 * eps * (1 + want.float().abs())
+
+
+def fuse_check(model, layer_weights, eager: EagerLayerOps, fused: FusedLayerOps, seed: int = 0) -> None:
+    """Run each fused op against the eager one on the first layer's real weights and projections,
+    on the model's device and in its dtype (compiling the kernels there, before any CUDA graph
+    capture). Raises with what differs; returns when every op agrees within ``tolerance``."""
+    bb = model.config.backbone
+    layer, weights = model.backbone.layers[0], layer_weights[0]
+    attn = layer.self_attn
+    device, dtype = model.device, model.dtype
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    rows, tokens = 2, 3
+    x = torch.randn(rows, tokens, bb.hidden_size, generator=generator).to(device=device, dtype=dtype)
+    h = torch.randn(rows, tokens, bb.hidden_size, generator=generator).to(device=device, dtype=dtype)
+    nq, nkv = bb.num_attention_heads * 2 * bb.head_dim, bb.num_key_value_heads * bb.head_dim
+    with torch.no_grad():
+        qg, k, _ = F.linear(x, weights.qkv).split((nq, nkv, nkv), dim=-1)
+        qg = qg.view(rows, tokens, bb.num_attention_heads, 2 * bb.head_dim)
+        q, gate = qg[..., : bb.head_dim], qg[..., bb.head_dim :]
+        k = k.view(rows, tokens, bb.num_key_value_heads, bb.head_dim)
+        positions = torch.arange(tokens, device=device).view(1, tokens) + torch.tensor([[0], [37]], device=device)
+        cos, sin = model.backbone.rotary.cos_sin(positions)
+        out = torch.randn(rows, tokens, nq // 2, generator=generator).to(device=device, dtype=dtype)
+        gate_up = F.linear(x, weights.gate_up)
+        cases = {
+            "rms_norm": lambda ops: ops.norm(layer.input_layernorm, x),
+            "add_rms_norm": lambda ops: torch.cat(ops.add_norm(layer.post_attention_layernorm, x, h)),
+            "norm_rope (queries)": lambda ops: ops.norm_rope(attn.q_norm, q, cos, sin),
+            "norm_rope (keys)": lambda ops: ops.norm_rope(attn.k_norm, k, cos, sin),
+            "sigmoid_gate": lambda ops: ops.sigmoid_gate(out, gate),
+            "silu_mul": lambda ops: ops.silu_mul(gate_up),
+        }
+        for name, case in cases.items():
+            want, got = case(eager), case(fused)
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise RuntimeError(f"{name} gives {tuple(got.shape)} {got.dtype}, not {tuple(want.shape)} {want.dtype}")
+            error = (got.float() - want.float()).abs()
+            if not bool(torch.isfinite(got).all()) or bool((error > tolerance(want)).any()):
+                raise RuntimeError(f"{name} differs from the eager op by up to {float(error.max()):.3g}")
+
+
+__all__ = ["EagerLayerOps", "FusedLayerOps", "fuse_check", "fuses_by_default", "tolerance"]

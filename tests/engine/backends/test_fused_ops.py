@@ -1,0 +1,301 @@
+"""The fast path's fused kernels (engine.backends.fused_ops, GEPARD_TORCH_FUSED_KERNELS).
+
+Run on CPU tensors by Triton's interpreter, each kernel equals the eager ops it replaces within
+float32 rounding, on the strided views the decoder layer hands it; the fast path with them gives
+the reference loop's frames on the tiny checkpoint, and a decode layer launches 17 kernels instead
+of 55. On CPU without the interpreter, with a compiled step, and for a kernel that computes
+something else, the layers keep their eager ops, with a log line. The kernels also compile for
+sm_90 (the H200 of the GPU sessions) here, with Triton's own ptxas; a CUDA-only test checks them
+on the device (part 0 of bench/gpu_session.sh).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from engine.backends import fused_ops
+from engine.backends.layer_ops import EagerLayerOps, FusedLayerOps, fuses_by_default
+from engine.backends.torch_fast import FastGenerator
+from engine.backends.torch_generator import BatchGenerator
+from engine.model.backbone import RotaryEmbedding, ZeroCenteredRMSNorm
+from engine.requests import SamplingParams
+from tests.engine.backends.test_torch_fast import KNOBS, TEXTS, assert_same, drive, prepare, preparer  # noqa: F401
+
+ATOL = RTOL = 2e-6
+
+
+def _random(*shape: int, seed: int) -> torch.Tensor:
+    return 3 * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _norm(dim: int, seed: int) -> ZeroCenteredRMSNorm:
+    norm = ZeroCenteredRMSNorm(dim, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(dim, generator=torch.Generator().manual_seed(seed)) * 0.5)
+    return norm
+
+
+# ---- each kernel against the eager ops --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cols", [96, 1000, 1])
+def test_rms_norm_and_its_residual_add_equal_the_eager_norm(interpreted_fused_ops, cols: int) -> None:
+    norm = _norm(cols, seed=cols)
+    x, h = _random(2, 3, cols, seed=1), _random(2, 3, cols, seed=2)
+    eager, fused = EagerLayerOps(RotaryEmbedding(2, 10_000.0)), FusedLayerOps()
+    with torch.no_grad():
+        got = fused.norm(norm, x)
+        assert got.shape == x.shape and got.is_contiguous()
+        torch.testing.assert_close(got, eager.norm(norm, x), atol=ATOL, rtol=RTOL)
+        total, normed = fused.add_norm(norm, x, h)
+        want_total, want_normed = eager.add_norm(norm, x, h)
+        assert torch.equal(total, want_total)  # one float32 add, rounded once either way
+        torch.testing.assert_close(normed, want_normed, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("tokens", [1, 5])
+@pytest.mark.parametrize("head_dim,rotary_dim", [(32, 32), (64, 16), (24, 24)])
+def test_norm_rope_equals_the_norm_then_rotary_on_a_fused_projections_views(
+        interpreted_fused_ops, tokens: int, head_dim: int, rotary_dim: int) -> None:
+    # as in a decoder layer: queries interleaved with their gates per head, keys a slice after them
+    rows, heads, kv_heads = 3, 4, 2
+    width = heads * 2 * head_dim + 2 * kv_heads * head_dim
+    projected = _random(rows, tokens, width, seed=head_dim + tokens)
+    qg, k, _ = projected.split((heads * 2 * head_dim, kv_heads * head_dim, kv_heads * head_dim), dim=-1)
+    q = qg.view(rows, tokens, heads, 2 * head_dim)[..., :head_dim]
+    k = k.view(rows, tokens, kv_heads, head_dim)
+    rope = RotaryEmbedding(rotary_dim, 10_000.0)
+    positions = torch.arange(tokens).view(1, tokens) + torch.tensor([[0], [7], [300]])
+    cos, sin = rope.cos_sin(positions)
+    eager = EagerLayerOps(rope)
+    with torch.no_grad():
+        for x, norm in ((q, _norm(head_dim, seed=1)), (k, _norm(head_dim, seed=2))):
+            got = FusedLayerOps().norm_rope(norm, x, cos, sin)
+            assert got.shape == (rows, x.shape[2], tokens, head_dim) and got.is_contiguous()
+            torch.testing.assert_close(got, eager.norm_rope(norm, x, cos, sin), atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("tokens", [1, 4])
+def test_sigmoid_gate_equals_the_eager_gate_on_the_gate_view(interpreted_fused_ops, tokens: int) -> None:
+    rows, heads, head_dim = 3, 4, 40  # 3 * 4 * 160 values: several flat blocks, the last one partial
+    qg = _random(rows, tokens, heads, 2 * head_dim, seed=tokens)
+    gate = qg[..., head_dim:]
+    out = _random(rows, tokens, heads * head_dim, seed=9)
+    want = EagerLayerOps(RotaryEmbedding(2, 10_000.0)).sigmoid_gate(out, gate)
+    got = FusedLayerOps().sigmoid_gate(out, gate)
+    assert got.shape == out.shape
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("width", [192, 1500, 1])
+def test_silu_mul_equals_swiglus_activation(interpreted_fused_ops, width: int) -> None:
+    gate_up = _random(2, 3, 2 * width, seed=width)
+    want = EagerLayerOps(RotaryEmbedding(2, 10_000.0)).silu_mul(gate_up)
+    got = FusedLayerOps().silu_mul(gate_up)
+    assert got.shape == (2, 3, width)
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
+
+
+def test_kernels_refuse_shapes_they_cannot_walk(interpreted_fused_ops) -> None:
+    with pytest.raises(ValueError, match="weights of shape"):
+        fused_ops.rms_norm(torch.zeros(2, 8), torch.zeros(7), 1e-6)
+    with pytest.raises(ValueError, match="cannot add"):
+        fused_ops.add_rms_norm(torch.zeros(2, 8), torch.zeros(3, 8), torch.zeros(8), 1e-6)
+    x = torch.zeros(2, 3, 4, 8)
+    with pytest.raises(ValueError, match="even rot"):
+        fused_ops.norm_rope(x, torch.zeros(8), 1e-6, torch.zeros(2, 3, 5), torch.zeros(2, 3, 5))
+    with pytest.raises(ValueError, match="not evenly spaced"):
+        fused_ops.norm_rope(x.transpose(0, 1), torch.zeros(8), 1e-6, torch.zeros(3, 2, 8), torch.zeros(3, 2, 8))
+    with pytest.raises(ValueError, match="contiguous"):
+        fused_ops.sigmoid_gate(torch.zeros(6, 32), x.transpose(2, 3))
+    with pytest.raises(ValueError, match="even"):
+        fused_ops.silu_mul(torch.zeros(2, 7))
+
+
+def test_without_the_interpreter_the_kernels_refuse_cpu_tensors() -> None:
+    assert not fused_ops.interpreted()
+    assert fused_ops.unavailable_reason(torch.device("cpu")).startswith(("Triton compiles for CUDA", "Triton does not"))
+    with pytest.raises(RuntimeError, match="cannot run here"):
+        fused_ops.silu_mul(torch.zeros(2, 8))
+
+
+# ---- the fast path with the fused kernels -----------------------------------------------------------
+
+
+def test_fast_path_with_fused_kernels_gives_the_reference_frames(interpreted_fused_ops, tiny_model, preparer) -> None:  # noqa: F811
+    """Every kind of knob, two requests joining a running batch: on this checkpoint in float32 the
+    fused kernels' roundings change no sampled code (greedy ones included), so the frames are the
+    reference loop's."""
+    reqs = [prepare(preparer, tiny_model, f"{name}-fused", TEXTS[i % len(TEXTS)], sp) for i, (name, sp) in enumerate(KNOBS.items())]
+    gen = FastGenerator(tiny_model, max_batch=8, max_positions=512, fused_kernels=True)
+    assert gen.fused_kernels and isinstance(gen.device_step.ops, FusedLayerOps)
+    ref = drive(BatchGenerator(tiny_model, max_batch=8), {0: reqs[:4], 3: reqs[4:]})
+    got = drive(gen, {0: reqs[:4], 3: reqs[4:]})
+    for req in reqs:
+        assert_same(ref, got, req.request_id)
+
+
+class _Launches(TorchDispatchMode):
+    """Counts the ops a block dispatches that launch a kernel (views and allocations do not), and
+    the fused kernels it launches (the interpreter's own tensor work is not counted)."""
+
+    METADATA = {"view", "_unsafe_view", "reshape", "transpose", "t", "slice", "select", "unsqueeze", "squeeze",
+                "expand", "detach", "split", "split_with_sizes", "chunk", "as_strided", "permute", "alias",
+                "empty", "empty_like", "new_empty", "empty_strided"}
+
+    KERNELS = ("_rms_norm", "_norm_rope", "_sigmoid_gate", "_silu_mul")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aten: collections.Counter = collections.Counter()
+        self.triton = 0
+
+    def __enter__(self):
+        for name in self.KERNELS:
+            kernel = getattr(fused_ops, name)
+            kernel.run = self._counted(kernel.run)  # an instance attribute over the class's method
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for name in self.KERNELS:
+            del getattr(fused_ops, name).run
+        return super().__exit__(*exc)
+
+    def _counted(self, run):
+        def counted(*args, **kwargs):
+            self.triton += 1
+            with _disable_current_modes():
+                return run(*args, **kwargs)
+        return counted
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ not in self.METADATA:
+            self.aten[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _one_layer_launches(gen: FastGenerator) -> _Launches:
+    step = gen.device_step
+    tables = gen.tables(1)
+    x, pos, cos, sin, mask = step.start_decode(tables, 64)
+    layer, weights = step.model.backbone.layers[0], step.weights[0]
+    with torch.no_grad(), _Launches() as counted:
+        step.decode_layer(layer, weights.qkv, weights.gate_up, x, cos, sin, mask, tables.slot, pos,
+                          step.cache.keys[0], step.cache.values[0])
+    return counted
+
+
+def test_a_fused_decode_layer_launches_17_kernels_instead_of_55(interpreted_fused_ops, tiny_model) -> None:
+    """float32 (bf16 adds 18 casts to the eager layer and none to the fused one): 4 matrix products,
+    2 cache writes, attention with its mask, 2 residual adds... and 6 fused kernels."""
+    eager = _one_layer_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=False))
+    fused = _one_layer_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True))
+    assert (sum(eager.aten.values()), eager.triton) == (55, 0), eager.aten
+    assert fused.triton == 6  # input norm, q and k norm + rotary, gate, residual add + norm, SwiGLU activation
+    assert sum(fused.aten.values()) == 11, fused.aten
+    assert {"pow", "rsqrt", "mean", "sigmoid", "silu", "neg", "cat"}.isdisjoint(fused.aten)
+    assert fused.aten["mm"] == 4 and fused.aten["index_put_"] == 2
+
+
+# ---- when the layers stay eager -----------------------------------------------------------------------
+
+
+def test_default_is_on_for_cuda_unless_compiled() -> None:
+    assert fuses_by_default(torch.device("cuda"), compiled=False)
+    assert not fuses_by_default(torch.device("cuda", 1), compiled=True)  # Inductor fuses them itself
+    assert not fuses_by_default(torch.device("cpu"), compiled=False)
+
+
+def test_on_cpu_the_default_stays_eager_and_asking_warns(tiny_model, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
+        assert not FastGenerator(tiny_model, max_batch=2, max_positions=64).fused_kernels
+        assert "stay eager" not in caplog.text  # the default asks nothing on CPU
+        gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True)
+    assert not gen.fused_kernels and isinstance(gen.device_step.ops, EagerLayerOps)
+    assert "the layers' element-wise ops stay eager: RuntimeError: the fused kernels cannot run here: Triton " in caplog.text
+
+
+def test_a_kernel_that_computes_something_else_leaves_the_layers_eager(interpreted_fused_ops, tiny_model, monkeypatch,
+                                                                       caplog) -> None:
+    real = interpreted_fused_ops.silu_mul
+    monkeypatch.setattr(interpreted_fused_ops, "silu_mul", lambda gate_up: real(gate_up) * 1.001)
+    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
+        gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True)
+    assert not gen.fused_kernels
+    assert "stay eager: RuntimeError: silu_mul differs from the eager op by up to" in caplog.text
+
+
+def test_a_compiled_step_keeps_the_eager_ops(interpreted_fused_ops, tiny_model, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
+        gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, compiled=True, fused_kernels=True)
+    assert not gen.fused_kernels
+    assert "torch.compile, which fuses these ops itself" in caplog.text
+
+
+# ---- compiled for the H200, and on a GPU ----------------------------------------------------------------
+
+SIGNATURES = {
+    "_rms_norm": ({"x_ptr": "P", "h_ptr": "P", "w_ptr": "P", "sum_ptr": "P", "out_ptr": "P", "cols": "i32",
+                   "eps": "fp32", "ADD": "constexpr", "BLOCK": "constexpr"}, {"ADD": True, "BLOCK": 1024}),
+    "_norm_rope": ({"x_ptr": "P", "w_ptr": "P", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "out_ptr": "P", "heads": "i32",
+                    "tokens": "i32", "token_stride": "i32", "head_stride": "i32", "head_dim": "i32", "rot": "i32",
+                    "eps": "fp32", "BLOCK": "constexpr"}, {"BLOCK": 256}),
+    "_sigmoid_gate": ({"out_ptr": "P", "gate_ptr": "P", "y_ptr": "P", "numel": "N", "width": "i32", "head_dim": "i32",
+                       "token_stride": "i32", "head_stride": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+    "_silu_mul": ({"gate_up_ptr": "P", "y_ptr": "P", "numel": "N", "width": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+}
+
+
+@pytest.mark.parametrize("numel", ["i32", "i64"])  # Triton types an int argument by its value
+@pytest.mark.parametrize("pointer", ["*bf16", "*fp16", "*fp32"])
+@pytest.mark.parametrize("name", list(SIGNATURES))
+def test_kernels_compile_for_an_h200_with_no_gpu_here(name: str, pointer: str, numel: str) -> None:
+    """Triton's own ptxas builds each kernel for sm_90: what the interpreter does not check (types,
+    the int64 offsets, the casts of the loads and stores) is checked here."""
+    pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, compile as compile_kernel
+
+    kernel = getattr(fused_ops, name)
+    assert not fused_ops.interpreted()
+    types, constexprs = SIGNATURES[name]
+    signature = {arg: pointer if kind == "P" else numel if kind == "N" else kind for arg, kind in types.items()}
+    assert list(signature) == kernel.arg_names
+    compiled = compile_kernel(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
+                              target=GPUTarget("cuda", 90, 32))
+    assert compiled.asm["cubin"] and ".target sm_90" in compiled.asm["ptx"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: part 0 of bench/gpu_session.sh runs it")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_on_cuda_the_fast_path_fuses_by_default_and_keeps_its_frames(dtype: torch.dtype, tiny_gepard_dir) -> None:
+    """On the device, the kernels as Triton compiles them pass their check in the model's dtype, and
+    greedy requests through the replayed graphs end as the eager ops' do, with the same frames in
+    float32 (bf16 rounds other products otherwise, so there only the finish is compared)."""
+    from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
+    from engine.model.gepard import GepardModel
+    from engine.requests import SynthesisRequest
+
+    model = GepardModel.from_pretrained(tiny_gepard_dir, device=torch.device("cuda"), dtype=dtype)
+    engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))
+    try:
+        reqs = [engine.prepare(SynthesisRequest(f"cuda-{i}", text, None, SamplingParams(temperature=0.0)))
+                for i, text in enumerate(TEXTS[:3])]
+    finally:
+        import asyncio
+
+        asyncio.run(engine.aclose())
+    fused = FastGenerator(model, max_batch=4, max_positions=512)
+    eager = FastGenerator(model, max_batch=4, max_positions=512, fused_kernels=False)
+    assert fused.fused_kernels and not eager.fused_kernels
+    want, got = drive(eager, {0: reqs[:2], 2: reqs[2:]}), drive(fused, {0: reqs[:2], 2: reqs[2:]})
+    for req in reqs:
+        assert got.finish[req.request_id] == want.finish[req.request_id]
+        if dtype == torch.float32:
+            assert torch.equal(got.codes(req.request_id), want.codes(req.request_id)), req.request_id
