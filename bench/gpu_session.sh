@@ -7,13 +7,16 @@
 #
 #   0. the tests whose CUDA cases only a GPU runs: vLLM's frame step (the logits processor's
 #      sampling) on the device against the torch reference's sampling, and the codec's fused
-#      activations as Triton compiles them, against the eager ones.      Cap GEPARD_SESSION_TESTS_S (45).
+#      activations and the fast path's fused kernels (GEPARD_TORCH_FUSED_KERNELS, on by default on
+#      CUDA: parts 1-5 run with them) as Triton compiles them, against the eager ones.
+#                                                                            Cap GEPARD_SESSION_TESTS_S (45).
 #   1. bench/gpu.sh (no network: the torch backend on the machine's own PyTorch): first the fast
 #      path's CUDA graphs == its eager step == the reference loop, frame for frame (tiny, float32),
 #      then, full size in bf16, TTFA and RTF of one stream, aggregate xRT and per-stream RTF/TTFA
 #      p50/p99 at 1..1024 streams, the codec's share, peak GPU memory.  Cap GEPARD_SESSION_PIPELINE_S (240).
 #   2. bench/torch_fast.py --size full: engine step time at 1, 32 and 256 requests against its
-#      physical floor, reference loop and fast path (graphs on), its steps serial and overlapped
+#      physical floor, reference loop and fast path (graphs on), with its layers' ops fused and
+#      eager (unfused), its steps serial and overlapped
 #      (GEPARD_TORCH_OVERLAP); then the prefill of 1, 8, 32 and 64 prompts, eager and as CUDA graphs
 #      (GEPARD_TORCH_PREFILL_GRAPHS; GEPARD_TORCH_PREFILL_BATCH's scale).    Cap GEPARD_SESSION_STEP_S (70).
 #   3. the same for the fast path with its step and prefill through torch.compile (Triton
@@ -135,7 +138,7 @@ say "out: $OUT_DIR${ARCHIVE:+ (packed into $ARCHIVE after every part)}; caps: te
 
 # 0) CUDA cases of the test suite (pytest is on the GPU image; pytest-asyncio need not be: none is async)
 part 00-tests "$TESTS_S" "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/engine/backends/test_vllm_sampling.py" \
-  "$ROOT/tests/codec_worker/test_fused_activations.py" -k cuda
+  "$ROOT/tests/codec_worker/test_fused_activations.py" "$ROOT/tests/engine/backends/test_fused_ops.py" -k cuda
 
 # 1) the headline figures (gpu.sh keeps 10 s of its budget for writing up). Only the gpu-*.json this
 # part wrote are the session's: one older than the part's start is an earlier run's (say a vLLM run
@@ -157,7 +160,7 @@ fi
 REUSE=()
 [ -f "$BENCH_DIR/gpu-full/model.safetensors" ] && REUSE=(--checkpoint "$BENCH_DIR/gpu-full")
 part 02-steps "$STEP_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
-  --batch 1,32,256 --steps 20 --paths reference,fast,overlap,prefill-graphs --prefill-prompts 1,8,32,64 \
+  --batch 1,32,256 --steps 20 --paths reference,fast,unfused,overlap,prefill-graphs --prefill-prompts 1,8,32,64 \
   --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
 part 03-compiled "$COMPILED_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,32,256 --steps 20 --paths compiled,compiled+overlap --json "$OUT_DIR/torch_fast_bf16_compiled.json" \

@@ -267,8 +267,16 @@ async def start_engine(args: argparse.Namespace, checkpoint: Path, max_batch: in
 
     config = TorchEngineConfig(model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch,
                                path=args.torch_path, max_positions=args.frames + PROMPT_ROOM, overlap=args.torch_overlap,
-                               prefill_graphs=args.torch_prefill_graphs, prefill_batch=args.torch_prefill_batch)
+                               prefill_graphs=args.torch_prefill_graphs, prefill_batch=args.torch_prefill_batch,
+                               fused_kernels=None if args.torch_fused_kernels == "auto" else args.torch_fused_kernels == "yes")
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, config)
+
+
+def fused_engine_kernels(engine: TtsEngine) -> Optional[bool]:
+    """Whether the torch fast path runs its fused kernels (asked, and their check at start passed);
+    None for an engine without a fast path."""
+    generator = getattr(engine, "_generator", None)
+    return getattr(generator, "fused_kernels", None)
 
 
 async def start_for(args: argparse.Namespace, checkpoint: Path, levels: list[int]) -> tuple[TtsEngine, list[int]]:
@@ -497,7 +505,7 @@ def result_doc(args: argparse.Namespace, host: str, runner: str, checkpoint: Pat
             "codec_carry_state": getattr(args, "codec_carry_state_used", None),
             "codec_fused_activations": getattr(args, "codec_fused_used", None), "torch_overlap": args.torch_overlap,
             "torch_prefill_graphs": args.torch_prefill_graphs, "torch_prefill_batch": args.torch_prefill_batch,
-            **headline(rows), "rows": [asdict(r) for r in rows]}
+            "torch_fused_kernels": getattr(args, "torch_fused_used", None), **headline(rows), "rows": [asdict(r) for r in rows]}
 
 
 def save(path: Optional[Path], result: dict[str, Any]) -> None:
@@ -529,6 +537,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         codec, args.codec_carry_state_used = carrying_codec(codec, checkpoint, args, max(levels))
         args.codec_fused_used = fusing_codec(codec, args)
     runner = runner_of(engine)
+    args.torch_fused_used = fused_engine_kernels(engine)
     decoders: dict[str, Optional[BatchingCodecDecoder]] = {
         str(s): None if codec is None else BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s)
         for s in (schedules if codec is not None else schedules[:1])}
@@ -541,6 +550,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
           f"{', carrying conv state' if args.codec_carry_state_used else ''}"
           f"{', fused activations' if args.codec_fused_used else ''}"
           f"{', overlapped steps' if args.torch_overlap else ''}{', prefill graphs' if args.torch_prefill_graphs else ''}"
+          f"{', fused engine kernels' if args.torch_fused_used else ''}"
           f"{f', prefill batch {args.torch_prefill_batch}' if args.torch_prefill_batch != 8 else ''}",
           flush=True)
     print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
@@ -627,6 +637,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--torch-overlap", action="store_true", help="torch fast path: overlapped steps (GEPARD_TORCH_OVERLAP)")
     p.add_argument("--torch-prefill-batch", type=int, default=8,
                    help="torch fast path: new requests prefilled together in one step (GEPARD_TORCH_PREFILL_BATCH)")
+    p.add_argument("--torch-fused-kernels", choices=("auto", "yes", "no"), default="auto",
+                   help="torch fast path: each layer's norms, rotary, gate and SwiGLU activation as one Triton kernel "
+                        "each (GEPARD_TORCH_FUSED_KERNELS); auto: on CUDA, as the gateway")
     p.add_argument("--torch-prefill-graphs", action="store_true",
                    help="torch fast path on CUDA: the prefill as CUDA graphs (GEPARD_TORCH_PREFILL_GRAPHS)")
     p.add_argument("--device", default="auto")

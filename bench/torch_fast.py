@@ -1,7 +1,7 @@
 """Engine step time of the torch backend's two loops: the reference loop vs the fast path.
 
     python bench/torch_fast.py [--size full] [--batch 1,8] [--steps 30]
-                               [--paths reference,fast,compiled,overlap,compiled+overlap]
+                               [--paths reference,fast,unfused,compiled,overlap,compiled+overlap]
                                [--device auto] [--dtype auto] [--no-graphs] [--json OUT]
                                [--prefills 10] [--prefill-prompts 1,8] [--profile OUT.txt] [--check]
                                [--compile-backend inductor]
@@ -10,7 +10,10 @@ Drives the generators directly (no engine thread, no asyncio), on a random check
 head never fires: B requests are prefilled, a few warm-up steps run (on CUDA this captures the
 fast path's graphs), then ``--steps`` decode steps of the whole batch are timed one by one.
 Reported per (path, batch): step time p50 / p90 in ms, frames/s (B / step time) and xRT (audio
-seconds per wall second: frames/s * 1024 / 22050). A step is one new frame for every request.
+seconds per wall second: frames/s * 1024 / 22050). A step is one new frame for every request. The
+fast-path variants run with GEPARD_TORCH_FUSED_KERNELS' default (each layer's norms, rotary, gate and
+SwiGLU activation one Triton kernel each on CUDA; a compiled step keeps them eager); ``unfused`` is
+the fast path with those ops eager, what the fused kernels save.
 
 The physical floor of a step, beside it: the bytes it must read at least (every weight a decode
 step uses, once: 0.52 GB in bf16 at full size, since the 254M-parameter text embedding table is
@@ -67,7 +70,8 @@ from engine.requests import SamplingParams, SynthesisRequest  # noqa: E402
 # the fast path's variants: its step eager or through torch.compile, its steps serial or overlapped,
 # its prefill replayed as CUDA graphs (decode as "fast"; with graphs off, the same as "fast")
 FAST_PATHS = {"fast": {}, "compiled": {"compiled": True}, "overlap": {"overlap": True},
-              "compiled+overlap": {"compiled": True, "overlap": True}, "prefill-graphs": {"prefill_graphs": True}}
+              "compiled+overlap": {"compiled": True, "overlap": True}, "prefill-graphs": {"prefill_graphs": True},
+              "unfused": {"fused_kernels": False}}
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the forest."
 
 
@@ -245,7 +249,7 @@ def check(device: torch.device, variants: tuple[str, ...] = ("fast",)) -> dict[s
 
         asyncio.run(engine.aclose())
     loops = {"reference": BatchGenerator(model, max_batch=8),
-             "fast eager": FastGenerator(model, max_batch=8, max_positions=256, cuda_graphs=False)}
+             "fast eager": FastGenerator(model, max_batch=8, max_positions=256, cuda_graphs=False, fused_kernels=False)}
     loops.update({f"{v} graphs": FastGenerator(model, max_batch=8, max_positions=256, **FAST_PATHS[v]) for v in variants})
     frames = {}
     for name, gen in loops.items():
@@ -263,8 +267,9 @@ def check(device: torch.device, variants: tuple[str, ...] = ("fast",)) -> dict[s
     verdicts = {}
     for name in list(loops)[1:]:
         verdicts[name] = all(torch.equal(frames["reference"][k], frames[name][k]) for k in frames["reference"])
-        print(f"# check ({device}, float32): {name} {'equals' if verdicts[name] else 'DIFFERS FROM'} the reference loop",
-              flush=True)
+        fused = " (fused kernels)" if getattr(loops[name], "fused_kernels", False) else ""
+        print(f"# check ({device}, float32): {name}{fused} {'equals' if verdicts[name] else 'DIFFERS FROM'} the reference "
+              "loop", flush=True)
     graphs = sum(len(gen.graphs.graphs) for gen in loops.values() if getattr(gen, "graphs", None) is not None)
     print(f"# check: {graphs} CUDA graphs replayed", flush=True)
     return verdicts
@@ -308,7 +313,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--paths", default="reference,fast",
                    help="comma list of reference, fast, compiled (the fast path with its decode step through "
                         "torch.compile), overlap (each step launched before the last one's results are read), "
-                        "compiled+overlap, prefill-graphs (the prefill replayed as CUDA graphs)")
+                        "compiled+overlap, prefill-graphs (the prefill replayed as CUDA graphs), unfused (the "
+                        "layers' element-wise ops eager: fast, overlap and prefill-graphs use GEPARD_TORCH_FUSED_KERNELS' "
+                        "default, on on CUDA)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="auto: bfloat16 on GPU, float32 on CPU")
     p.add_argument("--no-graphs", action="store_true", help="fast path: run the step eagerly on CUDA too")

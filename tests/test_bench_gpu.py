@@ -187,6 +187,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert tests[:3] == ["/opt/py312/bin/python3", "-m", "pytest"] and tests[-2:] == ["-k", "cuda"]
     assert str(ROOT / "tests/engine/backends/test_vllm_sampling.py") in tests
     assert str(ROOT / "tests/codec_worker/test_fused_activations.py") in tests
+    assert str(ROOT / "tests/engine/backends/test_fused_ops.py") in tests
     assert summary == ["/opt/py312/bin/python3", str(ROOT / "bench" / "gpu_summary.py"), str(out)]
     # 1) gpu.sh offline on the machine's python, its budget inside the part's cap
     assert pipeline[-2:] == ["bash", str(ROOT / "bench" / "gpu.sh")]
@@ -197,7 +198,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     # 5) the codec; outputs in OUT
     fast = torch_fast.parse_args(steps[steps.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert (fast.size, fast.batch, fast.no_graphs, fast.json) == ("full", "1,32,256", False, out / "torch_fast_bf16.json")
-    assert fast.paths.split(",") == ["reference", "fast", "overlap", "prefill-graphs"]
+    assert fast.paths.split(",") == ["reference", "fast", "unfused", "overlap", "prefill-graphs"]
     assert fast.prefill_prompts == "1,8,32,64"  # where a larger GEPARD_TORCH_PREFILL_BATCH stops being free
     comp = torch_fast.parse_args(compiled[compiled.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert comp.paths.split(",") == ["compiled", "compiled+overlap"] and not comp.no_graphs
@@ -268,7 +269,7 @@ def stand_in_gpu_host(tmp_path: Path, case: str) -> tuple[Path, Path]:
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771 MiB, 570.00'\n")
     py = tmp_path / "python"
-    py.write_text('#!/bin/sh\ncase "$*" in\n' + case + '  *--paths\\ reference,fast,overlap*) sleep 30 ;;\nesac\n'
+    py.write_text('#!/bin/sh\ncase "$*" in\n' + case + '  *--paths\\ reference,fast,unfused,overlap*) sleep 30 ;;\nesac\n'
                   'echo "ran: $*"\n')
     for f in (smi, py):
         f.chmod(0o755)

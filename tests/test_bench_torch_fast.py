@@ -76,9 +76,13 @@ def test_prefills_are_timed_per_path_once_each_with_every_request_ended_at_its_f
 
     out = tmp_path / "fast.json"
     torch_fast.main(["--size", "tiny", "--checkpoint", str(tiny_gepard_dir), "--batch", "1", "--steps", "2",
-                     "--paths", "reference,fast,overlap", "--prefills", "3", "--json", str(out)])
-    prefills = json.loads(out.read_text())["prefills"]
-    assert [(r["path"], r["prompts"]) for r in prefills] == [("reference", 1), ("fast", 1), ("reference", 8), ("fast", 8)]
+                     "--paths", "reference,fast,unfused,overlap", "--prefills", "3", "--json", str(out)])
+    doc = json.loads(out.read_text())
+    prefills = doc["prefills"]
+    assert [(r["path"], r["prompts"]) for r in prefills] == [
+        ("reference", 1), ("fast", 1), ("unfused", 1), ("reference", 8), ("fast", 8), ("unfused", 8)]
+    assert [r["path"] for r in doc["results"]] == ["reference", "fast", "unfused", "overlap"]
+    assert doc["checks"]["unfused graphs"] is True  # on CPU: the eager step, the reference's frames
     for r in prefills:
         assert r["repeats"] == 3 and r["tokens"] > 10 and 0 < r["prefill_ms_p50"] <= r["prefill_ms_p90"]
 
