@@ -18,20 +18,11 @@ its arithmetic against the eager activations.
 from __future__ import annotations
 
 import contextlib
-import os
 
 import torch
 
 from codec_worker.torchcodec.layers import LEAKY_RELU_SLOPE, SNAKE_EPS
-
-try:
-    import triton
-    import triton.language as tl
-except ImportError as exc:  # a CPU install without Triton: the eager activations only
-    triton = None
-    _TRITON_MISSING = f"{type(exc).__name__}: {exc}"
-else:
-    _TRITON_MISSING = ""
+from codec_worker.triton_support import interpreted, tl, triton, unavailable_reason
 
 BLOCK = 1024  # values per program, over the flattened [B, C, T]
 
@@ -53,20 +44,6 @@ if triton is not None:
         wave = tl.sin(alpha * x)
         y = tl.where(channel < split, x + wave * wave / (alpha + eps), tl.where(x >= 0, x, x * slope))
         tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=inside)
-
-
-def interpreted() -> bool:
-    """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``): on CPU tensors too."""
-    return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
-
-
-def unavailable_reason(device: torch.device) -> str:
-    """Why the fused kernel cannot run on ``device`` ("" when it can)."""
-    if triton is None:
-        return f"Triton does not import ({_TRITON_MISSING})"
-    if device.type != "cuda" and not interpreted():
-        return f"Triton compiles for CUDA, not {device.type}"
-    return ""
 
 
 def snake_then_leaky(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.Tensor:

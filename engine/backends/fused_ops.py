@@ -27,18 +27,10 @@ check their arithmetic against the eager ops.
 from __future__ import annotations
 
 import contextlib
-import os
 
 import torch
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError as exc:  # a CPU install without Triton: the eager ops only
-    triton = None
-    _TRITON_MISSING = f"{type(exc).__name__}: {exc}"
-else:
-    _TRITON_MISSING = ""
+from codec_worker.triton_support import interpreted, tl, triton, unavailable_reason
 
 FLAT_BLOCK = 1024  # values per program of the flat (element-wise) kernels
 
@@ -127,20 +119,6 @@ if triton is not None:
         up = tl.load(gate_up_ptr + at + width, mask=inside, other=0.0).to(tl.float32)
         act = (gate / (1.0 + tl.exp(-gate))).to(dtype).to(tl.float32)  # eager rounds the SiLU first
         tl.store(y_ptr + offsets, (act * up).to(dtype), mask=inside)
-
-
-def interpreted() -> bool:
-    """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``): on CPU tensors too."""
-    return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
-
-
-def unavailable_reason(device: torch.device) -> str:
-    """Why the fused kernels cannot run on ``device`` ("" when they can)."""
-    if triton is None:
-        return f"Triton does not import ({_TRITON_MISSING})"
-    if device.type != "cuda" and not interpreted():
-        return f"Triton compiles for CUDA, not {device.type}"
-    return ""
 
 
 def _on_device(x: torch.Tensor):

@@ -16,7 +16,6 @@ import logging
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from engine.backends import fused_ops
@@ -25,7 +24,7 @@ from engine.backends.torch_fast import FastGenerator
 from engine.backends.torch_generator import BatchGenerator
 from engine.model.backbone import RotaryEmbedding, ZeroCenteredRMSNorm
 from engine.requests import SamplingParams
-from tests.engine.backends.test_torch_fast import KNOBS, TEXTS, assert_same, drive, prepare, preparer  # noqa: F401
+from tests.engine.backends.test_torch_fast import KNOBS, TEXTS, assert_same, drive, prepare, preparer  # noqa: F401 (a fixture)
 
 ATOL = RTOL = 2e-6
 

@@ -1,0 +1,40 @@
+"""Whether Triton kernels can run here: shared by the codec's fused activations
+(codec_worker.torchcodec.fused) and the engine's fused kernels (engine.backends.fused_ops).
+
+``triton`` and ``tl`` are None on an install without Triton (CPU wheels of PyTorch do not need
+it); the kernel modules then define no kernels and say why through ``unavailable_reason``.
+Triton compiles for CUDA. Its interpreter (``TRITON_INTERPRET=1``, read when a kernel is defined)
+runs the same kernels on CPU tensors, slowly: that is how the CPU tests check their arithmetic.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError as exc:
+    triton = tl = None
+    _MISSING = f"{type(exc).__name__}: {exc}"
+else:
+    _MISSING = ""
+
+
+def interpreted() -> bool:
+    """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``): on CPU tensors too."""
+    return os.environ.get("TRITON_INTERPRET", "") not in ("", "0")
+
+
+def unavailable_reason(device: torch.device) -> str:
+    """Why Triton kernels cannot run on ``device`` ("" when they can)."""
+    if triton is None:
+        return f"Triton does not import ({_MISSING})"
+    if device.type != "cuda" and not interpreted():
+        return f"Triton compiles for CUDA, not {device.type}"
+    return ""
+
+
+__all__ = ["interpreted", "tl", "triton", "unavailable_reason"]
