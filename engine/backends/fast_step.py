@@ -20,7 +20,8 @@ fresh slots, then their first frames); ``compiled`` puts each part through torch
 
 The norms, rotary, attention gate and SwiGLU activation go through ``self.ops``: the reference's
 own ops (engine.backends.layer_ops.EagerLayerOps), or once ``fuse_kernels`` succeeded one Triton
-kernel each (FusedLayerOps), which round where the eager ops round but are not bit-identical.
+kernel each (FusedLayerOps), which round where the eager ops round but are not bit-identical; with
+them, the sampling of all heads is one kernel too (``sample``: the same steps and noise).
 
 Row layout of a decode step (B = bucket): row i is cache slot i, for every i < B. A request's cond
 branch is the row of its slot, its live CFG branch the row of its second slot; the other rows (free
@@ -287,7 +288,7 @@ class DeviceStep:
         if reason:
             raise RuntimeError(f"the fused kernels cannot run here: {reason}")
         fused = FusedLayerOps()
-        fuse_check(self.model, self.weights, self.ops, fused)
+        fuse_check(self.model, self.weights, (self.head_weight, self.head_bias), self.ops, fused)
         self.ops = fused
 
     # -- model pieces ------------------------------------------------------------------------------
@@ -411,11 +412,8 @@ class DeviceStep:
         """Sample every row, commit the cond rows' frames into the slot state, write ``tables.out``."""
         st = self.state
         slots = tables.slot
-        logits = self.code_logits(hidden)  # [B, 32, L] float32
-        logits = cfg_combine(logits, logits[tables.uncond], tables.cfg_scale)
-        logits = repetition_penalty(logits, st.counts[slots] > 0, st.penalty[slots])
         frame = st.frames[slots]
-        codes = sample_codes(logits, st.temperature[slots], st.top_k[slots], st.seed[slots], frame)
+        codes = self.sample(hidden, tables, frame)
         stop = stop_decision(self.model.heads.stop_logit(hidden), st.stop_threshold[slots])
         bad = invalid_codes(codes, self.levels)
 
@@ -441,6 +439,22 @@ class DeviceStep:
         tables.out[:, :32] = codes
         tables.out[:, OUT_STOP] = stop.long()
         tables.out[:, OUT_BAD] = bad.long()
+
+    def sample(self, hidden: torch.Tensor, tables: RowTables, frame: torch.Tensor) -> torch.Tensor:
+        """Each row's codes [B, 32] from its final hidden state, with its slot's knobs and window
+        (``frame`` [B]: each row's frame index, its slot's): engine.sampling's ops one by one, or
+        with the fused kernels one kernel (fused_ops.sample_heads: the same steps, the same noise,
+        reading every per-slot value itself)."""
+        st, slots = self.state, tables.slot
+        if self.ops.fused:
+            heads = self.model.heads
+            return fused_ops.sample_heads(F.linear(hidden, self.head_weight, self.head_bias), heads._grid_index,
+                                          heads._grid_valid, tables.uncond, tables.cfg_scale, slots, st.counts, st.penalty,
+                                          st.temperature, st.top_k, st.seed, st.frames)
+        logits = self.code_logits(hidden)  # [B, 32, L] float32
+        logits = cfg_combine(logits, logits[tables.uncond], tables.cfg_scale)
+        logits = repetition_penalty(logits, st.counts[slots] > 0, st.penalty[slots])
+        return sample_codes(logits, st.temperature[slots], st.top_k[slots], st.seed[slots], frame)
 
     def finish_decode(self, x: torch.Tensor, tables: RowTables) -> None:
         """After the layers: the final norm, the new token counted in each real row's slot, then

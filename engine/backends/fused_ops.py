@@ -14,6 +14,9 @@ Here each of them is one kernel that reads its inputs once, computes in float32 
                                               x [B, T, heads, hd] (a strided view) -> [B, heads, T, hd]
     sigmoid_gate(out, gate)                   out * sigmoid(gate), gate a strided [B, T, heads, hd] view
     silu_mul(gate_up)                         silu(gate) * up for gate_up = [gate | up] by rows
+    sample_heads(head, grid, ...)             engine.sampling's CFG combine, repetition penalty,
+                                              top-k and Gumbel-max for every (row, head): ~100
+                                              eager kernels (the noise hash alone is ~20)
 
 Each rounds where the eager ops round (the norm's output to the model's dtype before the rotary
 reads it, the sigmoid and the SiLU before their products), so in bf16 it differs from them only
@@ -43,6 +46,22 @@ if triton is not None:
     @triton.jit
     def _add(a, b):
         return a + b
+
+    @triton.jit
+    def _max(a, b):
+        return tl.maximum(a, b)
+
+    @triton.jit
+    def _min(a, b):
+        return tl.minimum(a, b)
+
+    @triton.jit
+    def _mix64(z):
+        # engine.sampling.mix64 (splitmix64's finaliser) on uint64, where >> is the logical shift
+        z = z + 0x9E3779B97F4A7C15
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+        return z ^ (z >> 31)
 
     # tl.reduce with our own combine rather than tl.sum (which is the same reduction): tl.sum is a
     # jit function of Triton's standard library, which the interpreter only runs when TRITON_INTERPRET
@@ -119,6 +138,56 @@ if triton is not None:
         up = tl.load(gate_up_ptr + at + width, mask=inside, other=0.0).to(tl.float32)
         act = (gate / (1.0 + tl.exp(-gate))).to(dtype).to(tl.float32)  # eager rounds the SiLU first
         tl.store(y_ptr + offsets, (act * up).to(dtype), mask=inside)
+
+
+    @triton.jit(do_not_specialize=["head_stride", "channels", "levels"])
+    def _sample_heads(head_ptr, head_stride, grid_ptr, valid_ptr, uncond_ptr, cfg_ptr, slot_ptr, counts_ptr, penalty_ptr,
+                      temperature_ptr, top_k_ptr, seed_ptr, frame_ptr, codes_ptr, channels, levels, noise_scale,
+                      noise_min, noise_max, NOISE_SHIFT: tl.constexpr, LEVELS: tl.constexpr):
+        # one program per (row, channel), a lane per code; engine.sampling's steps in its order
+        program = tl.program_id(0).to(tl.int64)
+        row = program // channels
+        channel = program % channels
+        code = tl.arange(0, LEVELS)
+        inside = code < levels
+        cell = channel * levels + code
+        valid = inside & (tl.load(valid_ptr + cell, mask=inside, other=0) != 0)
+        column = tl.load(grid_ptr + cell, mask=inside, other=0)
+        # the heads' logits on the channel's grid (AudioHeads.code_logits), -inf past its levels
+        cond = tl.where(valid, tl.load(head_ptr + row * head_stride + column, mask=valid, other=0.0).to(tl.float32),
+                        float("-inf"))
+        uncond_row = tl.load(uncond_ptr + row)
+        uncond = tl.where(valid, tl.load(head_ptr + uncond_row * head_stride + column, mask=valid, other=0.0).to(tl.float32),
+                          float("-inf"))
+        # cfg_combine
+        mixed = uncond + tl.load(cfg_ptr + row) * (cond - uncond)
+        logits = tl.where((cond == float("inf")) | (cond == float("-inf")), cond, mixed)
+        # repetition_penalty, over the slot's window counts
+        slot = tl.load(slot_ptr + row)
+        seen = tl.load(counts_ptr + (slot * channels + channel) * levels + code, mask=inside, other=0) > 0
+        penalty = tl.load(penalty_ptr + slot)
+        penalised = tl.where(logits > 0, logits / penalty, logits * penalty)
+        logits = tl.where(seen, tl.where(penalty != 1.0, penalised, logits), logits)
+        # top_k_mask: a code is kept when fewer than k codes are strictly better (= it is >= the k-th best)
+        top_k = tl.load(top_k_ptr + slot)
+        better = tl.reduce((logits[None, :] > logits[:, None]).to(tl.int32), 1, _add)
+        masked = tl.where(better < top_k, logits, float("-inf"))
+        logits = tl.where((top_k > 0) & (top_k < levels), masked, logits)
+        # uniform_noise of (seed, frame, channel, code), then gumbel_argmax
+        seed = tl.load(seed_ptr + slot).to(tl.uint64, bitcast=True)
+        key = ((tl.load(frame_ptr + slot) * channels + channel) * levels + code).to(tl.uint64, bitcast=True)
+        bits = (_mix64(_mix64(seed) + key) >> NOISE_SHIFT).to(tl.int64)
+        uniform = tl.minimum(tl.maximum((bits.to(tl.float32) + 0.5) / noise_scale, noise_min), noise_max)
+        gumbel = -tl.log(-tl.log(uniform))
+        temperature = tl.load(temperature_ptr + slot)
+        greedy = temperature <= 0
+        scores = logits / tl.where(greedy, 1.0, temperature) + tl.where(greedy, 0.0, gumbel)
+        candidate = (logits == logits) & (logits != float("inf")) & (logits != float("-inf")) & (scores == scores)
+        scores = tl.where(candidate, scores, float("-inf"))
+        best = tl.reduce(scores, 0, _max)
+        first = tl.reduce(tl.where(candidate & (scores == best), code, LEVELS), 0, _min)  # argmax: the first best
+        found = tl.reduce(candidate.to(tl.int32), 0, _max) > 0
+        tl.store(codes_ptr + row * channels + channel, tl.where(found, first, -1).to(tl.int64))
 
 
 def _on_device(x: torch.Tensor):
@@ -243,5 +312,35 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     return y
 
 
-__all__ = ["FLAT_BLOCK", "add_rms_norm", "interpreted", "norm_rope", "rms_norm", "sigmoid_gate", "silu_mul",
+def sample_heads(head: torch.Tensor, grid_index: torch.Tensor, grid_valid: torch.Tensor, uncond: torch.Tensor,
+                 cfg_scale: torch.Tensor, slots: torch.Tensor, counts: torch.Tensor, penalty: torch.Tensor,
+                 temperature: torch.Tensor, top_k: torch.Tensor, seeds: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    """One code per head for each row, as one kernel: engine.sampling's CFG combine, repetition
+    penalty, top-k and Gumbel-max over the audio heads' logits, with the same counter-based noise.
+
+    head [B, F]: the fused heads' outputs (AudioHeads.fused_weight), read through the grid
+    ``grid_index``/``grid_valid`` [C, L]; uncond [B] the row of each row's CFG branch and
+    cfg_scale [B] its scale; slots [B] the slot each row's knobs and state are read from: counts
+    [S, C, L] (codes in the repetition window), penalty, temperature, top_k, seeds and frames [S].
+    Returns codes [B, C] int64 (-1 for a head with no finite logit). Multiply-adds are not fused
+    here, so float32 arithmetic rounds as the eager ops do, one op at a time."""
+    from engine.sampling import NOISE_BITS, NOISE_MAX, NOISE_MIN
+
+    rows, channels, levels = head.shape[0], grid_index.shape[0], grid_index.shape[1]
+    if counts.shape[1:] != (channels, levels):
+        raise ValueError(f"counts {tuple(counts.shape)} do not match a grid of {channels} channels x {levels} codes")
+    head = head.contiguous()
+    codes = torch.empty((rows, channels), dtype=torch.int64, device=head.device)
+    if codes.numel():
+        with _on_device(head):
+            _sample_heads[(rows * channels,)](
+                head, head.shape[1], *(t.contiguous() for t in (grid_index, grid_valid, uncond, cfg_scale.float(), slots,
+                                                                counts, penalty.float(), temperature.float(), top_k, seeds,
+                                                                frames)), codes, channels, levels,
+                float(1 << NOISE_BITS), NOISE_MIN, NOISE_MAX, NOISE_SHIFT=64 - NOISE_BITS, LEVELS=_row_block(levels),
+                enable_fp_fusion=False)
+    return codes
+
+
+__all__ = ["FLAT_BLOCK", "add_rms_norm", "sample_heads", "interpreted", "norm_rope", "rms_norm", "sigmoid_gate", "silu_mul",
            "unavailable_reason"]

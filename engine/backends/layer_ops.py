@@ -7,9 +7,10 @@ attention:
   them, so the fast path's frames equal the reference loop's (the CPU default, and the form
   torch.compile fuses by itself);
 - ``FusedLayerOps``: the same math as one Triton kernel per op (engine.backends.fused_ops), for
-  CUDA, where a step is bound by how many kernels it launches.
+  CUDA, where a step is bound by how many kernels it launches (with them, DeviceStep samples all
+  heads in one kernel too: ``fused_ops.sample_heads``).
 
-``fuse_check`` runs both on the model's own weights, on the device and in its dtype, before the
+``fuse_check`` runs both (and both samplings) on the model's own weights, on the device and in its dtype, before the
 fast path uses the fused ones: a kernel that fails to compile, or computes something else, leaves
 the layers eager instead of serving wrong audio.
 """
@@ -23,6 +24,7 @@ import torch.nn.functional as F
 
 from engine.backends import fused_ops
 from engine.model.backbone import RotaryEmbedding, ZeroCenteredRMSNorm
+from engine.sampling import cfg_combine, repetition_penalty, sample_codes
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +92,13 @@ def tolerance(want: torch.Tensor) -> torch.Tensor:
     return 3 * eps * (1 + want.float().abs())
 
 
-def fuse_check(model, layer_weights, eager: EagerLayerOps, fused: FusedLayerOps, seed: int = 0) -> None:
+def fuse_check(model, layer_weights, head: tuple[torch.Tensor, torch.Tensor], eager: EagerLayerOps,
+               fused: FusedLayerOps, seed: int = 0) -> None:
     """Run each fused op against the eager one on the first layer's real weights and projections,
-    on the model's device and in its dtype (compiling the kernels there, before any CUDA graph
-    capture). Raises with what differs; returns when every op agrees within ``tolerance``."""
+    and the fused sampling against engine.sampling's on the heads' real weights (``head``: the
+    fused weight and bias), on the model's device and in its dtype (compiling the kernels there,
+    before any CUDA graph capture). Raises with what differs; returns when every op agrees within
+    ``tolerance`` and the sampled codes agree (``sample_check``)."""
     bb = model.config.backbone
     layer, weights = model.backbone.layers[0], layer_weights[0]
     attn = layer.self_attn
@@ -127,6 +132,42 @@ def fuse_check(model, layer_weights, eager: EagerLayerOps, fused: FusedLayerOps,
             error = (got.float() - want.float()).abs()
             if not bool(torch.isfinite(got).all()) or bool((error > tolerance(want)).any()):
                 raise RuntimeError(f"{name} differs from the eager op by up to {float(error.max()):.3g}")
+        sample_check(model, head, generator)
 
 
-__all__ = ["EagerLayerOps", "FusedLayerOps", "fuse_check", "fuses_by_default", "tolerance"]
+def sample_check(model, head: tuple[torch.Tensor, torch.Tensor], generator: torch.Generator, rows: int = 8) -> None:
+    """fused_ops.sample_heads against engine.sampling's steps on random hidden states through the
+    real heads, with every kind of knob (greedy and sampled, top-k, a repetition window, CFG). The
+    two compute the same float32 steps and the same noise; a code may differ only where two
+    scores tie within a rounding, so at most 1 in 100 may (a real error changes far more)."""
+    device = model.device
+    heads = model.heads
+    grid, valid = heads._grid_index, heads._grid_valid
+    channels, levels = grid.shape
+    slots = torch.arange(rows, device=device).flip(0)  # rows read their knobs from other slots
+    hidden = torch.randn(rows, model.config.backbone.hidden_size, generator=generator).to(device=device, dtype=model.dtype)
+    counts = torch.randint(0, 2, (rows + 1, channels, levels), generator=generator).to(device)
+    knobs = torch.tensor([[0.0, 1.0, 0], [1.0, 1.0, 0], [0.8, 2.0, 3], [1.2, 1.0, 1], [0.7, 1.5, 0], [0.0, 3.0, 2],
+                          [1.0, 1.0, levels], [0.9, 1.0, 2], [1.0, 1.0, 0]])[: rows + 1]
+    temperature, penalty = knobs[:, 0].to(device), knobs[:, 1].to(device)
+    top_k = knobs[:, 2].long().to(device)
+    seeds = torch.randint(0, 2**62, (rows + 1,), generator=generator).to(device)
+    frames = torch.randint(0, 2000, (rows + 1,), generator=generator).to(device)
+    uncond = torch.arange(rows, device=device)
+    uncond[:2] = uncond[:2].flip(0)  # the first two rows are each other's CFG branch
+    cfg_scale = torch.ones(rows, device=device)
+    cfg_scale[:2] = 2.5
+    with torch.no_grad():
+        logits = F.linear(hidden, *head)
+        grid_logits = logits.float()[:, grid].masked_fill(~valid, float("-inf"))
+        want = cfg_combine(grid_logits, grid_logits[uncond], cfg_scale)
+        want = repetition_penalty(want, counts[slots] > 0, penalty[slots])
+        want = sample_codes(want, temperature[slots], top_k[slots], seeds[slots], frames[slots])
+        got = fused_ops.sample_heads(logits, grid, valid, uncond, cfg_scale, slots, counts, penalty, temperature, top_k,
+                                     seeds, frames)
+    differ = int((got != want).sum())
+    if got.shape != want.shape or differ > want.numel() // 100:
+        raise RuntimeError(f"sample_heads differs from engine.sampling in {differ} of {want.numel()} codes")
+
+
+__all__ = ["EagerLayerOps", "FusedLayerOps", "fuse_check", "fuses_by_default", "sample_check", "tolerance"]

@@ -1,9 +1,9 @@
 """The fast path's fused kernels (engine.backends.fused_ops, GEPARD_TORCH_FUSED_KERNELS).
 
 Run on CPU tensors by Triton's interpreter, each kernel equals the eager ops it replaces within
-float32 rounding, on the strided views the decoder layer hands it; the fast path with them gives
-the reference loop's frames on the tiny checkpoint, and a decode layer launches 17 kernels instead
-of 55. On CPU without the interpreter, with a compiled step, and for a kernel that computes
+float32 rounding, on the strided views the decoder layer hands it, and the sampling kernel draws
+engine.sampling's codes; the fast path with them gives the reference loop's frames on the tiny
+checkpoint, a decode layer launches 17 kernels instead of 55 and the sampling 2 instead of ~100. On CPU without the interpreter, with a compiled step, and for a kernel that computes
 something else, the layers keep their eager ops, with a log line. The kernels also compile for
 sm_90 (the H200 of the GPU sessions) here, with Triton's own ptxas; a CUDA-only test checks them
 on the device (part 0 of bench/gpu_session.sh).
@@ -101,6 +101,56 @@ def test_silu_mul_equals_swiglus_activation(interpreted_fused_ops, width: int) -
     torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
 
 
+def _sampling_case(rows: int, seed: int) -> dict:
+    """Inputs of sample_heads for ``rows`` rows over 5 channels of 8, 6, 5, 8 and 3 codes: the knobs
+    of every kind, rows reading other slots, two rows each other's CFG branch."""
+    gen = torch.Generator().manual_seed(seed)
+    levels = [8, 6, 5, 8, 3]
+    grid, valid = torch.zeros(5, 8, dtype=torch.long), torch.zeros(5, 8, dtype=torch.bool)
+    offset = 0
+    for c, n in enumerate(levels):
+        grid[c, :n], valid[c, :n] = torch.arange(offset, offset + n), True
+        offset += n
+    slots_total = rows + 3
+    knobs = torch.tensor([[0.0, 1.0, 0], [1.0, 2.0, 3], [0.7, 1.0, 1], [1.3, 1.5, 8], [0.0, 3.0, 2], [0.9, 1.0, 0]])
+    knobs = knobs[torch.arange(slots_total) % len(knobs)]
+    uncond = torch.arange(rows)
+    uncond[:2] = uncond[:2].flip(0)
+    return dict(head=3 * torch.randn(rows, offset, generator=gen), grid_index=grid, grid_valid=valid, uncond=uncond,
+                cfg_scale=torch.where(torch.arange(rows) < 2, 2.5, 1.0), slots=torch.randperm(slots_total, generator=gen)[:rows],
+                counts=torch.randint(0, 3, (slots_total, 5, 8), generator=gen), penalty=knobs[:, 1],  # strided views
+                temperature=knobs[:, 0], top_k=knobs[:, 2].long(),
+                seeds=torch.randint(0, 2**63 - 1, (slots_total,), generator=gen),
+                frames=torch.randint(0, 3000, (slots_total,), generator=gen))
+
+
+def _eager_sampling(case: dict) -> torch.Tensor:
+    from engine.sampling import cfg_combine, repetition_penalty, sample_codes
+
+    slots = case["slots"]
+    logits = case["head"][:, case["grid_index"]].masked_fill(~case["grid_valid"], float("-inf"))
+    logits = cfg_combine(logits, logits[case["uncond"]], case["cfg_scale"])
+    logits = repetition_penalty(logits, case["counts"][slots] > 0, case["penalty"][slots])
+    return sample_codes(logits, case["temperature"][slots], case["top_k"][slots], case["seeds"][slots], case["frames"][slots])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sample_heads_draws_the_codes_engine_sampling_draws(interpreted_fused_ops, seed: int) -> None:
+    """Greedy and sampled, top-k of 1, 2, 3 and all, repetition penalties, CFG: the same codes,
+    noise included (the same splitmix64 of seed, frame, channel and code)."""
+    case = _sampling_case(rows=9, seed=seed)
+    got = interpreted_fused_ops.sample_heads(**case)
+    assert got.dtype == torch.int64 and got.shape == (9, 5)
+    assert torch.equal(got, _eager_sampling(case))
+
+
+def test_sample_heads_gives_minus_one_to_a_head_with_no_finite_logit(interpreted_fused_ops) -> None:
+    case = _sampling_case(rows=3, seed=4)
+    case["head"][1, :8] = float("nan")  # channel 0 of row 1 (and, through CFG, of row 0)
+    got = interpreted_fused_ops.sample_heads(**case)
+    assert torch.equal(got, _eager_sampling(case)) and got[1, 0] == -1
+
+
 def test_kernels_refuse_shapes_they_cannot_walk(interpreted_fused_ops) -> None:
     with pytest.raises(ValueError, match="weights of shape"):
         fused_ops.rms_norm(torch.zeros(2, 8), torch.zeros(7), 1e-6)
@@ -115,6 +165,10 @@ def test_kernels_refuse_shapes_they_cannot_walk(interpreted_fused_ops) -> None:
         fused_ops.sigmoid_gate(torch.zeros(6, 32), x.transpose(2, 3))
     with pytest.raises(ValueError, match="even"):
         fused_ops.silu_mul(torch.zeros(2, 7))
+    case = _sampling_case(rows=2, seed=0)
+    case["counts"] = case["counts"][:, :, :5]
+    with pytest.raises(ValueError, match="do not match a grid of 5 channels x 8 codes"):
+        fused_ops.sample_heads(**case)
 
 
 def test_without_the_interpreter_the_kernels_refuse_cpu_tensors() -> None:
@@ -128,16 +182,20 @@ def test_without_the_interpreter_the_kernels_refuse_cpu_tensors() -> None:
 
 
 def test_fast_path_with_fused_kernels_gives_the_reference_frames(interpreted_fused_ops, tiny_model, preparer) -> None:  # noqa: F811
-    """Every kind of knob, two requests joining a running batch: on this checkpoint in float32 the
-    fused kernels' roundings change no sampled code (greedy ones included), so the frames are the
-    reference loop's."""
-    reqs = [prepare(preparer, tiny_model, f"{name}-fused", TEXTS[i % len(TEXTS)], sp) for i, (name, sp) in enumerate(KNOBS.items())]
-    gen = FastGenerator(tiny_model, max_batch=8, max_positions=512, fused_kernels=True)
+    """Greedy, sampled with top-k and a repetition penalty, and CFG joining a running batch: on this
+    checkpoint in float32 the fused kernels' roundings change no sampled code, so the frames are
+    the reference loop's (10 frames each: the interpreter runs a program at a time)."""
+    import dataclasses
+
+    reqs = [prepare(preparer, tiny_model, f"{name}-fused", TEXTS[i], dataclasses.replace(KNOBS[name], max_frames=10))
+            for i, name in enumerate(("greedy", "topk_penalty", "cfg_onset"))]
+    gen = FastGenerator(tiny_model, max_batch=4, max_positions=512, fused_kernels=True)
     assert gen.fused_kernels and isinstance(gen.device_step.ops, FusedLayerOps)
-    ref = drive(BatchGenerator(tiny_model, max_batch=8), {0: reqs[:4], 3: reqs[4:]})
-    got = drive(gen, {0: reqs[:4], 3: reqs[4:]})
+    ref = drive(BatchGenerator(tiny_model, max_batch=4), {0: reqs[:2], 3: reqs[2:]})
+    got = drive(gen, {0: reqs[:2], 3: reqs[2:]})
     for req in reqs:
         assert_same(ref, got, req.request_id)
+        assert ref.codes(req.request_id).shape == (32, 10)
 
 
 class _Launches(TorchDispatchMode):
@@ -148,7 +206,7 @@ class _Launches(TorchDispatchMode):
                 "expand", "detach", "split", "split_with_sizes", "chunk", "as_strided", "permute", "alias",
                 "empty", "empty_like", "new_empty", "empty_strided"}
 
-    KERNELS = ("_rms_norm", "_norm_rope", "_sigmoid_gate", "_silu_mul")
+    KERNELS = ("_rms_norm", "_norm_rope", "_sigmoid_gate", "_silu_mul", "_sample_heads")
 
     def __init__(self) -> None:
         super().__init__()
@@ -179,22 +237,31 @@ class _Launches(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _one_layer_launches(gen: FastGenerator) -> _Launches:
+def _step_launches(gen: FastGenerator) -> tuple[_Launches, _Launches]:
+    """What one decoder layer of a decode step launches, and what the step's end (final norm,
+    sampling, commit) does."""
     step = gen.device_step
     tables = gen.tables(1)
     x, pos, cos, sin, mask = step.start_decode(tables, 64)
     layer, weights = step.model.backbone.layers[0], step.weights[0]
-    with torch.no_grad(), _Launches() as counted:
-        step.decode_layer(layer, weights.qkv, weights.gate_up, x, cos, sin, mask, tables.slot, pos,
-                          step.cache.keys[0], step.cache.values[0])
-    return counted
+    with torch.no_grad(), _Launches() as in_layer:
+        x = step.decode_layer(layer, weights.qkv, weights.gate_up, x, cos, sin, mask, tables.slot, pos,
+                              step.cache.keys[0], step.cache.values[0])
+    with torch.no_grad(), _Launches() as at_end:
+        step.finish_decode(x, tables)
+    return in_layer, at_end
 
 
-def test_a_fused_decode_layer_launches_17_kernels_instead_of_55(interpreted_fused_ops, tiny_model) -> None:
+def test_a_fused_decode_step_launches_a_third_of_the_eager_kernels(interpreted_fused_ops, tiny_model) -> None:
     """float32 (bf16 adds 18 casts to the eager layer and none to the fused one): 4 matrix products,
-    2 cache writes, attention with its mask, 2 residual adds... and 6 fused kernels."""
-    eager = _one_layer_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=False))
-    fused = _one_layer_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True))
+    2 cache writes, attention with its mask, 2 residual adds... and 6 fused kernels. The step's end
+    samples all heads in one kernel: 48 launches instead of 146."""
+    eager, eager_end = _step_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=False))
+    fused, fused_end = _step_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True))
+    assert (sum(eager_end.aten.values()), eager_end.triton) == (146, 0), eager_end.aten
+    assert fused_end.triton == 2  # the final norm, the sampling
+    assert sum(fused_end.aten.values()) == 46, fused_end.aten
+    assert {"sort", "log", "bitwise_xor", "__rshift__", "masked_fill"}.isdisjoint(fused_end.aten)
     assert (sum(eager.aten.values()), eager.triton) == (55, 0), eager.aten
     assert fused.triton == 6  # input norm, q and k norm + rotary, gate, residual add + norm, SwiGLU activation
     assert sum(fused.aten.values()) == 11, fused.aten
@@ -230,6 +297,16 @@ def test_a_kernel_that_computes_something_else_leaves_the_layers_eager(interpret
     assert "stay eager: RuntimeError: silu_mul differs from the eager op by up to" in caplog.text
 
 
+def test_a_sampling_kernel_that_draws_other_codes_leaves_the_step_eager(interpreted_fused_ops, tiny_model, monkeypatch,
+                                                                        caplog) -> None:
+    real = interpreted_fused_ops.sample_heads
+    monkeypatch.setattr(interpreted_fused_ops, "sample_heads", lambda *args: (real(*args) + 1) % 2)
+    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
+        gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True)
+    assert not gen.fused_kernels
+    assert "stay eager: RuntimeError: sample_heads differs from engine.sampling in " in caplog.text
+
+
 def test_a_compiled_step_keeps_the_eager_ops(interpreted_fused_ops, tiny_model, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
         gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, compiled=True, fused_kernels=True)
@@ -248,6 +325,12 @@ SIGNATURES = {
     "_sigmoid_gate": ({"out_ptr": "P", "gate_ptr": "P", "y_ptr": "P", "numel": "N", "width": "i32", "head_dim": "i32",
                        "token_stride": "i32", "head_stride": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
     "_silu_mul": ({"gate_up_ptr": "P", "y_ptr": "P", "numel": "N", "width": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+    "_sample_heads": ({"head_ptr": "P", "head_stride": "i32", "grid_ptr": "*i64", "valid_ptr": "*i1", "uncond_ptr": "*i64",
+                       "cfg_ptr": "*fp32", "slot_ptr": "*i64", "counts_ptr": "*i64", "penalty_ptr": "*fp32",
+                       "temperature_ptr": "*fp32", "top_k_ptr": "*i64", "seed_ptr": "*i64", "frame_ptr": "*i64",
+                       "codes_ptr": "*i64", "channels": "N", "levels": "i32", "noise_scale": "fp32", "noise_min": "fp32",
+                       "noise_max": "fp32", "NOISE_SHIFT": "constexpr", "LEVELS": "constexpr"},
+                      {"NOISE_SHIFT": 40, "LEVELS": 8}),
 }
 
 
