@@ -166,7 +166,7 @@ if triton is not None:
         slot = tl.load(slot_ptr + row)
         seen = tl.load(counts_ptr + (slot * channels + channel) * levels + code, mask=inside, other=0) > 0
         penalty = tl.load(penalty_ptr + slot)
-        penalised = tl.where(logits > 0, logits / penalty, logits * penalty)
+        penalised = tl.where(logits > 0, tl.math.div_rn(logits, penalty), logits * penalty)
         logits = tl.where(seen, tl.where(penalty != 1.0, penalised, logits), logits)
         # top_k_mask: a code is kept when fewer than k codes are strictly better (= it is >= the k-th best)
         top_k = tl.load(top_k_ptr + slot)
@@ -177,11 +177,11 @@ if triton is not None:
         seed = tl.load(seed_ptr + slot).to(tl.uint64, bitcast=True)
         key = ((tl.load(frame_ptr + slot) * channels + channel) * levels + code).to(tl.uint64, bitcast=True)
         bits = (_mix64(_mix64(seed) + key) >> NOISE_SHIFT).to(tl.int64)
-        uniform = tl.minimum(tl.maximum((bits.to(tl.float32) + 0.5) / noise_scale, noise_min), noise_max)
+        uniform = tl.minimum(tl.maximum(tl.math.div_rn(bits.to(tl.float32) + 0.5, noise_scale), noise_min), noise_max)
         gumbel = -tl.log(-tl.log(uniform))
         temperature = tl.load(temperature_ptr + slot)
         greedy = temperature <= 0
-        scores = logits / tl.where(greedy, 1.0, temperature) + tl.where(greedy, 0.0, gumbel)
+        scores = tl.math.div_rn(logits, tl.where(greedy, 1.0, temperature)) + tl.where(greedy, 0.0, gumbel)
         candidate = (logits == logits) & (logits != float("inf")) & (logits != float("-inf")) & (scores == scores)
         scores = tl.where(candidate, scores, float("-inf"))
         best = tl.reduce(scores, 0, _max)
@@ -323,7 +323,8 @@ def sample_heads(head: torch.Tensor, grid_index: torch.Tensor, grid_valid: torch
     cfg_scale [B] its scale; slots [B] the slot each row's knobs and state are read from: counts
     [S, C, L] (codes in the repetition window), penalty, temperature, top_k, seeds and frames [S].
     Returns codes [B, C] int64 (-1 for a head with no finite logit). Multiply-adds are not fused
-    here, so float32 arithmetic rounds as the eager ops do, one op at a time."""
+    and divisions round to nearest (Triton's default float32 division may be off by 2 ulp), so
+    float32 arithmetic rounds as the eager ops do, one op at a time."""
     from engine.sampling import NOISE_BITS, NOISE_MAX, NOISE_MIN
 
     rows, channels, levels = head.shape[0], grid_index.shape[0], grid_index.shape[1]
