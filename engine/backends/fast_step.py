@@ -327,12 +327,16 @@ class DeviceStep:
         """The inputs of a decode step's layers: each row's last frame embedded (x [B, H]), the
         position it is written at (pos [B]: lengths[slots[i]]), its rotary (cos, sin) and a
         [B, 1, 1, span] mask over positions [0, pos] of slot i (for a request's row slots[i] == i;
-        a padding row writes the scratch slot and reads a free slot, harmlessly)."""
+        a padding row writes the scratch slot and reads a free slot, harmlessly).
+
+        The mask is additive (0 where attended, -inf elsewhere, the model's dtype), made once per
+        step: attention turns a boolean mask into exactly that at every layer (three kernels each)."""
         x = self.embed_frames(self.state.last_codes[tables.feed])
         b = x.shape[0]
         pos = self.cache.lengths[tables.slot]  # [B]
         cos, sin = self.model.backbone.rotary.cos_sin(pos.view(b, 1))
-        mask = (torch.arange(span, device=x.device).view(1, span) <= pos.view(b, 1)).view(b, 1, 1, span)
+        visible = (torch.arange(span, device=x.device).view(1, span) <= pos.view(b, 1)).view(b, 1, 1, span)
+        mask = torch.full((b, 1, 1, span), float("-inf"), dtype=x.dtype, device=x.device).masked_fill_(visible, 0.0)
         return x, pos, cos, sin, mask
 
     def decode_layer(self, layer, qkv_weight: torch.Tensor, gate_up_weight: torch.Tensor, x: torch.Tensor,
