@@ -289,6 +289,7 @@ class DeviceStep:
             raise RuntimeError(f"the fused kernels cannot run here: {reason}")
         fused = FusedLayerOps()
         fuse_check(self.model, self.weights, (self.head_weight, self.head_bias), self.ops, fused)
+        self._check_fused_commit()
         self.ops = fused
 
     # -- model pieces ------------------------------------------------------------------------------
@@ -413,12 +414,26 @@ class DeviceStep:
 
     # -- sampling ----------------------------------------------------------------------------------
     def sample_and_commit(self, hidden: torch.Tensor, tables: RowTables) -> None:
-        """Sample every row, commit the cond rows' frames into the slot state, write ``tables.out``."""
+        """Sample every row, commit the cond rows' frames into the slot state, write ``tables.out``
+        (with the fused kernels: ``fused_sample_and_commit``)."""
+        if self.ops.fused:
+            self.fused_sample_and_commit(hidden, tables)
+            return
         st = self.state
         slots = tables.slot
+        logits = self.code_logits(hidden)  # [B, 32, L] float32
+        logits = cfg_combine(logits, logits[tables.uncond], tables.cfg_scale)
+        logits = repetition_penalty(logits, st.counts[slots] > 0, st.penalty[slots])
         frame = st.frames[slots]
-        codes = self.sample(hidden, tables, frame)
-        stop = stop_decision(self.model.heads.stop_logit(hidden), st.stop_threshold[slots])
+        codes = sample_codes(logits, st.temperature[slots], st.top_k[slots], st.seed[slots], frame)
+        self.commit(codes, frame, self.model.heads.stop_logit(hidden), tables)
+
+    def commit(self, codes: torch.Tensor, frame: torch.Tensor, stop_logits: torch.Tensor, tables: RowTables) -> None:
+        """Commit the cond rows' sampled codes [B, 32] (``frame`` [B]: each row's frame index) into
+        their slots' state, and write ``tables.out``: the codes, the stop decision of
+        ``stop_logits`` [B] and the code-range check (eager ops; fused: fused_ops.commit_frames)."""
+        st, slots = self.state, tables.slot
+        stop = stop_decision(stop_logits, st.stop_threshold[slots])
         bad = invalid_codes(codes, self.levels)
 
         # commit (rows that do not commit write the scratch slot, which nothing real reads); codes
@@ -444,21 +459,67 @@ class DeviceStep:
         tables.out[:, OUT_STOP] = stop.long()
         tables.out[:, OUT_BAD] = bad.long()
 
-    def sample(self, hidden: torch.Tensor, tables: RowTables, frame: torch.Tensor) -> torch.Tensor:
-        """Each row's codes [B, 32] from its final hidden state, with its slot's knobs and window
-        (``frame`` [B]: each row's frame index, its slot's): engine.sampling's ops one by one, or
-        with the fused kernels one kernel (fused_ops.sample_heads: the same steps, the same noise,
-        reading every per-slot value itself)."""
-        st, slots = self.state, tables.slot
-        if self.ops.fused:
-            heads = self.model.heads
-            return fused_ops.sample_heads(F.linear(hidden, self.head_weight, self.head_bias), heads._grid_index,
-                                          heads._grid_valid, tables.uncond, tables.cfg_scale, slots, st.counts, st.penalty,
-                                          st.temperature, st.top_k, st.seed, st.frames)
-        logits = self.code_logits(hidden)  # [B, 32, L] float32
-        logits = cfg_combine(logits, logits[tables.uncond], tables.cfg_scale)
-        logits = repetition_penalty(logits, st.counts[slots] > 0, st.penalty[slots])
-        return sample_codes(logits, st.temperature[slots], st.top_k[slots], st.seed[slots], frame)
+    def fused_sample_and_commit(self, hidden: torch.Tensor, tables: RowTables) -> None:
+        """``sample_and_commit`` in two kernels and two products: the heads' and the stop head's
+        outputs, then every (row, head) sampled (fused_ops.sample_heads: engine.sampling's steps and
+        noise) and every row's frame committed with its stop and code-range flags
+        (fused_ops.commit_frames), each reading the rows' slots itself."""
+        st, heads, slots = self.state, self.model.heads, tables.slot
+        codes = fused_ops.sample_heads(F.linear(hidden, self.head_weight, self.head_bias), heads._grid_index,
+                                       heads._grid_valid, tables.uncond, tables.cfg_scale, slots, st.counts, st.penalty,
+                                       st.temperature, st.top_k, st.seed, st.frames)
+        self.fused_commit(codes, heads.stop_head(hidden), tables)
+
+    def fused_commit(self, codes: torch.Tensor, stop_logits: torch.Tensor, tables: RowTables) -> None:
+        """``commit`` as one kernel (fused_ops.commit_frames), which reads each row's frame index itself."""
+        st = self.state
+        fused_ops.commit_frames(codes, stop_logits, self.levels, tables.slot, tables.commit, self.cache.scratch,
+                                st.stop_threshold, st.frames, st.window, st.last_codes, st.history, st.counts, tables.out)
+
+    def _check_fused_commit(self, seed: int = 0) -> None:
+        """``fused_commit`` against ``commit`` from the same random slot state and the same codes:
+        cond rows, a CFG branch and a padding row, bad codes among them, windows that have and have
+        not filled. Both must leave the same state and results (integer work: exactly). The state
+        is cleared afterwards (this runs before any request)."""
+        st, device = self.state, self.model.device
+        rows = min(4, self.cache.slots)
+        generator = torch.Generator(device="cpu").manual_seed(seed)
+        scratch = self.cache.scratch
+
+        def rand(high: int, *shape: int) -> torch.Tensor:
+            return torch.randint(0, high, shape, generator=generator).to(device)
+
+        for tensor, high in ((st.frames, 3 * st.ring), (st.window, st.ring), (st.last_codes, self.max_level),
+                             (st.counts, 3), (st.history, self.max_level)):
+            tensor.copy_(rand(high, *tensor.shape))
+        st.stop_threshold.copy_(torch.rand(st.stop_threshold.shape, generator=generator).to(device))
+        host = HostRows.padding(rows, scratch)
+        for i in range(rows - (rows > 1)):  # the last row pads, when there are two or more
+            host.slot[i] = host.feed[i] = i
+            host.real[i] = host.commit[i] = True
+        if rows >= 3:  # row 1 is row 0's CFG branch
+            host.commit[1], host.feed[1], host.uncond[0], host.uncond[1] = False, 0, 1, 0
+        tables = RowTables.allocate(rows, scratch, device)
+        ints, floats = host.packed()
+        for dst, src in zip((tables.slot, tables.feed, tables.real, tables.commit, tables.uncond), ints):
+            dst.copy_(src.to(device=device, dtype=dst.dtype))
+        tables.cfg_scale.copy_(floats.to(device))
+        codes = rand(self.max_level + 2, rows, self.channels) - 1  # -1 and max_level: out of range
+        stop_logits = (4 * torch.randn(rows, generator=generator)).to(device=device, dtype=self.model.dtype)
+        before = [t.clone() for t in st.per_slot()]
+        self.commit(codes, st.frames[tables.slot], stop_logits.float(), tables)
+        want = [t.clone() for t in (*st.per_slot(), tables.out)]
+        for t, saved in zip(st.per_slot(), before):
+            t.copy_(saved)
+        self.fused_commit(codes, stop_logits, tables)
+        got = (*st.per_slot(), tables.out)
+        names = ("temperature", "top_k", "seed", "stop_threshold", "penalty", "window", "frames", "last_codes", "counts",
+                 "history", "out")
+        differ = [name for name, a, b in zip(names, want, got) if not torch.equal(a[:scratch] if name != "out" else a,
+                                                                                 b[:scratch] if name != "out" else b)]
+        self.state.clear()
+        if differ:
+            raise RuntimeError(f"commit_frames leaves other {', '.join(differ)} than the eager commit")
 
     def finish_decode(self, x: torch.Tensor, tables: RowTables) -> None:
         """After the layers: the final norm, the new token counted in each real row's slot, then

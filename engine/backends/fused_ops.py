@@ -17,6 +17,9 @@ Here each of them is one kernel that reads its inputs once, computes in float32 
     sample_heads(head, grid, ...)             engine.sampling's CFG combine, repetition penalty,
                                               top-k and Gumbel-max for every (row, head): ~100
                                               eager kernels (the noise hash alone is ~20)
+    commit_frames(codes, stop_logits, ...)    each row's frame into its slot's state (last codes,
+                                              history ring, window counts, frame count) and the
+                                              step's results: ~40 eager kernels
 
 Each rounds where the eager ops round (the norm's output to the model's dtype before the rotary
 reads it, the sigmoid and the SiLU before their products), so in bf16 it differs from them only
@@ -63,9 +66,10 @@ if triton is not None:
         z = (z ^ (z >> 27)) * 0x94D049BB133111EB
         return z ^ (z >> 31)
 
-    # tl.reduce with our own combine rather than tl.sum (which is the same reduction): tl.sum is a
-    # jit function of Triton's standard library, which the interpreter only runs when TRITON_INTERPRET
-    # was set before Triton itself was imported, and the tests switch it on for this module alone
+    # tl.reduce with our own combines rather than tl.sum, tl.max or tl.argmax (the same reductions),
+    # and no tl.zeros: those are jit functions of Triton's standard library, which the interpreter
+    # only runs when TRITON_INTERPRET was set before Triton itself was imported, and the tests
+    # switch it on for this module alone
 
     @triton.jit(do_not_specialize=["cols", "eps"])
     def _rms_norm(x_ptr, h_ptr, w_ptr, sum_ptr, out_ptr, cols, eps, ADD: tl.constexpr, BLOCK: tl.constexpr):
@@ -188,6 +192,48 @@ if triton is not None:
         first = tl.reduce(tl.where(candidate & (scores == best), code, LEVELS), 0, _min)  # argmax: the first best
         found = tl.reduce(candidate.to(tl.int32), 0, _max) > 0
         tl.store(codes_ptr + row * channels + channel, tl.where(found, first, -1).to(tl.int64))
+
+
+    @triton.jit(do_not_specialize=["channels", "max_level", "ring", "scratch"])
+    def _commit_frames(codes_ptr, stop_ptr, levels_ptr, slot_ptr, commit_ptr, threshold_ptr, frames_ptr, window_ptr,
+                       last_ptr, history_ptr, counts_ptr, out_ptr, channels, max_level, ring, scratch,
+                       CHANNELS: tl.constexpr):
+        # one program per row, a lane per channel: DeviceStep.sample_and_commit's eager commit
+        row = tl.program_id(0).to(tl.int64)
+        channel = tl.arange(0, CHANNELS)
+        inside = channel < channels
+        code = tl.load(codes_ptr + row * channels + channel, mask=inside, other=0)
+        level = tl.load(levels_ptr + channel, mask=inside, other=1)
+        bad = tl.reduce((inside & ((code < 0) | (code >= level))).to(tl.int64), 0, _max)
+        slot = tl.load(slot_ptr + row)
+        stop_p = tl.math.div_rn(1.0, 1.0 + tl.exp(-tl.load(stop_ptr + row).to(tl.float32)))
+        stop = stop_p > tl.load(threshold_ptr + slot)
+        commits = tl.load(commit_ptr + row).to(tl.int64)  # 0 or 1
+        commit = commits != 0
+        # rows that do not commit write the scratch slot, which nothing real reads
+        target = tl.where(commit, slot, scratch)
+        frame = tl.load(frames_ptr + slot)
+        safe = tl.minimum(tl.maximum(code, 0), level - 1)  # a bad code ends its request, in bounds meanwhile
+        tl.store(last_ptr + target * channels + channel, safe, mask=inside)
+        here = frame % ring
+        # the window: the new code counted, the code of the frame that leaves it uncounted (read
+        # before this frame's code is written, unless it is that very cell)
+        leaving = frame - tl.load(window_ptr + slot)
+        there = tl.maximum(leaving, 0) % ring
+        old = tl.load(history_ptr + (target * ring + there) * channels + channel, mask=inside, other=0).to(tl.int64)
+        old = tl.where(there == here, safe, old)
+        tl.store(history_ptr + (target * ring + here) * channels + channel, safe.to(history_ptr.dtype.element_ty),
+                 mask=inside)
+        cell = (target * channels + channel) * max_level
+        # the row's flags broadcast to a lane each, for the masks (tl.where, not tl.zeros: see _add)
+        counting = tl.where(inside, commits, 0) != 0
+        tl.store(counts_ptr + cell + safe, tl.load(counts_ptr + cell + safe, mask=counting, other=0) + 1, mask=counting)
+        dropping = counting & (tl.where(inside, leaving, -1) >= 0)
+        tl.store(counts_ptr + cell + old, tl.load(counts_ptr + cell + old, mask=dropping, other=0) - 1, mask=dropping)
+        tl.store(frames_ptr + target, frame + commits)  # the scratch slot's count is never read
+        tl.store(out_ptr + row * (channels + 2) + channel, code, mask=inside)
+        tl.store(out_ptr + row * (channels + 2) + channels, stop.to(tl.int64))
+        tl.store(out_ptr + row * (channels + 2) + channels + 1, bad)
 
 
 def _on_device(x: torch.Tensor):
@@ -343,5 +389,29 @@ def sample_heads(head: torch.Tensor, grid_index: torch.Tensor, grid_valid: torch
     return codes
 
 
-__all__ = ["FLAT_BLOCK", "add_rms_norm", "sample_heads", "interpreted", "norm_rope", "rms_norm", "sigmoid_gate", "silu_mul",
+def commit_frames(codes: torch.Tensor, stop_logits: torch.Tensor, levels: torch.Tensor, slots: torch.Tensor,
+                  commit: torch.Tensor, scratch: int, thresholds: torch.Tensor, frames: torch.Tensor, windows: torch.Tensor,
+                  last_codes: torch.Tensor, history: torch.Tensor, counts: torch.Tensor, out: torch.Tensor) -> None:
+    """Commit each row's sampled frame into its slot's state and write the step's results, as one
+    kernel: DeviceStep.sample_and_commit's eager ops (last codes, the history ring, the repetition
+    window's counts, the frame count; a row that does not commit writes ``scratch``), the stop
+    decision (sigmoid(stop logit) > the slot's threshold) and the code-range check.
+
+    codes [B, C] int64 (sample_heads), stop_logits [B] or [B, 1], levels [C], slots [B], commit [B]
+    bool; per slot: thresholds, frames, windows [S], last_codes [S, C], history [S, ring, C],
+    counts [S, C, L]; out [B, C + 2] int64 gets the codes, the stop flag and the bad-code flag.
+    Every tensor is written in place (they are the step's static state)."""
+    rows, channels = codes.shape
+    if out.shape != (rows, channels + 2) or not out.is_contiguous() or any(
+            not t.is_contiguous() for t in (thresholds, frames, windows, last_codes, history, counts)):
+        raise ValueError(f"out must be a contiguous [{rows}, {channels + 2}] and the slot state contiguous")
+    if rows:
+        with _on_device(codes):
+            _commit_frames[(rows,)](codes.contiguous(), stop_logits.contiguous(), levels.contiguous(), slots.contiguous(),
+                                    commit.contiguous(), thresholds, frames, windows, last_codes, history, counts, out,
+                                    channels, counts.shape[2], history.shape[1], scratch, CHANNELS=_row_block(channels),
+                                    num_warps=1)
+
+
+__all__ = ["FLAT_BLOCK", "add_rms_norm", "commit_frames", "sample_heads", "interpreted", "norm_rope", "rms_norm", "sigmoid_gate", "silu_mul",
            "unavailable_reason"]

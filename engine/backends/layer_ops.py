@@ -8,7 +8,8 @@ attention:
   torch.compile fuses by itself);
 - ``FusedLayerOps``: the same math as one Triton kernel per op (engine.backends.fused_ops), for
   CUDA, where a step is bound by how many kernels it launches (with them, DeviceStep samples all
-  heads in one kernel too: ``fused_ops.sample_heads``).
+  heads in one kernel and commits the frames in another: ``fused_ops.sample_heads`` and
+  ``commit_frames``, the latter checked by ``DeviceStep._check_fused_commit``).
 
 ``fuse_check`` runs both (and both samplings) on the model's own weights, on the device and in its dtype, before the
 fast path uses the fused ones: a kernel that fails to compile, or computes something else, leaves

@@ -17,7 +17,7 @@ What differs is how a step runs:
   is a captured graph, replayed; on CPU the same step runs eagerly (engine.backends.cuda_graphs);
   with ``compiled`` its parts go through torch.compile first (fast_step.compile_part), and with
   ``fused_kernels`` (the default on CUDA, uncompiled) each layer's norms, rotary, attention gate
-  and SwiGLU activation run as one Triton kernel each, and the sampling as one
+  and SwiGLU activation run as one Triton kernel each, and the sampling and commit as two
   (engine.backends.layer_ops);
 - sampling (all 32 heads, the stop head, CFG, repetition penalty, the per-request noise streams)
   and each request's state (last frame, frame index, repetition window) live on the device, so the
@@ -180,8 +180,8 @@ class FastGenerator(BatchLoop):
         except Exception as exc:  # noqa: BLE001 (any failure: serve with the eager ops)
             logger.warning("torch fast path: the layers' element-wise ops stay eager: %s: %s", type(exc).__name__, exc)
         else:
-            logger.info("torch fast path: each layer's norms, rotary, attention gate and SwiGLU activation, and the "
-                        "sampling, run as one Triton kernel each")
+            logger.info("torch fast path: each layer's norms, rotary, attention gate and SwiGLU activation, the "
+                        "sampling and the commit of each step run as one Triton kernel each")
 
     @property
     def fused_kernels(self) -> bool:

@@ -206,7 +206,7 @@ class _Launches(TorchDispatchMode):
                 "expand", "detach", "split", "split_with_sizes", "chunk", "as_strided", "permute", "alias",
                 "empty", "empty_like", "new_empty", "empty_strided"}
 
-    KERNELS = ("_rms_norm", "_norm_rope", "_sigmoid_gate", "_silu_mul", "_sample_heads")
+    KERNELS = ("_rms_norm", "_norm_rope", "_sigmoid_gate", "_silu_mul", "_sample_heads", "_commit_frames")
 
     def __init__(self) -> None:
         super().__init__()
@@ -255,13 +255,13 @@ def _step_launches(gen: FastGenerator) -> tuple[_Launches, _Launches]:
 def test_a_fused_decode_step_launches_under_a_third_of_the_eager_kernels(interpreted_fused_ops, tiny_model) -> None:
     """float32 (bf16 adds 18 casts to the eager layer and none to the fused one): 4 matrix products,
     2 cache writes, attention (its additive mask made once per step), a residual add, and 6 fused
-    kernels. The step's end samples all heads in one kernel: 48 launches instead of 146."""
+    kernels. The step's end samples all heads in one kernel and commits every row's frame in
+    another: 7 launches instead of 146 (a full-size step: 221 instead of 892)."""
     eager, eager_end = _step_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=False))
     fused, fused_end = _step_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True))
     assert (sum(eager_end.aten.values()), eager_end.triton) == (146, 0), eager_end.aten
-    assert fused_end.triton == 2  # the final norm, the sampling
-    assert sum(fused_end.aten.values()) == 46, fused_end.aten
-    assert {"sort", "log", "bitwise_xor", "__rshift__", "masked_fill"}.isdisjoint(fused_end.aten)
+    assert fused_end.triton == 3  # the final norm, the sampling, the commit
+    assert fused_end.aten == {"addmm": 2, "scatter_add_": 1, "_to_copy": 1}, fused_end.aten  # heads, lengths
     assert (sum(eager.aten.values()), eager.triton) == (52, 0), eager.aten
     assert fused.triton == 6  # input norm, q and k norm + rotary, gate, residual add + norm, SwiGLU activation
     assert sum(fused.aten.values()) == 8, fused.aten
@@ -307,6 +307,33 @@ def test_a_sampling_kernel_that_draws_other_codes_leaves_the_step_eager(interpre
     assert "stay eager: RuntimeError: sample_heads differs from engine.sampling in " in caplog.text
 
 
+def test_a_commit_kernel_that_leaves_another_state_leaves_the_step_eager(interpreted_fused_ops, tiny_model,
+                                                                         monkeypatch, caplog) -> None:
+    real = interpreted_fused_ops.commit_frames
+
+    def forgets_the_window(*args):
+        counts = args[11]
+        saved = counts.clone()
+        real(*args)
+        counts.copy_(saved)
+
+    monkeypatch.setattr(interpreted_fused_ops, "commit_frames", forgets_the_window)
+    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
+        gen = FastGenerator(tiny_model, max_batch=4, max_positions=64, fused_kernels=True)
+    assert not gen.fused_kernels
+    assert "stay eager: RuntimeError: commit_frames leaves other counts than the eager commit" in caplog.text
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 8])
+def test_the_commit_check_passes_and_leaves_the_state_clear(interpreted_fused_ops, tiny_model, slots: int) -> None:
+    """The start-up check runs the commit both ways from a random state (a CFG branch and a padding
+    row once there are slots for them), then clears it: no request may start from its randoms."""
+    gen = FastGenerator(tiny_model, max_batch=slots, max_positions=64, fused_kernels=True)
+    assert gen.fused_kernels
+    st = gen.device_step.state
+    assert not st.frames.any() and not st.counts.any() and not st.history.any() and not st.window.any()
+
+
 def test_a_compiled_step_keeps_the_eager_ops(interpreted_fused_ops, tiny_model, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
         gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, compiled=True, fused_kernels=True)
@@ -331,6 +358,10 @@ SIGNATURES = {
                        "codes_ptr": "*i64", "channels": "N", "levels": "i32", "noise_scale": "fp32", "noise_min": "fp32",
                        "noise_max": "fp32", "NOISE_SHIFT": "constexpr", "LEVELS": "constexpr"},
                       {"NOISE_SHIFT": 40, "LEVELS": 8}),
+    "_commit_frames": ({"codes_ptr": "*i64", "stop_ptr": "P", "levels_ptr": "*i64", "slot_ptr": "*i64",
+                        "commit_ptr": "*i1", "threshold_ptr": "*fp32", "frames_ptr": "*i64", "window_ptr": "*i64",
+                        "last_ptr": "*i64", "history_ptr": "*u8", "counts_ptr": "*i64", "out_ptr": "*i64", "channels": "N",
+                        "max_level": "i32", "ring": "i32", "scratch": "i32", "CHANNELS": "constexpr"}, {"CHANNELS": 32}),
 }
 
 
