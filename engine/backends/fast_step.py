@@ -21,7 +21,8 @@ fresh slots, then their first frames); ``compiled`` puts each part through torch
 The norms, rotary, attention gate and SwiGLU activation go through ``self.ops``: the reference's
 own ops (engine.backends.layer_ops.EagerLayerOps), or once ``fuse_kernels`` succeeded one Triton
 kernel each (FusedLayerOps), which round where the eager ops round but are not bit-identical; with
-them, the sampling of all heads is one kernel too (``sample``: the same steps and noise).
+them, the sampling of all heads and the commit of the sampled frames are one kernel each
+(``fused_sample_and_commit``: the same steps, the same noise, the same state).
 
 Row layout of a decode step (B = bucket): row i is cache slot i, for every i < B. A request's cond
 branch is the row of its slot, its live CFG branch the row of its second slot; the other rows (free
@@ -152,10 +153,12 @@ class SlotState:
         for t in (self.frames, self.last_codes, self.counts, self.history):
             t[idx] = 0
 
+    PER_SLOT = ("temperature", "top_k", "seed", "stop_threshold", "penalty", "window", "frames", "last_codes", "counts",
+                "history")
+
     def per_slot(self) -> tuple[torch.Tensor, ...]:
-        """Every tensor indexed by slot (dim 0)."""
-        return (self.temperature, self.top_k, self.seed, self.stop_threshold, self.penalty, self.window,
-                self.frames, self.last_codes, self.counts, self.history)
+        """Every tensor indexed by slot (dim 0), in ``PER_SLOT``'s order."""
+        return tuple(getattr(self, name) for name in self.PER_SLOT)
 
     def move(self, src: list[int], dst: list[int]) -> None:
         """Copy slots ``src`` into slots ``dst`` (pairwise): knobs and running state alike. The
@@ -277,9 +280,10 @@ class DeviceStep:
         self.prefill_parts = StepParts.of(self.start_prefill, self.prefill_layer, self.finish_prefill, compiled)
 
     def fuse_kernels(self) -> None:
-        """Run the layers' element-wise ops as Triton kernels from now on (``FusedLayerOps``), after
-        checking each against the eager op on this model's weights, device and dtype (which also
-        compiles the kernels: call it before any CUDA graph capture). Raises, leaving the ops eager,
+        """Run the layers' element-wise ops, the sampling and the commit as Triton kernels from now on
+        (``FusedLayerOps``, ``fused_sample_and_commit``), after checking each against the eager ops
+        on this model's weights, device and dtype (which also compiles the kernels: call it before
+        any CUDA graph capture and any request). Raises, leaving the ops eager,
         when Triton cannot run here, a kernel fails, or it computes something else; a compiled step
         keeps the eager ops, which Inductor fuses by itself."""
         if self.compiled:
@@ -512,11 +516,9 @@ class DeviceStep:
         for t, saved in zip(st.per_slot(), before):
             t.copy_(saved)
         self.fused_commit(codes, stop_logits, tables)
-        got = (*st.per_slot(), tables.out)
-        names = ("temperature", "top_k", "seed", "stop_threshold", "penalty", "window", "frames", "last_codes", "counts",
-                 "history", "out")
-        differ = [name for name, a, b in zip(names, want, got) if not torch.equal(a[:scratch] if name != "out" else a,
-                                                                                 b[:scratch] if name != "out" else b)]
+        got = (*(t[:scratch] for t in st.per_slot()), tables.out)  # the scratch slot's contents are never read
+        want = (*(t[:scratch] for t in want[:-1]), want[-1])
+        differ = [name for name, a, b in zip((*st.PER_SLOT, "out"), want, got) if not torch.equal(a, b)]
         self.state.clear()
         if differ:
             raise RuntimeError(f"commit_frames leaves other {', '.join(differ)} than the eager commit")
