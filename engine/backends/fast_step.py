@@ -309,9 +309,12 @@ class DeviceStep:
         fused = F.linear(hidden, self.head_weight, self.head_bias).float()
         return fused[:, heads._grid_index].masked_fill(~heads._grid_valid, float("-inf"))
 
-    def _qkv(self, layer, qkv_weight: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    def _qkv(self, layer, qkv_weight: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+             kc: torch.Tensor, vc: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor):
         """Projections (one product: LayerWeights.qkv), per-head norms and rotary of GatedAttention:
-        x [B, T, H] -> q [B, nh, T, hd], gate [B, T, nh, hd] (a view), k/v [B, nkv, T, hd]."""
+        x [B, T, H] -> q [B, nh, T, hd], gate [B, T, nh, hd] (a view), k/v [B, nkv, T, hd]; the keys
+        and values also written into the layer's cache (kc, vc) at (slots, positions), [B] each for
+        a decode step, [B, T] for a prefill."""
         attn, ops = layer.self_attn, self.ops
         b, t, _ = x.shape
         nq, nkv = self.num_heads * 2 * self.head_dim, self.num_kv_heads * self.head_dim
@@ -321,8 +324,9 @@ class DeviceStep:
         k = k.view(b, t, self.num_kv_heads, self.head_dim)
         v = v.view(b, t, self.num_kv_heads, self.head_dim)
         q = ops.norm_rope(attn.q_norm, q, cos, sin)
-        k = ops.norm_rope(attn.k_norm, k, cos, sin)
-        return q, gate, k, v.transpose(1, 2)
+        v = v.transpose(1, 2)
+        k = ops.keys_into_cache(attn.k_norm, k, v, cos, sin, kc, vc, slots, positions)
+        return q, gate, k, v
 
     def _mlp(self, layer, gate_up_weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """SwiGLU with gate and up as one product (LayerWeights.gate_up)."""
@@ -354,9 +358,7 @@ class DeviceStep:
         Dynamo guards on that too)."""
         b, span = x.shape[0], mask.shape[-1]
         h = self.ops.norm(layer.input_layernorm, x)
-        q, gate, k, v = self._qkv(layer, qkv_weight, h.unsqueeze(1), cos, sin)
-        kc[slots, :, pos] = k[:, :, 0]
-        vc[slots, :, pos] = v[:, :, 0]
+        q, gate, k, v = self._qkv(layer, qkv_weight, h.unsqueeze(1), cos, sin, kc, vc, slots, pos)
         # grouped-query decode: the heads sharing a kv head act as that head's "tokens", so
         # plain SDPA (any kernel) serves GQA without repeating keys/values
         qg = q.reshape(b, self.num_kv_heads, self.group, self.head_dim)
@@ -391,9 +393,8 @@ class DeviceStep:
         GPU, grouped-query heads included); an explicit [R, 1, T, T] mask forces the math path, which
         materialises every score."""
         r, t, _ = x.shape
-        q, gate, k, v = self._qkv(layer, qkv_weight, self.ops.norm(layer.input_layernorm, x), cos, sin)
-        kc[slots, :, positions] = k.transpose(1, 2)
-        vc[slots, :, positions] = v.transpose(1, 2)
+        q, gate, k, v = self._qkv(layer, qkv_weight, self.ops.norm(layer.input_layernorm, x), cos, sin, kc, vc, slots,
+                                  positions)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=self.gqa)
         out = self.ops.sigmoid_gate(out.transpose(1, 2).reshape(r, t, self.num_heads * self.head_dim), gate)
         x, h = self.ops.add_norm(layer.post_attention_layernorm, x, layer.self_attn.o_proj(out))

@@ -12,6 +12,8 @@ Here each of them is one kernel that reads its inputs once, computes in float32 
     add_rms_norm(x, h, weight, eps)           (s, rms_norm(s)) for s = x + h
     norm_rope(x, weight, eps, cos, sin)       per-head RMSNorm, then rotate-half rotary:
                                               x [B, T, heads, hd] (a strided view) -> [B, heads, T, hd]
+    keys_into_cache(k, v, ..., caches, ...)   norm_rope of the keys, written into the key cache,
+                                              and the values into the value cache (three launches)
     sigmoid_gate(out, gate)                   out * sigmoid(gate), gate a strided [B, T, heads, hd] view
     silu_mul(gate_up)                         silu(gate) * up for gate_up = [gate | up] by rows
     sample_heads(head, grid, ...)             engine.sampling's CFG combine, repetition penalty,
@@ -86,15 +88,10 @@ if triton is not None:
         gain = 1.0 + tl.load(w_ptr + offsets, mask=inside, other=0.0).to(tl.float32)
         tl.store(out_ptr + row + offsets, (xf * scale * gain).to(out_ptr.dtype.element_ty), mask=inside)
 
-    @triton.jit(do_not_specialize=["heads", "tokens", "token_stride", "head_stride", "head_dim", "rot", "eps"])
-    def _norm_rope(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, heads, tokens, token_stride, head_stride, head_dim, rot,
-                   eps, BLOCK: tl.constexpr):
-        # one program per (row, token, head); x's element (token n, head h, d) is at
-        # n * token_stride + h * head_stride + d, cos/sin are [rows * tokens, rot], out [rows, heads, tokens, hd]
-        program = tl.program_id(0).to(tl.int64)
-        head = program % heads
-        token = program // heads  # row * tokens + t
-        base = token * token_stride + head * head_stride
+    @triton.jit
+    def _norm_rotate(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, base, token, head_dim, rot, eps, BLOCK: tl.constexpr):
+        # one head's values at x_ptr + base + [0, hd): zero-centred RMSNorm, then rotate-half rotary
+        # with the token's cos/sin ([tokens, rot] rows); float32, each step rounded where eager rounds
         d = tl.arange(0, BLOCK)
         inside = d < head_dim
         x = tl.load(x_ptr + base + d, mask=inside, other=0.0).to(tl.float32)
@@ -111,10 +108,46 @@ if triton is not None:
         other = tl.where(d < half, -other, other)
         cos = tl.load(cos_ptr + token * rot + d, mask=rotating, other=1.0)
         sin = tl.load(sin_ptr + token * rot + d, mask=rotating, other=0.0)
-        y = tl.where(rotating, normed * cos + other * sin, normed)
+        return tl.where(rotating, normed * cos + other * sin, normed).to(dtype)
+
+    @triton.jit(do_not_specialize=["heads", "tokens", "token_stride", "head_stride", "head_dim", "rot", "eps"])
+    def _norm_rope(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, heads, tokens, token_stride, head_stride, head_dim, rot,
+                   eps, BLOCK: tl.constexpr):
+        # one program per (row, token, head); x's element (token n, head h, d) is at
+        # n * token_stride + h * head_stride + d, cos/sin are [rows * tokens, rot], out [rows, heads, tokens, hd]
+        program = tl.program_id(0).to(tl.int64)
+        head = program % heads
+        token = program // heads  # row * tokens + t
+        y = _norm_rotate(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, token * token_stride + head * head_stride, token,
+                         head_dim, rot, eps, BLOCK)
+        d = tl.arange(0, BLOCK)
         row = token // tokens
         t = token % tokens
-        tl.store(out_ptr + ((row * heads + head) * tokens + t) * head_dim + d, y.to(dtype), mask=inside)
+        tl.store(out_ptr + ((row * heads + head) * tokens + t) * head_dim + d, y, mask=d < head_dim)
+
+    @triton.jit(do_not_specialize=["heads", "tokens", "token_stride", "head_stride", "head_dim", "rot", "eps", "v_row",
+                                   "v_head", "v_token", "slot_row", "slot_token", "pos_row", "pos_token", "c_slot",
+                                   "c_head", "c_pos"])
+    def _keys_into_cache(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr, pos_ptr, heads,
+                         tokens, token_stride, head_stride, head_dim, rot, eps, v_row, v_head, v_token, slot_row,
+                         slot_token, pos_row, pos_token, c_slot, c_head, c_pos, BLOCK: tl.constexpr):
+        # _norm_rope for the keys, whose result also goes into the layer's key cache at its token's
+        # (slot, position), and the token's value into the value cache there
+        program = tl.program_id(0).to(tl.int64)
+        head = program % heads
+        token = program // heads
+        y = _norm_rotate(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, token * token_stride + head * head_stride, token,
+                         head_dim, rot, eps, BLOCK)
+        d = tl.arange(0, BLOCK)
+        inside = d < head_dim
+        row = token // tokens
+        t = token % tokens
+        tl.store(out_ptr + ((row * heads + head) * tokens + t) * head_dim + d, y, mask=inside)
+        slot = tl.load(slot_ptr + row * slot_row + t * slot_token)
+        position = tl.load(pos_ptr + row * pos_row + t * pos_token)
+        at = slot * c_slot + head * c_head + position * c_pos + d
+        tl.store(kc_ptr + at, y, mask=inside)
+        tl.store(vc_ptr + at, tl.load(v_ptr + row * v_row + head * v_head + t * v_token + d, mask=inside), mask=inside)
 
     @triton.jit(do_not_specialize=["numel", "width", "head_dim", "token_stride", "head_stride"])
     def _sigmoid_gate(out_ptr, gate_ptr, y_ptr, numel, width, head_dim, token_stride, head_stride,
@@ -295,6 +328,21 @@ def add_rms_norm(x: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: fl
     return total, out
 
 
+def _rotary_output(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The checks of ``norm_rope``'s arguments, and its (empty) output."""
+    if x.dim() != 4 or x.stride(-1) != 1:
+        raise ValueError(f"expected x [B, T, heads, hd] with each head's values contiguous, got shape "
+                         f"{tuple(x.shape)} strides {x.stride()}")
+    b, t, heads, head_dim = x.shape
+    _token_stride(x)
+    _check_norm(x, weight)
+    rot = cos.shape[-1]
+    if cos.shape != (b, t, rot) or sin.shape != cos.shape or rot > head_dim or rot % 2:
+        raise ValueError(f"expected cos/sin [{b}, {t}, rot] with an even rot <= {head_dim}, got "
+                         f"{tuple(cos.shape)} and {tuple(sin.shape)}")
+    return torch.empty((b, heads, t, head_dim), dtype=x.dtype, device=x.device)
+
+
 def norm_rope(x: torch.Tensor, weight: torch.Tensor, eps: float, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Per-head zero-centred RMSNorm then rotate-half rotary (GatedAttention's q_norm/k_norm and
     RotaryEmbedding.apply) as one kernel.
@@ -302,22 +350,40 @@ def norm_rope(x: torch.Tensor, weight: torch.Tensor, eps: float, cos: torch.Tens
     x [B, T, heads, hd] may be a strided view (a head's values contiguous, as the slices of a
     fused projection's output are); cos/sin [B, T, rot] float32 with rot <= hd and even. Returns
     [B, heads, T, hd], contiguous, x's dtype: the layout the eager rotary returns."""
-    if x.dim() != 4 or x.stride(-1) != 1:
-        raise ValueError(f"expected x [B, T, heads, hd] with each head's values contiguous, got shape "
-                         f"{tuple(x.shape)} strides {x.stride()}")
+    out = _rotary_output(x, weight, cos, sin)
     b, t, heads, head_dim = x.shape
-    token_stride = _token_stride(x)
-    _check_norm(x, weight)
-    rot = cos.shape[-1]
-    if cos.shape != (b, t, rot) or sin.shape != cos.shape or rot > head_dim or rot % 2:
-        raise ValueError(f"expected cos/sin [{b}, {t}, rot] with an even rot <= {head_dim}, got "
-                         f"{tuple(cos.shape)} and {tuple(sin.shape)}")
-    out = torch.empty((b, heads, t, head_dim), dtype=x.dtype, device=x.device)
     if out.numel():
         with _on_device(x):
             _norm_rope[(b * t * heads,)](x, weight.contiguous(), cos.float().contiguous(), sin.float().contiguous(), out,
-                                         heads, t, token_stride, x.stride(2), head_dim, rot, eps,
+                                         heads, t, _token_stride(x), x.stride(2), head_dim, cos.shape[-1], eps,
                                          BLOCK=_row_block(head_dim))
+    return out
+
+
+def keys_into_cache(k: torch.Tensor, v: torch.Tensor, weight: torch.Tensor, eps: float, cos: torch.Tensor,
+                    sin: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, slots: torch.Tensor,
+                    positions: torch.Tensor) -> torch.Tensor:
+    """``norm_rope`` of the keys k [B, T, heads, hd], whose result is also written into
+    ``key_cache`` [S, heads, P, hd] at each token's (slot, position), and the values v
+    [B, heads, T, hd] (a view) into ``value_cache`` there, as one kernel: a decoder layer's key norm,
+    rotary and both cache writes. slots and positions are [B] (one token a row: a decode step) or
+    [B, T] (a prefill; expanded views are fine). Returns the keys [B, heads, T, hd], contiguous."""
+    out = _rotary_output(k, weight, cos, sin)
+    b, t, heads, head_dim = k.shape
+    if v.shape != out.shape or v.stride(-1) != 1 or key_cache.shape != value_cache.shape or \
+            key_cache.stride() != value_cache.stride() or key_cache.shape[1] != heads or key_cache.stride(-1) != 1:
+        raise ValueError(f"values {tuple(v.shape)} and caches {tuple(key_cache.shape)} do not fit keys {tuple(k.shape)}")
+    if slots.dim() == 1:
+        slots, positions = slots.view(b, 1), positions.view(b, 1)
+    if slots.shape != (b, t) or positions.shape != (b, t):
+        raise ValueError(f"expected slots and positions [{b}] or [{b}, {t}], got {tuple(slots.shape)}")
+    if out.numel():
+        with _on_device(k):
+            _keys_into_cache[(b * t * heads,)](
+                k, weight.contiguous(), cos.float().contiguous(), sin.float().contiguous(), out, v, key_cache, value_cache,
+                slots, positions, heads, t, _token_stride(k), k.stride(2), head_dim, cos.shape[-1], eps, v.stride(0),
+                v.stride(1), v.stride(2), slots.stride(0), slots.stride(1) if t > 1 else 0, positions.stride(0),
+                positions.stride(1) if t > 1 else 0, *key_cache.stride()[:3], BLOCK=_row_block(head_dim))
     return out
 
 
@@ -413,5 +479,5 @@ def commit_frames(codes: torch.Tensor, stop_logits: torch.Tensor, levels: torch.
                                     num_warps=1)
 
 
-__all__ = ["FLAT_BLOCK", "add_rms_norm", "commit_frames", "sample_heads", "interpreted", "norm_rope", "rms_norm", "sigmoid_gate", "silu_mul",
-           "unavailable_reason"]
+__all__ = ["FLAT_BLOCK", "add_rms_norm", "commit_frames", "interpreted", "keys_into_cache", "norm_rope", "rms_norm",
+           "sample_heads", "sigmoid_gate", "silu_mul", "unavailable_reason"]

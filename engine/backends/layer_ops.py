@@ -50,6 +50,21 @@ class EagerLayerOps:
         """x [B, T, heads, hd] -> per-head norm then rotary, [B, heads, T, hd]."""
         return self.rope.apply(norm(x).transpose(1, 2), cos, sin)
 
+    def keys_into_cache(self, norm: ZeroCenteredRMSNorm, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor,
+                        sin: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, slots: torch.Tensor,
+                        positions: torch.Tensor) -> torch.Tensor:
+        """The keys k [B, T, heads, hd] normed and rotated (``norm_rope``), then written with the
+        values v [B, heads, T, hd] into the layer's caches at (slots, positions): [B] each for a
+        decode step's one token a row, [B, T] for a prefill. Returns the keys [B, heads, T, hd]."""
+        k = self.norm_rope(norm, k, cos, sin)
+        if slots.dim() == 1:
+            key_cache[slots, :, positions] = k[:, :, 0]
+            value_cache[slots, :, positions] = v[:, :, 0]
+        else:
+            key_cache[slots, :, positions] = k.transpose(1, 2)
+            value_cache[slots, :, positions] = v.transpose(1, 2)
+        return k
+
     def sigmoid_gate(self, out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
         """out [..., heads * hd] * sigmoid(gate [..., heads, hd]), out's shape."""
         return out * torch.sigmoid(gate.reshape(out.shape))
@@ -72,6 +87,11 @@ class FusedLayerOps:
 
     def norm_rope(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         return fused_ops.norm_rope(x, norm.weight, norm.eps, cos, sin)
+
+    def keys_into_cache(self, norm: ZeroCenteredRMSNorm, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor,
+                        sin: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, slots: torch.Tensor,
+                        positions: torch.Tensor) -> torch.Tensor:
+        return fused_ops.keys_into_cache(k, v, norm.weight, norm.eps, cos, sin, key_cache, value_cache, slots, positions)
 
     def sigmoid_gate(self, out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
         return fused_ops.sigmoid_gate(out, gate).view(out.shape)
@@ -110,10 +130,19 @@ def fuse_check(model, layer_weights, head: tuple[torch.Tensor, torch.Tensor], ea
     h = torch.randn(rows, tokens, bb.hidden_size, generator=generator).to(device=device, dtype=dtype)
     nq, nkv = bb.num_attention_heads * 2 * bb.head_dim, bb.num_key_value_heads * bb.head_dim
     with torch.no_grad():
-        qg, k, _ = F.linear(x, weights.qkv).split((nq, nkv, nkv), dim=-1)
+        qg, k, v = F.linear(x, weights.qkv).split((nq, nkv, nkv), dim=-1)
         qg = qg.view(rows, tokens, bb.num_attention_heads, 2 * bb.head_dim)
         q, gate = qg[..., : bb.head_dim], qg[..., bb.head_dim :]
         k = k.view(rows, tokens, bb.num_key_value_heads, bb.head_dim)
+        v = v.view(rows, tokens, bb.num_key_value_heads, bb.head_dim).transpose(1, 2)
+        cache_slots = torch.tensor([[2], [0]], device=device).expand(rows, tokens)
+
+        def keys_into_cache(ops) -> torch.Tensor:  # into fresh caches of 3 slots x 2 * tokens positions
+            caches = [torch.zeros(3, bb.num_key_value_heads, 2 * tokens, bb.head_dim, device=device, dtype=dtype)
+                      for _ in range(2)]
+            keys = ops.keys_into_cache(attn.k_norm, k, v, cos, sin, *caches, cache_slots, positions - positions[:, :1])
+            return torch.cat([keys.flatten(), *(c.flatten() for c in caches)])
+
         positions = torch.arange(tokens, device=device).view(1, tokens) + torch.tensor([[0], [37]], device=device)
         cos, sin = model.backbone.rotary.cos_sin(positions)
         out = torch.randn(rows, tokens, nq // 2, generator=generator).to(device=device, dtype=dtype)
@@ -123,6 +152,7 @@ def fuse_check(model, layer_weights, head: tuple[torch.Tensor, torch.Tensor], ea
             "add_rms_norm": lambda ops: torch.cat(ops.add_norm(layer.post_attention_layernorm, x, h)),
             "norm_rope (queries)": lambda ops: ops.norm_rope(attn.q_norm, q, cos, sin),
             "norm_rope (keys)": lambda ops: ops.norm_rope(attn.k_norm, k, cos, sin),
+            "keys_into_cache": keys_into_cache,
             "sigmoid_gate": lambda ops: ops.sigmoid_gate(out, gate),
             "silu_mul": lambda ops: ops.silu_mul(gate_up),
         }

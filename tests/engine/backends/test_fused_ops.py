@@ -3,7 +3,7 @@
 Run on CPU tensors by Triton's interpreter, each kernel equals the eager ops it replaces within
 float32 rounding, on the strided views the decoder layer hands it, and the sampling kernel draws
 engine.sampling's codes; the fast path with them gives the reference loop's frames on the tiny
-checkpoint, a decode layer launches 14 kernels instead of 52 and the sampling 2 instead of ~100. On CPU without the interpreter, with a compiled step, and for a kernel that computes
+checkpoint, a decode layer launches 12 kernels instead of 52 and the step's end 7 instead of 146. On CPU without the interpreter, with a compiled step, and for a kernel that computes
 something else, the layers keep their eager ops, with a log line. The kernels also compile for
 sm_90 (the H200 of the GPU sessions) here, with Triton's own ptxas; a CUDA-only test checks them
 on the device (part 0 of bench/gpu_session.sh).
@@ -78,6 +78,33 @@ def test_norm_rope_equals_the_norm_then_rotary_on_a_fused_projections_views(
             got = FusedLayerOps().norm_rope(norm, x, cos, sin)
             assert got.shape == (rows, x.shape[2], tokens, head_dim) and got.is_contiguous()
             torch.testing.assert_close(got, eager.norm_rope(norm, x, cos, sin), atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_keys_go_into_the_caches_as_the_eager_writes_put_them(interpreted_fused_ops, tokens: int) -> None:
+    """A decode step (one token a row: slots and positions [B]) and a prefill (expanded [B, T]
+    views): the same keys back, and the same caches after, every other cell untouched."""
+    rows, heads, head_dim, slots_total, capacity = 3, 2, 32, 6, 16
+    projected = _random(rows, tokens, 4 * heads * head_dim, seed=tokens)
+    _, k, v = projected.split((2 * heads * head_dim, heads * head_dim, heads * head_dim), dim=-1)
+    k, v = k.view(rows, tokens, heads, head_dim), v.view(rows, tokens, heads, head_dim).transpose(1, 2)
+    rope = RotaryEmbedding(head_dim, 10_000.0)
+    slots = torch.tensor([4, 0, 2])
+    if tokens == 1:
+        positions = torch.tensor([7, 0, 15])
+        cos, sin = rope.cos_sin(positions.view(rows, 1))
+    else:
+        slots, positions = slots.view(rows, 1).expand(rows, tokens), torch.arange(tokens).view(1, tokens).expand(rows, tokens)
+        cos, sin = rope.cos_sin(positions)
+    norm = _norm(head_dim, seed=3)
+    caches = {name: [_random(slots_total, heads, capacity, head_dim, seed=i) for i in (5, 6)]
+              for name in ("eager", "fused")}
+    with torch.no_grad():
+        want = EagerLayerOps(rope).keys_into_cache(norm, k, v, cos, sin, *caches["eager"], slots, positions)
+        got = FusedLayerOps().keys_into_cache(norm, k, v, cos, sin, *caches["fused"], slots, positions)
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(caches["fused"][0], caches["eager"][0], atol=ATOL, rtol=RTOL)
+    assert torch.equal(caches["fused"][1], caches["eager"][1])  # the values: copied
 
 
 @pytest.mark.parametrize("tokens", [1, 4])
@@ -206,7 +233,8 @@ class _Launches(TorchDispatchMode):
                 "expand", "detach", "split", "split_with_sizes", "chunk", "as_strided", "permute", "alias",
                 "empty", "empty_like", "new_empty", "empty_strided"}
 
-    KERNELS = ("_rms_norm", "_norm_rope", "_sigmoid_gate", "_silu_mul", "_sample_heads", "_commit_frames")
+    KERNELS = ("_rms_norm", "_norm_rope", "_keys_into_cache", "_sigmoid_gate", "_silu_mul", "_sample_heads",
+               "_commit_frames")
 
     def __init__(self) -> None:
         super().__init__()
@@ -254,19 +282,19 @@ def _step_launches(gen: FastGenerator) -> tuple[_Launches, _Launches]:
 
 def test_a_fused_decode_step_launches_under_a_third_of_the_eager_kernels(interpreted_fused_ops, tiny_model) -> None:
     """float32 (bf16 adds 18 casts to the eager layer and none to the fused one): 4 matrix products,
-    2 cache writes, attention (its additive mask made once per step), a residual add, and 6 fused
-    kernels. The step's end samples all heads in one kernel and commits every row's frame in
-    another: 7 launches instead of 146 (a full-size step: 221 instead of 892)."""
+    attention (its additive mask made once per step), a residual add, and 6 fused kernels (the keys'
+    one writes both caches). The step's end samples all heads in one kernel and commits every row's
+    frame in another: 7 launches instead of 146 (a full-size step: 193 instead of 892)."""
     eager, eager_end = _step_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=False))
     fused, fused_end = _step_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True))
     assert (sum(eager_end.aten.values()), eager_end.triton) == (146, 0), eager_end.aten
     assert fused_end.triton == 3  # the final norm, the sampling, the commit
     assert fused_end.aten == {"addmm": 2, "scatter_add_": 1, "_to_copy": 1}, fused_end.aten  # heads, lengths
     assert (sum(eager.aten.values()), eager.triton) == (52, 0), eager.aten
-    assert fused.triton == 6  # input norm, q and k norm + rotary, gate, residual add + norm, SwiGLU activation
-    assert sum(fused.aten.values()) == 8, fused.aten
-    assert {"pow", "rsqrt", "mean", "sigmoid", "silu", "neg", "cat", "where"}.isdisjoint(fused.aten)
-    assert fused.aten["mm"] == 4 and fused.aten["index_put_"] == 2
+    assert fused.triton == 6  # input norm, q and k norm + rotary (+ caches), gate, residual add + norm, SwiGLU
+    assert sum(fused.aten.values()) == 6, fused.aten
+    assert {"pow", "rsqrt", "mean", "sigmoid", "silu", "neg", "cat", "where", "index_put_"}.isdisjoint(fused.aten)
+    assert fused.aten["mm"] == 4
 
 
 # ---- when the layers stay eager -----------------------------------------------------------------------
@@ -349,6 +377,12 @@ SIGNATURES = {
     "_norm_rope": ({"x_ptr": "P", "w_ptr": "P", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "out_ptr": "P", "heads": "i32",
                     "tokens": "i32", "token_stride": "i32", "head_stride": "i32", "head_dim": "i32", "rot": "i32",
                     "eps": "fp32", "BLOCK": "constexpr"}, {"BLOCK": 256}),
+    "_keys_into_cache": ({"x_ptr": "P", "w_ptr": "P", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "out_ptr": "P",
+                          "v_ptr": "P", "kc_ptr": "P", "vc_ptr": "P", "slot_ptr": "*i64", "pos_ptr": "*i64",
+                          "heads": "i32", "tokens": "i32", "token_stride": "i32", "head_stride": "i32", "head_dim": "i32",
+                          "rot": "i32", "eps": "fp32", "v_row": "i32", "v_head": "i32", "v_token": "i32",
+                          "slot_row": "i32", "slot_token": "i32", "pos_row": "i32", "pos_token": "i32", "c_slot": "N",
+                          "c_head": "i32", "c_pos": "i32", "BLOCK": "constexpr"}, {"BLOCK": 256}),
     "_sigmoid_gate": ({"out_ptr": "P", "gate_ptr": "P", "y_ptr": "P", "numel": "N", "width": "i32", "head_dim": "i32",
                        "token_stride": "i32", "head_stride": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
     "_silu_mul": ({"gate_up_ptr": "P", "y_ptr": "P", "numel": "N", "width": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
