@@ -328,9 +328,10 @@ class DeviceStep:
         k = ops.keys_into_cache(attn.k_norm, k, v, cos, sin, kc, vc, slots, positions)
         return q, gate, k, v
 
-    def _mlp(self, layer, gate_up_weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """SwiGLU with gate and up as one product (LayerWeights.gate_up)."""
-        return layer.mlp.down_proj(self.ops.silu_mul(F.linear(x, gate_up_weight)))
+    def _mlp(self, layer, gate_up_weight: torch.Tensor, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """The residual stream x plus SwiGLU of its normed h, with gate and up as one product
+        (LayerWeights.gate_up) and the down projection adding onto x (``ops.add_linear``)."""
+        return self.ops.add_linear(x, self.ops.silu_mul(F.linear(h, gate_up_weight)), layer.mlp.down_proj)
 
     def start_decode(self, tables: RowTables, span: int):
         """The inputs of a decode step's layers: each row's last frame embedded (x [B, H]), the
@@ -367,7 +368,7 @@ class DeviceStep:
         out = F.scaled_dot_product_attention(qg, kc[:b, :, :span], vc[:b, :, :span], attn_mask=mask, scale=self.scale)
         out = self.ops.sigmoid_gate(out.reshape(b, self.num_heads * self.head_dim), gate)
         x, h = self.ops.add_norm(layer.post_attention_layernorm, x, layer.self_attn.o_proj(out))
-        return x + self._mlp(layer, gate_up_weight, h)
+        return self._mlp(layer, gate_up_weight, x, h)
 
     def start_prefill(self, embeds: torch.Tensor, slots: torch.Tensor):
         """The inputs of a prefill's layers, for R prompts right-padded to T tokens (embeds [R, T, H])
@@ -398,7 +399,7 @@ class DeviceStep:
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, enable_gqa=self.gqa)
         out = self.ops.sigmoid_gate(out.transpose(1, 2).reshape(r, t, self.num_heads * self.head_dim), gate)
         x, h = self.ops.add_norm(layer.post_attention_layernorm, x, layer.self_attn.o_proj(out))
-        return x + self._mlp(layer, gate_up_weight, h)
+        return self._mlp(layer, gate_up_weight, x, h)
 
     def finish_prefill(self, x: torch.Tensor, lengths: torch.Tensor, slots: torch.Tensor, tables: RowTables) -> None:
         """After the layers: each slot's length set to its prompt's, then the final norm of each

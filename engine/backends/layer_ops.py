@@ -73,9 +73,14 @@ class EagerLayerOps:
         gate, up = gate_up.chunk(2, dim=-1)
         return F.silu(gate) * up
 
+    def add_linear(self, x: torch.Tensor, h: torch.Tensor, linear: torch.nn.Linear) -> torch.Tensor:
+        """x + linear(h): a residual add after a bias-free projection."""
+        return x + linear(h)
+
 
 class FusedLayerOps:
-    """The same ops as one Triton kernel each (engine.backends.fused_ops)."""
+    """The same ops as one Triton kernel each (engine.backends.fused_ops), and the MLP's residual add
+    in its down projection's product."""
 
     fused = True
 
@@ -98,6 +103,11 @@ class FusedLayerOps:
 
     def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
         return fused_ops.silu_mul(gate_up)
+
+    def add_linear(self, x: torch.Tensor, h: torch.Tensor, linear: torch.nn.Linear) -> torch.Tensor:
+        """One matrix product whose epilogue adds x (addmm: beta = 1), not a product then an add:
+        in bf16 the sum is rounded once instead of twice."""
+        return torch.addmm(x.reshape(-1, x.shape[-1]), h.reshape(-1, h.shape[-1]), linear.weight.t()).view(x.shape)
 
 
 def fuses_by_default(device: torch.device, compiled: bool) -> bool:
@@ -147,6 +157,7 @@ def fuse_check(model, layer_weights, head: tuple[torch.Tensor, torch.Tensor], ea
         cos, sin = model.backbone.rotary.cos_sin(positions)
         out = torch.randn(rows, tokens, nq // 2, generator=generator).to(device=device, dtype=dtype)
         gate_up = F.linear(x, weights.gate_up)
+        activated = eager.silu_mul(gate_up)  # one input for both forms of the residual product
         cases = {
             "rms_norm": lambda ops: ops.norm(layer.input_layernorm, x),
             "add_rms_norm": lambda ops: torch.cat(ops.add_norm(layer.post_attention_layernorm, x, h)),
@@ -155,6 +166,7 @@ def fuse_check(model, layer_weights, head: tuple[torch.Tensor, torch.Tensor], ea
             "keys_into_cache": keys_into_cache,
             "sigmoid_gate": lambda ops: ops.sigmoid_gate(out, gate),
             "silu_mul": lambda ops: ops.silu_mul(gate_up),
+            "add_linear": lambda ops: ops.add_linear(x, activated, layer.mlp.down_proj),
         }
         for name, case in cases.items():
             want, got = case(eager), case(fused)

@@ -89,7 +89,7 @@ class TorchEngineConfig:
     prefill_batch: int = 8
     # fast path: each decoder layer's norms, rotary, attention gate and SwiGLU activation as one
     # Triton kernel each, and the sampling and commit as two (engine.backends.fused_ops), checked
-    # against the eager ops at start. None: on for CUDA unless compiled (a layer launches 12
+    # against the eager ops at start. None: on for CUDA unless compiled (a layer launches 11
     # kernels instead of 70 in bf16)
     fused_kernels: Optional[bool] = None
 
