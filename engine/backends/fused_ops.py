@@ -451,7 +451,7 @@ def sample_heads(head: torch.Tensor, grid_index: torch.Tensor, grid_valid: torch
                                                                 counts, penalty.float(), temperature.float(), top_k, seeds,
                                                                 frames)), codes, channels, levels,
                 float(1 << NOISE_BITS), NOISE_MIN, NOISE_MAX, NOISE_SHIFT=64 - NOISE_BITS, LEVELS=_row_block(levels),
-                enable_fp_fusion=False)
+                enable_fp_fusion=False, num_warps=1)  # a program's 8 lanes: one warp is plenty
     return codes
 
 
