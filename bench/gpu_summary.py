@@ -136,6 +136,11 @@ def pipeline_table(result: dict) -> list[str]:
     return lines
 
 
+def _path(row: dict) -> str:
+    """A bench/torch_fast.py path as the tables name it: with "(fused kernels)" when it ran them."""
+    return f"{row['path']} (fused kernels)" if row.get("fused_kernels") else row["path"]
+
+
 def step_table(*results: tuple[Optional[dict], str]) -> list[str]:
     """Rows of each (bench/torch_fast.py JSON, whether its fast path ran with graphs "on" / "off")."""
     lines = ["| path | graphs | requests | step p50 ms | read MB | floor ms | x floor | shape |",
@@ -149,7 +154,7 @@ def step_table(*results: tuple[Optional[dict], str]) -> list[str]:
             on = "-" if r["path"] == "reference" else label
             floor = r.get("floor_ms")
             ratio = r["step_ms_p50"] / floor if floor else None
-            lines.append(f"| {r['path']} | {on} | {r['batch']} | {_fmt(r['step_ms_p50'], 2)} | {_fmt(r.get('read_mb'))} | "
+            lines.append(f"| {_path(r)} | {on} | {r['batch']} | {_fmt(r['step_ms_p50'], 2)} | {_fmt(r.get('read_mb'))} | "
                          f"{_fmt(floor, 3)} | {_fmt(ratio)} | {r.get('shape', '')} |")
     return lines
 
@@ -164,7 +169,7 @@ def prefill_table(*results: Optional[dict]) -> list[str]:
             if (r["path"], r["prompts"]) in listed:
                 continue
             listed.add((r["path"], r["prompts"]))
-            lines.append(f"| {r['path']} | {r['prompts']} | {r['tokens']} | {_fmt(r['prefill_ms_p50'], 2)} | "
+            lines.append(f"| {_path(r)} | {r['prompts']} | {r['tokens']} | {_fmt(r['prefill_ms_p50'], 2)} | "
                          f"{_fmt(r['prefill_ms_p90'], 2)} |")
     return lines if listed else []
 
@@ -263,7 +268,8 @@ def summary(out_dir: Path) -> str:
         peak = next(result for result, _ in steps if result).get("peak_gbps")
         parts += ["## engine step against its physical floor", "",
                   f"floor = the bytes a step must read at {_fmt(peak, 0)} GB/s peak bandwidth; path compiled = "
-                  "the fast path with its step through torch.compile", "", *step_table(*steps), ""]
+                  "the fast path with its step through torch.compile; unfused = with its layers' element-wise ops, "
+                  "sampling and commit eager (GEPARD_TORCH_FUSED_KERNELS off)", "", *step_table(*steps), ""]
         prefills = prefill_table(*(result for result, _ in steps))
         if prefills:
             parts += ["## prefill (one prompt: the engine's part of first audio before its decode steps)", "",

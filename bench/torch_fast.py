@@ -88,6 +88,7 @@ class Result:
     read_mb: float  # bytes one step must read at least: the weights it uses once, each row's cached keys/values
     floor_ms: Optional[float]  # read_mb at the GPU's peak memory bandwidth (None: bandwidth unknown)
     rows: int  # the fewest requests a timed step decoded (== batch: every timed step ran the whole batch)
+    fused_kernels: Optional[bool] = None  # fast path: whether it ran the fused kernels (asked and checked)
 
 
 @dataclass
@@ -98,6 +99,7 @@ class PrefillResult:
     repeats: int
     prefill_ms_p50: float  # the step that prefills them and samples their first frames, to the frames on the host
     prefill_ms_p90: float
+    fused_kernels: Optional[bool] = None
 
 
 # Peak memory bandwidth (GB/s) by GPU name, from the vendors' data sheets; --hbm-gbps overrides.
@@ -195,6 +197,7 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
         times.append(time.perf_counter() - t0)
         rows = min(rows, gen.last_batch_size)
     shape = str(getattr(gen, "last_shape", "")) if path in FAST_PATHS else ""  # of the timed steps, not the drain's
+    fused = getattr(gen, "fused_kernels", None)
     while gen.has_work():
         collect(gen.step())
     p50, p90 = p50_p90(times)
@@ -202,7 +205,7 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
     spf = model.config.codec.samples_per_frame / model.config.codec.sample_rate
     read = step_read_bytes(model, batch, prompt + 4 + steps // 2)  # the mean cached length over the timed steps
     floor_ms = read / (gbps * 1e9) * 1000 if gbps else None
-    return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape, read / 1e6, floor_ms, rows),
+    return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape, read / 1e6, floor_ms, rows, fused),
             {k: torch.stack(v, 1) for k, v in frames.items()})
 
 
@@ -229,7 +232,7 @@ def time_prefill(path: str, model: GepardModel, engine: TorchEngine, prompts: in
         assert len(outs) == prompts and not gen.has_work(), "a prefill step should end every request at frame 1"
     tokens = engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
     p50, p90 = p50_p90(times)
-    return PrefillResult(path, prompts, tokens, repeats, p50 * 1000, p90 * 1000)
+    return PrefillResult(path, prompts, tokens, repeats, p50 * 1000, p90 * 1000, getattr(gen, "fused_kernels", None))
 
 
 def check(device: torch.device, variants: tuple[str, ...] = ("fast",)) -> dict[str, bool]:
@@ -379,7 +382,8 @@ def main(argv: list[str] | None = None) -> None:
                 save()
                 floor = f"{r.floor_ms:7.3f} {r.step_ms_p50 / r.floor_ms:7.1f}" if r.floor_ms else f"{'-':>7} {'-':>7}"
                 print(f"{r.path:>16} {r.batch:4d} {r.step_ms_p50:9.2f} {r.step_ms_p90:9.2f} {r.frames_per_s:9.1f} "
-                      f"{r.xrt:7.2f} {r.read_mb:8.1f} {floor}  {r.shape}", flush=True)
+                      f"{r.xrt:7.2f} {r.read_mb:8.1f} {floor}  {r.shape}{' fused kernels' if r.fused_kernels else ''}",
+                      flush=True)
                 if r.rows != r.batch:
                     print(f"# {r.path} at batch {r.batch}: a timed step decoded only {r.rows} requests", flush=True)
             if "reference" in codes and len(codes) > 1:
@@ -402,7 +406,8 @@ def main(argv: list[str] | None = None) -> None:
                     r = time_prefill(path, model, engine, prompts, args.prefills, not args.no_graphs)
                     prefills.append(r)
                     save()
-                    print(f"{r.path:>16} {r.prompts:7d} {r.tokens:6d} {r.prefill_ms_p50:11.2f} {r.prefill_ms_p90:11.2f}",
+                    print(f"{r.path:>16} {r.prompts:7d} {r.tokens:6d} {r.prefill_ms_p50:11.2f} {r.prefill_ms_p90:11.2f}"
+                          f"{'  fused kernels' if r.fused_kernels else ''}",
                           flush=True)
         if args.profile:
             profile_step(model, engine, max(int(b) for b in args.batch.split(",")), not args.no_graphs, args.profile)

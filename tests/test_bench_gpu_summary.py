@@ -99,6 +99,18 @@ def test_step_times_are_shown_against_their_floor_and_written_beside_the_json(tm
     assert "| fast | on | 256 | 2.00 | 4000.0 | 0.833 | 2.4 | (256, 512) |" in text
 
 
+def test_a_path_that_ran_the_fused_kernels_says_so(tmp_path):
+    rows = [{"path": p, "batch": 1, "step_ms_p50": ms, "read_mb": 600.0, "floor_ms": 0.125, "shape": "", "fused_kernels": f}
+            for p, ms, f in (("fast", 1.0, True), ("unfused", 2.5, False))]
+    prefills = [{"path": "fast", "prompts": 1, "tokens": 57, "repeats": 10, "prefill_ms_p50": 4.0, "prefill_ms_p90": 5.0,
+                 "fused_kernels": True}]
+    (tmp_path / "torch_fast_bf16.json").write_text(json.dumps({"peak_gbps": 4800, "results": rows, "prefills": prefills}))
+    text = summary(tmp_path)
+    assert "| fast (fused kernels) | on | 1 | 1.00 | 600.0 | 0.125 | 8.0 |  |" in text
+    assert "| unfused | on | 1 | 2.50 | 600.0 | 0.125 | 20.0 |  |" in text
+    assert "| fast (fused kernels) | 1 | 57 | 4.00 | 5.00 |" in text
+
+
 def test_the_compiled_path_gets_its_rows_and_the_reference_is_listed_once(tmp_path):
     def row(path, batch, ms):
         return {"path": path, "batch": batch, "step_ms_p50": ms, "read_mb": 600.0, "floor_ms": 0.125, "shape": ""}

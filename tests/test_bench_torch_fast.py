@@ -82,6 +82,8 @@ def test_prefills_are_timed_per_path_once_each_with_every_request_ended_at_its_f
     assert [(r["path"], r["prompts"]) for r in prefills] == [
         ("reference", 1), ("fast", 1), ("unfused", 1), ("reference", 8), ("fast", 8), ("unfused", 8)]
     assert [r["path"] for r in doc["results"]] == ["reference", "fast", "unfused", "overlap"]
+    # on CPU the fused kernels' default is off: no path ran them
+    assert [r["fused_kernels"] for r in doc["results"]] == [None, False, False, False]
     assert doc["checks"]["unfused graphs"] is True  # on CPU: the eager step, the reference's frames
     for r in prefills:
         assert r["repeats"] == 3 and r["tokens"] > 10 and 0 < r["prefill_ms_p50"] <= r["prefill_ms_p90"]
