@@ -11,12 +11,11 @@ on the device (part 0 of bench/gpu_session.sh).
 
 from __future__ import annotations
 
-import collections
+import json
 import logging
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from engine.backends import fused_ops
 from engine.backends.layer_ops import EagerLayerOps, FusedLayerOps, fuses_by_default
@@ -225,77 +224,38 @@ def test_fast_path_with_fused_kernels_gives_the_reference_frames(interpreted_fus
         assert ref.codes(req.request_id).shape == (32, 10)
 
 
-class _Launches(TorchDispatchMode):
-    """Counts the ops a block dispatches that launch a kernel (views and allocations do not), and
-    the fused kernels it launches (the interpreter's own tensor work is not counted)."""
-
-    METADATA = {"view", "_unsafe_view", "reshape", "transpose", "t", "slice", "select", "unsqueeze", "squeeze",
-                "expand", "detach", "split", "split_with_sizes", "chunk", "as_strided", "permute", "alias",
-                "empty", "empty_like", "new_empty", "empty_strided"}
-
-    KERNELS = ("_rms_norm", "_norm_rope", "_keys_into_cache", "_sigmoid_gate", "_silu_mul", "_sample_heads",
-               "_commit_frames")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.aten: collections.Counter = collections.Counter()
-        self.triton = 0
-
-    def __enter__(self):
-        for name in self.KERNELS:
-            kernel = getattr(fused_ops, name)
-            kernel.run = self._counted(kernel.run)  # an instance attribute over the class's method
-        return super().__enter__()
-
-    def __exit__(self, *exc):
-        for name in self.KERNELS:
-            del getattr(fused_ops, name).run
-        return super().__exit__(*exc)
-
-    def _counted(self, run):
-        def counted(*args, **kwargs):
-            self.triton += 1
-            with _disable_current_modes():
-                return run(*args, **kwargs)
-        return counted
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket.__name__ not in self.METADATA:
-            self.aten[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
-
-
-def _step_launches(gen: FastGenerator) -> tuple[_Launches, _Launches]:
-    """What one decoder layer of a decode step launches, and what the step's end (final norm,
-    sampling, commit) does."""
-    step = gen.device_step
-    tables = gen.tables(1)
-    x, pos, cos, sin, mask = step.start_decode(tables, 64)
-    layer, weights = step.model.backbone.layers[0], step.weights[0]
-    with torch.no_grad(), _Launches() as in_layer:
-        x = step.decode_layer(layer, weights.qkv, weights.gate_up, x, cos, sin, mask, tables.slot, pos,
-                              step.cache.keys[0], step.cache.values[0])
-    with torch.no_grad(), _Launches() as at_end:
-        step.finish_decode(x, tables)
-    return in_layer, at_end
-
-
 def test_a_fused_decode_step_launches_under_a_third_of_the_eager_kernels(interpreted_fused_ops, tiny_model) -> None:
     """float32 (bf16 adds 18 casts to the eager layer and none to the fused one): 4 matrix products
     (the last adding the residual), attention (its additive mask made once per step) and 6 fused
     kernels (the keys' one writes both caches). The step's end samples all heads in one kernel and
     commits every row's frame in another: 7 launches instead of 146 (a full-size step: 179 instead
-    of 892)."""
-    eager, eager_end = _step_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=False))
-    fused, fused_end = _step_launches(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True))
-    assert (sum(eager_end.aten.values()), eager_end.triton) == (146, 0), eager_end.aten
-    assert fused_end.triton == 3  # the final norm, the sampling, the commit
-    assert fused_end.aten == {"addmm": 2, "scatter_add_": 1, "_to_copy": 1}, fused_end.aten  # heads, lengths
-    assert (sum(eager.aten.values()), eager.triton) == (52, 0), eager.aten
-    assert fused.triton == 6  # input norm, q and k norm + rotary (+ caches), gate, residual add + norm, SwiGLU
-    assert sum(fused.aten.values()) == 5, fused.aten
-    assert {"pow", "rsqrt", "mean", "sigmoid", "silu", "neg", "cat", "where", "index_put_", "add"}.isdisjoint(fused.aten)
-    assert fused.aten["mm"] == 3 and fused.aten["addmm"] == 1  # the down projection adds onto the residual
+    of 892, bench/kernel_count.py)."""
+    from bench.kernel_count import count_step
+
+    eager = count_step(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=False))
+    fused = count_step(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True))
+    assert not eager.fused and fused.fused
+    assert (eager.inputs, eager.layer, eager.end) == (18, 52, 146), (eager.layer_aten, eager.end_aten)
+    assert (fused.inputs, fused.layer, fused.end) == (18, 11, 7), (fused.layer_aten, fused.end_aten)
+    # per layer: 3 products and one adding the residual, attention; the rest is the 6 fused kernels
+    assert fused.layer_aten == {"mm": 3, "addmm": 1, "_scaled_dot_product_flash_attention_for_cpu": 1}
+    # the end: the heads' and stop head's products and the lengths' update; the rest is 3 fused kernels
+    assert fused.end_aten == {"addmm": 2, "scatter_add_": 1, "_to_copy": 1}
+    assert fused.step * 3 < eager.step
+
+
+def test_the_kernel_count_bench_prints_and_writes_both_forms(interpreted_fused_ops, tiny_gepard_dir, tmp_path,
+                                                            monkeypatch, capsys) -> None:
+    """bench/kernel_count.py on the tiny checkpoint (in its own process it turns the interpreter on
+    itself when there is no GPU; here the fixture has)."""
+    from bench import kernel_count, torch_fast
+
+    monkeypatch.setattr(torch_fast, "engine_checkpoint_tiny", lambda: tiny_gepard_dir)
+    kernel_count.main(["--size", "tiny", "--json", str(tmp_path / "count.json")])
+    assert "Triton interpreted" in capsys.readouterr().out
+    counts = json.loads((tmp_path / "count.json").read_text())["counts"]
+    assert counts["eager"]["step"] == 18 + 2 * 52 + 146 and counts["fused"]["step"] == 18 + 2 * 11 + 7
+    assert counts["fused"]["fused"] is True
 
 
 # ---- when the layers stay eager -----------------------------------------------------------------------

@@ -1,0 +1,149 @@
+"""Kernels one decode step of the torch fast path launches, eager and with GEPARD_TORCH_FUSED_KERNELS.
+
+    python bench/kernel_count.py [--size tiny|full] [--batch 1] [--json OUT]
+
+On a GPU a batch-1 step replayed as a CUDA graph is bound by its kernels running one after another
+(~2 us each on the H200), not by its arithmetic, so their number is the step's cost model. This
+counts them without a GPU: every aten op the step dispatches that launches a kernel (views and
+allocations do not), and every fused Triton kernel it launches. Without CUDA the fused kernels run
+in Triton's interpreter (this script sets TRITON_INTERPRET=1 before they are defined), whose own
+tensor work is not counted. Per part: the step's inputs, one decoder layer, its end (final norm,
+sampling, commit), and the whole step (inputs + layers x one layer + end). The model's dtype is
+float32 on CPU (the interpreter has no bf16); in bf16 the eager layer adds 18 casts, the fused one
+none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes  # noqa: E402
+
+
+class KernelCounter(TorchDispatchMode):
+    """Counts, within its block, the aten ops that launch a kernel and the fused Triton kernels."""
+
+    METADATA = {"view", "_unsafe_view", "reshape", "transpose", "t", "slice", "select", "unsqueeze", "squeeze",
+                "expand", "detach", "split", "split_with_sizes", "chunk", "as_strided", "permute", "alias",
+                "empty", "empty_like", "new_empty", "empty_strided"}
+    KERNELS = ("_rms_norm", "_norm_rope", "_keys_into_cache", "_sigmoid_gate", "_silu_mul", "_sample_heads",
+               "_commit_frames")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aten: collections.Counter = collections.Counter()
+        self.triton = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.aten.values()) + self.triton
+
+    def __enter__(self):
+        from engine.backends import fused_ops  # imported by the caller first (main: with the interpreter set)
+
+        for name in self.KERNELS:
+            kernel = getattr(fused_ops, name, None)
+            if kernel is not None:  # none without Triton
+                kernel.run = self._counted(kernel.run)  # an instance attribute over the class's method
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        from engine.backends import fused_ops
+
+        for name in self.KERNELS:
+            kernel = getattr(fused_ops, name, None)
+            if kernel is not None:
+                del kernel.run
+        return super().__exit__(*exc)
+
+    def _counted(self, run):
+        def counted(*args, **kwargs):
+            self.triton += 1
+            with _disable_current_modes():  # the interpreter's own tensor work is no kernel of the step
+                return run(*args, **kwargs)
+        return counted
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ not in self.METADATA:
+            self.aten[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@dataclass
+class StepCount:
+    fused: bool  # whether the generator ran the fused kernels (asked, and their start-up check passed)
+    inputs: int
+    layer: int
+    end: int
+    layers: int
+    layer_aten: dict
+    end_aten: dict
+
+    @property
+    def step(self) -> int:
+        return self.inputs + self.layers * self.layer + self.end
+
+
+def count_step(gen, batch: int = 1, span: int = 64) -> StepCount:
+    """The launches of one decode step of FastGenerator ``gen`` for ``batch`` rows (padding rows:
+    what they launch is what a request's do), by part."""
+    step = gen.device_step
+    tables = gen.tables(batch)
+    layers = step.model.backbone.layers
+    with torch.no_grad():
+        with KernelCounter() as inputs:
+            x, pos, cos, sin, mask = step.start_decode(tables, span)
+        with KernelCounter() as layer:
+            x = step.decode_layer(layers[0], step.weights[0].qkv, step.weights[0].gate_up, x, cos, sin, mask, tables.slot,
+                                  pos, step.cache.keys[0], step.cache.values[0])
+        with KernelCounter() as end:
+            step.finish_decode(x, tables)
+    step.clear()
+    return StepCount(gen.fused_kernels, inputs.total, layer.total, end.total, len(layers), dict(layer.aten),
+                     dict(end.aten))
+
+
+def main(argv: list[str] | None = None) -> None:
+    if not torch.cuda.is_available():  # before the kernels are defined (at import): they run interpreted
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from bench._common import machine
+    from bench.torch_fast import engine_checkpoint, engine_checkpoint_tiny
+    from engine.backends import fused_ops
+    from engine.backends.torch_fast import FastGenerator
+    from engine.model.gepard import GepardModel
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", default="full", help="random checkpoint size: tiny or full")
+    p.add_argument("--batch", type=int, default=1, help="rows of the counted step (a batch bucket)")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    checkpoint = engine_checkpoint_tiny() if args.size == "tiny" else engine_checkpoint(args.size)
+    model = GepardModel.from_pretrained(checkpoint, device=device, dtype=dtype)
+    print(f"machine: {machine()}\ncheckpoint: {args.size} ({dtype}, {device}); batch {args.batch}; Triton "
+          f"{'interpreted' if fused_ops.interpreted() else 'compiled'}", flush=True)
+    print(f"{'ops':>8} {'inputs':>7} {'layer':>6} {'x layers':>8} {'end':>5} {'step':>6}", flush=True)
+    counts = {}
+    for name, fused in (("eager", False), ("fused", True)):
+        gen = FastGenerator(model, max_batch=args.batch, max_positions=128, cuda_graphs=False, fused_kernels=fused)
+        c = counts[name] = count_step(gen, args.batch)
+        label = name if c.fused == fused else f"{name} (fused kernels refused: see the log)"
+        print(f"{label:>8} {c.inputs:7d} {c.layer:6d} {c.layers:8d} {c.end:5d} {c.step:6d}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(), "size": args.size, "dtype": str(dtype), "batch": args.batch,
+                                         "counts": {k: {**asdict(v), "step": v.step} for k, v in counts.items()}},
+                                        indent=2))
+
+
+if __name__ == "__main__":
+    main()
