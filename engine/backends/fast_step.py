@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.backends import fused_ops
-from engine.backends.layer_ops import EagerLayerOps, FusedLayerOps, fuse_check
+from engine.backends.layer_ops import EagerLayerOps, FusedLayerOps, commit_check, fuse_check
 from engine.backends.static_cache import StaticKVCache, to_device
 from engine.model.gepard import GepardModel
 from engine.requests import MAX_FRAMES
@@ -293,7 +293,7 @@ class DeviceStep:
             raise RuntimeError(f"the fused kernels cannot run here: {reason}")
         fused = FusedLayerOps()
         fuse_check(self.model, self.weights, (self.head_weight, self.head_bias), self.ops, fused)
-        self._check_fused_commit()
+        commit_check(self)
         self.ops = fused
 
     # -- model pieces ------------------------------------------------------------------------------
@@ -481,49 +481,6 @@ class DeviceStep:
         st = self.state
         fused_ops.commit_frames(codes, stop_logits, self.levels, tables.slot, tables.commit, self.cache.scratch,
                                 st.stop_threshold, st.frames, st.window, st.last_codes, st.history, st.counts, tables.out)
-
-    def _check_fused_commit(self, seed: int = 0) -> None:
-        """``fused_commit`` against ``commit`` from the same random slot state and the same codes:
-        cond rows, a CFG branch and a padding row, bad codes among them, windows that have and have
-        not filled. Both must leave the same state and results (integer work: exactly). The state
-        is cleared afterwards (this runs before any request)."""
-        st, device = self.state, self.model.device
-        rows = min(4, self.cache.slots)
-        generator = torch.Generator(device="cpu").manual_seed(seed)
-        scratch = self.cache.scratch
-
-        def rand(high: int, *shape: int) -> torch.Tensor:
-            return torch.randint(0, high, shape, generator=generator).to(device)
-
-        for tensor, high in ((st.frames, 3 * st.ring), (st.window, st.ring), (st.last_codes, self.max_level),
-                             (st.counts, 3), (st.history, self.max_level)):
-            tensor.copy_(rand(high, *tensor.shape))
-        st.stop_threshold.copy_(torch.rand(st.stop_threshold.shape, generator=generator).to(device))
-        host = HostRows.padding(rows, scratch)
-        for i in range(rows - (rows > 1)):  # the last row pads, when there are two or more
-            host.slot[i] = host.feed[i] = i
-            host.real[i] = host.commit[i] = True
-        if rows >= 3:  # row 1 is row 0's CFG branch
-            host.commit[1], host.feed[1], host.uncond[0], host.uncond[1] = False, 0, 1, 0
-        tables = RowTables.allocate(rows, scratch, device)
-        ints, floats = host.packed()
-        for dst, src in zip((tables.slot, tables.feed, tables.real, tables.commit, tables.uncond), ints):
-            dst.copy_(src.to(device=device, dtype=dst.dtype))
-        tables.cfg_scale.copy_(floats.to(device))
-        codes = rand(self.max_level + 2, rows, self.channels) - 1  # -1 and max_level: out of range
-        stop_logits = (4 * torch.randn(rows, generator=generator)).to(device=device, dtype=self.model.dtype)
-        before = [t.clone() for t in st.per_slot()]
-        self.commit(codes, st.frames[tables.slot], stop_logits.float(), tables)
-        want = [t.clone() for t in (*st.per_slot(), tables.out)]
-        for t, saved in zip(st.per_slot(), before):
-            t.copy_(saved)
-        self.fused_commit(codes, stop_logits, tables)
-        got = (*(t[:scratch] for t in st.per_slot()), tables.out)  # the scratch slot's contents are never read
-        want = (*(t[:scratch] for t in want[:-1]), want[-1])
-        differ = [name for name, a, b in zip((*st.PER_SLOT, "out"), want, got) if not torch.equal(a, b)]
-        self.state.clear()
-        if differ:
-            raise RuntimeError(f"commit_frames leaves other {', '.join(differ)} than the eager commit")
 
     def finish_decode(self, x: torch.Tensor, tables: RowTables) -> None:
         """After the layers: the final norm, the new token counted in each real row's slot, then

@@ -39,6 +39,7 @@ import contextlib
 import torch
 
 from codec_worker.triton_support import interpreted, tl, triton, unavailable_reason
+from engine.sampling import NOISE_BITS, NOISE_MAX, NOISE_MIN
 
 FLAT_BLOCK = 1024  # values per program of the flat (element-wise) kernels
 
@@ -328,19 +329,19 @@ def add_rms_norm(x: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: fl
     return total, out
 
 
-def _rotary_output(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """The checks of ``norm_rope``'s arguments, and its (empty) output."""
+def _rotary_output(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """The checks of ``norm_rope``'s arguments; its (empty) output and x's token stride."""
     if x.dim() != 4 or x.stride(-1) != 1:
         raise ValueError(f"expected x [B, T, heads, hd] with each head's values contiguous, got shape "
                          f"{tuple(x.shape)} strides {x.stride()}")
     b, t, heads, head_dim = x.shape
-    _token_stride(x)
+    token_stride = _token_stride(x)
     _check_norm(x, weight)
     rot = cos.shape[-1]
     if cos.shape != (b, t, rot) or sin.shape != cos.shape or rot > head_dim or rot % 2:
         raise ValueError(f"expected cos/sin [{b}, {t}, rot] with an even rot <= {head_dim}, got "
                          f"{tuple(cos.shape)} and {tuple(sin.shape)}")
-    return torch.empty((b, heads, t, head_dim), dtype=x.dtype, device=x.device)
+    return torch.empty((b, heads, t, head_dim), dtype=x.dtype, device=x.device), token_stride
 
 
 def norm_rope(x: torch.Tensor, weight: torch.Tensor, eps: float, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -350,12 +351,12 @@ def norm_rope(x: torch.Tensor, weight: torch.Tensor, eps: float, cos: torch.Tens
     x [B, T, heads, hd] may be a strided view (a head's values contiguous, as the slices of a
     fused projection's output are); cos/sin [B, T, rot] float32 with rot <= hd and even. Returns
     [B, heads, T, hd], contiguous, x's dtype: the layout the eager rotary returns."""
-    out = _rotary_output(x, weight, cos, sin)
+    out, token_stride = _rotary_output(x, weight, cos, sin)
     b, t, heads, head_dim = x.shape
     if out.numel():
         with _on_device(x):
             _norm_rope[(b * t * heads,)](x, weight.contiguous(), cos.float().contiguous(), sin.float().contiguous(), out,
-                                         heads, t, _token_stride(x), x.stride(2), head_dim, cos.shape[-1], eps,
+                                         heads, t, token_stride, x.stride(2), head_dim, cos.shape[-1], eps,
                                          BLOCK=_row_block(head_dim))
     return out
 
@@ -368,7 +369,7 @@ def keys_into_cache(k: torch.Tensor, v: torch.Tensor, weight: torch.Tensor, eps:
     [B, heads, T, hd] (a view) into ``value_cache`` there, as one kernel: a decoder layer's key norm,
     rotary and both cache writes. slots and positions are [B] (one token a row: a decode step) or
     [B, T] (a prefill; expanded views are fine). Returns the keys [B, heads, T, hd], contiguous."""
-    out = _rotary_output(k, weight, cos, sin)
+    out, token_stride = _rotary_output(k, weight, cos, sin)
     b, t, heads, head_dim = k.shape
     if v.shape != out.shape or v.stride(-1) != 1 or key_cache.shape != value_cache.shape or \
             key_cache.stride() != value_cache.stride() or key_cache.shape[1] != heads or key_cache.stride(-1) != 1:
@@ -381,7 +382,7 @@ def keys_into_cache(k: torch.Tensor, v: torch.Tensor, weight: torch.Tensor, eps:
         with _on_device(k):
             _keys_into_cache[(b * t * heads,)](
                 k, weight.contiguous(), cos.float().contiguous(), sin.float().contiguous(), out, v, key_cache, value_cache,
-                slots, positions, heads, t, _token_stride(k), k.stride(2), head_dim, cos.shape[-1], eps, v.stride(0),
+                slots, positions, heads, t, token_stride, k.stride(2), head_dim, cos.shape[-1], eps, v.stride(0),
                 v.stride(1), v.stride(2), slots.stride(0), slots.stride(1) if t > 1 else 0, positions.stride(0),
                 positions.stride(1) if t > 1 else 0, *key_cache.stride()[:3], BLOCK=_row_block(head_dim))
     return out
@@ -437,8 +438,6 @@ def sample_heads(head: torch.Tensor, grid_index: torch.Tensor, grid_valid: torch
     Returns codes [B, C] int64 (-1 for a head with no finite logit). Multiply-adds are not fused
     and divisions round to nearest (Triton's default float32 division may be off by 2 ulp), so
     float32 arithmetic rounds as the eager ops do, one op at a time."""
-    from engine.sampling import NOISE_BITS, NOISE_MAX, NOISE_MIN
-
     rows, channels, levels = head.shape[0], grid_index.shape[0], grid_index.shape[1]
     if counts.shape[1:] != (channels, levels):
         raise ValueError(f"counts {tuple(counts.shape)} do not match a grid of {channels} channels x {levels} codes")

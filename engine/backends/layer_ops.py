@@ -9,7 +9,7 @@ attention:
 - ``FusedLayerOps``: the same math as one Triton kernel per op (engine.backends.fused_ops), for
   CUDA, where a step is bound by how many kernels it launches (with them, DeviceStep samples all
   heads in one kernel and commits the frames in another: ``fused_ops.sample_heads`` and
-  ``commit_frames``, the latter checked by ``DeviceStep._check_fused_commit``).
+  ``commit_frames``, the latter checked by ``commit_check``).
 
 ``fuse_check`` runs both (and both samplings) on the model's own weights, on the device and in its dtype, before the
 fast path uses the fused ones: a kernel that fails to compile, or computes something else, leaves
@@ -213,4 +213,48 @@ def sample_check(model, head: tuple[torch.Tensor, torch.Tensor], generator: torc
         raise RuntimeError(f"sample_heads differs from engine.sampling in {differ} of {want.numel()} codes")
 
 
-__all__ = ["EagerLayerOps", "FusedLayerOps", "fuse_check", "fuses_by_default", "sample_check", "tolerance"]
+def commit_check(step, seed: int = 0) -> None:
+    """A DeviceStep's ``fused_commit`` against its eager ``commit`` from the same random slot state
+    and the same codes: cond rows, a CFG branch and a padding row, out-of-range codes among them,
+    windows that have and have not filled. Both must leave the same state and results (integer
+    work: exactly; the scratch slot, which nothing reads, aside). The state is cleared afterwards:
+    this runs at start, before any request."""
+    from engine.backends.cuda_graphs import TableUpload  # imports fast_step, which imports this module
+    from engine.backends.fast_step import HostRows, RowTables
+
+    st, device, scratch = step.state, step.model.device, step.cache.scratch
+    rows = min(4, step.cache.slots)
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+
+    def rand(high: int, *shape: int) -> torch.Tensor:
+        return torch.randint(0, high, shape, generator=generator).to(device)
+
+    for tensor, high in ((st.frames, 3 * st.ring), (st.window, st.ring), (st.last_codes, step.max_level),
+                         (st.counts, 3), (st.history, step.max_level)):
+        tensor.copy_(rand(high, *tensor.shape))
+    st.stop_threshold.copy_(torch.rand(st.stop_threshold.shape, generator=generator).to(device))
+    host = HostRows.padding(rows, scratch)
+    for i in range(rows - (rows > 1)):  # the last row pads, when there are two or more
+        host.slot[i] = host.feed[i] = i
+        host.real[i] = host.commit[i] = True
+    if rows >= 3:  # row 1 is row 0's CFG branch
+        host.commit[1], host.feed[1], host.uncond[0], host.uncond[1] = False, 0, 1, 0
+    tables = RowTables.allocate(rows, scratch, device)
+    TableUpload(rows, device)(tables, host)
+    codes = rand(step.max_level + 2, rows, step.channels) - 1  # -1 and max_level: out of range
+    stop_logits = (4 * torch.randn(rows, generator=generator)).to(device=device, dtype=step.model.dtype)
+    before = [t.clone() for t in st.per_slot()]
+    step.commit(codes, st.frames[tables.slot], stop_logits.float(), tables)
+    want = [t[:scratch].clone() for t in st.per_slot()] + [tables.out.clone()]
+    for t, saved in zip(st.per_slot(), before):
+        t.copy_(saved)
+    step.fused_commit(codes, stop_logits, tables)
+    got = [t[:scratch] for t in st.per_slot()] + [tables.out]
+    differ = [name for name, a, b in zip((*st.PER_SLOT, "out"), want, got) if not torch.equal(a, b)]
+    st.clear()
+    if differ:
+        raise RuntimeError(f"commit_frames leaves other {', '.join(differ)} than the eager commit")
+
+
+__all__ = ["EagerLayerOps", "FusedLayerOps", "commit_check", "fuse_check", "fuses_by_default", "sample_check",
+           "tolerance"]
