@@ -11,14 +11,12 @@ attention:
   heads in one kernel and commits the frames in another: ``fused_ops.sample_heads`` and
   ``commit_frames``, the latter checked by ``commit_check``).
 
-``fuse_check`` runs both (and both samplings) on the model's own weights, on the device and in its dtype, before the
-fast path uses the fused ones: a kernel that fails to compile, or computes something else, leaves
-the layers eager instead of serving wrong audio.
+``fuse_check`` runs both (and both samplings) on the model's own weights, on the device and in its
+dtype, and ``commit_check`` both commits, before the fast path uses the fused ones: a kernel that
+fails to compile, or computes something else, leaves the step eager instead of serving wrong audio.
 """
 
 from __future__ import annotations
-
-import logging
 
 import torch
 import torch.nn.functional as F
@@ -26,8 +24,6 @@ import torch.nn.functional as F
 from engine.backends import fused_ops
 from engine.model.backbone import RotaryEmbedding, ZeroCenteredRMSNorm
 from engine.sampling import cfg_combine, repetition_penalty, sample_codes
-
-logger = logging.getLogger(__name__)
 
 
 class EagerLayerOps:
