@@ -4,7 +4,8 @@ Eager, a decoder layer of a decode step launches 70 kernels in bf16 (52 in float
 casts are no-ops), of which only 4 are matrix products and one is attention: a zero-centred RMSNorm
 is ten (casts, the square, the mean, + eps, rsqrt, two products, 1 + w, the cast back), a rotary
 embedding eight, the attention gate three and SwiGLU's activation two. Fourteen layers of that are
-most of the ~1,300 kernels a full-size step launches, and on a GPU a batch-1 step is bound by those
+most of the 1,149 kernels a full-size bf16 step launches (bench/kernel_count.py counts them), and on
+a GPU a batch-1 step is bound by those
 launches, not by memory (replayed as a CUDA graph they still run one after another, ~2 us each).
 Here each of them is one kernel that reads its inputs once, computes in float32 and writes once:
 
@@ -13,7 +14,7 @@ Here each of them is one kernel that reads its inputs once, computes in float32 
     norm_rope(x, weight, eps, cos, sin)       per-head RMSNorm, then rotate-half rotary:
                                               x [B, T, heads, hd] (a strided view) -> [B, heads, T, hd]
     keys_into_cache(k, v, ..., caches, ...)   norm_rope of the keys, written into the key cache,
-                                              and the values into the value cache (three launches)
+                                              and the values into the value cache (for 3 launches)
     sigmoid_gate(out, gate)                   out * sigmoid(gate), gate a strided [B, T, heads, hd] view
     silu_mul(gate_up)                         silu(gate) * up for gate_up = [gate | up] by rows
     sample_heads(head, grid, ...)             engine.sampling's CFG combine, repetition penalty,
