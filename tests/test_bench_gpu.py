@@ -230,7 +230,7 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     caps = [int(cmd[1]) for cmd in cmds]
     assert len(cmds) == 12 and sum(caps) <= 570
     one, carry, prefill, install, gateway, summary = (cmd[2:] for cmd in cmds[-6:])
-    # 570 - (45 + 10 + 10 + 80 + 45 + 60) - 15 for the summary = 305: part 5b's 45, 5c's 90, 5d's 60,
+    # 570 - (70 + 10 + 10 + 55 + 45 + 60) - 15 for the summary = 305: part 5b's 45, 5c's 90, 5d's 60,
     # then 20 for the wheels and 90 of the gateway's 150
     assert caps[-6:] == [45, 90, 60, 20, 90, 15]
     from bench import pipeline
