@@ -8,7 +8,8 @@ counts them without a GPU: every aten op the step dispatches that launches a ker
 allocations do not), and every fused Triton kernel it launches. Without CUDA the fused kernels run
 in Triton's interpreter (this script sets TRITON_INTERPRET=1 before they are defined), whose own
 tensor work is not counted. Per part: the step's inputs, one decoder layer, its end (final norm,
-sampling, commit), and the whole step (inputs + layers x one layer + end). The model's dtype is
+sampling, commit), and the whole step (inputs + layers x one layer + end); then a prefill of one
+57-token prompt to its first frame (eager on a GPU by default: each launch also costs the host). The model's dtype is
 float32 on CPU (the interpreter has no bf16); in bf16 the eager layer adds 18 casts, the fused one
 none.
 """
@@ -112,6 +113,27 @@ def count_step(gen, batch: int = 1, span: int = 64) -> StepCount:
                      dict(end.aten))
 
 
+def count_prefill(gen, tokens: int = 57) -> int:
+    """The launches of an (eager) prefill of one ``tokens``-token prompt into slot 0, to its first
+    frame: the engine's part of a lone stream's first audio. 57 tokens: bench/torch_fast.py's prompt."""
+    from engine.backends.cuda_graphs import TableUpload
+    from engine.backends.fast_step import HostRows, RowTables
+
+    step, model = gen.device_step, gen.model
+    device, scratch = model.device, gen.cache.scratch
+    embeds = torch.randn(1, tokens, model.config.backbone.hidden_size, generator=torch.Generator().manual_seed(0))
+    tables = RowTables.allocate(1, scratch, device)
+    host = HostRows.padding(1, scratch)
+    host.slot[0] = host.feed[0] = 0
+    host.real[0] = host.commit[0] = True
+    TableUpload(1, device)(tables, host)
+    with torch.no_grad(), KernelCounter() as prefill:
+        step.prefill(embeds.to(device=device, dtype=model.dtype), torch.tensor([tokens], device=device),
+                     torch.tensor([0], device=device), tables)
+    step.clear()
+    return prefill.total
+
+
 def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():  # before the kernels are defined (at import): they run interpreted
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -132,16 +154,18 @@ def main(argv: list[str] | None = None) -> None:
     model = GepardModel.from_pretrained(checkpoint, device=device, dtype=dtype)
     print(f"machine: {machine()}\ncheckpoint: {args.size} ({dtype}, {device}); batch {args.batch}; Triton "
           f"{'interpreted' if fused_ops.interpreted() else 'compiled'}", flush=True)
-    print(f"{'ops':>8} {'inputs':>7} {'layer':>6} {'x layers':>8} {'end':>5} {'step':>6}", flush=True)
-    counts = {}
+    print(f"{'ops':>8} {'inputs':>7} {'layer':>6} {'x layers':>8} {'end':>5} {'step':>6} {'prefill':>8}", flush=True)
+    counts, prefills = {}, {}
     for name, fused in (("eager", False), ("fused", True)):
         gen = FastGenerator(model, max_batch=args.batch, max_positions=128, cuda_graphs=False, fused_kernels=fused)
         c = counts[name] = count_step(gen, args.batch)
+        prefills[name] = count_prefill(gen)
         label = name if c.fused == fused else f"{name} (fused kernels refused: see the log)"
-        print(f"{label:>8} {c.inputs:7d} {c.layer:6d} {c.layers:8d} {c.end:5d} {c.step:6d}", flush=True)
+        print(f"{label:>8} {c.inputs:7d} {c.layer:6d} {c.layers:8d} {c.end:5d} {c.step:6d} {prefills[name]:8d}", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "size": args.size, "dtype": str(dtype), "batch": args.batch,
-                                         "counts": {k: {**asdict(v), "step": v.step} for k, v in counts.items()}},
+                                         "counts": {k: {**asdict(v), "step": v.step, "prefill": prefills[k]}
+                                                    for k, v in counts.items()}},
                                         indent=2))
 
 

@@ -256,6 +256,7 @@ def test_the_kernel_count_bench_prints_and_writes_both_forms(interpreted_fused_o
     counts = json.loads((tmp_path / "count.json").read_text())["counts"]
     assert counts["eager"]["step"] == 18 + 2 * 52 + 146 and counts["fused"]["step"] == 18 + 2 * 11 + 7
     assert counts["fused"]["fused"] is True
+    assert (counts["eager"]["prefill"], counts["fused"]["prefill"]) == (260, 41)  # one prompt to its first frame
 
 
 # ---- when the layers stay eager -----------------------------------------------------------------------
