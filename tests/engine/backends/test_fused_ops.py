@@ -191,10 +191,27 @@ def test_kernels_refuse_shapes_they_cannot_walk(interpreted_fused_ops) -> None:
         fused_ops.sigmoid_gate(torch.zeros(6, 32), x.transpose(2, 3))
     with pytest.raises(ValueError, match="even"):
         fused_ops.silu_mul(torch.zeros(2, 7))
+    with pytest.raises(ValueError, match="cannot gate"):
+        fused_ops.sigmoid_gate(torch.zeros(6, 31), x)
     case = _sampling_case(rows=2, seed=0)
     case["counts"] = case["counts"][:, :, :5]
     with pytest.raises(ValueError, match="do not match a grid of 5 channels x 8 codes"):
         fused_ops.sample_heads(**case)
+    keys, values, cos = torch.zeros(2, 3, 4, 8), torch.zeros(2, 4, 3, 8), torch.zeros(2, 3, 8)
+    caches = torch.zeros(5, 4, 16, 8), torch.zeros(5, 4, 16, 8)
+    with pytest.raises(ValueError, match="do not fit keys"):
+        fused_ops.keys_into_cache(keys, values[:, :2], torch.zeros(8), 1e-6, cos, cos, *caches, torch.zeros(2, 3).long(),
+                                  torch.zeros(2, 3).long())
+    with pytest.raises(ValueError, match=r"expected slots and positions \[2\] or \[2, 3\]"):
+        fused_ops.keys_into_cache(keys, values, torch.zeros(8), 1e-6, cos, cos, *caches, torch.zeros(2, 2).long(),
+                                  torch.zeros(2, 2).long())
+    codes = torch.zeros(2, 5, dtype=torch.long)
+    state = dict(thresholds=torch.zeros(3), frames=torch.zeros(3, dtype=torch.long), windows=torch.zeros(3, dtype=torch.long),
+                 last_codes=torch.zeros(3, 5, dtype=torch.long), history=torch.zeros(3, 4, 5, dtype=torch.uint8),
+                 counts=torch.zeros(3, 5, 8, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"out must be a contiguous \[2, 7\]"):
+        fused_ops.commit_frames(codes, torch.zeros(2), torch.full((5,), 8), torch.arange(2), torch.ones(2, dtype=torch.bool),
+                                2, **state, out=torch.zeros(2, 6, dtype=torch.long))
 
 
 def test_without_the_interpreter_the_kernels_refuse_cpu_tensors() -> None:
