@@ -178,7 +178,6 @@ if triton is not None:
         act = (gate / (1.0 + tl.exp(-gate))).to(dtype).to(tl.float32)  # eager rounds the SiLU first
         tl.store(y_ptr + offsets, (act * up).to(dtype), mask=inside)
 
-
     @triton.jit(do_not_specialize=["head_stride", "channels", "levels"])
     def _sample_heads(head_ptr, head_stride, grid_ptr, valid_ptr, uncond_ptr, cfg_ptr, slot_ptr, counts_ptr, penalty_ptr,
                       temperature_ptr, top_k_ptr, seed_ptr, frame_ptr, codes_ptr, channels, levels, noise_scale,
@@ -227,7 +226,6 @@ if triton is not None:
         first = tl.reduce(tl.where(candidate & (scores == best), code, LEVELS), 0, _min)  # argmax: the first best
         found = tl.reduce(candidate.to(tl.int32), 0, _max) > 0
         tl.store(codes_ptr + row * channels + channel, tl.where(found, first, -1).to(tl.int64))
-
 
     @triton.jit(do_not_specialize=["channels", "max_level", "ring", "scratch"])
     def _commit_frames(codes_ptr, stop_ptr, levels_ptr, slot_ptr, commit_ptr, threshold_ptr, frames_ptr, window_ptr,

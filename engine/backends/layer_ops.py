@@ -141,16 +141,16 @@ def fuse_check(model, layer_weights, head: tuple[torch.Tensor, torch.Tensor], ea
         q, gate = qg[..., : bb.head_dim], qg[..., bb.head_dim :]
         k = k.view(rows, tokens, bb.num_key_value_heads, bb.head_dim)
         v = v.view(rows, tokens, bb.num_key_value_heads, bb.head_dim).transpose(1, 2)
+        positions = torch.arange(tokens, device=device).view(1, tokens) + torch.tensor([[0], [37]], device=device)
+        cos, sin = model.backbone.rotary.cos_sin(positions)
         cache_slots = torch.tensor([[2], [0]], device=device).expand(rows, tokens)
 
-        def keys_into_cache(ops) -> torch.Tensor:  # into fresh caches of 3 slots x 2 * tokens positions
+        def keys_into_cache(ops) -> torch.Tensor:  # the keys, and fresh caches of 3 slots x 2 * tokens positions
             caches = [torch.zeros(3, bb.num_key_value_heads, 2 * tokens, bb.head_dim, device=device, dtype=dtype)
                       for _ in range(2)]
             keys = ops.keys_into_cache(attn.k_norm, k, v, cos, sin, *caches, cache_slots, positions - positions[:, :1])
             return torch.cat([keys.flatten(), *(c.flatten() for c in caches)])
 
-        positions = torch.arange(tokens, device=device).view(1, tokens) + torch.tensor([[0], [37]], device=device)
-        cos, sin = model.backbone.rotary.cos_sin(positions)
         out = torch.randn(rows, tokens, nq // 2, generator=generator).to(device=device, dtype=dtype)
         gate_up = F.linear(x, weights.gate_up)
         activated = eager.silu_mul(gate_up)  # one input for both forms of the residual product
@@ -158,7 +158,6 @@ def fuse_check(model, layer_weights, head: tuple[torch.Tensor, torch.Tensor], ea
             "rms_norm": lambda ops: ops.norm(layer.input_layernorm, x),
             "add_rms_norm": lambda ops: torch.cat(ops.add_norm(layer.post_attention_layernorm, x, h)),
             "norm_rope (queries)": lambda ops: ops.norm_rope(attn.q_norm, q, cos, sin),
-            "norm_rope (keys)": lambda ops: ops.norm_rope(attn.k_norm, k, cos, sin),
             "keys_into_cache": keys_into_cache,
             "sigmoid_gate": lambda ops: ops.sigmoid_gate(out, gate),
             "silu_mul": lambda ops: ops.silu_mul(gate_up),
