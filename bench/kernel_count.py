@@ -36,8 +36,8 @@ class KernelCounter(TorchDispatchMode):
     METADATA = {"view", "_unsafe_view", "reshape", "transpose", "t", "slice", "select", "unsqueeze", "squeeze",
                 "expand", "detach", "split", "split_with_sizes", "chunk", "as_strided", "permute", "alias",
                 "empty", "empty_like", "new_empty", "empty_strided"}
-    KERNELS = ("_rms_norm", "_norm_rope", "_keys_into_cache", "_sigmoid_gate", "_silu_mul", "_sample_heads",
-               "_commit_frames")
+    KERNELS = ("_rms_norm", "_attention_inputs", "_sigmoid_gate", "_silu_mul", "_embed_frames", "_decode_inputs",
+               "_sample_heads", "_commit_frames")
 
     def __init__(self) -> None:
         super().__init__()
@@ -102,9 +102,9 @@ def count_step(gen, batch: int = 1, span: int = 64) -> StepCount:
     layers = step.model.backbone.layers
     with torch.no_grad():
         with KernelCounter() as inputs:
-            x, pos, cos, sin, mask = step.start_decode(tables, span)
+            x, pos, rope, mask = step.start_decode(tables, span)
         with KernelCounter() as layer:
-            x = step.decode_layer(layers[0], step.weights[0].qkv, step.weights[0].gate_up, x, cos, sin, mask, tables.slot,
+            x = step.decode_layer(layers[0], step.weights[0].qkv, step.weights[0].gate_up, x, rope, mask, tables.slot,
                                   pos, step.cache.keys[0], step.cache.values[0])
         with KernelCounter() as end:
             step.finish_decode(x, tables)

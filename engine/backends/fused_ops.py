@@ -11,10 +11,11 @@ Here each of them is one kernel that reads its inputs once, computes in float32 
 
     rms_norm(x, weight, eps)                  y = x * rsqrt(mean(x^2) + eps) * (1 + w), by rows
     add_rms_norm(x, h, weight, eps)           (s, rms_norm(s)) for s = x + h
-    norm_rope(x, weight, eps, cos, sin)       per-head RMSNorm, then rotate-half rotary:
-                                              x [B, T, heads, hd] (a strided view) -> [B, heads, T, hd]
-    keys_into_cache(k, v, ..., caches, ...)   norm_rope of the keys, written into the key cache,
-                                              and the values into the value cache (for 3 launches)
+    attention_inputs(q, k, v, ..., caches)    per-head RMSNorm then rotate-half rotary of the queries
+                                              and the keys (strided views of the projection), the
+                                              rotary's cos/sin read from tables by position, and
+                                              the keys and values written into the layer's caches
+                                              (eager: 2 norms, 2 rotaries and 2 cache writes)
     sigmoid_gate(out, gate)                   out * sigmoid(gate), gate a strided [B, T, heads, hd] view
     silu_mul(gate_up)                         silu(gate) * up for gate_up = [gate | up] by rows
     sample_heads(head, grid, ...)             engine.sampling's CFG combine, repetition penalty,
@@ -23,6 +24,10 @@ Here each of them is one kernel that reads its inputs once, computes in float32 
     commit_frames(codes, stop_logits, ...)    each row's frame into its slot's state (last codes,
                                               history ring, window counts, frame count) and the
                                               step's results: ~40 eager kernels
+    embed_frames(last_codes, feed, ...)       a decode step's frame lookup (gather, offsets, table)
+    decode_inputs(h, eps, scale, ...)         the frame embedder's LayerNorm and scale, each row's
+                                              position and its additive attention mask: with the
+                                              lookup, the step's inputs take 5 launches, not 18
 
 Each rounds where the eager ops round (the norm's output to the model's dtype before the rotary
 reads it, the sigmoid and the SiLU before their products), so in bf16 it differs from them only
@@ -91,14 +96,15 @@ if triton is not None:
         tl.store(out_ptr + row + offsets, (xf * scale * gain).to(out_ptr.dtype.element_ty), mask=inside)
 
     @triton.jit
-    def _norm_rotate(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, base, token, head_dim, rot, eps, BLOCK: tl.constexpr):
+    def _norm_rotate(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, base, position, head_dim, rot, eps, BLOCK: tl.constexpr):
         # one head's values at x_ptr + base + [0, hd): zero-centred RMSNorm, then rotate-half rotary
-        # with the token's cos/sin ([tokens, rot] rows); float32, each step rounded where eager rounds
+        # with the cos/sin of ``position`` (rows of [positions, rot] tables); float32, each step
+        # rounded where eager rounds, the result in out_ptr's dtype
+        dtype = out_ptr.dtype.element_ty
         d = tl.arange(0, BLOCK)
         inside = d < head_dim
         x = tl.load(x_ptr + base + d, mask=inside, other=0.0).to(tl.float32)
         scale = tl.rsqrt(tl.reduce(x * x, 0, _add) / head_dim + eps)
-        dtype = out_ptr.dtype.element_ty
         # the norm's output as the eager norm hands it to the rotary: rounded to the model's dtype
         normed = (x * scale * (1.0 + tl.load(w_ptr + d, mask=inside, other=0.0).to(tl.float32))).to(dtype).to(tl.float32)
         half = rot // 2
@@ -108,48 +114,86 @@ if triton is not None:
         wp = tl.load(w_ptr + partner, mask=rotating, other=0.0).to(tl.float32)
         other = (xp * scale * (1.0 + wp)).to(dtype).to(tl.float32)
         other = tl.where(d < half, -other, other)
-        cos = tl.load(cos_ptr + token * rot + d, mask=rotating, other=1.0)
-        sin = tl.load(sin_ptr + token * rot + d, mask=rotating, other=0.0)
+        cos = tl.load(cos_ptr + position * rot + d, mask=rotating, other=1.0)
+        sin = tl.load(sin_ptr + position * rot + d, mask=rotating, other=0.0)
         return tl.where(rotating, normed * cos + other * sin, normed).to(dtype)
 
-    @triton.jit(do_not_specialize=["heads", "tokens", "token_stride", "head_stride", "head_dim", "rot", "eps"])
-    def _norm_rope(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, heads, tokens, token_stride, head_stride, head_dim, rot,
-                   eps, BLOCK: tl.constexpr):
-        # one program per (row, token, head); x's element (token n, head h, d) is at
-        # n * token_stride + h * head_stride + d, cos/sin are [rows * tokens, rot], out [rows, heads, tokens, hd]
+    @triton.jit(do_not_specialize=["heads", "kv_heads", "tokens", "q_token", "q_head", "k_token", "k_head", "head_dim",
+                                   "rot", "table_rows", "q_eps", "k_eps", "v_row", "v_head", "v_token", "slot_row",
+                                   "slot_token", "pos_row", "pos_token", "c_slot", "c_head", "c_pos"])
+    def _attention_inputs(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, q_out_ptr, k_out_ptr, kc_ptr, vc_ptr,
+                          slot_ptr, pos_ptr, heads, kv_heads, tokens, q_token, q_head, k_token, k_head, head_dim, rot,
+                          table_rows, q_eps, k_eps, v_row, v_head, v_token, slot_row, slot_token, pos_row, pos_token,
+                          c_slot, c_head, c_pos, BLOCK: tl.constexpr):
+        # one program per (row, token, query head): the query head normed and rotated at the
+        # token's position; the programs of the first kv_heads heads also do key head ``head``, and
+        # write it into the key cache at the token's (slot, position) and its value into the value
+        # cache there. The query's element (token n, head h, d) is at n * q_token + h * q_head + d,
+        # likewise the key's; the outputs are [rows, heads, tokens, hd] and [rows, kv_heads, tokens, hd]
         program = tl.program_id(0).to(tl.int64)
         head = program % heads
         token = program // heads  # row * tokens + t
-        y = _norm_rotate(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, token * token_stride + head * head_stride, token,
-                         head_dim, rot, eps, BLOCK)
-        d = tl.arange(0, BLOCK)
         row = token // tokens
         t = token % tokens
-        tl.store(out_ptr + ((row * heads + head) * tokens + t) * head_dim + d, y, mask=d < head_dim)
-
-    @triton.jit(do_not_specialize=["heads", "tokens", "token_stride", "head_stride", "head_dim", "rot", "eps", "v_row",
-                                   "v_head", "v_token", "slot_row", "slot_token", "pos_row", "pos_token", "c_slot",
-                                   "c_head", "c_pos"])
-    def _keys_into_cache(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr, pos_ptr, heads,
-                         tokens, token_stride, head_stride, head_dim, rot, eps, v_row, v_head, v_token, slot_row,
-                         slot_token, pos_row, pos_token, c_slot, c_head, c_pos, BLOCK: tl.constexpr):
-        # _norm_rope for the keys, whose result also goes into the layer's key cache at its token's
-        # (slot, position), and the token's value into the value cache there
-        program = tl.program_id(0).to(tl.int64)
-        head = program % heads
-        token = program // heads
-        y = _norm_rotate(x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, token * token_stride + head * head_stride, token,
-                         head_dim, rot, eps, BLOCK)
         d = tl.arange(0, BLOCK)
         inside = d < head_dim
-        row = token // tokens
-        t = token % tokens
-        tl.store(out_ptr + ((row * heads + head) * tokens + t) * head_dim + d, y, mask=inside)
-        slot = tl.load(slot_ptr + row * slot_row + t * slot_token)
         position = tl.load(pos_ptr + row * pos_row + t * pos_token)
-        at = slot * c_slot + head * c_head + position * c_pos + d
-        tl.store(kc_ptr + at, y, mask=inside)
-        tl.store(vc_ptr + at, tl.load(v_ptr + row * v_row + head * v_head + t * v_token + d, mask=inside), mask=inside)
+        angle = tl.minimum(tl.maximum(position, 0), table_rows - 1)  # in the tables whatever a padding row holds
+        q = _norm_rotate(q_ptr, qw_ptr, cos_ptr, sin_ptr, q_out_ptr, token * q_token + head * q_head, angle, head_dim,
+                         rot, q_eps, BLOCK)
+        tl.store(q_out_ptr + ((row * heads + head) * tokens + t) * head_dim + d, q, mask=inside)
+        if head < kv_heads:
+            k = _norm_rotate(k_ptr, kw_ptr, cos_ptr, sin_ptr, k_out_ptr, token * k_token + head * k_head, angle,
+                             head_dim, rot, k_eps, BLOCK)
+            tl.store(k_out_ptr + ((row * kv_heads + head) * tokens + t) * head_dim + d, k, mask=inside)
+            slot = tl.load(slot_ptr + row * slot_row + t * slot_token)
+            at = slot * c_slot + head * c_head + position * c_pos + d
+            tl.store(kc_ptr + at, k, mask=inside)
+            tl.store(vc_ptr + at, tl.load(v_ptr + row * v_row + head * v_head + t * v_token + d, mask=inside), mask=inside)
+
+    @triton.jit(do_not_specialize=["channels", "dim", "table_rows"])
+    def _embed_frames(last_ptr, feed_ptr, offsets_ptr, table_ptr, out_ptr, channels, dim, table_rows,
+                      BLOCK: tl.constexpr):
+        # one program per (row, channel): the embedding of the row's fed slot's last code in that
+        # channel (a row of the flat table: the code plus its channel's offset) into out [rows,
+        # channels * dim], the frame embedder's flattened lookup
+        program = tl.program_id(0).to(tl.int64)
+        row = program // channels
+        channel = program % channels
+        slot = tl.load(feed_ptr + row)
+        index = tl.load(last_ptr + slot * channels + channel) + tl.load(offsets_ptr + channel)
+        index = tl.minimum(tl.maximum(index, 0), table_rows - 1)  # last codes are clamped into range already
+        d = tl.arange(0, BLOCK)
+        for start in range(0, dim, BLOCK):
+            inside = start + d < dim
+            tl.store(out_ptr + (row * channels + channel) * dim + start + d,
+                     tl.load(table_ptr + index * dim + start + d, mask=inside), mask=inside)
+
+    @triton.jit(do_not_specialize=["hidden", "span", "eps"])
+    def _decode_inputs(h_ptr, scale_ptr, slot_ptr, lengths_ptr, pos_ptr, mask_ptr, hidden, span, eps,
+                       H_BLOCK: tl.constexpr, SPAN_BLOCK: tl.constexpr):
+        # grid (rows, span blocks). Every program: its block of the row's additive attention mask (0
+        # at the positions up to the row's, -inf past it). The first of a row also: the row's
+        # position (its slot's length) and the frame embedder's end on h [rows, hidden] in place,
+        # LayerNorm without affine then the embedding scale, each rounded where eager rounds
+        row = tl.program_id(0).to(tl.int64)
+        block = tl.program_id(1)
+        position = tl.load(lengths_ptr + tl.load(slot_ptr + row))
+        columns = block * SPAN_BLOCK + tl.arange(0, SPAN_BLOCK)
+        dtype = mask_ptr.dtype.element_ty
+        tl.store(mask_ptr + row * span + columns, tl.where(columns <= position, 0.0, float("-inf")).to(dtype),
+                 mask=columns < span)
+        if block == 0:
+            tl.store(pos_ptr + row, position)
+            d = tl.arange(0, H_BLOCK)
+            inside = d < hidden
+            x = tl.load(h_ptr + row * hidden + d, mask=inside, other=0.0).to(tl.float32)
+            mean = tl.reduce(x, 0, _add) / hidden
+            centred = tl.where(inside, x - mean, 0.0)
+            rstd = tl.rsqrt(tl.reduce(centred * centred, 0, _add) / hidden + eps)
+            normed = (centred * rstd).to(h_ptr.dtype.element_ty).to(tl.float32)
+            scale = tl.load(scale_ptr).to(tl.float32)
+            tl.store(h_ptr + row * hidden + d, (normed * scale).to(h_ptr.dtype.element_ty), mask=inside)
 
     @triton.jit(do_not_specialize=["numel", "width", "head_dim", "token_stride", "head_stride"])
     def _sigmoid_gate(out_ptr, gate_ptr, y_ptr, numel, width, head_dim, token_stride, head_stride,
@@ -328,63 +372,100 @@ def add_rms_norm(x: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: fl
     return total, out
 
 
-def _rotary_output(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """The checks of ``norm_rope``'s arguments; its (empty) output and x's token stride."""
+def _heads_view(x: torch.Tensor, name: str) -> int:
+    """x [B, T, heads, hd] with each head's values contiguous (a slice of a fused projection's
+    output is fine); returns its token stride."""
     if x.dim() != 4 or x.stride(-1) != 1:
-        raise ValueError(f"expected x [B, T, heads, hd] with each head's values contiguous, got shape "
+        raise ValueError(f"expected {name} [B, T, heads, hd] with each head's values contiguous, got shape "
                          f"{tuple(x.shape)} strides {x.stride()}")
-    b, t, heads, head_dim = x.shape
-    token_stride = _token_stride(x)
-    _check_norm(x, weight)
-    rot = cos.shape[-1]
-    if cos.shape != (b, t, rot) or sin.shape != cos.shape or rot > head_dim or rot % 2:
-        raise ValueError(f"expected cos/sin [{b}, {t}, rot] with an even rot <= {head_dim}, got "
-                         f"{tuple(cos.shape)} and {tuple(sin.shape)}")
-    return torch.empty((b, heads, t, head_dim), dtype=x.dtype, device=x.device), token_stride
+    return _token_stride(x)
 
 
-def norm_rope(x: torch.Tensor, weight: torch.Tensor, eps: float, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Per-head zero-centred RMSNorm then rotate-half rotary (GatedAttention's q_norm/k_norm and
-    RotaryEmbedding.apply) as one kernel.
+def attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
+                     q_eps: float, k_eps: float, cos_table: torch.Tensor, sin_table: torch.Tensor,
+                     key_cache: torch.Tensor, value_cache: torch.Tensor, slots: torch.Tensor,
+                     positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A decoder layer's attention inputs after its projection, as one kernel: the queries q and
+    keys k [B, T, heads, hd] each per-head zero-centred RMSNormed (GatedAttention's q_norm, k_norm)
+    then rotated (rotate-half, RotaryEmbedding.apply) at each token's position, and the keys and the
+    values v [B, kv_heads, T, hd] (a view) written into ``key_cache``/``value_cache`` [S, kv_heads,
+    P, hd] at each token's (slot, position).
 
-    x [B, T, heads, hd] may be a strided view (a head's values contiguous, as the slices of a
-    fused projection's output are); cos/sin [B, T, rot] float32 with rot <= hd and even. Returns
-    [B, heads, T, hd], contiguous, x's dtype: the layout the eager rotary returns."""
-    out, token_stride = _rotary_output(x, weight, cos, sin)
-    b, t, heads, head_dim = x.shape
-    if out.numel():
-        with _on_device(x):
-            _norm_rope[(b * t * heads,)](x, weight.contiguous(), cos.float().contiguous(), sin.float().contiguous(), out,
-                                         heads, t, token_stride, x.stride(2), head_dim, cos.shape[-1], eps,
-                                         BLOCK=_row_block(head_dim))
-    return out
-
-
-def keys_into_cache(k: torch.Tensor, v: torch.Tensor, weight: torch.Tensor, eps: float, cos: torch.Tensor,
-                    sin: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, slots: torch.Tensor,
-                    positions: torch.Tensor) -> torch.Tensor:
-    """``norm_rope`` of the keys k [B, T, heads, hd], whose result is also written into
-    ``key_cache`` [S, heads, P, hd] at each token's (slot, position), and the values v
-    [B, heads, T, hd] (a view) into ``value_cache`` there, as one kernel: a decoder layer's key norm,
-    rotary and both cache writes. slots and positions are [B] (one token a row: a decode step) or
-    [B, T] (a prefill; expanded views are fine). Returns the keys [B, heads, T, hd], contiguous."""
-    out, token_stride = _rotary_output(k, weight, cos, sin)
-    b, t, heads, head_dim = k.shape
-    if v.shape != out.shape or v.stride(-1) != 1 or key_cache.shape != value_cache.shape or \
-            key_cache.stride() != value_cache.stride() or key_cache.shape[1] != heads or key_cache.stride(-1) != 1:
+    The rotary's cos and sin are rows of tables [positions, rot] float32 (RotaryEmbedding.cos_sin
+    of every position, made once), read at each token's position: a step computes none. slots and
+    positions are [B] (one token a row: a decode step) or [B, T] (a prefill; expanded views are
+    fine). Returns (queries [B, heads, T, hd], keys [B, kv_heads, T, hd]), contiguous, q's dtype:
+    the layout the eager rotary returns."""
+    q_token, k_token = _heads_view(q, "queries"), _heads_view(k, "keys")
+    b, t, heads, head_dim = q.shape
+    kv_heads = k.shape[2]
+    _check_norm(q, q_weight)
+    _check_norm(k, k_weight)
+    rot = cos_table.shape[-1]
+    if k.shape[:2] != (b, t) or k.shape[3] != head_dim or kv_heads > heads:
+        raise ValueError(f"keys {tuple(k.shape)} do not fit queries {tuple(q.shape)}")
+    if cos_table.dim() != 2 or sin_table.shape != cos_table.shape or rot > head_dim or rot % 2 or \
+            cos_table.shape[0] < key_cache.shape[2]:
+        raise ValueError(f"expected cos/sin tables [positions >= {key_cache.shape[2]}, rot] with an even rot <= "
+                         f"{head_dim}, got {tuple(cos_table.shape)} and {tuple(sin_table.shape)}")
+    if v.shape != (b, kv_heads, t, head_dim) or v.stride(-1) != 1 or key_cache.shape != value_cache.shape or \
+            key_cache.stride() != value_cache.stride() or key_cache.shape[1] != kv_heads or key_cache.stride(-1) != 1:
         raise ValueError(f"values {tuple(v.shape)} and caches {tuple(key_cache.shape)} do not fit keys {tuple(k.shape)}")
     if slots.dim() == 1:
         slots, positions = slots.view(b, 1), positions.view(b, 1)
     if slots.shape != (b, t) or positions.shape != (b, t):
         raise ValueError(f"expected slots and positions [{b}] or [{b}, {t}], got {tuple(slots.shape)}")
+    queries = torch.empty((b, heads, t, head_dim), dtype=q.dtype, device=q.device)
+    keys = torch.empty((b, kv_heads, t, head_dim), dtype=q.dtype, device=q.device)
+    if queries.numel():
+        with _on_device(q):
+            _attention_inputs[(b * t * heads,)](
+                q, k, v, q_weight.contiguous(), k_weight.contiguous(), cos_table.float().contiguous(),
+                sin_table.float().contiguous(), queries, keys, key_cache, value_cache, slots, positions, heads, kv_heads,
+                t, q_token, q.stride(2), k_token, k.stride(2), head_dim, rot, cos_table.shape[0], q_eps, k_eps,
+                v.stride(0), v.stride(1), v.stride(2), slots.stride(0), slots.stride(1) if t > 1 else 0,
+                positions.stride(0), positions.stride(1) if t > 1 else 0, *key_cache.stride()[:3],
+                BLOCK=_row_block(head_dim))
+    return queries, keys
+
+
+def embed_frames(last_codes: torch.Tensor, feed: torch.Tensor, offsets: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """The frame embedder's lookup for a decode step, as one kernel: row i gets the embeddings of
+    slot ``feed[i]``'s last codes (``last_codes`` [S, C]), each code looked up in the flat table
+    [sum(levels), E] at its channel's offset (``offsets`` [C]), flattened: [B, C * E], the table's
+    dtype (FrameEmbedder.forward up to its projection)."""
+    rows, (channels, dim) = feed.shape[0], (last_codes.shape[1], table.shape[1])
+    if offsets.shape != (channels,) or table.dim() != 2:
+        raise ValueError(f"expected offsets [{channels}] and a [codes, dim] table, got {tuple(offsets.shape)} "
+                         f"and {tuple(table.shape)}")
+    out = table.new_empty((rows, channels * dim))
     if out.numel():
-        with _on_device(k):
-            _keys_into_cache[(b * t * heads,)](
-                k, weight.contiguous(), cos.float().contiguous(), sin.float().contiguous(), out, v, key_cache, value_cache,
-                slots, positions, heads, t, token_stride, k.stride(2), head_dim, cos.shape[-1], eps, v.stride(0),
-                v.stride(1), v.stride(2), slots.stride(0), slots.stride(1) if t > 1 else 0, positions.stride(0),
-                positions.stride(1) if t > 1 else 0, *key_cache.stride()[:3], BLOCK=_row_block(head_dim))
+        with _on_device(table):
+            _embed_frames[(rows * channels,)](last_codes.contiguous(), feed.contiguous(), offsets.contiguous(),
+                                              table.contiguous(), out, channels, dim, table.shape[0],
+                                              BLOCK=min(_row_block(dim), FLAT_BLOCK))
     return out
+
+
+def decode_inputs(h: torch.Tensor, eps: float, scale: torch.Tensor, slots: torch.Tensor, lengths: torch.Tensor,
+                  span: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rest of a decode step's inputs, as one kernel: the frame embedder's end on its last
+    projection's output h [B, H], in place (LayerNorm without affine, ``eps``, then times
+    ``scale`` [1]), each row's position (``lengths`` [S] of its slot, ``slots`` [B]) and the
+    additive attention mask over ``span`` positions (0 up to the row's position, -inf past it, h's
+    dtype). Returns (positions [B] int64, mask [B, 1, 1, span])."""
+    if h.dim() != 2 or not h.is_contiguous() or scale.numel() != 1 or slots.shape != h.shape[:1]:
+        raise ValueError(f"expected a contiguous h [B, H], a scale of one value and slots [B], got {tuple(h.shape)}, "
+                         f"{tuple(scale.shape)} and {tuple(slots.shape)}")
+    rows, hidden = h.shape
+    positions = torch.empty(rows, dtype=torch.int64, device=h.device)
+    mask = h.new_empty((rows, 1, 1, span))
+    if rows and span:
+        with _on_device(h):
+            _decode_inputs[(rows, triton.cdiv(span, FLAT_BLOCK))](h, scale, slots.contiguous(), lengths.contiguous(),
+                                                                positions, mask, hidden, span, eps,
+                                                                H_BLOCK=_row_block(hidden), SPAN_BLOCK=FLAT_BLOCK)
+    return positions, mask
 
 
 def sigmoid_gate(out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
@@ -477,5 +558,5 @@ def commit_frames(codes: torch.Tensor, stop_logits: torch.Tensor, levels: torch.
                                     num_warps=1)
 
 
-__all__ = ["FLAT_BLOCK", "add_rms_norm", "commit_frames", "interpreted", "keys_into_cache", "norm_rope", "rms_norm",
-           "sample_heads", "sigmoid_gate", "silu_mul", "unavailable_reason"]
+__all__ = ["FLAT_BLOCK", "add_rms_norm", "attention_inputs", "commit_frames", "decode_inputs", "embed_frames", "interpreted",
+           "rms_norm", "sample_heads", "sigmoid_gate", "silu_mul", "unavailable_reason"]

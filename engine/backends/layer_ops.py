@@ -7,13 +7,16 @@ attention:
   them, so the fast path's frames equal the reference loop's (the CPU default, and the form
   torch.compile fuses by itself);
 - ``FusedLayerOps``: the same math as one Triton kernel per op (engine.backends.fused_ops), for
-  CUDA, where a step is bound by how many kernels it launches (with them, DeviceStep samples all
-  heads in one kernel and commits the frames in another: ``fused_ops.sample_heads`` and
-  ``commit_frames``, the latter checked by ``commit_check``).
+  CUDA, where a step is bound by how many kernels it launches (with them, DeviceStep makes a
+  decode step's inputs in two kernels around the frame embedder's products, samples all heads
+  in one kernel and commits the frames in another: ``fused_ops.embed_frames``,
+  ``decode_inputs``, ``sample_heads`` and ``commit_frames``, the first two checked by
+  ``inputs_check``, the last by ``commit_check``).
 
 ``fuse_check`` runs both (and both samplings) on the model's own weights, on the device and in its
-dtype, and ``commit_check`` both commits, before the fast path uses the fused ones: a kernel that
-fails to compile, or computes something else, leaves the step eager instead of serving wrong audio.
+dtype, ``inputs_check`` both forms of a decode step's inputs and ``commit_check`` both commits,
+before the fast path uses the fused ones: a kernel that fails to compile, or computes something
+else, leaves the step eager instead of serving wrong audio.
 """
 
 from __future__ import annotations
@@ -42,24 +45,32 @@ class EagerLayerOps:
         x = x + h
         return x, norm(x)
 
+    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What ``attention_inputs`` rotates with for tokens at ``positions`` [B, T]: their cos and
+        sin [B, T, rot] (RotaryEmbedding.cos_sin)."""
+        return self.rope.cos_sin(positions)
+
     def norm_rope(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x [B, T, heads, hd] -> per-head norm then rotary, [B, heads, T, hd]."""
         return self.rope.apply(norm(x).transpose(1, 2), cos, sin)
 
-    def keys_into_cache(self, norm: ZeroCenteredRMSNorm, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor,
-                        sin: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, slots: torch.Tensor,
-                        positions: torch.Tensor) -> torch.Tensor:
-        """The keys k [B, T, heads, hd] normed and rotated (``norm_rope``), then written with the
-        values v [B, heads, T, hd] into the layer's caches at (slots, positions): [B] each for a
-        decode step's one token a row, [B, T] for a prefill. Returns the keys [B, heads, T, hd]."""
-        k = self.norm_rope(norm, k, cos, sin)
+    def attention_inputs(self, attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         rope: tuple[torch.Tensor, torch.Tensor], key_cache: torch.Tensor, value_cache: torch.Tensor,
+                         slots: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The queries q and keys k [B, T, heads, hd] normed and rotated (``norm_rope``, with attn's
+        q_norm and k_norm and the cos/sin of ``rotary``), then the keys and the values v
+        [B, kv_heads, T, hd] written into the layer's caches at (slots, positions): [B] each for a
+        decode step's one token a row, [B, T] for a prefill. Returns (queries, keys) as
+        [B, heads, T, hd]."""
+        q = self.norm_rope(attn.q_norm, q, *rope)
+        k = self.norm_rope(attn.k_norm, k, *rope)
         if slots.dim() == 1:
             key_cache[slots, :, positions] = k[:, :, 0]
             value_cache[slots, :, positions] = v[:, :, 0]
         else:
             key_cache[slots, :, positions] = k.transpose(1, 2)
             value_cache[slots, :, positions] = v.transpose(1, 2)
-        return k
+        return q, k
 
     def sigmoid_gate(self, out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
         """out [..., heads * hd] * sigmoid(gate [..., heads, hd]), out's shape."""
@@ -76,9 +87,19 @@ class EagerLayerOps:
 
 class FusedLayerOps:
     """The same ops as one Triton kernel each (engine.backends.fused_ops), and the MLP's residual add
-    in its down projection's product."""
+    in its down projection's product. The rotary's cos and sin are tables of every position of the
+    cache, made once (on CUDA the same values the eager ops compute per step: one float32 op per
+    element either way), which the attention inputs' kernel reads by position."""
 
     fused = True
+
+    def __init__(self, rope: RotaryEmbedding, positions: int, device: torch.device) -> None:
+        with torch.no_grad():
+            self.cos_table, self.sin_table = rope.cos_sin(torch.arange(positions, device=device))
+
+    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole tables: the kernel reads each token's row by its position."""
+        return self.cos_table, self.sin_table
 
     def norm(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor) -> torch.Tensor:
         return fused_ops.rms_norm(x, norm.weight, norm.eps)
@@ -86,13 +107,11 @@ class FusedLayerOps:
     def add_norm(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return fused_ops.add_rms_norm(x, h, norm.weight, norm.eps)
 
-    def norm_rope(self, norm: ZeroCenteredRMSNorm, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        return fused_ops.norm_rope(x, norm.weight, norm.eps, cos, sin)
-
-    def keys_into_cache(self, norm: ZeroCenteredRMSNorm, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor,
-                        sin: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, slots: torch.Tensor,
-                        positions: torch.Tensor) -> torch.Tensor:
-        return fused_ops.keys_into_cache(k, v, norm.weight, norm.eps, cos, sin, key_cache, value_cache, slots, positions)
+    def attention_inputs(self, attn, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         rope: tuple[torch.Tensor, torch.Tensor], key_cache: torch.Tensor, value_cache: torch.Tensor,
+                         slots: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return fused_ops.attention_inputs(q, k, v, attn.q_norm.weight, attn.k_norm.weight, attn.q_norm.eps,
+                                          attn.k_norm.eps, *rope, key_cache, value_cache, slots, positions)
 
     def sigmoid_gate(self, out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
         return fused_ops.sigmoid_gate(out, gate).view(out.shape)
@@ -131,7 +150,7 @@ def fuse_check(model, layer_weights, head: tuple[torch.Tensor, torch.Tensor], ea
     attn = layer.self_attn
     device, dtype = model.device, model.dtype
     generator = torch.Generator(device="cpu").manual_seed(seed)
-    rows, tokens = 2, 3
+    rows, tokens = 2, min(3, fused.cos_table.shape[0])  # tokens at positions the cache (and tables) hold
     x = torch.randn(rows, tokens, bb.hidden_size, generator=generator).to(device=device, dtype=dtype)
     h = torch.randn(rows, tokens, bb.hidden_size, generator=generator).to(device=device, dtype=dtype)
     nq, nkv = bb.num_attention_heads * 2 * bb.head_dim, bb.num_key_value_heads * bb.head_dim
@@ -141,15 +160,17 @@ def fuse_check(model, layer_weights, head: tuple[torch.Tensor, torch.Tensor], ea
         q, gate = qg[..., : bb.head_dim], qg[..., bb.head_dim :]
         k = k.view(rows, tokens, bb.num_key_value_heads, bb.head_dim)
         v = v.view(rows, tokens, bb.num_key_value_heads, bb.head_dim).transpose(1, 2)
-        positions = torch.arange(tokens, device=device).view(1, tokens) + torch.tensor([[0], [37]], device=device)
-        cos, sin = model.backbone.rotary.cos_sin(positions)
+        # the second row's tokens as far into the cache (and the fused rotary's tables) as fit
+        capacity = fused.cos_table.shape[0]
+        later = max(0, min(37, capacity - tokens))
+        positions = torch.arange(tokens, device=device).view(1, tokens) + torch.tensor([[0], [later]], device=device)
         cache_slots = torch.tensor([[2], [0]], device=device).expand(rows, tokens)
 
-        def keys_into_cache(ops) -> torch.Tensor:  # the keys, and fresh caches of 3 slots x 2 * tokens positions
-            caches = [torch.zeros(3, bb.num_key_value_heads, 2 * tokens, bb.head_dim, device=device, dtype=dtype)
+        def attention_inputs(ops) -> torch.Tensor:  # queries, keys, and fresh caches of 3 slots
+            caches = [torch.zeros(3, bb.num_key_value_heads, later + tokens, bb.head_dim, device=device, dtype=dtype)
                       for _ in range(2)]
-            keys = ops.keys_into_cache(attn.k_norm, k, v, cos, sin, *caches, cache_slots, positions - positions[:, :1])
-            return torch.cat([keys.flatten(), *(c.flatten() for c in caches)])
+            queries, keys = ops.attention_inputs(attn, q, k, v, ops.rotary(positions), *caches, cache_slots, positions)
+            return torch.cat([queries.flatten(), keys.flatten(), *(c.flatten() for c in caches)])
 
         out = torch.randn(rows, tokens, nq // 2, generator=generator).to(device=device, dtype=dtype)
         gate_up = F.linear(x, weights.gate_up)
@@ -157,8 +178,7 @@ def fuse_check(model, layer_weights, head: tuple[torch.Tensor, torch.Tensor], ea
         cases = {
             "rms_norm": lambda ops: ops.norm(layer.input_layernorm, x),
             "add_rms_norm": lambda ops: torch.cat(ops.add_norm(layer.post_attention_layernorm, x, h)),
-            "norm_rope (queries)": lambda ops: ops.norm_rope(attn.q_norm, q, cos, sin),
-            "keys_into_cache": keys_into_cache,
+            "attention_inputs": attention_inputs,
             "sigmoid_gate": lambda ops: ops.sigmoid_gate(out, gate),
             "silu_mul": lambda ops: ops.silu_mul(gate_up),
             "add_linear": lambda ops: ops.add_linear(x, activated, layer.mlp.down_proj),
@@ -208,15 +228,59 @@ def sample_check(model, head: tuple[torch.Tensor, torch.Tensor], generator: torc
         raise RuntimeError(f"sample_heads differs from engine.sampling in {differ} of {want.numel()} codes")
 
 
+def _check_rows(step, rows: int):
+    """Row tables of ``rows`` rows for a check: requests in slots 0.. (each its own row), a CFG
+    row fed row 0's frame once there are 3 rows, the last row padding once there are 2."""
+    from engine.backends.cuda_graphs import TableUpload  # imports fast_step, which imports this module
+    from engine.backends.fast_step import HostRows, RowTables
+
+    device, scratch = step.model.device, step.cache.scratch
+    host = HostRows.padding(rows, scratch)
+    for i in range(rows - (rows > 1)):
+        host.slot[i] = host.feed[i] = i
+        host.real[i] = host.commit[i] = True
+    if rows >= 3:  # row 1 is row 0's CFG branch
+        host.commit[1], host.feed[1], host.uncond[0], host.uncond[1] = False, 0, 1, 0
+    tables = RowTables.allocate(rows, scratch, device)
+    TableUpload(rows, device)(tables, host)
+    return tables
+
+
+def inputs_check(step, seed: int = 0) -> None:
+    """A DeviceStep's fused decode inputs (``fused_start_decode``: fused_ops.embed_frames, the frame
+    embedder's products, fused_ops.decode_inputs) against its eager ones from the same random last
+    frames and cache lengths: the embedded frames within ``tolerance``, the positions and the mask
+    exactly. The state and lengths are cleared afterwards: this runs at start, before any request."""
+    st, cache, device = step.state, step.cache, step.model.device
+    rows = min(4, cache.slots)
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    levels = torch.tensor(step.model.config.audio_heads)
+    st.last_codes.copy_((torch.rand(st.last_codes.shape, generator=generator) * levels).long().to(device))
+    cache.lengths.copy_(torch.randint(0, cache.max_positions, cache.lengths.shape, generator=generator).to(device))
+    tables = _check_rows(step, rows)
+    span = cache.max_positions
+    try:
+        with torch.no_grad():
+            want_x, want_pos, _, want_mask = step.eager_start_decode(tables, span)
+            got_x, got_pos, _, got_mask = step.fused_start_decode(tables, span)
+    finally:
+        st.clear()
+        cache.lengths.zero_()
+    error = (got_x.float() - want_x.float()).abs()
+    if got_x.shape != want_x.shape or got_x.dtype != want_x.dtype or not bool(torch.isfinite(got_x).all()) or \
+            bool((error > tolerance(want_x)).any()):
+        raise RuntimeError(f"the fused decode inputs embed frames otherwise than the eager ones: {tuple(got_x.shape)} "
+                           f"{got_x.dtype}, up to {float(error.max()) if error.numel() else 0.0:.3g} apart")
+    if not torch.equal(got_pos, want_pos) or not torch.equal(got_mask, want_mask):
+        raise RuntimeError("the fused decode inputs give other positions or another attention mask than the eager ones")
+
+
 def commit_check(step, seed: int = 0) -> None:
     """A DeviceStep's ``fused_commit`` against its eager ``commit`` from the same random slot state
     and the same codes: cond rows, a CFG branch and a padding row, out-of-range codes among them,
     windows that have and have not filled. Both must leave the same state and results (integer
     work: exactly; the scratch slot, which nothing reads, aside). The state is cleared afterwards:
     this runs at start, before any request."""
-    from engine.backends.cuda_graphs import TableUpload  # imports fast_step, which imports this module
-    from engine.backends.fast_step import HostRows, RowTables
-
     st, device, scratch = step.state, step.model.device, step.cache.scratch
     rows = min(4, step.cache.slots)
     generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -228,14 +292,7 @@ def commit_check(step, seed: int = 0) -> None:
                          (st.counts, 3), (st.history, step.max_level)):
         tensor.copy_(rand(high, *tensor.shape))
     st.stop_threshold.copy_(torch.rand(st.stop_threshold.shape, generator=generator).to(device))
-    host = HostRows.padding(rows, scratch)
-    for i in range(rows - (rows > 1)):  # the last row pads, when there are two or more
-        host.slot[i] = host.feed[i] = i
-        host.real[i] = host.commit[i] = True
-    if rows >= 3:  # row 1 is row 0's CFG branch
-        host.commit[1], host.feed[1], host.uncond[0], host.uncond[1] = False, 0, 1, 0
-    tables = RowTables.allocate(rows, scratch, device)
-    TableUpload(rows, device)(tables, host)
+    tables = _check_rows(step, rows)
     codes = rand(step.max_level + 2, rows, step.channels) - 1  # -1 and max_level: out of range
     stop_logits = (4 * torch.randn(rows, generator=generator)).to(device=device, dtype=step.model.dtype)
     before = [t.clone() for t in st.per_slot()]
@@ -251,5 +308,5 @@ def commit_check(step, seed: int = 0) -> None:
         raise RuntimeError(f"commit_frames leaves other {', '.join(differ)} than the eager commit")
 
 
-__all__ = ["EagerLayerOps", "FusedLayerOps", "commit_check", "fuse_check", "fuses_by_default", "sample_check",
-           "tolerance"]
+__all__ = ["EagerLayerOps", "FusedLayerOps", "commit_check", "fuse_check", "fuses_by_default", "inputs_check",
+           "sample_check", "tolerance"]

@@ -88,9 +88,9 @@ class TorchEngineConfig:
     # H200 an eager prefill of 8 prompts took 20.5 ms against 20.0 for one (launch-bound)
     prefill_batch: int = 8
     # fast path: each decoder layer's norms, rotary, attention gate and SwiGLU activation as one
-    # Triton kernel each, and the sampling and commit as two (engine.backends.fused_ops), checked
-    # against the eager ops at start. None: on for CUDA unless compiled (a layer launches 11
-    # kernels instead of 70 in bf16)
+    # Triton kernel each, a decode step's inputs as two, and the sampling and commit as two
+    # (engine.backends.fused_ops), checked against the eager ops at start. None: on for CUDA unless
+    # compiled (a layer launches 10 kernels instead of 70 in bf16)
     fused_kernels: Optional[bool] = None
 
 

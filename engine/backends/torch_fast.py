@@ -17,8 +17,8 @@ What differs is how a step runs:
   is a captured graph, replayed; on CPU the same step runs eagerly (engine.backends.cuda_graphs);
   with ``compiled`` its parts go through torch.compile first (fast_step.compile_part), and with
   ``fused_kernels`` (the default on CUDA, uncompiled) each layer's norms, rotary, attention gate
-  and SwiGLU activation run as one Triton kernel each, and the sampling and commit as two
-  (engine.backends.layer_ops);
+  and SwiGLU activation run as one Triton kernel each (the queries' and keys' together), a
+  decode step's inputs as two, and the sampling and commit as two (engine.backends.layer_ops);
 - sampling (all 32 heads, the stop head, CFG, repetition penalty, the per-request noise streams)
   and each request's state (last frame, frame index, repetition window) live on the device, so the
   host only uploads row tables when the batch changes and waits once per step, for one copy of
@@ -181,7 +181,8 @@ class FastGenerator(BatchLoop):
             logger.warning("torch fast path: the layers' element-wise ops stay eager: %s: %s", type(exc).__name__, exc)
         else:
             logger.info("torch fast path: each layer's norms, rotary, attention gate and SwiGLU activation, the "
-                        "sampling and the commit of each step run as one Triton kernel each")
+                        "sampling and the commit of each step run as one Triton kernel each, a decode step's "
+                        "inputs as two")
 
     @property
     def fused_kernels(self) -> bool:

@@ -3,10 +3,11 @@
 Run on CPU tensors by Triton's interpreter, each kernel equals the eager ops it replaces within
 float32 rounding, on the strided views the decoder layer hands it, and the sampling kernel draws
 engine.sampling's codes; the fast path with them gives the reference loop's frames on the tiny
-checkpoint, a decode layer launches 11 kernels instead of 52 and the step's end 7 instead of 146. On CPU without the interpreter, with a compiled step, and for a kernel that computes
-something else, the layers keep their eager ops, with a log line. The kernels also compile for
-sm_90 (the H200 of the GPU sessions) here, with Triton's own ptxas; a CUDA-only test checks them
-on the device (part 0 of bench/gpu_session.sh).
+checkpoint, a decode step's inputs take 5 launches instead of 18, a decode layer 10 instead of 52
+and the step's end 7 instead of 146. On CPU without the interpreter, with a compiled step, and for
+a kernel that computes something else, the layers keep their eager ops, with a log line. The
+kernels also compile for sm_90 (the H200 of the GPU sessions) here, with Triton's own ptxas; a
+CUDA-only test checks them on the device (part 0 of bench/gpu_session.sh).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ def _norm(dim: int, seed: int) -> ZeroCenteredRMSNorm:
     return norm
 
 
+def _fused() -> FusedLayerOps:
+    """Fused ops for the kernels that take no rotary (its tables: 2 positions)."""
+    return FusedLayerOps(RotaryEmbedding(2, 10_000.0), 2, torch.device("cpu"))
+
+
 # ---- each kernel against the eager ops --------------------------------------------------------------
 
 
@@ -46,7 +52,7 @@ def _norm(dim: int, seed: int) -> ZeroCenteredRMSNorm:
 def test_rms_norm_and_its_residual_add_equal_the_eager_norm(interpreted_fused_ops, cols: int) -> None:
     norm = _norm(cols, seed=cols)
     x, h = _random(2, 3, cols, seed=1), _random(2, 3, cols, seed=2)
-    eager, fused = EagerLayerOps(RotaryEmbedding(2, 10_000.0)), FusedLayerOps()
+    eager, fused = EagerLayerOps(RotaryEmbedding(2, 10_000.0)), _fused()
     with torch.no_grad():
         got = fused.norm(norm, x)
         assert got.shape == x.shape and got.is_contiguous()
@@ -57,53 +63,102 @@ def test_rms_norm_and_its_residual_add_equal_the_eager_norm(interpreted_fused_op
         torch.testing.assert_close(normed, want_normed, atol=ATOL, rtol=RTOL)
 
 
-@pytest.mark.parametrize("tokens", [1, 5])
-@pytest.mark.parametrize("head_dim,rotary_dim", [(32, 32), (64, 16), (24, 24)])
-def test_norm_rope_equals_the_norm_then_rotary_on_a_fused_projections_views(
-        interpreted_fused_ops, tokens: int, head_dim: int, rotary_dim: int) -> None:
-    # as in a decoder layer: queries interleaved with their gates per head, keys a slice after them
-    rows, heads, kv_heads = 3, 4, 2
+def _attention_case(tokens: int, head_dim: int, heads: int, kv_heads: int, seed: int):
+    """Queries, keys and values as a decoder layer hands them over: slices of one projection's
+    output (queries interleaved with their gates per head, keys and values after them)."""
+    rows = 3
     width = heads * 2 * head_dim + 2 * kv_heads * head_dim
-    projected = _random(rows, tokens, width, seed=head_dim + tokens)
-    qg, k, _ = projected.split((heads * 2 * head_dim, kv_heads * head_dim, kv_heads * head_dim), dim=-1)
+    projected = _random(rows, tokens, width, seed=seed)
+    qg, k, v = projected.split((heads * 2 * head_dim, kv_heads * head_dim, kv_heads * head_dim), dim=-1)
     q = qg.view(rows, tokens, heads, 2 * head_dim)[..., :head_dim]
-    k = k.view(rows, tokens, kv_heads, head_dim)
-    rope = RotaryEmbedding(rotary_dim, 10_000.0)
-    positions = torch.arange(tokens).view(1, tokens) + torch.tensor([[0], [7], [300]])
-    cos, sin = rope.cos_sin(positions)
-    eager = EagerLayerOps(rope)
-    with torch.no_grad():
-        for x, norm in ((q, _norm(head_dim, seed=1)), (k, _norm(head_dim, seed=2))):
-            got = FusedLayerOps().norm_rope(norm, x, cos, sin)
-            assert got.shape == (rows, x.shape[2], tokens, head_dim) and got.is_contiguous()
-            torch.testing.assert_close(got, eager.norm_rope(norm, x, cos, sin), atol=ATOL, rtol=RTOL)
+    return q, k.view(rows, tokens, kv_heads, head_dim), v.view(rows, tokens, kv_heads, head_dim).transpose(1, 2)
 
 
-@pytest.mark.parametrize("tokens", [1, 3])
-def test_keys_go_into_the_caches_as_the_eager_writes_put_them(interpreted_fused_ops, tokens: int) -> None:
+class _Attention(torch.nn.Module):
+    def __init__(self, head_dim: int) -> None:
+        super().__init__()
+        self.q_norm, self.k_norm = _norm(head_dim, seed=1), _norm(head_dim, seed=2)
+
+
+@pytest.mark.parametrize("tokens", [1, 5])
+@pytest.mark.parametrize("head_dim,rotary_dim,heads,kv_heads", [(32, 32, 4, 2), (64, 16, 2, 2), (24, 24, 3, 1)])
+def test_attention_inputs_equal_the_norms_rotary_and_cache_writes(
+        interpreted_fused_ops, tokens: int, head_dim: int, rotary_dim: int, heads: int, kv_heads: int) -> None:
     """A decode step (one token a row: slots and positions [B]) and a prefill (expanded [B, T]
-    views): the same keys back, and the same caches after, every other cell untouched."""
-    rows, heads, head_dim, slots_total, capacity = 3, 2, 32, 6, 16
-    projected = _random(rows, tokens, 4 * heads * head_dim, seed=tokens)
-    _, k, v = projected.split((2 * heads * head_dim, heads * head_dim, heads * head_dim), dim=-1)
-    k, v = k.view(rows, tokens, heads, head_dim), v.view(rows, tokens, heads, head_dim).transpose(1, 2)
-    rope = RotaryEmbedding(head_dim, 10_000.0)
+    views), partial rotary, grouped and plain heads: the same queries and keys back, and the same
+    caches after, every other cell untouched; the rotary read from tables by position, up to the
+    table's last row."""
+    q, k, v = _attention_case(tokens, head_dim, heads, kv_heads, seed=head_dim + tokens)
+    rows, capacity, slots_total = 3, 40, 6
+    rope = RotaryEmbedding(rotary_dim, 10_000.0)
     slots = torch.tensor([4, 0, 2])
     if tokens == 1:
-        positions = torch.tensor([7, 0, 15])
-        cos, sin = rope.cos_sin(positions.view(rows, 1))
+        positions = torch.tensor([7, 0, capacity - 1])
     else:
-        slots, positions = slots.view(rows, 1).expand(rows, tokens), torch.arange(tokens).view(1, tokens).expand(rows, tokens)
-        cos, sin = rope.cos_sin(positions)
-    norm = _norm(head_dim, seed=3)
-    caches = {name: [_random(slots_total, heads, capacity, head_dim, seed=i) for i in (5, 6)]
+        slots = slots.view(rows, 1).expand(rows, tokens)
+        positions = torch.arange(tokens).view(1, tokens) + torch.tensor([[0], [11], [capacity - tokens]])
+    attn = _Attention(head_dim)
+    caches = {name: [_random(slots_total, kv_heads, capacity, head_dim, seed=i) for i in (5, 6)]
               for name in ("eager", "fused")}
+    eager, fused = EagerLayerOps(rope), FusedLayerOps(rope, capacity, torch.device("cpu"))
     with torch.no_grad():
-        want = EagerLayerOps(rope).keys_into_cache(norm, k, v, cos, sin, *caches["eager"], slots, positions)
-        got = FusedLayerOps().keys_into_cache(norm, k, v, cos, sin, *caches["fused"], slots, positions)
-    torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
+        want = eager.attention_inputs(attn, q, k, v, eager.rotary(positions.view(rows, -1)), *caches["eager"], slots,
+                                      positions)
+        got = fused.attention_inputs(attn, q, k, v, fused.rotary(positions), *caches["fused"], slots, positions)
+    for g, w, n in zip(got, want, (heads, kv_heads)):
+        assert g.shape == (rows, n, tokens, head_dim) and g.is_contiguous()
+        torch.testing.assert_close(g, w, atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(caches["fused"][0], caches["eager"][0], atol=ATOL, rtol=RTOL)
     assert torch.equal(caches["fused"][1], caches["eager"][1])  # the values: copied
+
+
+def test_the_rotary_tables_hold_the_values_the_eager_rotary_computes(interpreted_fused_ops) -> None:
+    """Made once from RotaryEmbedding.cos_sin of every position, read by position: on CUDA one
+    float32 op per element either way, so the same bits; on this CPU within an ulp (vectorised and
+    scalar sin round alike only mostly)."""
+    rope = RotaryEmbedding(16, 10_000.0)
+    fused = FusedLayerOps(rope, 4096, torch.device("cpu"))
+    positions = torch.tensor([[0], [1], [700], [4095]])
+    cos, sin = rope.cos_sin(positions)
+    torch.testing.assert_close(fused.cos_table[positions.view(-1)], cos.view(4, 16), atol=1e-7, rtol=0)
+    torch.testing.assert_close(fused.sin_table[positions.view(-1)], sin.view(4, 16), atol=1e-7, rtol=0)
+    assert fused.rotary(positions) == (fused.cos_table, fused.sin_table)
+
+
+def _inputs_generator(tiny_model, max_positions: int, seed: int) -> tuple[FastGenerator, object]:
+    """A fused fast path with random last frames and cache lengths, and the row tables of 4 rows:
+    requests in slots 0 and 2, a CFG row of the first (fed its frame), a padding row."""
+    from engine.backends.cuda_graphs import TableUpload
+    from engine.backends.fast_step import HostRows
+
+    gen = FastGenerator(tiny_model, max_batch=4, max_positions=max_positions, fused_kernels=True)
+    step = gen.device_step
+    assert gen.fused_kernels
+    g = torch.Generator().manual_seed(seed)
+    levels = torch.tensor(tiny_model.config.audio_heads)
+    step.state.last_codes.copy_((torch.rand(step.state.last_codes.shape, generator=g) * levels).long())
+    step.cache.lengths.copy_(torch.randint(0, max_positions, step.cache.lengths.shape, generator=g))
+    host = HostRows.padding(4, step.cache.scratch)
+    host.slot[:3], host.feed[:3], host.real[:3], host.commit[:3] = [0, 1, 2], [0, 0, 2], [True] * 3, [True, False, True]
+    tables = gen.tables(4)
+    TableUpload(4, tiny_model.device)(tables, host)
+    return gen, tables
+
+
+@pytest.mark.parametrize("span", [64, 1500])
+def test_fused_decode_inputs_equal_the_eager_ones(interpreted_fused_ops, tiny_model, span: int) -> None:
+    """The frame lookup, the embedder's LayerNorm and scale, the positions and the additive mask
+    (span 1500: two mask blocks, the last partial): frames within float32 rounding, positions and
+    mask exactly; the rotary is the tables, read by position in each layer."""
+    gen, tables = _inputs_generator(tiny_model, max_positions=2048, seed=span)
+    step = gen.device_step
+    with torch.no_grad():
+        want_x, want_pos, _, want_mask = step.eager_start_decode(tables, span)
+        got_x, got_pos, got_rope, got_mask = step.start_decode(tables, span)  # the fused form: the ops are
+    assert got_x.shape == want_x.shape and got_x.is_contiguous()
+    torch.testing.assert_close(got_x, want_x, atol=1e-5, rtol=1e-5)
+    assert torch.equal(got_pos, want_pos) and torch.equal(got_mask, want_mask)
+    assert got_rope[0] is step.ops.cos_table and got_rope[1] is step.ops.sin_table
 
 
 @pytest.mark.parametrize("tokens", [1, 4])
@@ -113,7 +168,7 @@ def test_sigmoid_gate_equals_the_eager_gate_on_the_gate_view(interpreted_fused_o
     gate = qg[..., head_dim:]
     out = _random(rows, tokens, heads * head_dim, seed=9)
     want = EagerLayerOps(RotaryEmbedding(2, 10_000.0)).sigmoid_gate(out, gate)
-    got = FusedLayerOps().sigmoid_gate(out, gate)
+    got = _fused().sigmoid_gate(out, gate)
     assert got.shape == out.shape
     torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
 
@@ -122,7 +177,7 @@ def test_sigmoid_gate_equals_the_eager_gate_on_the_gate_view(interpreted_fused_o
 def test_silu_mul_equals_swiglus_activation(interpreted_fused_ops, width: int) -> None:
     gate_up = _random(2, 3, 2 * width, seed=width)
     want = EagerLayerOps(RotaryEmbedding(2, 10_000.0)).silu_mul(gate_up)
-    got = FusedLayerOps().silu_mul(gate_up)
+    got = _fused().silu_mul(gate_up)
     assert got.shape == (2, 3, width)
     torch.testing.assert_close(got, want, atol=ATOL, rtol=RTOL)
 
@@ -183,10 +238,6 @@ def test_kernels_refuse_shapes_they_cannot_walk(interpreted_fused_ops) -> None:
     with pytest.raises(ValueError, match="cannot add"):
         fused_ops.add_rms_norm(torch.zeros(2, 8), torch.zeros(3, 8), torch.zeros(8), 1e-6)
     x = torch.zeros(2, 3, 4, 8)
-    with pytest.raises(ValueError, match="even rot"):
-        fused_ops.norm_rope(x, torch.zeros(8), 1e-6, torch.zeros(2, 3, 5), torch.zeros(2, 3, 5))
-    with pytest.raises(ValueError, match="not evenly spaced"):
-        fused_ops.norm_rope(x.transpose(0, 1), torch.zeros(8), 1e-6, torch.zeros(3, 2, 8), torch.zeros(3, 2, 8))
     with pytest.raises(ValueError, match="contiguous"):
         fused_ops.sigmoid_gate(torch.zeros(6, 32), x.transpose(2, 3))
     with pytest.raises(ValueError, match="even"):
@@ -197,14 +248,34 @@ def test_kernels_refuse_shapes_they_cannot_walk(interpreted_fused_ops) -> None:
     case["counts"] = case["counts"][:, :, :5]
     with pytest.raises(ValueError, match="do not match a grid of 5 channels x 8 codes"):
         fused_ops.sample_heads(**case)
-    keys, values, cos = torch.zeros(2, 3, 4, 8), torch.zeros(2, 4, 3, 8), torch.zeros(2, 3, 8)
-    caches = torch.zeros(5, 4, 16, 8), torch.zeros(5, 4, 16, 8)
+    values, table, caches = torch.zeros(2, 4, 3, 8), torch.zeros(16, 8), (torch.zeros(5, 4, 16, 8), torch.zeros(5, 4, 16, 8))
+
+    def attention_inputs(q=x, k=x, v=values, cos=table, sin=table, kc=caches[0], slots=torch.zeros(2, 3).long()):
+        fused_ops.attention_inputs(q, k, v, torch.zeros(8), torch.zeros(8), 1e-6, 1e-6, cos, sin, kc, caches[1], slots,
+                                   slots)
+
+    with pytest.raises(ValueError, match="queries"):
+        attention_inputs(q=x.transpose(2, 3))
+    with pytest.raises(ValueError, match="not evenly spaced"):
+        attention_inputs(k=x.transpose(0, 1))
+    with pytest.raises(ValueError, match="do not fit queries"):
+        attention_inputs(k=torch.zeros(2, 3, 5, 8))
+    with pytest.raises(ValueError, match=r"tables \[positions >= 16, rot\] with an even rot <= 8"):
+        attention_inputs(cos=torch.zeros(15, 8), sin=torch.zeros(15, 8))
+    with pytest.raises(ValueError, match="even rot"):
+        attention_inputs(cos=torch.zeros(16, 5), sin=torch.zeros(16, 5))
     with pytest.raises(ValueError, match="do not fit keys"):
-        fused_ops.keys_into_cache(keys, values[:, :2], torch.zeros(8), 1e-6, cos, cos, *caches, torch.zeros(2, 3).long(),
-                                  torch.zeros(2, 3).long())
+        attention_inputs(v=values[:, :2])
+    with pytest.raises(ValueError, match="do not fit keys"):
+        attention_inputs(kc=torch.zeros(5, 4, 16, 8).transpose(2, 3))
     with pytest.raises(ValueError, match=r"expected slots and positions \[2\] or \[2, 3\]"):
-        fused_ops.keys_into_cache(keys, values, torch.zeros(8), 1e-6, cos, cos, *caches, torch.zeros(2, 2).long(),
-                                  torch.zeros(2, 2).long())
+        attention_inputs(slots=torch.zeros(2, 2).long())
+    with pytest.raises(ValueError, match=r"expected offsets \[5\]"):
+        fused_ops.embed_frames(torch.zeros(3, 5).long(), torch.zeros(2).long(), torch.zeros(4).long(), torch.zeros(20, 4))
+    with pytest.raises(ValueError, match="a scale of one value"):
+        fused_ops.decode_inputs(torch.zeros(2, 8), 1e-5, torch.ones(2), torch.zeros(2).long(), torch.zeros(3).long(), 16)
+    with pytest.raises(ValueError, match="contiguous h"):
+        fused_ops.decode_inputs(torch.zeros(8, 2).t(), 1e-5, torch.ones(1), torch.zeros(2).long(), torch.zeros(3).long(), 16)
     codes = torch.zeros(2, 5, dtype=torch.long)
     state = dict(thresholds=torch.zeros(3), frames=torch.zeros(3, dtype=torch.long), windows=torch.zeros(3, dtype=torch.long),
                  last_codes=torch.zeros(3, 5, dtype=torch.long), history=torch.zeros(3, 4, 5, dtype=torch.uint8),
@@ -243,18 +314,19 @@ def test_fast_path_with_fused_kernels_gives_the_reference_frames(interpreted_fus
 
 def test_a_fused_decode_step_launches_under_a_third_of_the_eager_kernels(interpreted_fused_ops, tiny_model) -> None:
     """float32 (bf16 adds 18 casts to the eager layer and none to the fused one): 4 matrix products
-    (the last adding the residual), attention (its additive mask made once per step) and 6 fused
-    kernels (the keys' one writes both caches). The step's end samples all heads in one kernel and
-    commits every row's frame in another: 7 launches instead of 146 (a full-size step: 179 instead
-    of 892, bench/kernel_count.py)."""
+    (the last adding the residual), attention (its additive mask made once per step) and 5 fused
+    kernels (the queries' and keys' one also writes both caches). The inputs are the frame
+    embedder's 3 products and 2 kernels, 5 launches instead of 18; the step's end samples all heads
+    in one kernel and commits every row's frame in another: 7 launches instead of 146 (a full-size
+    step: 152 instead of 892, bench/kernel_count.py)."""
     from bench.kernel_count import count_step
 
     eager = count_step(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=False))
     fused = count_step(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True))
     assert not eager.fused and fused.fused
     assert (eager.inputs, eager.layer, eager.end) == (18, 52, 146), (eager.layer_aten, eager.end_aten)
-    assert (fused.inputs, fused.layer, fused.end) == (18, 11, 7), (fused.layer_aten, fused.end_aten)
-    # per layer: 3 products and one adding the residual, attention; the rest is the 6 fused kernels
+    assert (fused.inputs, fused.layer, fused.end) == (5, 10, 7), (fused.layer_aten, fused.end_aten)
+    # per layer: 3 products and one adding the residual, attention; the rest is the 5 fused kernels
     assert fused.layer_aten == {"mm": 3, "addmm": 1, "_scaled_dot_product_flash_attention_for_cpu": 1}
     # the end: the heads' and stop head's products and the lengths' update; the rest is 3 fused kernels
     assert fused.end_aten == {"addmm": 2, "scatter_add_": 1, "_to_copy": 1}
@@ -271,9 +343,9 @@ def test_the_kernel_count_bench_prints_and_writes_both_forms(interpreted_fused_o
     kernel_count.main(["--size", "tiny", "--json", str(tmp_path / "count.json")])
     assert "Triton interpreted" in capsys.readouterr().out
     counts = json.loads((tmp_path / "count.json").read_text())["counts"]
-    assert counts["eager"]["step"] == 18 + 2 * 52 + 146 and counts["fused"]["step"] == 18 + 2 * 11 + 7
+    assert counts["eager"]["step"] == 18 + 2 * 52 + 146 and counts["fused"]["step"] == 5 + 2 * 10 + 7
     assert counts["fused"]["fused"] is True
-    assert (counts["eager"]["prefill"], counts["fused"]["prefill"]) == (260, 41)  # one prompt to its first frame
+    assert (counts["eager"]["prefill"], counts["fused"]["prefill"]) == (260, 34)  # one prompt to its first frame
 
 
 # ---- when the layers stay eager -----------------------------------------------------------------------
@@ -331,6 +403,35 @@ def test_a_commit_kernel_that_leaves_another_state_leaves_the_step_eager(interpr
     assert "stay eager: RuntimeError: commit_frames leaves other counts than the eager commit" in caplog.text
 
 
+def test_decode_inputs_that_give_other_positions_leave_the_step_eager(interpreted_fused_ops, tiny_model, monkeypatch,
+                                                                     caplog) -> None:
+    real = interpreted_fused_ops.decode_inputs
+
+    def one_late(h, eps, scale, slots, lengths, span):
+        positions, mask = real(h, eps, scale, slots, lengths, span)
+        return positions + 1, mask
+
+    monkeypatch.setattr(interpreted_fused_ops, "decode_inputs", one_late)
+    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
+        gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True)
+    assert not gen.fused_kernels
+    assert "stay eager: RuntimeError: the fused decode inputs give other positions or another attention mask" in caplog.text
+    assert not gen.device_step.cache.lengths.any() and not gen.device_step.state.last_codes.any()  # the check's randoms
+
+
+def test_another_frame_embedder_leaves_the_step_eager(interpreted_fused_ops, tiny_model, caplog) -> None:
+    """The fused inputs compute Linear, GELU, Linear, LayerNorm: a projection of another form is refused."""
+    proj = tiny_model.frame_embedder.audio_embed_proj
+    gelu, proj[1] = proj[1], torch.nn.Tanh()
+    try:
+        with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
+            gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True)
+    finally:
+        proj[1] = gelu
+    assert not gen.fused_kernels
+    assert "stay eager: RuntimeError: the frame embedder's projection is not Linear, GELU, Linear" in caplog.text
+
+
 @pytest.mark.parametrize("slots", [1, 2, 3, 8])
 def test_the_commit_check_passes_and_leaves_the_state_clear(interpreted_fused_ops, tiny_model, slots: int) -> None:
     """The start-up check runs the commit both ways from a random state (a CFG branch and a padding
@@ -353,15 +454,19 @@ def test_a_compiled_step_keeps_the_eager_ops(interpreted_fused_ops, tiny_model, 
 SIGNATURES = {
     "_rms_norm": ({"x_ptr": "P", "h_ptr": "P", "w_ptr": "P", "sum_ptr": "P", "out_ptr": "P", "cols": "i32",
                    "eps": "fp32", "ADD": "constexpr", "BLOCK": "constexpr"}, {"ADD": True, "BLOCK": 1024}),
-    "_norm_rope": ({"x_ptr": "P", "w_ptr": "P", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "out_ptr": "P", "heads": "i32",
-                    "tokens": "i32", "token_stride": "i32", "head_stride": "i32", "head_dim": "i32", "rot": "i32",
-                    "eps": "fp32", "BLOCK": "constexpr"}, {"BLOCK": 256}),
-    "_keys_into_cache": ({"x_ptr": "P", "w_ptr": "P", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "out_ptr": "P",
-                          "v_ptr": "P", "kc_ptr": "P", "vc_ptr": "P", "slot_ptr": "*i64", "pos_ptr": "*i64",
-                          "heads": "i32", "tokens": "i32", "token_stride": "i32", "head_stride": "i32", "head_dim": "i32",
-                          "rot": "i32", "eps": "fp32", "v_row": "i32", "v_head": "i32", "v_token": "i32",
-                          "slot_row": "i32", "slot_token": "i32", "pos_row": "i32", "pos_token": "i32", "c_slot": "N",
-                          "c_head": "i32", "c_pos": "i32", "BLOCK": "constexpr"}, {"BLOCK": 256}),
+    "_attention_inputs": ({"q_ptr": "P", "k_ptr": "P", "v_ptr": "P", "qw_ptr": "P", "kw_ptr": "P", "cos_ptr": "*fp32",
+                           "sin_ptr": "*fp32", "q_out_ptr": "P", "k_out_ptr": "P", "kc_ptr": "P", "vc_ptr": "P",
+                           "slot_ptr": "*i64", "pos_ptr": "*i64", "heads": "i32", "kv_heads": "i32", "tokens": "i32",
+                           "q_token": "i32", "q_head": "i32", "k_token": "i32", "k_head": "i32", "head_dim": "i32",
+                           "rot": "i32", "table_rows": "i32", "q_eps": "fp32", "k_eps": "fp32", "v_row": "i32",
+                           "v_head": "i32", "v_token": "i32", "slot_row": "i32", "slot_token": "i32", "pos_row": "i32",
+                           "pos_token": "i32", "c_slot": "N", "c_head": "i32", "c_pos": "i32", "BLOCK": "constexpr"},
+                          {"BLOCK": 256}),
+    "_embed_frames": ({"last_ptr": "*i64", "feed_ptr": "*i64", "offsets_ptr": "*i64", "table_ptr": "P", "out_ptr": "P",
+                       "channels": "i32", "dim": "i32", "table_rows": "i32", "BLOCK": "constexpr"}, {"BLOCK": 128}),
+    "_decode_inputs": ({"h_ptr": "P", "scale_ptr": "P", "slot_ptr": "*i64", "lengths_ptr": "*i64", "pos_ptr": "*i64",
+                        "mask_ptr": "P", "hidden": "i32", "span": "N", "eps": "fp32", "H_BLOCK": "constexpr",
+                        "SPAN_BLOCK": "constexpr"}, {"H_BLOCK": 1024, "SPAN_BLOCK": 1024}),
     "_sigmoid_gate": ({"out_ptr": "P", "gate_ptr": "P", "y_ptr": "P", "numel": "N", "width": "i32", "head_dim": "i32",
                        "token_stride": "i32", "head_stride": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
     "_silu_mul": ({"gate_up_ptr": "P", "y_ptr": "P", "numel": "N", "width": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
