@@ -57,7 +57,7 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_TORCH_FUSED_KERNELS         torch_fused_kernels          on CUDA true, on CPU false (each layer's norms,
                                                                     rotary, attention gate and SwiGLU activation of
                                                                     the fast path one Triton kernel each, and its
-                                                                    sampling and commit two more; off with
+                                                                    inputs, sampling and commit four more; off with
                                                                     GEPARD_TORCH_COMPILE, which fuses them itself)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
