@@ -208,7 +208,9 @@ def codec_lines(codec: dict) -> list[str]:
             lines.append(f"| {t['batch']} | {t['width']} | {_fmt(t['eager_ms'], 2)} | {_fmt(t['fused_ms'], 2)} |")
         row = fused.get("streaming")
         if row:
-            lines += ["", f"{row['streams']} streams carrying conv state, fused: decoder busy {_fmt(row['decode_s'], 2)} s "
+            state = (f"; their state read by one kernel per conv ({fused['state_convs']} convs)" if fused.get("state_convs")
+                     else f"; their state read eagerly ({fused.get('state_fused_error', 'not fused')})")
+            lines += ["", f"{row['streams']} streams carrying conv state, fused{state}: decoder busy {_fmt(row['decode_s'], 2)} s "
                       f"({_fmt(row['decode_s_per_audio_s'], 3)} per audio s), max abs diff vs whole "
                       f"{_fmt(row['max_abs_vs_whole'], 6)}"]
     return lines

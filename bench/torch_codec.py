@@ -27,8 +27,9 @@ Writes a random decoder-only codec (codec_worker.torchcodec.random) and reports,
   8) with --fused: a second decoder with each snake activation one Triton kernel
      (GEPARD_CODEC_FUSED_ACTIVATIONS; CUDA, or CPU under TRITON_INTERPRET=1): its max abs diff
      against the eager decoder in the run dtype and against float32, then stage 4's decodes again
-     (ms per call, eager -> fused), and with --carry stage 7's streams carrying state. Runs right
-     after stage 7, eagerly.
+     (ms per call, eager -> fused), and with --carry stage 7's streams carrying state, their state
+     read and recorded by one Triton kernel per conv too (TorchNanoCodec.fuse_state, as the gateway
+     does). Runs right after stage 7, eagerly.
 Exit 1 when a check's difference is past its bound (float32: 1e-4 on the device, 1e-5 batched;
 batched in bf16: one unit in the last place at full scale, 2^-7; fused activations against float32:
 twice the eager decoder's difference, at least 1e-5), else 0.
@@ -263,8 +264,14 @@ def time_fused(fast: TorchNanoCodec, run: TorchNanoCodec, want: torch.Tensor, sa
         save()
     if args.carry:
         fast.carry_state(args.carry)
+        try:
+            result["state_convs"] = fast.fuse_state()
+        except Exception as exc:  # noqa: BLE001 (reported; the streams then carry their state eagerly)
+            result["state_fused_error"] = f"{type(exc).__name__}: {exc}"
+            print(f"   fused state refused ({result['state_fused_error']}): the streams read it eagerly", flush=True)
         row = result["streaming"] = streamed_row(fast, stream_utterances(args.carry, args.carry_frames),
-                                                 default_schedule(device), True, "carried, fused")
+                                                 default_schedule(device), True,
+                                                 "carried, fused" + (" (state too)" if fast.fused_state else ""))
         print_streamed(row, streaming_bound(dtype))
         save()
     return vs_fp32 <= bound

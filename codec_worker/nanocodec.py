@@ -22,7 +22,7 @@ import importlib
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -462,10 +462,12 @@ def fuses_activations_by_default(device: torch.device, compiled: bool) -> bool:
 
 def fuse_decoder_activations(codec: NanoCodec | TorchNanoCodec, fused: bool | None, compiled: bool) -> bool:
     """Run the torch decoder's snake activations as one Triton kernel each
-    (TorchNanoCodec.fuse_activations); whether it now does. ``fused`` None
-    (GEPARD_CODEC_FUSED_ACTIVATIONS unset): ``fuses_activations_by_default``. Before compiling or
-    capturing graphs. NeMo's decoder, a device Triton does not compile for and a kernel that fails
-    its check leave the activations eager, logged (a warning where the setting asked for it)."""
+    (TorchNanoCodec.fuse_activations), and its carried conv state's reads and records as one per
+    conv (TorchNanoCodec.fuse_state, for streams that carry state); whether the activations now
+    run fused. ``fused`` None (GEPARD_CODEC_FUSED_ACTIVATIONS unset): ``fuses_activations_by_default``.
+    Before compiling or capturing graphs. NeMo's decoder, a device Triton does not compile for and
+    a kernel that fails its check leave the activations (or the state) eager, logged (a warning
+    where the setting asked for it)."""
     wanted = fuses_activations_by_default(codec.device, compiled) if fused is None else fused
     if not wanted:
         return False
@@ -474,6 +476,8 @@ def fuse_decoder_activations(codec: NanoCodec | TorchNanoCodec, fused: bool | No
         say("codec: fused activations apply to the torch decoder only (GEPARD_CODEC_IMPL=torch, or auto with CUDA "
             "graphs or carried state); NeMo's decoder runs its activations eagerly")
         return False
+    if codec.state_cache is not None:
+        fuse_decoder_state(codec, say)
     started = time.perf_counter()
     try:
         count = codec.fuse_activations()
@@ -486,6 +490,22 @@ def fuse_decoder_activations(codec: NanoCodec | TorchNanoCodec, fused: bool | No
         return False
     logger.info("codec: %d snake activations run as one Triton kernel each (checked in %.1f s)", count,
                 time.perf_counter() - started)
+    return True
+
+
+def fuse_decoder_state(codec: TorchNanoCodec, say: Callable[..., None]) -> bool:
+    """The carried conv state read and recorded by one Triton kernel per conv
+    (TorchNanoCodec.fuse_state); whether it now is. A kernel that cannot run or fails its check
+    leaves it eager, logged with ``say``."""
+    started = time.perf_counter()
+    try:
+        convs = codec.fuse_state()
+    except Exception as exc:
+        say("codec: the carried conv state stays eager (five kernels a conv): %s: %s", type(exc).__name__,
+            str(exc).splitlines()[0] if str(exc) else "")
+        return False
+    logger.info("codec: the carried state of %d convs is read and recorded by one Triton kernel each (checked in "
+                "%.1f s)", convs, time.perf_counter() - started)
     return True
 
 

@@ -200,7 +200,12 @@ def test_fused_activations_get_their_rows_beside_the_eager_decodes(tmp_path):
     text = summary(tmp_path)
     assert "fused activations (GEPARD_CODEC_FUSED_ACTIVATIONS; 96 snake activations, one Triton kernel each)" in text
     assert "| 1 | 27 | 22.60 | 9.50 |" in text and "| 128 | 57 | 400.00 | - |" in text  # None: out of memory
-    assert "64 streams carrying conv state, fused: decoder busy 1.00 s (0.003 per audio s)" in text
+    assert ("64 streams carrying conv state, fused; their state read eagerly (not fused): decoder busy 1.00 s "
+            "(0.003 per audio s)") in text  # a run from before the state had a kernel
+    codec["fused"]["state_convs"] = 97
+    (tmp_path / "torch_codec_full.json").write_text(json.dumps(codec))
+    assert ("64 streams carrying conv state, fused; their state read by one kernel per conv (97 convs): decoder busy "
+            "1.00 s") in summary(tmp_path)
     (tmp_path / "torch_codec_full.json").write_text(json.dumps({**codec, "fused": {"skipped": "no Triton"}}))
     assert "fused activations (GEPARD_CODEC_FUSED_ACTIVATIONS): not run (no Triton)" in summary(tmp_path)
 

@@ -132,9 +132,11 @@ def test_torch_codec_device_check_runs_on_cpu(on_a_gpu_host, tmp_path: Path) -> 
 
 def test_torch_codec_times_fused_activations_under_tritons_interpreter(on_a_gpu_host, tmp_path: Path) -> None:
     """Stage 8 end to end: a decoder with each snake activation one Triton kernel, which Triton's
-    interpreter runs on CPU (slowly: the timings mean nothing here), checked against the eager one."""
+    interpreter runs on CPU (slowly: the timings mean nothing here), checked against the eager one;
+    then two streams carrying conv state, read and recorded by the state's kernel too."""
     done = on_a_gpu_host("bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
-                          "--reps", "1", "--fused", "--json", str(tmp_path / "codec.json"), env={"TRITON_INTERPRET": "1"})
+                          "--reps", "1", "--carry", "2", "--carry-frames", "6", "--fused", "--json",
+                          str(tmp_path / "codec.json"), env={"TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     fused = json.loads((tmp_path / "codec.json").read_text())["fused"]
     assert fused["activations"] == 96  # NanoCodec's layout at every size: 5 stages x 19 + the last
@@ -142,6 +144,9 @@ def test_torch_codec_times_fused_activations_under_tritons_interpreter(on_a_gpu_
     [timing] = fused["timings"]
     assert (timing["batch"], timing["width"]) == (1, 27) and timing["fused_ms"] > 0 and timing["eager_ms"] > 0
     assert "8) fused activations (96, checked" in done.stdout
+    carried = fused["streaming"]
+    assert fused["state_convs"] == 97 and carried["mode"] == "carried, fused (state too)"
+    assert carried["windowed_streams"] == 0 and carried["max_abs_vs_whole"] <= 1e-5
 
 
 def test_torch_fast_steps_run_with_only_the_gpu_hosts_modules(on_a_gpu_host, tmp_path: Path) -> None:

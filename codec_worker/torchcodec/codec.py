@@ -37,7 +37,7 @@ from codec_worker.errors import CodecFormatError, EncodeUnavailableError, Invali
 from codec_worker.nanocodec import DecodesLatents, check_codes, check_lengths, decoder_left_context_frames
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
 from codec_worker.torchcodec.layers import ActivationKernel, HalfSnake, Snake, snake_then_leaky
-from codec_worker.torchcodec.state import ConvStateCache, check_slots
+from codec_worker.torchcodec.state import ConvStateCache, ExtendKernel, check_slots
 from codec_worker.torchcodec.weights import load_decoder_weights
 
 logger = logging.getLogger(__name__)
@@ -255,6 +255,7 @@ class TorchNanoCodec(DecodesLatents):
         self._compiled_limits = (0, 0)  # (batch, frames): the largest padded shape compiled
         self._graphs: DecoderGraphs | None = None  # the decoder as CUDA graphs (``capture_graphs``)
         self._state: ConvStateCache | None = None  # conv tails of streams that carry state (``carry_state``)
+        self._state_kernel: ExtendKernel | None = None  # their reads and records as one kernel (``fuse_state``)
         self._state_graphs: DecoderGraphs | None = None  # stateful decodes as CUDA graphs
         self._state_lock = threading.Lock()  # eager stateful decodes: one at a time reads and writes the tails
         self._fingerprint = fingerprint
@@ -336,7 +337,36 @@ class TorchNanoCodec(DecodesLatents):
         captures the stateful decodes too."""
         if self._state is None or self._state.slots != slots:
             self._state = ConvStateCache(self._decoder, slots, self.device, self.dtype)
+            self._state.kernel = self._state_kernel
         return self._state
+
+    @property
+    def fused_state(self) -> bool:
+        """Whether carried state is read and recorded by one kernel per conv (``fuse_state``)."""
+        return self._state_kernel is not None
+
+    def fuse_state(self, kernel: Optional[ExtendKernel] = None) -> int:
+        """Read and record the carried conv state (``carry_state``, now or later) with one kernel per
+        conv instead of five eager ops, and commit it with one copy (default: the Triton kernel of
+        codec_worker.torchcodec.fused); how many convs carry state. Before ``capture_graphs``.
+
+        The kernel is first run here against the eager ops on every conv, on this device and dtype
+        (ConvStateCache.check_kernel): ValueError when anything differs (every value is a copy),
+        and whatever it raises when it cannot run (no Triton, not CUDA); the state is then read
+        eagerly as before. That run also compiles the kernel, before any capture."""
+        if kernel is None:
+            from codec_worker.torchcodec import fused
+
+            reason = fused.unavailable_reason(self.device)
+            if reason:
+                raise RuntimeError(f"the fused state cannot run here: {reason}")
+            kernel = fused.extend_with_tail
+        probe = ConvStateCache(self._decoder, 1, self.device, self.dtype)
+        probe.check_kernel(kernel, self._decoder)
+        self._state_kernel = kernel
+        if self._state is not None:
+            self._state.kernel = kernel
+        return probe.convs
 
     @torch.no_grad()
     def decode_stateful(self, codes: torch.Tensor, lengths: Sequence[int], slots: Sequence[int],

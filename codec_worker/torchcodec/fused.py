@@ -1,4 +1,5 @@
-"""The decoder's snake activations as one Triton kernel each (``GEPARD_CODEC_FUSED_ACTIVATIONS``).
+"""The decoder's Triton kernels (``GEPARD_CODEC_FUSED_ACTIVATIONS``): its snake activations, and the
+carried conv state's reads and records.
 
 Eager, a half-snake activation is ten kernels (a copy, alpha * x, sin, the square, alpha + eps, its
 reciprocal, the product, the sum, then a copy and the leaky ReLU of the other half), each streaming
@@ -9,8 +10,18 @@ by their memory traffic. Here one kernel reads each value once, computes in floa
 once.
 
     snake_then_leaky(x, alpha, split)   x [B, C, T]: snake on channels < split, leaky ReLU on the rest
+    extend_with_tail(store, ...)        a causal conv's input with each row's remembered tail in
+                                        front, and the tail to remember next (torchcodec.state)
 
-The kernel runs where Triton runs: CUDA. Under Triton's interpreter (``TRITON_INTERPRET=1`` set
+Carrying conv state (``GEPARD_CODEC_CARRY_STATE``), a conv's input is its stream's last samples
+followed by the new ones, and the new last samples are recorded: eagerly five kernels a conv (the
+rows' tails gathered, the concatenation, the record's index, its gather, the write back), where a
+windowed decode pads with one. So a stateful decode of the full codec launched twice the kernels
+of a windowed one (780 against 377 with the activations fused, counted on CPU), though it decodes
+25 frames of context fewer per chunk. Here it is one kernel a conv, and one copy of every record
+per decode (ConvStateCache keeps all the tails in one tensor).
+
+The kernels run where Triton runs: CUDA. Under Triton's interpreter (``TRITON_INTERPRET=1`` set
 before this module is imported) it runs on CPU tensors too, slowly: that is how the CPU tests check
 its arithmetic against the eager activations.
 """
@@ -45,6 +56,37 @@ if triton is not None:
         y = tl.where(channel < split, x + wave * wave / (alpha + eps), tl.where(x >= 0, x, x * slope))
         tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=inside)
 
+    @triton.jit(do_not_specialize=["store_row", "offset", "tail", "x_row", "x_channel", "length", "scale", "channels",
+                                   "stage_row"])
+    def _extend_with_tail(store_ptr, store_row, offset, tail, reads_ptr, x_ptr, x_row, x_channel, length, lengths_ptr,
+                          scale, full_ptr, stage_ptr, stage_row, channels, BLOCK: tl.constexpr):
+        # grid (rows * channels, blocks of tail + length). A row's (channel c) tail is at
+        # store[reads[row], offset + c * tail + j]: full[row, c] = tail, then x[row, c]; the first
+        # block's program also records the tail that ends at the row's real end, lengths[row] *
+        # scale samples into x, into stage[row, offset + c * tail + j] (read from the same two sources)
+        program = tl.program_id(0).to(tl.int64)
+        row = program // channels
+        channel = program % channels
+        width = tail + length
+        read = tl.load(reads_ptr + row) * store_row + offset + channel * tail
+        src = x_ptr + row * x_row + channel * x_channel - tail  # x's sample t - tail, for t >= tail
+        t = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        inside = t < width
+        remembered = t < tail
+        value = tl.where(remembered, tl.load(store_ptr + read + t, mask=inside & remembered),
+                         tl.load(src + t, mask=inside & ~remembered))
+        tl.store(full_ptr + program * width + t, value, mask=inside)
+        if tl.program_id(1) == 0:
+            end = tl.load(lengths_ptr + row) * scale
+            for first in range(0, tail, BLOCK):
+                j = first + tl.arange(0, BLOCK)
+                recording = j < tail
+                at = end + j
+                old = at < tail
+                value = tl.where(old, tl.load(store_ptr + read + at, mask=recording & old),
+                                 tl.load(src + at, mask=recording & ~old))
+                tl.store(stage_ptr + row * stage_row + offset + channel * tail + j, value, mask=recording)
+
 
 def snake_then_leaky(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.Tensor:
     """x [B, C, T] -> snake (x + sin(alpha x)^2 / (alpha + eps), alpha [1, split, 1]) on channels
@@ -68,4 +110,32 @@ def snake_then_leaky(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.
     return out
 
 
-__all__ = ["BLOCK", "interpreted", "snake_then_leaky", "unavailable_reason"]
+def extend_with_tail(store: torch.Tensor, offset: int, tail: int, reads: torch.Tensor, x: torch.Tensor,
+                     lengths: torch.Tensor, scale: int, stage: torch.Tensor) -> torch.Tensor:
+    """A causal conv's input with each row's remembered tail in front, as one kernel
+    (torchcodec.state.DecodeStep.extend): x [B, C, N] -> [B, C, tail + N], row b's tail read from
+    ``store`` [rows, width] row ``reads[b]``, columns ``offset + c * tail + j``; and the ``tail``
+    samples before row b's real end (``lengths[b] * scale`` samples into x) written to ``stage``
+    [B, width] at the same columns, the tail its stream remembers next. Every value is a copy."""
+    reason = unavailable_reason(x.device)
+    if reason:
+        raise RuntimeError(f"the fused state cannot run here: {reason}")
+    rows, channels, length = x.shape
+    width = store.shape[1]
+    if store.dim() != 2 or not store.is_contiguous() or stage.shape != (rows, width) or not stage.is_contiguous() or \
+            offset < 0 or tail < 1 or offset + channels * tail > width or reads.shape != (rows,) or lengths.shape != (rows,):
+        raise ValueError(f"expected a contiguous store and stage [rows, width >= {offset + channels * tail}] and reads "
+                         f"and lengths [{rows}], got {tuple(store.shape)}, {tuple(stage.shape)}, {tuple(reads.shape)} "
+                         f"and {tuple(lengths.shape)}")
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    full = x.new_empty((rows, channels, tail + length))
+    if full.numel():
+        with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
+            _extend_with_tail[(rows * channels, triton.cdiv(tail + length, BLOCK))](
+                store, width, offset, tail, reads.contiguous(), x, x.stride(0), x.stride(1), length, lengths.contiguous(),
+                scale, full, stage, width, channels, BLOCK=BLOCK)
+    return full
+
+
+__all__ = ["BLOCK", "extend_with_tail", "interpreted", "snake_then_leaky", "unavailable_reason"]

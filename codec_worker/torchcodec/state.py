@@ -21,23 +21,34 @@ on the GPU schedule, 41 for 16 on the CPU one. With carried state a chunk decode
 
 Every conv's tails live in one tensor [slots + 2, channels, tail]: a row per stream, then a scratch
 row, which the padding rows of a padded batch write, and a row of zeros, which nothing writes and a
-stream's first chunk reads (so it starts from zeros whatever its slot held before). A batch of
+stream's first chunk reads (so it starts from zeros whatever its slot held before). Those tensors
+are views of one ``store`` [slots + 2, width], a row holding a stream's every tail. A batch of
 streams reads its rows with one ``index_select`` and writes them back with one ``index_copy_`` per
 conv, on fixed buffers: a CUDA graph can hold the whole step. A step records the new tails and
 writes them at ``commit``: a forward that fails midway leaves every stream's state as it was, so
 its chunks can be decoded again.
+
+With a ``kernel`` (the Triton one of codec_worker.torchcodec.fused, set by
+TorchNanoCodec.fuse_state after ``check_kernel``) a conv's read, concatenation and record are that
+one kernel, the records go into one staging tensor [B, width], and ``commit`` is one
+``index_copy_`` of it into the store: a decode launches about as many kernels as a windowed one.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch import nn
 
 from codec_worker.torchcodec.layers import CausalConv1d, CausalUpsample
+
+
+#: extend_with_tail(store, offset, tail, reads, x, lengths, scale, stage) -> full: what
+#: ``DecodeStep.extend`` computes for one conv, its record written into ``stage`` (fused.extend_with_tail)
+ExtendKernel = Callable[[torch.Tensor, int, int, torch.Tensor, torch.Tensor, torch.Tensor, int, torch.Tensor], torch.Tensor]
 
 
 def conv_tail(module: nn.Module) -> int:
@@ -64,17 +75,28 @@ class ConvStateCache:
         self.zeros = slots + 1  # the row a stream's first chunk reads: never written
         self.device, self.dtype = torch.device(device), dtype
         self._index: dict[int, int] = {}  # id(conv) -> its buffer
-        self.buffers: list[torch.Tensor] = []  # [slots + 2, in_channels, tail] per conv
+        self.columns: list[int] = []  # per conv: where its tails start in a store row
+        self.tails: list[int] = []  # per conv: its tail's samples
         self.offsets: list[torch.Tensor] = []  # [1, 1, tail] per conv: 0 .. tail-1, where a tail starts
+        shapes: list[tuple[int, int]] = []
+        width = 0
         for module in decoder.modules():
             tail = conv_tail(module)
             if tail == 0:
                 continue
             # CausalUpsample stores [in, out / groups, k] (as ConvTranspose1d), CausalConv1d [out, in / groups, k]
             channels = module.weight.shape[0] if isinstance(module, CausalUpsample) else module.weight.shape[1] * module.groups
-            self._index[id(module)] = len(self.buffers)
-            self.buffers.append(torch.zeros(slots + 2, channels, tail, device=self.device, dtype=dtype))
+            self._index[id(module)] = len(shapes)
+            self.columns.append(width)
+            self.tails.append(tail)
+            shapes.append((channels, tail))
             self.offsets.append(torch.arange(tail, device=self.device).view(1, 1, -1))
+            width += channels * tail
+        self.store = torch.zeros(slots + 2, width, device=self.device, dtype=dtype)
+        # [slots + 2, in_channels, tail] per conv: views of the store's columns
+        self.buffers: list[torch.Tensor] = [self.store[:, start : start + c * t].view(slots + 2, c, t)
+                                            for start, (c, t) in zip(self.columns, shapes)]
+        self.kernel: Optional[ExtendKernel] = None
         self._free: deque[int] = deque(range(slots))
         self._lock = threading.Lock()
 
@@ -97,6 +119,42 @@ class ConvStateCache:
             if not 0 <= slot < self.slots or slot in self._free:
                 raise ValueError(f"slot {slot} is not held (slots 0..{self.slots - 1})")
             self._free.append(slot)
+
+    @property
+    def convs(self) -> int:
+        """The convs whose tails it keeps (kernel 1 convs remember nothing)."""
+        return len(self.buffers)
+
+    def check_kernel(self, kernel: ExtendKernel, decoder: nn.Module, seed: int = 0) -> None:
+        """Run ``kernel`` against the eager ops for every conv of ``decoder`` (the one this cache was
+        built for), on a cache of two slots like this one and random tails and inputs, rows that
+        start their stream and continue it, end at their last frame and before it. Every value is a
+        copy, so inputs and records must be equal; ValueError when they are not. This cache is not
+        touched."""
+        generator = torch.Generator().manual_seed(seed)
+        eager, fused = (ConvStateCache(decoder, 2, self.device, self.dtype) for _ in range(2))
+        state = torch.randn(eager.store.shape, generator=generator).to(self.device, self.dtype)
+        eager.store.copy_(state)
+        eager.store[eager.zeros].zero_()  # as it is: never written
+        fused.store.copy_(eager.store)
+        fused.kernel = kernel
+        frames = 3
+        slots, fresh = torch.tensor([1, 0]), torch.tensor([False, True])
+        lengths = torch.tensor([frames, 1])
+        steps = [cache.step(slots, lengths, fresh, frames) for cache in (eager, fused)]
+        convs = {id(m): m for m in decoder.modules() if conv_tail(m)}
+        for conv_id, index in self._index.items():
+            channels, tail = self.buffers[index].shape[1:]
+            scale = 1 + index % 3  # samples per frame at the conv: any
+            x = torch.randn(2, channels, frames * scale, generator=generator).to(self.device, self.dtype)
+            want, got = (step.extend(convs[conv_id], x) for step in steps)
+            if got.shape != want.shape or not torch.equal(got, want):
+                raise ValueError(f"the fused state differs from the eager one at conv {index} (tail {tail}) on "
+                                 f"{self.device}/{self.dtype}")
+        for step in steps:
+            step.commit()
+        if not torch.equal(fused.store, eager.store):
+            raise ValueError(f"the fused state records other tails than the eager one on {self.device}/{self.dtype}")
 
     def step(self, slots: torch.Tensor, lengths: torch.Tensor, fresh: torch.Tensor, frames: int) -> DecodeStep:
         """One decoder call for rows ``slots`` [B] (``scratch`` for padding rows) holding ``lengths``
@@ -124,6 +182,8 @@ class DecodeStep:
         self.frames = frames  # frames of the (padded) batch
         self._ends: dict[int, torch.Tensor] = {}  # samples per frame -> [B, 1, 1] each row's real end
         self._new: list[tuple[int, torch.Tensor]] = []
+        # with the cache's kernel: every conv's record, in the store's columns
+        self._stage = cache.store.new_empty((slots.shape[0], cache.store.shape[1])) if cache.kernel else None
 
     def extend(self, conv: CausalConv1d | CausalUpsample, x: torch.Tensor) -> torch.Tensor:
         """``x`` [B, C, N] with each row's remembered tail in front: [B, C, tail + N]. Records the new
@@ -132,8 +192,12 @@ class DecodeStep:
         if found is None:  # a kernel-1 conv reads only the present
             return x
         index, buffer = found
-        full = torch.cat([buffer.index_select(0, self.reads), x], dim=-1)
         scale = x.shape[-1] // self.frames  # samples per frame at this conv
+        kernel = self.cache.kernel
+        if kernel is not None and self._stage is not None:
+            return kernel(self.cache.store, self.cache.columns[index], self.cache.tails[index], self.reads, x,
+                          self.lengths, scale, self._stage)
+        full = torch.cat([buffer.index_select(0, self.reads), x], dim=-1)
         if scale not in self._ends:  # one per stage, not one per conv
             self._ends[scale] = (self.lengths * scale).view(-1, 1, 1)
         ends = self._ends[scale] + self.cache.offsets[index]
@@ -142,6 +206,9 @@ class DecodeStep:
 
     def commit(self) -> None:
         """Write every recorded tail back to its rows' slots."""
+        if self._stage is not None:
+            self.cache.store.index_copy_(0, self.slots, self._stage)
+            return
         for index, tail in self._new:
             self.cache.buffers[index].index_copy_(0, self.slots, tail)
         self._new.clear()
@@ -156,4 +223,4 @@ def check_slots(slots: Sequence[int], cache: ConvStateCache) -> None:
             raise ValueError(f"slot {slot} is outside 0..{cache.slots - 1}")
 
 
-__all__ = ["ConvStateCache", "DecodeStep", "check_slots", "conv_tail"]
+__all__ = ["ConvStateCache", "DecodeStep", "ExtendKernel", "check_slots", "conv_tail"]
