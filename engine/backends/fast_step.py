@@ -440,11 +440,12 @@ class DeviceStep:
         parts.finish(x, lengths, slots, tables)
 
     # -- sampling ----------------------------------------------------------------------------------
-    def sample_and_commit(self, hidden: torch.Tensor, tables: RowTables) -> None:
+    def sample_and_commit(self, hidden: torch.Tensor, tables: RowTables, count_token: bool = False) -> None:
         """Sample every row, commit the cond rows' frames into the slot state, write ``tables.out``
-        (with the fused kernels: ``fused_sample_and_commit``)."""
+        (with the fused kernels: ``fused_sample_and_commit``). ``count_token`` (a decode step): each
+        real row's slot also counts the token the step wrote into its cache (its length + 1)."""
         if self.ops.fused:
-            self.fused_sample_and_commit(hidden, tables)
+            self.fused_sample_and_commit(hidden, tables, count_token)
             return
         st = self.state
         slots = tables.slot
@@ -453,12 +454,14 @@ class DeviceStep:
         logits = repetition_penalty(logits, st.counts[slots] > 0, st.penalty[slots])
         frame = st.frames[slots]
         codes = sample_codes(logits, st.temperature[slots], st.top_k[slots], st.seed[slots], frame)
-        self.commit(codes, frame, self.model.heads.stop_logit(hidden), tables)
+        self.commit(codes, frame, self.model.heads.stop_logit(hidden), tables, count_token)
 
-    def commit(self, codes: torch.Tensor, frame: torch.Tensor, stop_logits: torch.Tensor, tables: RowTables) -> None:
+    def commit(self, codes: torch.Tensor, frame: torch.Tensor, stop_logits: torch.Tensor, tables: RowTables,
+               count_token: bool = False) -> None:
         """Commit the cond rows' sampled codes [B, 32] (``frame`` [B]: each row's frame index) into
         their slots' state, and write ``tables.out``: the codes, the stop decision of
-        ``stop_logits`` [B] and the code-range check (eager ops; fused: fused_ops.commit_frames)."""
+        ``stop_logits`` [B] and the code-range check (eager ops; fused: fused_ops.commit_frames).
+        ``count_token``: every real row's slot length + 1."""
         st, slots = self.state, tables.slot
         stop = stop_decision(stop_logits, st.stop_threshold[slots])
         bad = invalid_codes(codes, self.levels)
@@ -485,8 +488,10 @@ class DeviceStep:
         tables.out[:, :32] = codes
         tables.out[:, OUT_STOP] = stop.long()
         tables.out[:, OUT_BAD] = bad.long()
+        if count_token:
+            self.cache.lengths.scatter_add_(0, slots, tables.real.long())
 
-    def fused_sample_and_commit(self, hidden: torch.Tensor, tables: RowTables) -> None:
+    def fused_sample_and_commit(self, hidden: torch.Tensor, tables: RowTables, count_token: bool = False) -> None:
         """``sample_and_commit`` in two kernels and two products: the heads' and the stop head's
         outputs, then every (row, head) sampled (fused_ops.sample_heads: engine.sampling's steps and
         noise) and every row's frame committed with its stop and code-range flags
@@ -495,20 +500,22 @@ class DeviceStep:
         codes = fused_ops.sample_heads(F.linear(hidden, self.head_weight, self.head_bias), heads._grid_index,
                                        heads._grid_valid, tables.uncond, tables.cfg_scale, slots, st.counts, st.penalty,
                                        st.temperature, st.top_k, st.seed, st.frames)
-        self.fused_commit(codes, heads.stop_head(hidden), tables)
+        self.fused_commit(codes, heads.stop_head(hidden), tables, count_token)
 
-    def fused_commit(self, codes: torch.Tensor, stop_logits: torch.Tensor, tables: RowTables) -> None:
-        """``commit`` as one kernel (fused_ops.commit_frames), which reads each row's frame index itself."""
+    def fused_commit(self, codes: torch.Tensor, stop_logits: torch.Tensor, tables: RowTables,
+                     count_token: bool = False) -> None:
+        """``commit`` as one kernel (fused_ops.commit_frames), which reads each row's frame index
+        itself and, with ``count_token``, adds each real row's token to its slot's length."""
         st = self.state
         fused_ops.commit_frames(codes, stop_logits, self.levels, tables.slot, tables.commit, self.cache.scratch,
-                                st.stop_threshold, st.frames, st.window, st.last_codes, st.history, st.counts, tables.out)
+                                st.stop_threshold, st.frames, st.window, st.last_codes, st.history, st.counts, tables.out,
+                                lengths=self.cache.lengths if count_token else None, real=tables.real)
 
     def finish_decode(self, x: torch.Tensor, tables: RowTables) -> None:
-        """After the layers: the final norm, the new token counted in each real row's slot, then
-        sampling and commit (``sample_and_commit``)."""
+        """After the layers: the final norm, then sampling and commit (``sample_and_commit``), which
+        also counts the new token in each real row's slot."""
         hidden = self.ops.norm(self.model.backbone.norm, x)
-        self.cache.lengths.scatter_add_(0, tables.slot, tables.real.long())
-        self.sample_and_commit(hidden, tables)
+        self.sample_and_commit(hidden, tables, count_token=True)
 
     def decode(self, tables: RowTables, span: int) -> None:
         """The whole fixed-shape decode step for one (bucket, span); capturable. Three parts, each

@@ -22,8 +22,9 @@ Here each of them is one kernel that reads its inputs once, computes in float32 
                                               top-k and Gumbel-max for every (row, head): ~100
                                               eager kernels (the noise hash alone is ~20)
     commit_frames(codes, stop_logits, ...)    each row's frame into its slot's state (last codes,
-                                              history ring, window counts, frame count) and the
-                                              step's results: ~40 eager kernels
+                                              history ring, window counts, frame count), a decode
+                                              step's token into its cache length, and the step's
+                                              results: ~40 eager kernels
     embed_frames(last_codes, feed, ...)       a decode step's frame lookup (gather, offsets, table)
     decode_inputs(h, eps, scale, ...)         the frame embedder's LayerNorm and scale, each row's
                                               position and its additive attention mask: with the
@@ -41,6 +42,7 @@ check their arithmetic against the eager ops.
 from __future__ import annotations
 
 import contextlib
+from typing import Optional
 
 import torch
 
@@ -273,8 +275,8 @@ if triton is not None:
 
     @triton.jit(do_not_specialize=["channels", "max_level", "ring", "scratch"])
     def _commit_frames(codes_ptr, stop_ptr, levels_ptr, slot_ptr, commit_ptr, threshold_ptr, frames_ptr, window_ptr,
-                       last_ptr, history_ptr, counts_ptr, out_ptr, channels, max_level, ring, scratch,
-                       CHANNELS: tl.constexpr):
+                       last_ptr, history_ptr, counts_ptr, out_ptr, lengths_ptr, real_ptr, channels, max_level, ring,
+                       scratch, CHANNELS: tl.constexpr, COUNT_TOKEN: tl.constexpr):
         # one program per row, a lane per channel: DeviceStep.sample_and_commit's eager commit
         row = tl.program_id(0).to(tl.int64)
         channel = tl.arange(0, CHANNELS)
@@ -311,6 +313,8 @@ if triton is not None:
         tl.store(out_ptr + row * (channels + 2) + channel, code, mask=inside)
         tl.store(out_ptr + row * (channels + 2) + channels, stop.to(tl.int64))
         tl.store(out_ptr + row * (channels + 2) + channels + 1, bad)
+        if COUNT_TOKEN:  # a decode step's token, in its row's slot (a padding row adds 0 to the scratch slot's)
+            tl.store(lengths_ptr + slot, tl.load(lengths_ptr + slot) + tl.load(real_ptr + row).to(tl.int64))
 
 
 def _on_device(x: torch.Tensor):
@@ -536,7 +540,8 @@ def sample_heads(head: torch.Tensor, grid_index: torch.Tensor, grid_valid: torch
 
 def commit_frames(codes: torch.Tensor, stop_logits: torch.Tensor, levels: torch.Tensor, slots: torch.Tensor,
                   commit: torch.Tensor, scratch: int, thresholds: torch.Tensor, frames: torch.Tensor, windows: torch.Tensor,
-                  last_codes: torch.Tensor, history: torch.Tensor, counts: torch.Tensor, out: torch.Tensor) -> None:
+                  last_codes: torch.Tensor, history: torch.Tensor, counts: torch.Tensor, out: torch.Tensor,
+                  lengths: Optional[torch.Tensor] = None, real: Optional[torch.Tensor] = None) -> None:
     """Commit each row's sampled frame into its slot's state and write the step's results, as one
     kernel: DeviceStep.sample_and_commit's eager ops (last codes, the history ring, the repetition
     window's counts, the frame count; a row that does not commit writes ``scratch``), the stop
@@ -545,17 +550,23 @@ def commit_frames(codes: torch.Tensor, stop_logits: torch.Tensor, levels: torch.
     codes [B, C] int64 (sample_heads), stop_logits [B] or [B, 1], levels [C], slots [B], commit [B]
     bool; per slot: thresholds, frames, windows [S], last_codes [S, C], history [S, ring, C],
     counts [S, C, L]; out [B, C + 2] int64 gets the codes, the stop flag and the bad-code flag.
+    With ``lengths`` [S] (a decode step's cache lengths, contiguous) and ``real`` [B] bool, each
+    row's slot length also grows by 1 where the row is real (the token the step wrote).
     Every tensor is written in place (they are the step's static state)."""
     rows, channels = codes.shape
     if out.shape != (rows, channels + 2) or not out.is_contiguous() or any(
             not t.is_contiguous() for t in (thresholds, frames, windows, last_codes, history, counts)):
         raise ValueError(f"out must be a contiguous [{rows}, {channels + 2}] and the slot state contiguous")
+    count = lengths is not None
+    if count and (real is None or real.shape != (rows,) or not lengths.is_contiguous()):
+        raise ValueError(f"counting the step's tokens takes contiguous lengths and real [{rows}]")
     if rows:
         with _on_device(codes):
             _commit_frames[(rows,)](codes.contiguous(), stop_logits.contiguous(), levels.contiguous(), slots.contiguous(),
                                     commit.contiguous(), thresholds, frames, windows, last_codes, history, counts, out,
+                                    lengths if count else frames, real.contiguous() if count else commit.contiguous(),
                                     channels, counts.shape[2], history.shape[1], scratch, CHANNELS=_row_block(channels),
-                                    num_warps=1)
+                                    COUNT_TOKEN=count, num_warps=1)
 
 
 __all__ = ["FLAT_BLOCK", "add_rms_norm", "attention_inputs", "commit_frames", "decode_inputs", "embed_frames", "interpreted",

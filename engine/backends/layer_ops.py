@@ -277,10 +277,10 @@ def inputs_check(step, seed: int = 0) -> None:
 
 def commit_check(step, seed: int = 0) -> None:
     """A DeviceStep's ``fused_commit`` against its eager ``commit`` from the same random slot state
-    and the same codes: cond rows, a CFG branch and a padding row, out-of-range codes among them,
-    windows that have and have not filled. Both must leave the same state and results (integer
-    work: exactly; the scratch slot, which nothing reads, aside). The state is cleared afterwards:
-    this runs at start, before any request."""
+    and the same codes, counting a decode step's token: cond rows, a CFG branch and a padding row,
+    out-of-range codes among them, windows that have and have not filled. Both must leave the same
+    state, cache lengths and results (integer work: exactly; the scratch slot, which nothing reads,
+    aside). The state and lengths are cleared afterwards: this runs at start, before any request."""
     st, device, scratch = step.state, step.model.device, step.cache.scratch
     rows = min(4, step.cache.slots)
     generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -295,15 +295,19 @@ def commit_check(step, seed: int = 0) -> None:
     tables = _check_rows(step, rows)
     codes = rand(step.max_level + 2, rows, step.channels) - 1  # -1 and max_level: out of range
     stop_logits = (4 * torch.randn(rows, generator=generator)).to(device=device, dtype=step.model.dtype)
-    before = [t.clone() for t in st.per_slot()]
-    step.commit(codes, st.frames[tables.slot], stop_logits.float(), tables)
-    want = [t[:scratch].clone() for t in st.per_slot()] + [tables.out.clone()]
-    for t, saved in zip(st.per_slot(), before):
+    lengths = step.cache.lengths
+    lengths.copy_(rand(step.cache.max_positions, *lengths.shape))
+    state = [*st.per_slot(), lengths]
+    before = [t.clone() for t in state]
+    step.commit(codes, st.frames[tables.slot], stop_logits.float(), tables, count_token=True)
+    want = [t[:scratch].clone() for t in state] + [tables.out.clone()]
+    for t, saved in zip(state, before):
         t.copy_(saved)
-    step.fused_commit(codes, stop_logits, tables)
-    got = [t[:scratch] for t in st.per_slot()] + [tables.out]
-    differ = [name for name, a, b in zip((*st.PER_SLOT, "out"), want, got) if not torch.equal(a, b)]
+    step.fused_commit(codes, stop_logits, tables, count_token=True)
+    got = [t[:scratch] for t in state] + [tables.out]
+    differ = [name for name, a, b in zip((*st.PER_SLOT, "lengths", "out"), want, got) if not torch.equal(a, b)]
     st.clear()
+    lengths.zero_()
     if differ:
         raise RuntimeError(f"commit_frames leaves other {', '.join(differ)} than the eager commit")
 

@@ -4,7 +4,7 @@ Run on CPU tensors by Triton's interpreter, each kernel equals the eager ops it 
 float32 rounding, on the strided views the decoder layer hands it, and the sampling kernel draws
 engine.sampling's codes; the fast path with them gives the reference loop's frames on the tiny
 checkpoint, a decode step's inputs take 5 launches instead of 18, a decode layer 10 instead of 52
-and the step's end 7 instead of 146. On CPU without the interpreter, with a compiled step, and for
+and the step's end 5 instead of 146. On CPU without the interpreter, with a compiled step, and for
 a kernel that computes something else, the layers keep their eager ops, with a log line. The
 kernels also compile for sm_90 (the H200 of the GPU sessions) here, with Triton's own ptxas; a
 CUDA-only test checks them on the device (part 0 of bench/gpu_session.sh).
@@ -283,6 +283,9 @@ def test_kernels_refuse_shapes_they_cannot_walk(interpreted_fused_ops) -> None:
     with pytest.raises(ValueError, match=r"out must be a contiguous \[2, 7\]"):
         fused_ops.commit_frames(codes, torch.zeros(2), torch.full((5,), 8), torch.arange(2), torch.ones(2, dtype=torch.bool),
                                 2, **state, out=torch.zeros(2, 6, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"counting the step's tokens takes contiguous lengths and real \[2\]"):
+        fused_ops.commit_frames(codes, torch.zeros(2), torch.full((5,), 8), torch.arange(2), torch.ones(2, dtype=torch.bool),
+                                2, **state, out=torch.zeros(2, 7, dtype=torch.long), lengths=torch.zeros(3, dtype=torch.long))
 
 
 def test_without_the_interpreter_the_kernels_refuse_cpu_tensors() -> None:
@@ -317,19 +320,19 @@ def test_a_fused_decode_step_launches_under_a_third_of_the_eager_kernels(interpr
     (the last adding the residual), attention (its additive mask made once per step) and 5 fused
     kernels (the queries' and keys' one also writes both caches). The inputs are the frame
     embedder's 3 products and 2 kernels, 5 launches instead of 18; the step's end samples all heads
-    in one kernel and commits every row's frame in another: 7 launches instead of 146 (a full-size
-    step: 152 instead of 892, bench/kernel_count.py)."""
+    in one kernel and commits every row's frame (and counts its token) in another: 5 launches
+    instead of 146 (a full-size step: 150 instead of 892, bench/kernel_count.py)."""
     from bench.kernel_count import count_step
 
     eager = count_step(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=False))
     fused = count_step(FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True))
     assert not eager.fused and fused.fused
     assert (eager.inputs, eager.layer, eager.end) == (18, 52, 146), (eager.layer_aten, eager.end_aten)
-    assert (fused.inputs, fused.layer, fused.end) == (5, 10, 7), (fused.layer_aten, fused.end_aten)
+    assert (fused.inputs, fused.layer, fused.end) == (5, 10, 5), (fused.layer_aten, fused.end_aten)
     # per layer: 3 products and one adding the residual, attention; the rest is the 5 fused kernels
     assert fused.layer_aten == {"mm": 3, "addmm": 1, "_scaled_dot_product_flash_attention_for_cpu": 1}
-    # the end: the heads' and stop head's products and the lengths' update; the rest is 3 fused kernels
-    assert fused.end_aten == {"addmm": 2, "scatter_add_": 1, "_to_copy": 1}
+    # the end: the heads' and stop head's products; the rest is 3 fused kernels (norm, sampling, commit)
+    assert fused.end_aten == {"addmm": 2}
     assert fused.step * 3 < eager.step
 
 
@@ -343,7 +346,7 @@ def test_the_kernel_count_bench_prints_and_writes_both_forms(interpreted_fused_o
     kernel_count.main(["--size", "tiny", "--json", str(tmp_path / "count.json")])
     assert "Triton interpreted" in capsys.readouterr().out
     counts = json.loads((tmp_path / "count.json").read_text())["counts"]
-    assert counts["eager"]["step"] == 18 + 2 * 52 + 146 and counts["fused"]["step"] == 5 + 2 * 10 + 7
+    assert counts["eager"]["step"] == 18 + 2 * 52 + 146 and counts["fused"]["step"] == 5 + 2 * 10 + 5
     assert counts["fused"]["fused"] is True
     assert (counts["eager"]["prefill"], counts["fused"]["prefill"]) == (260, 34)  # one prompt to its first frame
 
@@ -390,10 +393,10 @@ def test_a_commit_kernel_that_leaves_another_state_leaves_the_step_eager(interpr
                                                                          monkeypatch, caplog) -> None:
     real = interpreted_fused_ops.commit_frames
 
-    def forgets_the_window(*args):
+    def forgets_the_window(*args, **kwargs):
         counts = args[11]
         saved = counts.clone()
-        real(*args)
+        real(*args, **kwargs)
         counts.copy_(saved)
 
     monkeypatch.setattr(interpreted_fused_ops, "commit_frames", forgets_the_window)
@@ -430,6 +433,21 @@ def test_another_frame_embedder_leaves_the_step_eager(interpreted_fused_ops, tin
         proj[1] = gelu
     assert not gen.fused_kernels
     assert "stay eager: RuntimeError: the frame embedder's projection is not Linear, GELU, Linear" in caplog.text
+
+
+def test_a_commit_kernel_that_does_not_count_the_token_leaves_the_step_eager(interpreted_fused_ops, tiny_model,
+                                                                            monkeypatch, caplog) -> None:
+    commit_frames = interpreted_fused_ops.commit_frames
+
+    def forgets_the_token(*args, lengths=None, real=None):
+        commit_frames(*args)
+
+    monkeypatch.setattr(interpreted_fused_ops, "commit_frames", forgets_the_token)
+    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
+        gen = FastGenerator(tiny_model, max_batch=4, max_positions=64, fused_kernels=True)
+    assert not gen.fused_kernels
+    assert "stay eager: RuntimeError: commit_frames leaves other lengths than the eager commit" in caplog.text
+    assert not gen.device_step.cache.lengths.any()
 
 
 @pytest.mark.parametrize("slots", [1, 2, 3, 8])
@@ -478,8 +496,10 @@ SIGNATURES = {
                       {"NOISE_SHIFT": 40, "LEVELS": 8}),
     "_commit_frames": ({"codes_ptr": "*i64", "stop_ptr": "P", "levels_ptr": "*i64", "slot_ptr": "*i64",
                         "commit_ptr": "*i1", "threshold_ptr": "*fp32", "frames_ptr": "*i64", "window_ptr": "*i64",
-                        "last_ptr": "*i64", "history_ptr": "*u8", "counts_ptr": "*i64", "out_ptr": "*i64", "channels": "N",
-                        "max_level": "i32", "ring": "i32", "scratch": "i32", "CHANNELS": "constexpr"}, {"CHANNELS": 32}),
+                        "last_ptr": "*i64", "history_ptr": "*u8", "counts_ptr": "*i64", "out_ptr": "*i64",
+                        "lengths_ptr": "*i64", "real_ptr": "*i1", "channels": "N", "max_level": "i32", "ring": "i32",
+                        "scratch": "i32", "CHANNELS": "constexpr", "COUNT_TOKEN": "constexpr"},
+                       {"CHANNELS": 32, "COUNT_TOKEN": True}),
 }
 
 
