@@ -30,10 +30,12 @@
 #   4. the fast path with graphs off (what the graphs save), and the PyTorch profiler's table of
 #      the worst step (batch 256).                                           Cap GEPARD_SESSION_PROFILE_S (45).
 #   5. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
-#      bf16 error, batched streams against whole decodes, decode time per batch; 64 streams decoded
-#      windowed, then carrying conv state (GEPARD_CODEC_CARRY_STATE); last, the same decodes with each
-#      snake activation one Triton kernel (GEPARD_CODEC_FUSED_ACTIVATIONS, on by default on CUDA: part
-#      1 ran with it). Not GEPARD_CODEC_COMPILE: on the H200 its compile did not finish within this
+#      bf16 error, batched streams against whole decodes, decode time per batch, the profiler's
+#      table of eager decodes at B=1 W=27 and B=128 W=57 (torch_codec_profile.txt: at 256 streams the
+#      codec bounded the pipeline); 64 streams decoded windowed, then carrying conv state
+#      (GEPARD_CODEC_CARRY_STATE); last, the same decodes with each snake activation one Triton kernel
+#      (GEPARD_CODEC_FUSED_ACTIVATIONS, on by default on CUDA: part 1 ran with it) and the 64 streams
+#      again with their state one kernel per conv too. Not GEPARD_CODEC_COMPILE: on the H200 its compile did not finish within this
 #      part, and the fused kernels cut the launches it was for.       Cap GEPARD_SESSION_CODEC_S (60).
 #   5b. only in the time parts 0-5 left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's: part 1's
 #      pipeline again for one stream, its prefill replayed as CUDA graphs (GEPARD_TORCH_PREFILL_GRAPHS,
@@ -174,7 +176,7 @@ part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/benc
 
 # 5) the codec on the device
 part 05-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
-  --carry 64 --fused --json "$OUT_DIR/torch_codec_full.json"
+  --carry 64 --fused --profile "$OUT_DIR/torch_codec_profile.txt" --json "$OUT_DIR/torch_codec_full.json"
 
 # 5b, 5c, 5d) with the time left: part 1's pipeline again, one stream with its prefill as CUDA graphs
 # (first audio on part 1's default schedule and on one whose first chunk is one frame); then the

@@ -9,6 +9,10 @@ Writes a random decoder-only codec (codec_worker.torchcodec.random) and reports,
      concurrent streams == each utterance decoded whole (max abs diff);
   4) decode time per batch of windows (B windows of W frames: W = 25 context + the new frames),
      median of --reps, in the run dtype;
+  4b) with --profile OUT: the PyTorch profiler's table of 3 eager decodes at the smallest and at
+     the largest batch and width, sorted by device time (CPU time on CPU), written to OUT: what a
+     decode's time goes to, kernel by kernel (cuDNN's convolutions and any layout transforms they
+     add, the activations, the padding), at the launch-bound and at the compute-bound end;
   5) with --compile W,...: the decoder through torch.compile (GEPARD_CODEC_COMPILE) for one window of
      up to max(W) frames, its compile time, then per width W the decode time eager and compiled and
      their max abs diff. W = 2 is a stream's first window on the 2,4,8,32 schedule (no context yet),
@@ -277,6 +281,28 @@ def time_fused(fast: TorchNanoCodec, run: TorchNanoCodec, want: torch.Tensor, sa
     return vs_fp32 <= bound
 
 
+def profile_decodes(run: TorchNanoCodec, device: torch.device, shapes: list[tuple[int, int]], out: Path) -> None:
+    """Stage 4b: the profiler's table of 3 eager decodes of each (batch, width) in ``shapes``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sort = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
+    tables = []
+    for b, w in shapes:
+        c = codes(b, w, seed=b * 1000 + w)
+        run.decode_codes(c)  # warm-up: cuDNN picks its algorithms outside the profile
+        sync(device)
+        with profile(activities=activities) as prof:
+            for _ in range(3):
+                run.decode_codes(c)
+            sync(device)
+        tables.append(f"{run.dtype} codec, {b} window(s) of {w} frames, eager, 3 decodes\n"
+                      + prof.key_averages().table(sort_by=sort, row_limit=30))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n\n".join(tables))
+    print(f"4b) profile of {', '.join(f'B={b} W={w}' for b, w in shapes)} written to {out}", flush=True)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto")
@@ -294,6 +320,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--carry-frames", type=int, default=120, help="frames per utterance for --carry")
     p.add_argument("--fused", action="store_true",
                    help="also decode with each snake activation one Triton kernel (GEPARD_CODEC_FUSED_ACTIVATIONS)")
+    p.add_argument("--profile", type=Path, metavar="OUT",
+                   help="write the profiler's table of eager decodes at the smallest and largest batch and width")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     if args.graphs and args.compile:
@@ -373,6 +401,14 @@ def main(argv: list[str] | None = None) -> int:
             line.append(f"W={w}: {ms:8.2f}")
         print(f"   B={b:4d}  " + "  ".join(line), flush=True)
         save()
+    if args.profile:
+        batches, widths = [int(b) for b in args.batches.split(",")], [int(w) for w in args.widths.split(",")]
+        shapes = sorted({(min(batches), min(widths)), (max(batches), max(widths))})
+        try:
+            profile_decodes(run, device, shapes, args.profile)
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            print("4b) profile: out of memory", flush=True)
     if args.carry:  # before graphs and compiling: a slow compile must not starve it of its part's time
         failed |= not time_streaming(run, device, args.carry, args.carry_frames, out, save)
     if fast is not None:

@@ -214,6 +214,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert c.compile == ""  # its compile did not finish within the part on the H200
     assert c.carry == 64  # windowed against carrying conv state
     assert c.fused  # eager activations against one Triton kernel each
+    assert c.profile == out / "torch_codec_profile.txt"  # what a decode's time goes to, kernel by kernel
     assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, compiled, profile, codec))
     assert not out.exists() and not device_out.exists()  # a dry run writes nothing
 

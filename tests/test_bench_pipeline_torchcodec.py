@@ -111,7 +111,8 @@ def test_torch_codec_device_check_runs_on_cpu(on_a_gpu_host, tmp_path: Path) -> 
     these CPUs, and a GPU generates Triton kernels instead)."""
     done = on_a_gpu_host("bench/torch_codec.py", "--device", "cpu", "--size", "tiny", "--batches", "1", "--widths", "27",
                           "--reps", "1", "--compile", "1", "--compile-backend", "eager", "--carry", "3",
-                          "--carry-frames", "30", "--fused", "--json", str(tmp_path / "codec.json"))
+                          "--carry-frames", "30", "--fused", "--profile", str(tmp_path / "profile.txt"), "--json",
+                          str(tmp_path / "codec.json"))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     result = json.loads((tmp_path / "codec.json").read_text())
     assert result["fp32_device_vs_cpu"] == 0.0 and result["streaming_vs_whole"] <= 1e-5
@@ -128,6 +129,10 @@ def test_torch_codec_device_check_runs_on_cpu(on_a_gpu_host, tmp_path: Path) -> 
     assert carried["decode_s"] > 0 and "carrying state:" in done.stdout
     # Triton kernels need CUDA (or its interpreter: the next test)
     assert result["fused"] == {"skipped": "Triton compiles for CUDA, not cpu"}
+    # 4b) one batch and width here: the profiler's table of its eager decodes, by CPU time
+    profile = (tmp_path / "profile.txt").read_text()
+    assert profile.startswith("torch.float32 codec, 1 window(s) of 27 frames, eager, 3 decodes\n")
+    assert "aten::conv1d" in profile and "CPU total" in profile and "4b) profile of B=1 W=27 written" in done.stdout
 
 
 def test_torch_codec_times_fused_activations_under_tritons_interpreter(on_a_gpu_host, tmp_path: Path) -> None:
