@@ -476,37 +476,32 @@ def fuse_decoder_activations(codec: NanoCodec | TorchNanoCodec, fused: bool | No
         say("codec: fused activations apply to the torch decoder only (GEPARD_CODEC_IMPL=torch, or auto with CUDA "
             "graphs or carried state); NeMo's decoder runs its activations eagerly")
         return False
-    if codec.state_cache is not None:
-        fuse_decoder_state(codec, say)
-    started = time.perf_counter()
-    try:
-        count = codec.fuse_activations()
-    except Exception as exc:
-        say("codec: the decoder's activations stay eager: %s: %s", type(exc).__name__,
-            str(exc).splitlines()[0] if str(exc) else "")
+    if codec.state_cache is not None:  # the streams' conv state, read and recorded by one kernel per conv
+        fused_state = _checked_fusion(codec.fuse_state, "codec: the carried conv state stays eager (five kernels a conv)",
+                                      say)
+        if fused_state is not None:
+            logger.info("codec: the carried state of %d convs is read and recorded by one Triton kernel each (checked "
+                        "in %.1f s)", *fused_state)
+    fused_activations = _checked_fusion(codec.fuse_activations, "codec: the decoder's activations stay eager", say)
+    if fused_activations is None:
         return False
-    if count == 0:  # activation lrelu or elu: already one kernel each
+    if fused_activations[0] == 0:  # activation lrelu or elu: already one kernel each
         logger.info("codec: the decoder has no snake activation; nothing to fuse")
         return False
-    logger.info("codec: %d snake activations run as one Triton kernel each (checked in %.1f s)", count,
-                time.perf_counter() - started)
+    logger.info("codec: %d snake activations run as one Triton kernel each (checked in %.1f s)", *fused_activations)
     return True
 
 
-def fuse_decoder_state(codec: TorchNanoCodec, say: Callable[..., None]) -> bool:
-    """The carried conv state read and recorded by one Triton kernel per conv
-    (TorchNanoCodec.fuse_state); whether it now is. A kernel that cannot run or fails its check
-    leaves it eager, logged with ``say``."""
+def _checked_fusion(fuse: Callable[[], int], refused: str, say: Callable[..., None]) -> tuple[int, float] | None:
+    """Run one of TorchNanoCodec's fusions (it checks its kernel against the eager ops first): what
+    it counts and the seconds it took, or None where it raised, said as ``refused: <why>``."""
     started = time.perf_counter()
     try:
-        convs = codec.fuse_state()
+        count = fuse()
     except Exception as exc:
-        say("codec: the carried conv state stays eager (five kernels a conv): %s: %s", type(exc).__name__,
-            str(exc).splitlines()[0] if str(exc) else "")
-        return False
-    logger.info("codec: the carried state of %d convs is read and recorded by one Triton kernel each (checked in "
-                "%.1f s)", convs, time.perf_counter() - started)
-    return True
+        say("%s: %s: %s", refused, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        return None
+    return count, time.perf_counter() - started
 
 
 def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frames: int,
