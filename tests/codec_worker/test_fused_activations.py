@@ -21,6 +21,7 @@ from codec_worker.torchcodec import TorchNanoCodec, fused, load_torch_decoder
 from codec_worker.torchcodec.layers import LEAKY_RELU_SLOPE, HalfSnake, Snake, snake, snake_then_leaky
 from tests.codec_worker.conftest import random_codes
 from tests.codec_worker.test_torch_decoder import _stream as stream_audio
+from tests.triton_aot import assert_compiles_for_h200
 
 
 def _functional(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.Tensor:
@@ -101,18 +102,9 @@ def test_kernel_without_the_interpreter_says_it_needs_cuda() -> None:
 def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str) -> None:
     """Triton's own ptxas builds the kernel for sm_90, the H200 of the GPU sessions: what the
     interpreter does not check (types, the int64 offsets, the cast of the store) is checked here."""
-    pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, compile as compile_kernel
-
-    kernel = fused._snake_then_leaky
-    assert not fused.interpreted()
     signature = {"x_ptr": pointer, "alpha_ptr": pointer, "out_ptr": pointer, "numel": numel, "channels": "i32",
                  "split": "i32", "length": "i32", "eps": "fp32", "slope": "fp32", "BLOCK": "constexpr"}
-    assert list(signature) == kernel.arg_names
-    compiled = compile_kernel(ASTSource(fn=kernel, signature=signature, constexprs={"BLOCK": fused.BLOCK}),
-                              target=GPUTarget("cuda", 90, 32))
-    assert compiled.asm["cubin"] and ".target sm_90" in compiled.asm["ptx"]
+    assert_compiles_for_h200(fused, "_snake_then_leaky", signature, {"BLOCK": fused.BLOCK})
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: part 0 of bench/gpu_session.sh runs it")

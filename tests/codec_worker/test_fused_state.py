@@ -19,6 +19,7 @@ from codec_worker.nanocodec import fuse_decoder_activations
 from codec_worker.torchcodec import ConvStateCache, TorchNanoCodec, fused, load_torch_decoder
 from tests.codec_worker.conftest import random_codes
 from tests.codec_worker.test_torch_decoder import _stream as stream_audio
+from tests.triton_aot import assert_compiles_for_h200
 
 
 def _pair(codec_path, slots: int = 3, fuse: bool = True) -> tuple[TorchNanoCodec, TorchNanoCodec]:
@@ -200,20 +201,11 @@ def test_where_the_state_cannot_fuse_the_gateway_says_so_and_decodes_eagerly(cod
 def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str) -> None:
     """Triton's own ptxas builds the kernel for sm_90: the types, the int64 offsets, the masked
     loads before x's start (a tail's samples) are checked here."""
-    pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, compile as compile_kernel
-
-    kernel = fused._extend_with_tail
-    assert not fused.interpreted()
     signature = {"store_ptr": pointer, "store_row": numel, "offset": "i32", "tail": "i32", "reads_ptr": "*i64",
                  "x_ptr": pointer, "x_row": numel, "x_channel": "i32", "length": "i32", "lengths_ptr": "*i64",
                  "scale": "i32", "full_ptr": pointer, "stage_ptr": pointer, "stage_row": numel, "channels": "i32",
                  "BLOCK": "constexpr"}
-    assert list(signature) == kernel.arg_names
-    compiled = compile_kernel(ASTSource(fn=kernel, signature=signature, constexprs={"BLOCK": fused.BLOCK}),
-                              target=GPUTarget("cuda", 90, 32))
-    assert compiled.asm["cubin"] and ".target sm_90" in compiled.asm["ptx"]
+    assert_compiles_for_h200(fused, "_extend_with_tail", signature, {"BLOCK": fused.BLOCK})
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: part 0 of bench/gpu_session.sh runs it")

@@ -25,6 +25,7 @@ from engine.backends.torch_generator import BatchGenerator
 from engine.model.backbone import RotaryEmbedding, ZeroCenteredRMSNorm
 from engine.requests import SamplingParams
 from tests.engine.backends.test_torch_fast import KNOBS, TEXTS, assert_same, drive, prepare, preparer  # noqa: F401 (a fixture)
+from tests.triton_aot import assert_compiles_for_h200
 
 ATOL = RTOL = 2e-6
 
@@ -509,18 +510,9 @@ SIGNATURES = {
 def test_kernels_compile_for_an_h200_with_no_gpu_here(name: str, pointer: str, numel: str) -> None:
     """Triton's own ptxas builds each kernel for sm_90: what the interpreter does not check (types,
     the int64 offsets, the casts of the loads and stores) is checked here."""
-    pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, compile as compile_kernel
-
-    kernel = getattr(fused_ops, name)
-    assert not fused_ops.interpreted()
     types, constexprs = SIGNATURES[name]
     signature = {arg: pointer if kind == "P" else numel if kind == "N" else kind for arg, kind in types.items()}
-    assert list(signature) == kernel.arg_names
-    compiled = compile_kernel(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
-                              target=GPUTarget("cuda", 90, 32))
-    assert compiled.asm["cubin"] and ".target sm_90" in compiled.asm["ptx"]
+    assert_compiles_for_h200(fused_ops, name, signature, constexprs)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: part 0 of bench/gpu_session.sh runs it")
