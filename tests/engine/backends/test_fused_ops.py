@@ -355,6 +355,12 @@ def test_the_kernel_count_bench_prints_and_writes_both_forms(interpreted_fused_o
 # ---- when the layers stay eager -----------------------------------------------------------------------
 
 
+def _checked_generator(tiny_model, caplog, max_batch: int = 2) -> FastGenerator:
+    """A fast path asked for the fused kernels, the warnings of its start-up checks captured."""
+    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
+        return FastGenerator(tiny_model, max_batch=max_batch, max_positions=64, fused_kernels=True)
+
+
 def test_default_is_on_for_cuda_unless_compiled() -> None:
     assert fuses_by_default(torch.device("cuda"), compiled=False)
     assert not fuses_by_default(torch.device("cuda", 1), compiled=True)  # Inductor fuses them itself
@@ -374,8 +380,7 @@ def test_a_kernel_that_computes_something_else_leaves_the_layers_eager(interpret
                                                                        caplog) -> None:
     real = interpreted_fused_ops.silu_mul
     monkeypatch.setattr(interpreted_fused_ops, "silu_mul", lambda gate_up: real(gate_up) * 1.001)
-    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
-        gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True)
+    gen = _checked_generator(tiny_model, caplog)
     assert not gen.fused_kernels
     assert "stay eager: RuntimeError: silu_mul differs from the eager op by up to" in caplog.text
 
@@ -384,8 +389,7 @@ def test_a_sampling_kernel_that_draws_other_codes_leaves_the_step_eager(interpre
                                                                         caplog) -> None:
     real = interpreted_fused_ops.sample_heads
     monkeypatch.setattr(interpreted_fused_ops, "sample_heads", lambda *args: (real(*args) + 1) % 2)
-    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
-        gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True)
+    gen = _checked_generator(tiny_model, caplog)
     assert not gen.fused_kernels
     assert "stay eager: RuntimeError: sample_heads differs from engine.sampling in " in caplog.text
 
@@ -401,8 +405,7 @@ def test_a_commit_kernel_that_leaves_another_state_leaves_the_step_eager(interpr
         counts.copy_(saved)
 
     monkeypatch.setattr(interpreted_fused_ops, "commit_frames", forgets_the_window)
-    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
-        gen = FastGenerator(tiny_model, max_batch=4, max_positions=64, fused_kernels=True)
+    gen = _checked_generator(tiny_model, caplog, max_batch=4)
     assert not gen.fused_kernels
     assert "stay eager: RuntimeError: commit_frames leaves other counts than the eager commit" in caplog.text
 
@@ -416,8 +419,7 @@ def test_decode_inputs_that_give_other_positions_leave_the_step_eager(interprete
         return positions + 1, mask
 
     monkeypatch.setattr(interpreted_fused_ops, "decode_inputs", one_late)
-    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
-        gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True)
+    gen = _checked_generator(tiny_model, caplog)
     assert not gen.fused_kernels
     assert "stay eager: RuntimeError: the fused decode inputs give other positions or another attention mask" in caplog.text
     assert not gen.device_step.cache.lengths.any() and not gen.device_step.state.last_codes.any()  # the check's randoms
@@ -428,8 +430,7 @@ def test_another_frame_embedder_leaves_the_step_eager(interpreted_fused_ops, tin
     proj = tiny_model.frame_embedder.audio_embed_proj
     gelu, proj[1] = proj[1], torch.nn.Tanh()
     try:
-        with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
-            gen = FastGenerator(tiny_model, max_batch=2, max_positions=64, fused_kernels=True)
+        gen = _checked_generator(tiny_model, caplog)
     finally:
         proj[1] = gelu
     assert not gen.fused_kernels
@@ -444,8 +445,7 @@ def test_a_commit_kernel_that_does_not_count_the_token_leaves_the_step_eager(int
         commit_frames(*args)
 
     monkeypatch.setattr(interpreted_fused_ops, "commit_frames", forgets_the_token)
-    with caplog.at_level(logging.WARNING, logger="engine.backends.torch_fast"):
-        gen = FastGenerator(tiny_model, max_batch=4, max_positions=64, fused_kernels=True)
+    gen = _checked_generator(tiny_model, caplog, max_batch=4)
     assert not gen.fused_kernels
     assert "stay eager: RuntimeError: commit_frames leaves other lengths than the eager commit" in caplog.text
     assert not gen.device_step.cache.lengths.any()
