@@ -425,6 +425,16 @@ def test_decode_inputs_that_give_other_positions_leave_the_step_eager(interprete
     assert not gen.device_step.cache.lengths.any() and not gen.device_step.state.last_codes.any()  # the check's randoms
 
 
+def test_a_frame_lookup_that_reads_other_rows_leaves_the_step_eager(interpreted_fused_ops, tiny_model, monkeypatch,
+                                                                   caplog) -> None:
+    real = interpreted_fused_ops.embed_frames
+    monkeypatch.setattr(interpreted_fused_ops, "embed_frames",
+                        lambda last_codes, feed, offsets, table: real(last_codes, feed, offsets + 1, table))
+    gen = _checked_generator(tiny_model, caplog)
+    assert not gen.fused_kernels
+    assert "stay eager: RuntimeError: the fused decode inputs embed frames otherwise than the eager ones" in caplog.text
+
+
 def test_another_frame_embedder_leaves_the_step_eager(interpreted_fused_ops, tiny_model, caplog) -> None:
     """The fused inputs compute Linear, GELU, Linear, LayerNorm: a projection of another form is refused."""
     proj = tiny_model.frame_embedder.audio_embed_proj
