@@ -9,6 +9,7 @@ runs the same kernels on CPU tensors, slowly: that is how the CPU tests check th
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -37,4 +38,14 @@ def unavailable_reason(device: torch.device) -> str:
     return ""
 
 
-__all__ = ["interpreted", "tl", "triton", "unavailable_reason"]
+def launch_context(x: torch.Tensor, what: str) -> contextlib.AbstractContextManager:
+    """The context to launch a kernel on ``x``'s device in: Triton launches on the calling thread's
+    current CUDA device, not the tensors' (a worker thread with tensors on cuda:1 would launch on
+    cuda:0). RuntimeError ("the {what} cannot run here: ...") where Triton cannot run on it."""
+    reason = unavailable_reason(x.device)
+    if reason:
+        raise RuntimeError(f"the {what} cannot run here: {reason}")
+    return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
+
+
+__all__ = ["interpreted", "launch_context", "tl", "triton", "unavailable_reason"]

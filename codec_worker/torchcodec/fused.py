@@ -28,12 +28,10 @@ its arithmetic against the eager activations.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from codec_worker.torchcodec.layers import LEAKY_RELU_SLOPE, SNAKE_EPS
-from codec_worker.triton_support import interpreted, tl, triton, unavailable_reason
+from codec_worker.triton_support import interpreted, launch_context, tl, triton, unavailable_reason
 
 BLOCK = 1024  # values per program, over the flattened [B, C, T]
 
@@ -91,9 +89,7 @@ if triton is not None:
 def snake_then_leaky(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.Tensor:
     """x [B, C, T] -> snake (x + sin(alpha x)^2 / (alpha + eps), alpha [1, split, 1]) on channels
     < ``split`` and leaky ReLU on the rest, as one kernel; the output is contiguous, x's dtype."""
-    reason = unavailable_reason(x.device)
-    if reason:
-        raise RuntimeError(f"the fused activation cannot run here: {reason}")
+    on_device = launch_context(x, "fused activation")
     if x.dim() != 3 or alpha.numel() != split or not 0 <= split <= x.shape[1]:
         raise ValueError(f"expected x [B, C, T] and {split} alphas for split {split}, got {tuple(x.shape)} "
                          f"and {alpha.numel()}")
@@ -102,9 +98,7 @@ def snake_then_leaky(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.
     _, channels, length = x.shape
     numel = out.numel()
     if numel:
-        # Triton launches on the calling thread's current device, not the tensors': the codec's
-        # worker thread on cuda:1 would otherwise launch on cuda:0
-        with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
+        with on_device:
             _snake_then_leaky[(triton.cdiv(numel, BLOCK),)](x, alpha.contiguous(), out, numel, channels, split, length,
                                                             SNAKE_EPS, LEAKY_RELU_SLOPE, BLOCK=BLOCK)
     return out
@@ -117,9 +111,7 @@ def extend_with_tail(store: torch.Tensor, offset: int, tail: int, reads: torch.T
     ``store`` [rows, width] row ``reads[b]``, columns ``offset + c * tail + j``; and the ``tail``
     samples before row b's real end (``lengths[b] * scale`` samples into x) written to ``stage``
     [B, width] at the same columns, the tail its stream remembers next. Every value is a copy."""
-    reason = unavailable_reason(x.device)
-    if reason:
-        raise RuntimeError(f"the fused state cannot run here: {reason}")
+    on_device = launch_context(x, "fused state")
     rows, channels, length = x.shape
     width = store.shape[1]
     if store.dim() != 2 or not store.is_contiguous() or stage.shape != (rows, width) or not stage.is_contiguous() or \
@@ -131,7 +123,7 @@ def extend_with_tail(store: torch.Tensor, offset: int, tail: int, reads: torch.T
         x = x.contiguous()
     full = x.new_empty((rows, channels, tail + length))
     if full.numel():
-        with torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext():
+        with on_device:
             _extend_with_tail[(rows * channels, triton.cdiv(tail + length, BLOCK))](
                 store, width, offset, tail, reads.contiguous(), x, x.stride(0), x.stride(1), length, lengths.contiguous(),
                 scale, full, stage, width, channels, BLOCK=BLOCK)

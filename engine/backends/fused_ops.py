@@ -41,12 +41,11 @@ check their arithmetic against the eager ops.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Optional
 
 import torch
 
-from codec_worker.triton_support import interpreted, tl, triton, unavailable_reason
+from codec_worker.triton_support import interpreted, launch_context, tl, triton, unavailable_reason
 from engine.sampling import NOISE_BITS, NOISE_MAX, NOISE_MIN
 
 FLAT_BLOCK = 1024  # values per program of the flat (element-wise) kernels
@@ -318,11 +317,7 @@ if triton is not None:
 
 
 def _on_device(x: torch.Tensor):
-    """Triton launches on the calling thread's current device, not the tensors'."""
-    reason = unavailable_reason(x.device)
-    if reason:
-        raise RuntimeError(f"the fused kernels cannot run here: {reason}")
-    return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
+    return launch_context(x, "fused kernels")
 
 
 def _token_stride(x: torch.Tensor) -> int:
