@@ -37,7 +37,7 @@ from codec_worker.errors import CodecFormatError, EncodeUnavailableError, Invali
 from codec_worker.nanocodec import DecodesLatents, check_codes, check_lengths, decoder_left_context_frames
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
 from codec_worker.torchcodec.layers import ActivationKernel, HalfSnake, Snake, snake_then_leaky
-from codec_worker.torchcodec.state import ConvStateCache, ExtendKernel, check_slots
+from codec_worker.torchcodec.state import ConvStateCache, ExtendKernel, check_extend_kernel, check_slots
 from codec_worker.torchcodec.weights import load_decoder_weights
 
 logger = logging.getLogger(__name__)
@@ -351,7 +351,7 @@ class TorchNanoCodec(DecodesLatents):
         codec_worker.torchcodec.fused); how many convs carry state. Before ``capture_graphs``.
 
         The kernel is first run here against the eager ops on every conv, on this device and dtype
-        (ConvStateCache.check_kernel): ValueError when anything differs (every value is a copy),
+        (torchcodec.state.check_extend_kernel): ValueError when anything differs (every value is a copy),
         and whatever it raises when it cannot run (no Triton, not CUDA); the state is then read
         eagerly as before. That run also compiles the kernel, before any capture."""
         if kernel is None:
@@ -361,12 +361,11 @@ class TorchNanoCodec(DecodesLatents):
             if reason:
                 raise RuntimeError(f"the fused state cannot run here: {reason}")
             kernel = fused.extend_with_tail
-        probe = ConvStateCache(self._decoder, 1, self.device, self.dtype)
-        probe.check_kernel(kernel, self._decoder)
+        convs = check_extend_kernel(kernel, self._decoder, self.device, self.dtype)
         self._state_kernel = kernel
         if self._state is not None:
             self._state.kernel = kernel
-        return probe.convs
+        return convs
 
     @torch.no_grad()
     def decode_stateful(self, codes: torch.Tensor, lengths: Sequence[int], slots: Sequence[int],

@@ -29,7 +29,7 @@ writes them at ``commit``: a forward that fails midway leaves every stream's sta
 its chunks can be decoded again.
 
 With a ``kernel`` (the Triton one of codec_worker.torchcodec.fused, set by
-TorchNanoCodec.fuse_state after ``check_kernel``) a conv's read, concatenation and record are that
+TorchNanoCodec.fuse_state after ``check_extend_kernel``) a conv's read, concatenation and record are that
 one kernel, the records go into one staging tensor [B, width], and ``commit`` is one
 ``index_copy_`` of it into the store: a decode launches about as many kernels as a windowed one.
 """
@@ -125,37 +125,6 @@ class ConvStateCache:
         """The convs whose tails it keeps (kernel 1 convs remember nothing)."""
         return len(self.buffers)
 
-    def check_kernel(self, kernel: ExtendKernel, decoder: nn.Module, seed: int = 0) -> None:
-        """Run ``kernel`` against the eager ops for every conv of ``decoder`` (the one this cache was
-        built for), on a cache of two slots like this one and random tails and inputs, rows that
-        start their stream and continue it, end at their last frame and before it. Every value is a
-        copy, so inputs and records must be equal; ValueError when they are not. This cache is not
-        touched."""
-        generator = torch.Generator().manual_seed(seed)
-        eager, fused = (ConvStateCache(decoder, 2, self.device, self.dtype) for _ in range(2))
-        state = torch.randn(eager.store.shape, generator=generator).to(self.device, self.dtype)
-        eager.store.copy_(state)
-        eager.store[eager.zeros].zero_()  # as it is: never written
-        fused.store.copy_(eager.store)
-        fused.kernel = kernel
-        frames = 3
-        slots, fresh = torch.tensor([1, 0]), torch.tensor([False, True])
-        lengths = torch.tensor([frames, 1])
-        steps = [cache.step(slots, lengths, fresh, frames) for cache in (eager, fused)]
-        convs = {id(m): m for m in decoder.modules() if conv_tail(m)}
-        for conv_id, index in self._index.items():
-            channels, tail = self.buffers[index].shape[1:]
-            scale = 1 + index % 3  # samples per frame at the conv: any
-            x = torch.randn(2, channels, frames * scale, generator=generator).to(self.device, self.dtype)
-            want, got = (step.extend(convs[conv_id], x) for step in steps)
-            if got.shape != want.shape or not torch.equal(got, want):
-                raise ValueError(f"the fused state differs from the eager one at conv {index} (tail {tail}) on "
-                                 f"{self.device}/{self.dtype}")
-        for step in steps:
-            step.commit()
-        if not torch.equal(fused.store, eager.store):
-            raise ValueError(f"the fused state records other tails than the eager one on {self.device}/{self.dtype}")
-
     def step(self, slots: torch.Tensor, lengths: torch.Tensor, fresh: torch.Tensor, frames: int) -> DecodeStep:
         """One decoder call for rows ``slots`` [B] (``scratch`` for padding rows) holding ``lengths``
         [B] real frames of ``frames``; rows where ``fresh`` [B] is true start from zeros."""
@@ -214,6 +183,40 @@ class DecodeStep:
         self._new.clear()
 
 
+def check_extend_kernel(kernel: ExtendKernel, decoder: nn.Module, device: torch.device, dtype: torch.dtype,
+                        seed: int = 0) -> int:
+    """Run ``kernel`` against the eager ops for every conv of ``decoder`` that keeps a tail, on two
+    caches of two slots (one read eagerly, one with the kernel), random tails and inputs, rows that
+    start their stream and continue it, end at their last frame and before it. Every value is a
+    copy, so inputs and records must be equal: ValueError when they are not; else how many convs
+    keep a tail."""
+    generator = torch.Generator().manual_seed(seed)
+    eager, fused = (ConvStateCache(decoder, 2, device, dtype) for _ in range(2))
+    state = torch.randn(eager.store.shape, generator=generator).to(device, dtype)
+    eager.store.copy_(state)
+    eager.store[eager.zeros].zero_()  # as it is: never written
+    fused.store.copy_(eager.store)
+    fused.kernel = kernel
+    frames = 3
+    slots, fresh = torch.tensor([1, 0]), torch.tensor([False, True])
+    lengths = torch.tensor([frames, 1])
+    steps = [cache.step(slots, lengths, fresh, frames) for cache in (eager, fused)]
+    convs = [m for m in decoder.modules() if conv_tail(m)]
+    for conv in convs:
+        index, buffer = eager.buffer_of(conv)
+        channels, tail = buffer.shape[1:]
+        scale = 1 + index % 3  # samples per frame at the conv: any
+        x = torch.randn(2, channels, frames * scale, generator=generator).to(device, dtype)
+        want, got = (step.extend(conv, x) for step in steps)
+        if got.shape != want.shape or not torch.equal(got, want):
+            raise ValueError(f"the fused state differs from the eager one at conv {index} (tail {tail}) on {device}/{dtype}")
+    for step in steps:
+        step.commit()
+    if not torch.equal(fused.store, eager.store):
+        raise ValueError(f"the fused state records other tails than the eager one on {device}/{dtype}")
+    return len(convs)
+
+
 def check_slots(slots: Sequence[int], cache: ConvStateCache) -> None:
     """Rows of one call must name distinct held slots: two rows of one stream would read the same tail."""
     if len(set(slots)) != len(slots):
@@ -223,4 +226,4 @@ def check_slots(slots: Sequence[int], cache: ConvStateCache) -> None:
             raise ValueError(f"slot {slot} is outside 0..{cache.slots - 1}")
 
 
-__all__ = ["ConvStateCache", "DecodeStep", "ExtendKernel", "check_slots", "conv_tail"]
+__all__ = ["ConvStateCache", "DecodeStep", "ExtendKernel", "check_extend_kernel", "check_slots", "conv_tail"]

@@ -17,6 +17,7 @@ import torch
 from codec_worker.batching import BatchingCodecDecoder
 from codec_worker.nanocodec import fuse_decoder_activations
 from codec_worker.torchcodec import ConvStateCache, TorchNanoCodec, fused, load_torch_decoder
+from codec_worker.torchcodec.state import check_extend_kernel
 from tests.codec_worker.conftest import random_codes
 from tests.codec_worker.test_torch_decoder import _stream as stream_audio
 from tests.triton_aot import assert_compiles_for_h200
@@ -37,11 +38,12 @@ def _pair(codec_path, slots: int = 3, fuse: bool = True) -> tuple[TorchNanoCodec
 
 
 def test_every_conv_reads_and_records_as_the_eager_state(triton_interpreter, codec_path) -> None:
-    """check_kernel itself, then by hand on one conv: rows that continue their stream from a random
+    """check_extend_kernel itself, then by hand on one conv: rows that continue their stream from a random
     tail and rows that start theirs (the zeros row), ending at their last frame and before it."""
     codec = load_torch_decoder(codec_path)
     cache = ConvStateCache(codec._decoder, 3, codec.device, codec.dtype)
-    cache.check_kernel(fused.extend_with_tail, codec._decoder)  # raises on any difference
+    # raises on any difference
+    assert check_extend_kernel(fused.extend_with_tail, codec._decoder, codec.device, codec.dtype) == cache.convs
     decoder_convs = [m for m in codec._decoder.modules() if id(m) in cache._index]
     widest = max(decoder_convs, key=lambda m: cache.tails[cache._index[id(m)]])
     index = cache._index[id(widest)]
