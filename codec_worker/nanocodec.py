@@ -461,9 +461,10 @@ def fuses_activations_by_default(device: torch.device, compiled: bool) -> bool:
 
 
 def fuse_decoder_activations(codec: NanoCodec | TorchNanoCodec, fused: bool | None, compiled: bool) -> bool:
-    """Run the torch decoder's snake activations as one Triton kernel each
-    (TorchNanoCodec.fuse_activations), and its carried conv state's reads and records as one per
-    conv (TorchNanoCodec.fuse_state, for streams that carry state); whether the activations now
+    """Run the torch decoder's snake activations as one Triton kernel each, written into the padded
+    input of the conv each feeds (TorchNanoCodec.fuse_activations), and its carried conv state's
+    reads and records as one per conv, which then applies the conv's activation too
+    (TorchNanoCodec.fuse_state, for streams that carry state); whether the activations now
     run fused. ``fused`` None (GEPARD_CODEC_FUSED_ACTIVATIONS unset): ``fuses_activations_by_default``.
     Before compiling or capturing graphs. NeMo's decoder, a device Triton does not compile for and
     a kernel that fails its check leave the activations (or the state) eager, logged (a warning
@@ -488,7 +489,8 @@ def fuse_decoder_activations(codec: NanoCodec | TorchNanoCodec, fused: bool | No
     if fused_activations[0] == 0:  # activation lrelu or elu: already one kernel each
         logger.info("codec: the decoder has no snake activation; nothing to fuse")
         return False
-    logger.info("codec: %d snake activations run as one Triton kernel each (checked in %.1f s)", *fused_activations)
+    logger.info("codec: %d snake activations run as one Triton kernel each, which also pads the conv it feeds "
+                "(checked in %.1f s)", *fused_activations)
     return True
 
 

@@ -4,7 +4,8 @@
     audio = codec.decode_codes(codes)   # codes [B, 32, T] int64 -> audio [B, T*1024] float32
     codec.carry_state(slots=64)         # streams may then decode chunk by chunk with no context:
     audio = codec.decode_stateful(codes, lengths, slots, fresh)   # (torchcodec.state)
-    codec.fuse_activations()            # CUDA: each snake activation one Triton kernel (torchcodec.fused)
+    codec.fuse_activations()            # CUDA: each snake activation and the padding of the conv it
+                                        # feeds one Triton kernel (torchcodec.fused)
 
 It offers what the streaming and batching decoders use from ``NanoCodec`` (``decode_codes``,
 ``decode_latents``, ``sample_rate_hz``, ``samples_per_frame``, ``receptive_field_frames``,
@@ -23,6 +24,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from codec_worker import fsq
 from codec_worker._checkpoint import (
@@ -275,13 +277,15 @@ class TorchNanoCodec(DecodesLatents):
         """How many of the decoder's activations run as one kernel each (``fuse_activations``)."""
         return sum(1 for m in self._snakes() if m.kernel is not None)
 
-    def _snakes(self) -> list[Snake | HalfSnake]:
-        return [m for m in self._decoder.modules() if isinstance(m, (Snake, HalfSnake))]
+    def _snakes(self) -> list[Snake]:
+        return [m for m in self._decoder.modules() if isinstance(m, Snake)]  # a HalfSnake is one
 
     def fuse_activations(self, kernel: Optional[ActivationKernel] = None) -> int:
-        """Run each snake activation as one kernel instead of its ten eager ops (default: the Triton
-        kernel of codec_worker.torchcodec.fused); how many it now runs so (0: the decoder has no
-        snake activation). Before ``compile`` (which fuses by itself) and ``capture_graphs``.
+        """Run each snake activation as one kernel instead of its ten eager ops and the padding of
+        the conv it feeds (default: the Triton kernel of codec_worker.torchcodec.fused; with fused
+        carried state, ``fuse_state``, that kernel applies it instead); how many it now runs so (0:
+        the decoder has no snake activation). Before ``compile`` (which fuses by itself) and
+        ``capture_graphs``.
 
         The kernel is first run here, on one activation's input of this device and dtype, against
         the eager ops computed in float32: ValueError when it is off by more than its dtype's
@@ -301,20 +305,22 @@ class TorchNanoCodec(DecodesLatents):
             module.kernel = kernel
         return len(snakes)
 
-    def _check_kernel(self, kernel: ActivationKernel, module: Snake | HalfSnake) -> None:
+    def _check_kernel(self, kernel: ActivationKernel, module: Snake) -> None:
         split = module.alpha.shape[1]
         channels = 2 * split + 1 if isinstance(module, HalfSnake) else split  # odd: the leaky half is the larger
         x = (3 * torch.randn(2, channels, 700, generator=torch.Generator().manual_seed(0))).to(self.device, self.dtype)
-        with torch.no_grad():
-            want = snake_then_leaky(x.float().cpu(), module.alpha.float().cpu(), split)
-            got = kernel(x, module.alpha, split).float().cpu()
-        # within rounding: a float32 sin may be approximate on the device; bf16 rounds once, not per op
-        tolerance = max(torch.finfo(self.dtype).eps, 1e-5) * (1 + want.abs())
-        off = (got - want).abs() > tolerance
-        if got.shape != want.shape or bool(off.any()):
-            worst = float((got - want).abs().max()) if got.shape == want.shape else float("nan")
-            raise ValueError(f"the fused activation differs from the eager one on {self.device}/{self.dtype} "
-                             f"(max abs diff {worst:.3g}, {int(off.sum())} values past rounding)")
+        for pad in (0, 10):  # as an up-sample reads it, and as a causal conv does (its zero padding in front)
+            with torch.no_grad():
+                want = F.pad(snake_then_leaky(x.float().cpu(), module.alpha.float().cpu(), split), (pad, 0))
+                got = kernel(x, module.alpha, split, pad).float().cpu()
+            refused = f"the fused activation differs from the eager one on {self.device}/{self.dtype} (pad {pad}: "
+            if got.shape != want.shape:
+                raise ValueError(f"{refused}shape {tuple(got.shape)}, expected {tuple(want.shape)})")
+            # within rounding: a float32 sin may be approximate on the device; bf16 rounds once, not per op
+            off = (got - want).abs() > max(torch.finfo(self.dtype).eps, 1e-5) * (1 + want.abs())
+            if bool(off.any()):
+                raise ValueError(f"{refused}max abs diff {float((got - want).abs().max()):.3g}, {int(off.sum())} values "
+                                 f"past rounding)")
 
     @property
     def graph_shapes(self) -> list[tuple[int, int]]:
@@ -349,11 +355,14 @@ class TorchNanoCodec(DecodesLatents):
         """Read and record the carried conv state (``carry_state``, now or later) with one kernel per
         conv instead of five eager ops, and commit it with one copy (default: the Triton kernel of
         codec_worker.torchcodec.fused); how many convs carry state. Before ``capture_graphs``.
+        Where the activations are fused too (``fuse_activations``), the kernel applies each conv's
+        activation as it reads the new samples.
 
         The kernel is first run here against the eager ops on every conv, on this device and dtype
-        (torchcodec.state.check_extend_kernel): ValueError when anything differs (every value is a copy),
-        and whatever it raises when it cannot run (no Triton, not CUDA); the state is then read
-        eagerly as before. That run also compiles the kernel, before any capture."""
+        (torchcodec.state.check_extend_kernel): ValueError when anything differs (every value is a
+        copy; activated, within rounding of the eager activation, and recorded as read), and whatever
+        it raises when it cannot run (no Triton, not CUDA); the state is then read eagerly as
+        before. That run also compiles the kernel's variants, before any capture."""
         if kernel is None:
             from codec_worker.torchcodec import fused
 

@@ -124,7 +124,7 @@ class ResidualUnit(nn.Module):
         self.conv2 = CausalConv1d(channels, channels, kernel_size)
 
     def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
-        return x + self.conv2(self.act2(self.conv1(self.act1(x), state)), state)
+        return x + self.conv2(self.conv1(x, state, act=self.act1), state, act=self.act2)
 
 
 class ResidualChain(nn.Module):
@@ -168,7 +168,7 @@ class UpsampleStage(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
-        return self.residual(self.upsample(self.act(x), state), state)
+        return self.residual(self.upsample(x, state, act=self.act), state)
 
 
 class CausalHiFiGANDecoder(nn.Module):
@@ -197,7 +197,7 @@ class CausalHiFiGANDecoder(nn.Module):
         x = self.pre_conv(latents, state)
         for stage in self.stages:
             x = stage(x, state)
-        audio = self.out_act(self.post_conv(self.post_act(x), state))[:, 0]  # [B, 1, N] -> [B, N]
+        audio = self.out_act(self.post_conv(x, state, act=self.post_act))[:, 0]  # [B, 1, N] -> [B, N]
         if lengths is not None:
             samples = torch.arange(audio.shape[-1], device=audio.device)
             audio = audio * (samples < (lengths.to(audio.device) * self.samples_per_frame).unsqueeze(-1))

@@ -5,7 +5,12 @@ Every conv here holds a plain ``weight`` (weight norm is folded when the checkpo
 
     CausalConv1d(c_in, c_out, k, dilation)      [B, c_in, T] -> [B, c_out, T]   (left zero padding)
     CausalUpsample(c_in, c_out, stride, groups) [B, c_in, T] -> [B, c_out, T*stride]
-    Snake(c) / HalfSnake(c) / LeakyReLU / ELU   activations, shapes unchanged
+    Snake(c) / HalfSnake(c) / LeakyReLU / ELU   activations, shapes unchanged; act(x, pad) puts
+                                                ``pad`` zeros in front
+
+Every activation of the decoder feeds a conv, so a conv takes it as ``act``: conv(x, act=a) is
+conv(a(x)), and a fused activation writes straight into the conv's padded input (or, with carried
+state, the state kernel applies it), one kernel where the activation and the pad were two.
 """
 
 from __future__ import annotations
@@ -34,9 +39,15 @@ class CausalConv1d(nn.Module):
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels // groups, kernel_size))
         self.bias = nn.Parameter(torch.zeros(out_channels))
 
-    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
-        """``state``: the stream's last inputs go in front instead of zeros (torchcodec.state)."""
-        full = F.pad(x, (self.left_pad, 0)) if state is None else state.extend(self, x)
+    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None, act: Optional[nn.Module] = None) -> torch.Tensor:
+        """``state``: the stream's last inputs go in front instead of zeros (torchcodec.state).
+        ``act``: the activation applied to ``x`` first, which pads (or is applied by the state)."""
+        if state is not None:
+            full = state.extend(self, x, act)
+        elif act is not None:
+            full = act(x, self.left_pad)
+        else:
+            full = F.pad(x, (self.left_pad, 0))
         return F.conv1d(full, self.weight, self.bias, dilation=self.dilation, groups=self.groups)
 
 
@@ -55,14 +66,17 @@ class CausalUpsample(nn.Module):
         self.weight = nn.Parameter(torch.empty(in_channels, out_channels // groups, 2 * stride))
         self.bias = nn.Parameter(torch.zeros(out_channels))
 
-    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None, act: Optional[nn.Module] = None) -> torch.Tensor:
         """``state``: the stream's last input frame goes in front (torchcodec.state); its outputs, the
-        first ``stride``, were emitted with the last chunk and are dropped again."""
+        first ``stride``, were emitted with the last chunk and are dropped again. ``act``: the
+        activation applied to ``x`` first (by the state's kernel where it has one)."""
         frames = x.shape[-1]
         if state is None:
-            out = F.conv_transpose1d(x, self.weight, self.bias, stride=self.stride, groups=self.groups)
+            out = F.conv_transpose1d(x if act is None else act(x), self.weight, self.bias, stride=self.stride,
+                                     groups=self.groups)
             return out[..., : frames * self.stride]
-        out = F.conv_transpose1d(state.extend(self, x), self.weight, self.bias, stride=self.stride, groups=self.groups)
+        out = F.conv_transpose1d(state.extend(self, x, act), self.weight, self.bias, stride=self.stride,
+                                 groups=self.groups)
         return out[..., self.stride : (frames + 1) * self.stride]
 
 
@@ -83,43 +97,49 @@ def snake_then_leaky(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.
     return out
 
 
-#: A kernel doing what ``snake_then_leaky`` does (codec_worker.torchcodec.fused, set on the
-#: activations by TorchNanoCodec.fuse_activations).
-ActivationKernel = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+#: kernel(x, alpha, split, pad): what ``F.pad(snake_then_leaky(x, alpha, split), (pad, 0))``
+#: gives, as one kernel (codec_worker.torchcodec.fused, set on the activations by
+#: TorchNanoCodec.fuse_activations).
+ActivationKernel = Callable[[torch.Tensor, torch.Tensor, int, int], torch.Tensor]
+
+
+def _padded(y: torch.Tensor, pad: int) -> torch.Tensor:
+    return F.pad(y, (pad, 0)) if pad else y
 
 
 class Snake(nn.Module):
+    """Snake on every channel (split = channels). ``forward(x, pad)``: behind ``pad`` zeros."""
+
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.alpha = nn.Parameter(torch.ones(1, channels, 1))
-        self.kernel: Optional[ActivationKernel] = None  # fused: one kernel instead of the eager ops
+        self.kernel: Optional[ActivationKernel] = None  # fused: one kernel instead of the eager ops and the pad
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        split = self.alpha.shape[1]
-        return (self.kernel or snake_then_leaky)(x, self.alpha, split)
+    @property
+    def split(self) -> int:
+        return self.alpha.shape[1]
+
+    def forward(self, x: torch.Tensor, pad: int = 0) -> torch.Tensor:
+        if self.kernel is not None:
+            return self.kernel(x, self.alpha, self.split, pad)
+        return _padded(snake_then_leaky(x, self.alpha, self.split), pad)
 
 
-class HalfSnake(nn.Module):
+class HalfSnake(Snake):
     """Snake on the first ``channels // 2`` channels, leaky ReLU on the rest."""
 
     def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.split = channels // 2
-        self.alpha = nn.Parameter(torch.ones(1, self.split, 1))
-        self.kernel: Optional[ActivationKernel] = None  # fused: one kernel instead of the eager ops
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (self.kernel or snake_then_leaky)(x, self.alpha, self.split)
+        super().__init__(channels // 2)
 
 
 class LeakyReLU(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.leaky_relu(x, LEAKY_RELU_SLOPE)
+    def forward(self, x: torch.Tensor, pad: int = 0) -> torch.Tensor:
+        return _padded(F.leaky_relu(x, LEAKY_RELU_SLOPE), pad)
 
 
 class ELU(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.elu(x)
+    def forward(self, x: torch.Tensor, pad: int = 0) -> torch.Tensor:
+        return _padded(F.elu(x), pad)
 
 
 class Clamp(nn.Module):

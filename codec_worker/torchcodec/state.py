@@ -32,6 +32,9 @@ With a ``kernel`` (the Triton one of codec_worker.torchcodec.fused, set by
 TorchNanoCodec.fuse_state after ``check_extend_kernel``) a conv's read, concatenation and record are that
 one kernel, the records go into one staging tensor [B, width], and ``commit`` is one
 ``index_copy_`` of it into the store: a decode launches about as many kernels as a windowed one.
+Where the activation before a conv is fused too (a snake with its kernel, see
+TorchNanoCodec.fuse_activations), that kernel applies it as it reads the new samples: one kernel
+for the activation, the tail and the record.
 """
 
 from __future__ import annotations
@@ -43,12 +46,13 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from codec_worker.torchcodec.layers import CausalConv1d, CausalUpsample
+from codec_worker.torchcodec.layers import CausalConv1d, CausalUpsample, Snake, snake_then_leaky
 
 
-#: extend_with_tail(store, offset, tail, reads, x, lengths, scale, stage) -> full: what
-#: ``DecodeStep.extend`` computes for one conv, its record written into ``stage`` (fused.extend_with_tail)
-ExtendKernel = Callable[[torch.Tensor, int, int, torch.Tensor, torch.Tensor, torch.Tensor, int, torch.Tensor], torch.Tensor]
+#: extend_with_tail(store, offset, tail, reads, x, lengths, scale, stage, alpha=None, split=0) ->
+#: full: what ``DecodeStep.extend`` computes for one conv, its record written into ``stage``, x
+#: first put through snake_then_leaky(x, alpha, split) when alpha is given (fused.extend_with_tail)
+ExtendKernel = Callable[..., torch.Tensor]
 
 
 def conv_tail(module: nn.Module) -> int:
@@ -154,24 +158,36 @@ class DecodeStep:
         # with the cache's kernel: every conv's record, in the store's columns
         self._stage = cache.store.new_empty((slots.shape[0], cache.store.shape[1])) if cache.kernel else None
 
-    def extend(self, conv: CausalConv1d | CausalUpsample, x: torch.Tensor) -> torch.Tensor:
-        """``x`` [B, C, N] with each row's remembered tail in front: [B, C, tail + N]. Records the new
-        tail: the ``tail`` samples before each row's real end (a padded row's end is before N)."""
+    def extend(self, conv: CausalConv1d | CausalUpsample, x: torch.Tensor, act: Optional[nn.Module] = None) -> torch.Tensor:
+        """``act(x)`` (``x`` where no ``act``) [B, C, N] with each row's remembered tail in front:
+        [B, C, tail + N]. Records the new tail: the ``tail`` samples before each row's real end (a
+        padded row's end is before N)."""
         found = self.cache.buffer_of(conv)
         if found is None:  # a kernel-1 conv reads only the present
-            return x
+            return x if act is None else act(x)
         index, buffer = found
         scale = x.shape[-1] // self.frames  # samples per frame at this conv
-        kernel = self.cache.kernel
-        if kernel is not None and self._stage is not None:
-            return kernel(self.cache.store, self.cache.columns[index], self.cache.tails[index], self.reads, x,
-                          self.lengths, scale, self._stage)
+        if self._stage is not None:  # the cache's kernel
+            if isinstance(act, Snake) and act.kernel is not None:  # the activation runs fused: in this kernel
+                return self.fused_extend(index, x, scale, act.alpha, act.split)
+            return self.fused_extend(index, x if act is None else act(x), scale)
+        if act is not None:
+            x = act(x)
         full = torch.cat([buffer.index_select(0, self.reads), x], dim=-1)
         if scale not in self._ends:  # one per stage, not one per conv
             self._ends[scale] = (self.lengths * scale).view(-1, 1, 1)
         ends = self._ends[scale] + self.cache.offsets[index]
         self._new.append((index, full.gather(-1, ends.expand(-1, full.shape[1], -1))))
         return full
+
+    def fused_extend(self, index: int, x: torch.Tensor, scale: int, alpha: Optional[torch.Tensor] = None,
+                     split: int = 0) -> torch.Tensor:
+        """``extend`` of conv ``index`` by the cache's kernel (x through snake_then_leaky(x, alpha,
+        split) first when ``alpha`` is given); its record goes into this step's staging rows."""
+        if self.cache.kernel is None or self._stage is None:
+            raise RuntimeError("fused_extend needs the cache's kernel, set before the step began")
+        return self.cache.kernel(self.cache.store, self.cache.columns[index], self.cache.tails[index], self.reads, x,
+                                 self.lengths, scale, self._stage, alpha, split)
 
     def commit(self) -> None:
         """Write every recorded tail back to its rows' slots."""
@@ -185,36 +201,58 @@ class DecodeStep:
 
 def check_extend_kernel(kernel: ExtendKernel, decoder: nn.Module, device: torch.device, dtype: torch.dtype,
                         seed: int = 0) -> int:
-    """Run ``kernel`` against the eager ops for every conv of ``decoder`` that keeps a tail, on two
-    caches of two slots (one read eagerly, one with the kernel), random tails and inputs, rows that
-    start their stream and continue it, end at their last frame and before it. Every value is a
-    copy, so inputs and records must be equal: ValueError when they are not; else how many convs
-    keep a tail."""
+    """Run ``kernel`` against the eager ops once for every conv of ``decoder`` that keeps a tail, on
+    two caches of two slots (one read eagerly, one with the kernel), random tails and inputs, rows
+    that start their stream and continue it, end at their last frame and before it. Every other
+    conv is checked as it reads with the activation before it applied by the kernel (a snake or a
+    half snake, random alphas), so both of the kernel's variants run on every stage's shapes.
+
+    Every value is a copy, so inputs and records must equal the eager state's; an activated
+    input's new samples must be within rounding of the eager activation's (computed in float32),
+    and it and its record must be exactly what the eager state makes of those samples, so that
+    what a chunk records is what its conv read. ValueError when not; else how many convs keep a
+    tail."""
     generator = torch.Generator().manual_seed(seed)
     eager, fused = (ConvStateCache(decoder, 2, device, dtype) for _ in range(2))
-    state = torch.randn(eager.store.shape, generator=generator).to(device, dtype)
-    eager.store.copy_(state)
+    eager.store.copy_(torch.randn(eager.store.shape, generator=generator).to(device, dtype))
     eager.store[eager.zeros].zero_()  # as it is: never written
     fused.store.copy_(eager.store)
     fused.kernel = kernel
     frames = 3
-    slots, fresh = torch.tensor([1, 0]), torch.tensor([False, True])
-    lengths = torch.tensor([frames, 1])
-    steps = [cache.step(slots, lengths, fresh, frames) for cache in (eager, fused)]
+    # a row that continues its stream (slot 1) to its last frame, one that starts its stream (slot
+    # 0) and ends before the batch does
+    slots, lengths, fresh = torch.tensor([1, 0]), torch.tensor([frames, 1]), torch.tensor([False, True])
+    want_step, got_step = (cache.step(slots, lengths, fresh, frames) for cache in (eager, fused))
     convs = [m for m in decoder.modules() if conv_tail(m)]
     for conv in convs:
         index, buffer = eager.buffer_of(conv)
         channels, tail = buffer.shape[1:]
         scale = 1 + index % 3  # samples per frame at the conv: any
-        x = torch.randn(2, channels, frames * scale, generator=generator).to(device, dtype)
-        want, got = (step.extend(conv, x) for step in steps)
+        x = (3 * torch.randn(2, channels, frames * scale, generator=generator)).to(device, dtype)
+        if index % 2 == 0:
+            got, want = got_step.extend(conv, x), want_step.extend(conv, x)
+        else:
+            split = channels // 2 if index % 4 == 1 else channels
+            alpha = (0.2 + torch.rand(1, split, 1, generator=generator)).to(device, dtype)
+            got = got_step.fused_extend(index, x, scale, alpha, split)
+            activated = snake_then_leaky(x.float().cpu(), alpha.float().cpu(), split)
+            if got.shape != (2, channels, tail + x.shape[-1]) or _past_rounding(got[..., tail:], activated):
+                raise ValueError(f"the fused state's activation differs from the eager one at conv {index} on {device}/{dtype}")
+            want = want_step.extend(conv, got[..., tail:])  # the eager state fed the kernel's activated samples
         if got.shape != want.shape or not torch.equal(got, want):
             raise ValueError(f"the fused state differs from the eager one at conv {index} (tail {tail}) on {device}/{dtype}")
-    for step in steps:
+    for step in (want_step, got_step):
         step.commit()
     if not torch.equal(fused.store, eager.store):
         raise ValueError(f"the fused state records other tails than the eager one on {device}/{dtype}")
     return len(convs)
+
+
+def _past_rounding(got: torch.Tensor, want: torch.Tensor) -> bool:
+    """Whether ``got`` (any device, its dtype) is off ``want`` (float32 on CPU) by more than
+    ``got``'s dtype rounds: a float32 sin may be approximate on a device, bf16 rounds once."""
+    tolerance = max(torch.finfo(got.dtype).eps, 1e-5) * (1 + want.abs())
+    return bool(((got.float().cpu() - want).abs() > tolerance).any())
 
 
 def check_slots(slots: Sequence[int], cache: ConvStateCache) -> None:

@@ -77,6 +77,33 @@ def test_kernel_equals_the_eager_activation(triton_interpreter, channels: int, s
     torch.testing.assert_close(got, snake_then_leaky(x, alpha, split), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("pad,length", [(2, 5), (10, 1500), (1030, 3)])
+def test_kernel_writes_behind_the_zeros_a_causal_conv_pads_with(triton_interpreter, pad: int, length: int) -> None:
+    """What F.pad(activation, (pad, 0)) gives in two kernels, in one: pads short and long against
+    the rows (a padded row spanning blocks, a block spanning rows)."""
+    x = 4 * torch.randn(3, 5, length, generator=torch.Generator().manual_seed(pad))
+    alpha = _alphas(2, seed=pad)
+    got = triton_interpreter.snake_then_leaky(x, alpha, 2, pad)
+    assert got.shape == (3, 5, pad + length) and got.is_contiguous()
+    assert not got[..., :pad].any()
+    torch.testing.assert_close(got, F.pad(snake_then_leaky(x, alpha, 2), (pad, 0)), rtol=1e-6, atol=1e-6)
+    # the values are those of the unpadded kernel, bit for bit
+    assert torch.equal(got[..., pad:], triton_interpreter.snake_then_leaky(x, alpha, 2))
+
+
+def test_modules_pad_what_they_activate_fused_or_not(triton_interpreter) -> None:
+    half = HalfSnake(6)
+    with torch.no_grad():
+        half.alpha.copy_(_alphas(3, seed=8))
+    x = torch.randn(2, 6, 9)
+    with torch.no_grad():
+        eager = half(x, 4)
+        assert torch.equal(eager, F.pad(half(x), (4, 0)))
+        half.kernel = triton_interpreter.snake_then_leaky
+        torch.testing.assert_close(half(x, 4), eager, rtol=1e-6, atol=1e-6)
+    assert half.split == 3
+
+
 def test_kernel_takes_a_strided_input_and_an_empty_one(triton_interpreter) -> None:
     x = torch.randn(2, 40, 5).transpose(1, 2)  # [2, 5, 40], not contiguous
     alpha = _alphas(2, seed=3)
@@ -87,8 +114,11 @@ def test_kernel_takes_a_strided_input_and_an_empty_one(triton_interpreter) -> No
 
 
 def test_kernel_refuses_alphas_that_do_not_match_the_split(triton_interpreter) -> None:
-    with pytest.raises(ValueError, match="expected x \\[B, C, T\\] and 3 alphas for split 3"):
+    with pytest.raises(ValueError, match="expected x \\[B, C, T\\], 3 alphas for split 3 and pad >= 0, got "
+                                         "\\(1, 6, 10\\), 2 and 0"):
         triton_interpreter.snake_then_leaky(torch.randn(1, 6, 10), torch.ones(1, 2, 1), 3)
+    with pytest.raises(ValueError, match="and pad >= 0, got \\(1, 6, 10\\), 3 and -1"):
+        triton_interpreter.snake_then_leaky(torch.randn(1, 6, 10), torch.ones(1, 3, 1), 3, -1)
 
 
 def test_kernel_without_the_interpreter_says_it_needs_cuda() -> None:
@@ -103,7 +133,7 @@ def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str) 
     """Triton's own ptxas builds the kernel for sm_90, the H200 of the GPU sessions: what the
     interpreter does not check (types, the int64 offsets, the cast of the store) is checked here."""
     signature = {"x_ptr": pointer, "alpha_ptr": pointer, "out_ptr": pointer, "numel": numel, "channels": "i32",
-                 "split": "i32", "length": "i32", "eps": "fp32", "slope": "fp32", "BLOCK": "constexpr"}
+                 "split": "i32", "length": "i32", "pad": "i32", "eps": "fp32", "slope": "fp32", "BLOCK": "constexpr"}
     assert_compiles_for_h200(fused, "_snake_then_leaky", signature, {"BLOCK": fused.BLOCK})
 
 
@@ -165,11 +195,15 @@ async def test_batching_decoder_streams_through_the_fused_decoder(triton_interpr
 def test_a_kernel_that_computes_something_else_is_refused_and_nothing_changes(codec_path) -> None:
     codec = load_torch_decoder(codec_path)
     _randomise_alphas(codec, seed=5)
-    identity = lambda x, alpha, split: x.contiguous()  # noqa: E731
-    with pytest.raises(ValueError, match="differs from the eager one on cpu/torch.float32"):
+    identity = lambda x, alpha, split, pad: F.pad(x, (pad, 0))  # noqa: E731
+    with pytest.raises(ValueError, match="differs from the eager one on cpu/torch.float32 \\(pad 0: "):
         codec.fuse_activations(identity)
+    unpadded = lambda x, alpha, split, pad: snake_then_leaky(x, alpha, split)  # noqa: E731
+    with pytest.raises(ValueError, match="differs from the eager one on cpu/torch.float32 \\(pad 10: shape \\(2, \\d+, 700\\), "
+                                         "expected \\(2, \\d+, 710\\)\\)"):
+        codec.fuse_activations(unpadded)
     assert codec.fused_activations == 0
-    off_by_rounding = lambda x, alpha, split: snake_then_leaky(x, alpha, split) * (1 + 1e-7)  # noqa: E731
+    off_by_rounding = lambda x, alpha, split, pad: F.pad(snake_then_leaky(x, alpha, split) * (1 + 1e-7), (pad, 0))  # noqa: E731
     assert codec.fuse_activations(off_by_rounding) == len(codec._snakes())
 
 

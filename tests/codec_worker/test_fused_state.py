@@ -2,8 +2,10 @@
 extend_with_tail, TorchNanoCodec.fuse_state): run on CPU tensors by Triton's interpreter, it gives
 the eager state's inputs, records and audio bit for bit (every value is a copy), through chunked
 decodes, ragged and fresh rows and the batching decoder, and a stateful decode then launches about
-as many kernels as a windowed one instead of twice as many. A kernel that computes something else,
-or no Triton, leaves the state eager, with a log line where the gateway fuses."""
+as many kernels as a windowed one instead of twice as many. With the activations fused too, the
+state kernel applies each conv's activation: the same bits as the activation kernel, and a decode
+launches fewer kernels than a windowed one. A kernel that computes something else, or no Triton,
+leaves the state eager, with a log line where the gateway fuses."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import torch
 from codec_worker.batching import BatchingCodecDecoder
 from codec_worker.nanocodec import fuse_decoder_activations
 from codec_worker.torchcodec import ConvStateCache, TorchNanoCodec, fused, load_torch_decoder
+from codec_worker.torchcodec.layers import snake_then_leaky
 from codec_worker.torchcodec.state import check_extend_kernel
 from tests.codec_worker.conftest import random_codes
 from tests.codec_worker.test_torch_decoder import _stream as stream_audio
@@ -96,8 +99,8 @@ def test_a_kernel_that_computes_something_else_is_refused_and_nothing_changes(tr
     def reads_the_zeros_row(store, offset, tail, reads, *rest):
         return fused.extend_with_tail(store, offset, tail, torch.full_like(reads, store.shape[0] - 1), *rest)
 
-    def records_nothing(store, offset, tail, reads, x, lengths, scale, stage):
-        return fused.extend_with_tail(store, offset, tail, reads, x, lengths, scale, torch.zeros_like(stage))
+    def records_nothing(store, offset, tail, reads, x, lengths, scale, stage, *activation):
+        return fused.extend_with_tail(store, offset, tail, reads, x, lengths, scale, torch.zeros_like(stage), *activation)
 
     with pytest.raises(ValueError, match="the fused state differs from the eager one at conv 0"):
         codec.fuse_state(reads_the_zeros_row)
@@ -145,30 +148,109 @@ def test_a_fused_stateful_decode_launches_about_as_many_kernels_as_a_windowed_on
     eager, fast = _pair(codec_path, slots=2)
     convs = fast.state_cache.convs
     codes = random_codes(4, batch=1, seed=9)
-
-    class Counter(KernelCounter):
-        KERNELS = ()
-
-        def __enter__(self):
-            fused._extend_with_tail.run = self._counted(fused._extend_with_tail.run)
-            return super().__enter__()
-
-        def __exit__(self, *exc):
-            del fused._extend_with_tail.run
-            return super().__exit__(*exc)
-
     with torch.no_grad():
-        with Counter() as windowed:
+        with KernelCounter() as windowed:
             eager.decode_codes(codes, [4])
-        with Counter() as carried:
+        with KernelCounter() as carried:
             eager.decode_stateful(codes, [4], [0], [True])
-        with Counter() as carried_fused:
+        with KernelCounter() as carried_fused:
             fast.decode_stateful(codes, [4], [0], [True])
     assert carried.aten["index_select"] == carried.aten["index_copy_"] == convs and carried.triton == 0
     assert carried.total - windowed.total >= 3 * convs
-    assert carried_fused.triton == convs and carried_fused.aten["index_copy_"] == 1
+    assert carried_fused.kernels == {"_extend_with_tail": convs} and carried_fused.aten["index_copy_"] == 1
     assert "index_select" not in carried_fused.aten and "gather" not in carried_fused.aten
     assert carried_fused.total <= windowed.total + 12, (carried_fused.aten, windowed.aten)
+
+
+def test_with_the_activations_fused_too_each_conv_is_one_kernel_for_activation_pad_or_state(triton_interpreter,
+                                                                                         codec_path) -> None:
+    """Every snake activation feeds a conv. Windowed, the fused activation writes the conv's padded
+    input: the only pad left is the first conv's (it reads latents, not an activation). Carrying
+    state, the state kernel applies the activation: no activation kernel runs at all, one kernel a
+    conv, and a decode launches fewer kernels than a windowed one."""
+    from bench.kernel_count import KernelCounter
+
+    windowed, carried = load_torch_decoder(codec_path), load_torch_decoder(codec_path)
+    activations = windowed.fuse_activations()
+    assert carried.fuse_activations() == activations > 0
+    convs = carried.fuse_state()
+    carried.carry_state(1)
+    codes = random_codes(4, batch=1, seed=9)
+    with torch.no_grad():
+        with KernelCounter() as window:
+            windowed.decode_codes(codes, [4])
+        with KernelCounter() as state:
+            carried.decode_stateful(codes, [4], [0], [True])
+    assert window.kernels == {"_snake_then_leaky": activations} and window.aten["constant_pad_nd"] == 1
+    assert state.kernels == {"_extend_with_tail": convs} and "constant_pad_nd" not in state.aten
+    assert state.total < window.total, (state.aten, window.aten)
+
+
+# ---- the activation applied by the state kernel ---------------------------------------------------
+
+
+def test_the_kernel_applies_the_activation_and_records_what_it_read(triton_interpreter) -> None:
+    """With alphas, x's samples go through the activation first: within rounding of the eager
+    activation, bit for bit what the activation kernel computes, and the record is the very
+    values the input holds at the row's end (or the old tail where the row is shorter)."""
+    generator = torch.Generator().manual_seed(5)
+    rows, channels, tail, length = 3, 5, 4, 6
+    offset = 3
+    width = offset + channels * tail + 2
+    store = torch.randn(6, width, generator=generator)
+    stage = torch.zeros(rows, width)
+    reads, lengths = torch.tensor([4, 1, 2]), torch.tensor([3, 1, 0])  # frames; scale 2 samples a frame
+    x = 3 * torch.randn(rows, channels, length, generator=generator)
+    alpha, split = 0.2 + torch.rand(1, 2, 1, generator=generator), 2
+    got = fused.extend_with_tail(store, offset, tail, reads, x, lengths, 2, stage, alpha, split)
+    activated = fused.snake_then_leaky(x, alpha, split)
+    torch.testing.assert_close(activated, snake_then_leaky(x, alpha, split), rtol=1e-6, atol=1e-6)
+    assert torch.equal(got[..., tail:], activated)
+    tails = store[reads, offset : offset + channels * tail].view(rows, channels, tail)
+    assert torch.equal(got[..., :tail], tails)
+    recorded = stage[:, offset : offset + channels * tail].view(rows, channels, tail)
+    for row, end in enumerate((lengths * 2).tolist()):  # the tail samples before the row's real end
+        assert torch.equal(recorded[row], got[row, :, end : end + tail]), row
+    with pytest.raises(ValueError, match="expected 3 alphas for split 3 of 5 channels, got 2"):
+        fused.extend_with_tail(store, offset, tail, reads, x, lengths, 2, stage, alpha, 3)
+
+
+def test_a_kernel_whose_activation_or_record_is_off_is_refused(triton_interpreter, codec_path) -> None:
+    codec = load_torch_decoder(codec_path)
+
+    def ignores_the_activation(*plain, alpha=None, split=0):
+        return fused.extend_with_tail(*plain[:8])
+
+    def records_the_raw_samples(store, offset, tail, reads, x, lengths, scale, stage, *activation):
+        fused.extend_with_tail(store, offset, tail, reads, x, lengths, scale, stage)
+        return fused.extend_with_tail(store, offset, tail, reads, x, lengths, scale, torch.empty_like(stage), *activation)
+
+    with pytest.raises(ValueError, match="the fused state's activation differs from the eager one at conv 1 on "
+                                         "cpu/torch.float32"):
+        codec.fuse_state(ignores_the_activation)
+    with pytest.raises(ValueError, match="the fused state records other tails than the eager one on cpu/torch.float32"):
+        codec.fuse_state(records_the_raw_samples)
+    assert not codec.fused_state
+
+
+def test_chunks_with_the_activation_in_the_state_kernel_decode_as_with_the_activation_kernel(triton_interpreter,
+                                                                                           codec_path) -> None:
+    """Both fused, the activation runs inside the state kernel; fused activations over the eager
+    state run it as its own kernel. The same expression either way: the same audio and tails, bit
+    for bit, through chunks of ragged and fresh rows."""
+    apart, folded = _pair(codec_path, fuse=False)
+    for codec in (apart, folded):
+        codec.fuse_activations()
+    folded.fuse_state()
+    folded.carry_state(3)
+    codes = random_codes(6, batch=2, seed=17)
+    for (a, b), fresh in (((0, 3), True), ((3, 6), False)):
+        chunk = codes[:, :, a:b]
+        lengths = [b - a, b - a - 1]
+        want = apart.decode_stateful(chunk, lengths, [2, 0], [fresh] * 2)
+        got = folded.decode_stateful(chunk, lengths, [2, 0], [fresh] * 2)
+        assert torch.equal(got, want), (a, b)
+    assert torch.equal(folded.state_cache.store, apart.state_cache.store)
 
 
 # ---- where the gateway fuses (GEPARD_CODEC_FUSED_ACTIVATIONS) ---------------------------------------
@@ -198,29 +280,36 @@ def test_where_the_state_cannot_fuse_the_gateway_says_so_and_decodes_eagerly(cod
 # ---- compiled for the H200 ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("activate", [False, True])
 @pytest.mark.parametrize("numel", ["i32", "i64"])  # Triton types an int argument by its value
 @pytest.mark.parametrize("pointer", ["*bf16", "*fp16", "*fp32"])
-def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str) -> None:
+def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str, activate: bool) -> None:
     """Triton's own ptxas builds the kernel for sm_90: the types, the int64 offsets, the masked
-    loads before x's start (a tail's samples) are checked here."""
+    loads before x's start (a tail's samples), the activation's scalar alpha are checked here."""
     signature = {"store_ptr": pointer, "store_row": numel, "offset": "i32", "tail": "i32", "reads_ptr": "*i64",
                  "x_ptr": pointer, "x_row": numel, "x_channel": "i32", "length": "i32", "lengths_ptr": "*i64",
                  "scale": "i32", "full_ptr": pointer, "stage_ptr": pointer, "stage_row": numel, "channels": "i32",
-                 "BLOCK": "constexpr"}
-    assert_compiles_for_h200(fused, "_extend_with_tail", signature, {"BLOCK": fused.BLOCK})
+                 "alpha_ptr": pointer, "split": "i32", "eps": "fp32", "slope": "fp32", "BLOCK": "constexpr",
+                 "ACTIVATE": "constexpr"}
+    assert_compiles_for_h200(fused, "_extend_with_tail", signature, {"BLOCK": fused.BLOCK, "ACTIVATE": activate})
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: part 0 of bench/gpu_session.sh runs it")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_on_cuda_the_fused_state_decodes_as_the_eager_state(dtype: torch.dtype, tmp_path) -> None:
     """On the device, the kernel as Triton compiles it passes its check and chunks decode to the
-    same audio as with the eager state (every value a copy, the convs the same)."""
+    same audio as with the eager state (every value a copy, the convs the same); with the
+    activations fused, the same audio whether the state kernel or their own kernel applies them."""
     from codec_worker.torchcodec.random import write_random_decoder_codec
 
     path = write_random_decoder_codec(tmp_path / "codec.nemo", size="tiny")
-    eager, fast = (load_torch_decoder(path, "cuda", dtype) for _ in range(2))
+    eager, fast, apart, folded = (load_torch_decoder(path, "cuda", dtype) for _ in range(4))
     assert fast.fuse_state() > 0
-    for codec in (eager, fast):
+    # the activations fused: as their own kernel over the eager state, and inside the state kernel
+    for codec in (apart, folded):
+        codec.fuse_activations()
+    folded.fuse_state()
+    for codec in (eager, fast, apart, folded):
         codec.carry_state(2)
     codes = random_codes(6, batch=2, seed=12)
     for (a, b), fresh in (((0, 2), True), ((2, 6), False)):
@@ -228,3 +317,6 @@ def test_on_cuda_the_fused_state_decodes_as_the_eager_state(dtype: torch.dtype, 
         want = eager.decode_stateful(chunk, [b - a, 1], [1, 0], [fresh] * 2)
         got = fast.decode_stateful(chunk, [b - a, 1], [1, 0], [fresh] * 2)
         assert torch.equal(got, want), (a, b)
+        want = apart.decode_stateful(chunk, [b - a, 1], [1, 0], [fresh] * 2)
+        got = folded.decode_stateful(chunk, [b - a, 1], [1, 0], [fresh] * 2)
+        assert torch.equal(got, want), ("folded", a, b)  # one expression, compiled in both kernels
