@@ -29,8 +29,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     measured on a GPU)
     GEPARD_CODEC_FUSED_ACTIVATIONS     codec_fused_activations      on CUDA true, on CPU false (each snake activation
                                                                     of the torch decoder one Triton kernel instead
-                                                                    of ten eager ops, and with carried state each
-                                                                    conv's state read one instead of five; off with
+                                                                    of ten eager ops and the next conv's pad, and
+                                                                    with carried state each conv's state read and
+                                                                    its activation one instead of five; off with
                                                                     GEPARD_CODEC_COMPILE, which fuses them itself)
     GEPARD_BACKEND                     backend                      auto (auto | vllm | torch)
     GEPARD_DEVICE                      device                       auto (cpu, cuda, cuda:1, ...)

@@ -340,16 +340,27 @@ def test_a_fused_decode_step_launches_under_a_third_of_the_eager_kernels(interpr
 def test_the_kernel_count_bench_prints_and_writes_both_forms(interpreted_fused_ops, tiny_gepard_dir, tmp_path,
                                                             monkeypatch, capsys) -> None:
     """bench/kernel_count.py on the tiny checkpoint (in its own process it turns the interpreter on
-    itself when there is no GPU; here the fixture has)."""
+    itself when there is no GPU; here the fixture has), and on a tiny codec: its 96 snake
+    activations and 97 convs that keep a tail, as the published codec has."""
     from bench import kernel_count, torch_fast
 
     monkeypatch.setattr(torch_fast, "engine_checkpoint_tiny", lambda: tiny_gepard_dir)
     kernel_count.main(["--size", "tiny", "--json", str(tmp_path / "count.json")])
-    assert "Triton interpreted" in capsys.readouterr().out
-    counts = json.loads((tmp_path / "count.json").read_text())["counts"]
+    out = capsys.readouterr().out
+    assert "Triton interpreted" in out and "codec (tiny), one decode of one stream's frames:" in out
+    written = json.loads((tmp_path / "count.json").read_text())
+    counts = written["counts"]
     assert counts["eager"]["step"] == 18 + 2 * 52 + 146 and counts["fused"]["step"] == 5 + 2 * 10 + 5
     assert counts["fused"]["fused"] is True
     assert (counts["eager"]["prefill"], counts["fused"]["prefill"]) == (260, 34)  # one prompt to its first frame
+    codec = written["codec"]
+    assert list(codec) == [name for name, _, _ in kernel_count.CODEC_DECODES]
+    assert codec["windowed, fused"]["kernels"] == {"_snake_then_leaky": 96}
+    assert codec["carrying state, fused"]["kernels"] == {"_extend_with_tail": 97}  # the activations applied by it
+    assert codec["windowed, eager"]["triton"] == codec["carrying state, eager"]["triton"] == 0
+    totals = [codec[name]["total"] for name in ("carrying state, fused", "windowed, fused", "windowed, eager",
+                                                "carrying state, eager")]
+    assert totals == sorted(totals) and totals[1] * 4 < totals[2], totals
 
 
 # ---- when the layers stay eager -----------------------------------------------------------------------
