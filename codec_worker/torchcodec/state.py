@@ -31,10 +31,10 @@ its chunks can be decoded again.
 With a ``kernel`` (the Triton one of codec_worker.torchcodec.fused, set by
 TorchNanoCodec.fuse_state after ``check_extend_kernel``) a conv's read, concatenation and record are that
 one kernel, the records go into one staging tensor [B, width], and ``commit`` is one
-``index_copy_`` of it into the store: a decode launches about as many kernels as a windowed one.
-Where the activation before a conv is fused too (a snake with its kernel, see
-TorchNanoCodec.fuse_activations), that kernel applies it as it reads the new samples: one kernel
-for the activation, the tail and the record.
+``index_copy_`` of it into the store. Where the activation before a conv is fused too (a snake
+with its kernel, see TorchNanoCodec.fuse_activations), that kernel applies it as it reads the new
+samples: one kernel for the activation, the tail and the record, so a decode launches fewer
+kernels than a windowed one (276 against 286, bench/kernel_count.py).
 """
 
 from __future__ import annotations
