@@ -143,8 +143,8 @@ def _path(row: dict) -> str:
 
 def step_table(*results: tuple[Optional[dict], str]) -> list[str]:
     """Rows of each (bench/torch_fast.py JSON, whether its fast path ran with graphs "on" / "off")."""
-    lines = ["| path | graphs | requests | step p50 ms | read MB | floor ms | x floor | shape |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| path | graphs | requests | step p50 ms | host ms | read MB | floor ms | x floor | shape |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     listed: set[tuple[str, int]] = set()
     for result, label in results:
         for r in (result or {}).get("results", []):
@@ -154,7 +154,8 @@ def step_table(*results: tuple[Optional[dict], str]) -> list[str]:
             on = "-" if r["path"] == "reference" else label
             floor = r.get("floor_ms")
             ratio = r["step_ms_p50"] / floor if floor else None
-            lines.append(f"| {_path(r)} | {on} | {r['batch']} | {_fmt(r['step_ms_p50'], 2)} | {_fmt(r.get('read_mb'))} | "
+            lines.append(f"| {_path(r)} | {on} | {r['batch']} | {_fmt(r['step_ms_p50'], 2)} | "
+                         f"{_fmt(r.get('host_ms_p50'), 2)} | {_fmt(r.get('read_mb'))} | "
                          f"{_fmt(floor, 3)} | {_fmt(ratio)} | {r.get('shape', '')} |")
     return lines
 
@@ -271,7 +272,8 @@ def summary(out_dir: Path) -> str:
         parts += ["## engine step against its physical floor", "",
                   f"floor = the bytes a step must read at {_fmt(peak, 0)} GB/s peak bandwidth; path compiled = "
                   "the fast path with its step through torch.compile; unfused = with its layers' element-wise ops, "
-                  "sampling and commit eager (GEPARD_TORCH_FUSED_KERNELS off)", "", *step_table(*steps), ""]
+                  "sampling and commit eager (GEPARD_TORCH_FUSED_KERNELS off); host = a step's time not spent waiting for "
+                  "the device's results (near the step's time: the host bounds it)", "", *step_table(*steps), ""]
         prefills = prefill_table(*(result for result, _ in steps))
         if prefills:
             parts += ["## prefill (one prompt: the engine's part of first audio before its decode steps)", "",

@@ -10,7 +10,10 @@ Drives the generators directly (no engine thread, no asyncio), on a random check
 head never fires: B requests are prefilled, a few warm-up steps run (on CUDA this captures the
 fast path's graphs), then ``--steps`` decode steps of the whole batch are timed one by one.
 Reported per (path, batch): step time p50 / p90 in ms, frames/s (B / step time) and xRT (audio
-seconds per wall second: frames/s * 1024 / 22050). A step is one new frame for every request. The
+seconds per wall second: frames/s * 1024 / 22050), and for the fast path the host's part of a step:
+its time not spent blocked on the device's results (on CUDA the bookkeeping and the launches; where
+it nears the step time, an overlapped step is bound by the host, not the device; on CPU the device
+work runs on the host, so it is the whole step). A step is one new frame for every request. The
 fast-path variants run with GEPARD_TORCH_FUSED_KERNELS' default (each layer's norms, rotary, gate and
 SwiGLU activation one Triton kernel each on CUDA; a compiled step keeps them eager); ``unfused`` is
 the fast path with those ops eager, what the fused kernels save.
@@ -89,6 +92,7 @@ class Result:
     floor_ms: Optional[float]  # read_mb at the GPU's peak memory bandwidth (None: bandwidth unknown)
     rows: int  # the fewest requests a timed step decoded (== batch: every timed step ran the whole batch)
     fused_kernels: Optional[bool] = None  # fast path: whether it ran the fused kernels (asked and checked)
+    host_ms_p50: Optional[float] = None  # fast path: a step's time not spent waiting for the device's results
 
 
 @dataclass
@@ -163,6 +167,21 @@ def whole_batch_generator(model: GepardModel, batch: int, prompt: int, **kw) -> 
     return FastGenerator(model, max_batch=batch, prefill_batch=batch, prefill_tokens=batch * prompt, **kw)
 
 
+def time_device_waits(gen: FastGenerator) -> list[float]:
+    """Where the seconds go that each of ``gen``'s waits for a step's results on the host blocks
+    (one list, appended to as they happen): the step's time less these is the host's."""
+    spent: list[float] = []
+    for out in (*gen._decode_outs, gen._prefill_out):  # the generator's one wait per step and per prefill
+        def timed(wait=out.wait) -> torch.Tensor:
+            started = time.perf_counter()
+            try:
+                return wait()
+            finally:
+                spent.append(time.perf_counter() - started)
+        out.wait = timed
+    return spent
+
+
 def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, steps: int, graphs: bool,
               greedy: bool, gbps: Optional[float] = None) -> tuple[Result, dict[str, torch.Tensor]]:
     total = 4 + steps
@@ -191,10 +210,14 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
         collect(gen.step())
     sync(model.device)
     rows = batch
+    waits = time_device_waits(gen) if path in FAST_PATHS else []
+    hosts: list[float] = []
     for _ in range(steps):
+        waited = sum(waits)
         t0 = time.perf_counter()
         collect(gen.step())  # each step ends with its results on the host: no extra sync needed
         times.append(time.perf_counter() - t0)
+        hosts.append(times[-1] - (sum(waits) - waited))
         rows = min(rows, gen.last_batch_size)
     shape = str(getattr(gen, "last_shape", "")) if path in FAST_PATHS else ""  # of the timed steps, not the drain's
     fused = getattr(gen, "fused_kernels", None)
@@ -205,7 +228,9 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
     spf = model.config.codec.samples_per_frame / model.config.codec.sample_rate
     read = step_read_bytes(model, batch, prompt + 4 + steps // 2)  # the mean cached length over the timed steps
     floor_ms = read / (gbps * 1e9) * 1000 if gbps else None
-    return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape, read / 1e6, floor_ms, rows, fused),
+    host_ms = statistics.median(hosts) * 1000 if path in FAST_PATHS else None
+    return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape, read / 1e6, floor_ms, rows, fused,
+                   host_ms),
             {k: torch.stack(v, 1) for k, v in frames.items()})
 
 
@@ -361,7 +386,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {machine()}\ncheckpoint: {args.size} ({dtype}, {device}); peak memory bandwidth "
           f"{f'{gbps:.0f} GB/s' if gbps else 'unknown (--hbm-gbps)'}", flush=True)
     print(f"{'path':>16} {'B':>4} {'step p50':>9} {'step p90':>9} {'frames/s':>9} {'xRT':>7} {'read MB':>8} "
-          f"{'floor':>7} {'x floor':>7}  shape (times in ms)", flush=True)
+          f"{'floor':>7} {'x floor':>7} {'host':>7}  shape (times in ms)", flush=True)
     results, same, prefills = [], {}, []
 
     def save() -> None:  # after every row: a run cut short by its time cap keeps what it measured
@@ -381,9 +406,10 @@ def main(argv: list[str] | None = None) -> None:
                 results.append(r)
                 save()
                 floor = f"{r.floor_ms:7.3f} {r.step_ms_p50 / r.floor_ms:7.1f}" if r.floor_ms else f"{'-':>7} {'-':>7}"
+                host = f"{r.host_ms_p50:7.2f}" if r.host_ms_p50 is not None else f"{'-':>7}"
                 print(f"{r.path:>16} {r.batch:4d} {r.step_ms_p50:9.2f} {r.step_ms_p90:9.2f} {r.frames_per_s:9.1f} "
-                      f"{r.xrt:7.2f} {r.read_mb:8.1f} {floor}  {r.shape}{' fused kernels' if r.fused_kernels else ''}",
-                      flush=True)
+                      f"{r.xrt:7.2f} {r.read_mb:8.1f} {floor} {host}  {r.shape}"
+                      f"{' fused kernels' if r.fused_kernels else ''}", flush=True)
                 if r.rows != r.batch:
                     print(f"# {r.path} at batch {r.batch}: a timed step decoded only {r.rows} requests", flush=True)
             if "reference" in codes and len(codes) > 1:

@@ -90,13 +90,14 @@ def test_levels_not_measured_say_so_and_missing_files_are_skipped(tmp_path):
 
 def test_step_times_are_shown_against_their_floor_and_written_beside_the_json(tmp_path, capsys):
     fast = {"peak_gbps": 4800, "results": [
-        {"path": "fast", "batch": 256, "step_ms_p50": 2.0, "read_mb": 4000.0, "floor_ms": 0.8333, "shape": "(256, 512)"}]}
+        {"path": "fast", "batch": 256, "step_ms_p50": 2.0, "read_mb": 4000.0, "floor_ms": 0.8333, "shape": "(256, 512)",
+         "host_ms_p50": 1.25}]}
     (tmp_path / "torch_fast_bf16.json").write_text(json.dumps(fast))
     main([str(tmp_path)])
     text = (tmp_path / "summary.md").read_text()
     assert text == capsys.readouterr().out
     assert "at 4800 GB/s peak bandwidth" in text
-    assert "| fast | on | 256 | 2.00 | 4000.0 | 0.833 | 2.4 | (256, 512) |" in text
+    assert "| fast | on | 256 | 2.00 | 1.25 | 4000.0 | 0.833 | 2.4 | (256, 512) |" in text
 
 
 def test_a_path_that_ran_the_fused_kernels_says_so(tmp_path):
@@ -106,8 +107,8 @@ def test_a_path_that_ran_the_fused_kernels_says_so(tmp_path):
                  "fused_kernels": True}]
     (tmp_path / "torch_fast_bf16.json").write_text(json.dumps({"peak_gbps": 4800, "results": rows, "prefills": prefills}))
     text = summary(tmp_path)
-    assert "| fast (fused kernels) | on | 1 | 1.00 | 600.0 | 0.125 | 8.0 |  |" in text
-    assert "| unfused | on | 1 | 2.50 | 600.0 | 0.125 | 20.0 |  |" in text
+    assert "| fast (fused kernels) | on | 1 | 1.00 | - | 600.0 | 0.125 | 8.0 |  |" in text  # a JSON without host times
+    assert "| unfused | on | 1 | 2.50 | - | 600.0 | 0.125 | 20.0 |  |" in text
     assert "| fast (fused kernels) | 1 | 57 | 4.00 | 5.00 |" in text
 
 
@@ -123,10 +124,10 @@ def test_the_compiled_path_gets_its_rows_and_the_reference_is_listed_once(tmp_pa
     text = summary(tmp_path)
     rows = [line for line in text.splitlines() if line.startswith("| reference") or line.startswith("| fast")
             or line.startswith("| compiled")]
-    assert rows == ["| reference | - | 1 | 9.00 | 600.0 | 0.125 | 72.0 |  |",
-                    "| fast | on | 1 | 3.00 | 600.0 | 0.125 | 24.0 |  |",
-                    "| compiled | on | 1 | 1.00 | 600.0 | 0.125 | 8.0 |  |",
-                    "| fast | off | 1 | 6.00 | 600.0 | 0.125 | 48.0 |  |"]
+    assert rows == ["| reference | - | 1 | 9.00 | - | 600.0 | 0.125 | 72.0 |  |",
+                    "| fast | on | 1 | 3.00 | - | 600.0 | 0.125 | 24.0 |  |",
+                    "| compiled | on | 1 | 1.00 | - | 600.0 | 0.125 | 8.0 |  |",
+                    "| fast | off | 1 | 6.00 | - | 600.0 | 0.125 | 48.0 |  |"]
     assert ("frames against the reference loop (tiny checkpoint, float32): fast eager equal; compiled graphs "
             "**differ**") in text
 

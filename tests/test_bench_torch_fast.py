@@ -106,6 +106,46 @@ def test_every_timed_step_decodes_the_whole_batch(tiny_gepard_dir):
         asyncio.run(engine.aclose())
     for path, (r, _) in results.items():
         assert (r.batch, r.rows) == (48, 48), path
+        # the host's part of a step: the fast path's only (on CPU nearly all of it: the device work runs in the call)
+        assert (r.host_ms_p50 is None) == (path == "reference"), path
+        assert r.host_ms_p50 is None or 0 < r.host_ms_p50 <= r.step_ms_p50, (path, r)
     assert results["fast"][0].shape.startswith("(48,")  # the largest bucket: the slots, all in use
     ref = results["reference"][1]
     assert all(torch.equal(ref[k], results[p][1][k]) for p in ("fast", "overlap") for k in ref)
+
+
+def test_the_host_part_of_a_step_leaves_out_what_the_waits_for_the_device_blocked(tiny_gepard_dir):
+    """A device that takes 30 ms to hand a step's results back (a wait that sleeps, standing in for
+    CUDA): the waits are timed, so the host's part is the step's time without them."""
+    import asyncio
+    import time
+
+    from bench import torch_fast
+    from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
+    from engine.backends.torch_fast import FastGenerator
+    from engine.requests import SamplingParams, SynthesisRequest
+
+    model = GepardModel.from_pretrained(tiny_gepard_dir, device=torch.device("cpu"), dtype=torch.float32)
+    engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))  # its prepare() only
+    try:
+        request = engine.prepare(SynthesisRequest("r", "Hello there.", None, SamplingParams(seed=1, max_frames=3)))
+    finally:
+        asyncio.run(engine.aclose())
+    gen = FastGenerator(model, max_batch=2, max_positions=256)
+
+    def slow(wait):
+        def slept() -> torch.Tensor:
+            time.sleep(0.03)
+            return wait()
+        return slept
+
+    for out in (*gen._decode_outs, gen._prefill_out):
+        out.wait = slow(out.wait)
+    waits = torch_fast.time_device_waits(gen)
+    gen.add(request)
+    gen.step()  # the prefill: one wait
+    assert len(waits) == 1 and waits[0] >= 0.03
+    started = time.perf_counter()
+    gen.step()  # a decode step: one more
+    step = time.perf_counter() - started
+    assert len(waits) == 2 and 0.03 <= waits[1] <= step
