@@ -97,6 +97,14 @@ def snake_then_leaky(x: torch.Tensor, alpha: torch.Tensor, split: int) -> torch.
     return out
 
 
+def past_rounding(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Where a fused activation's ``got`` (any device, its dtype) is off the eager ``want``
+    (float32, on CPU) by more than ``got``'s dtype rounds: a float32 sin may be approximate on a
+    device, and bf16 rounds once, not once per op. What the codec's kernel checks allow."""
+    tolerance = max(torch.finfo(got.dtype).eps, 1e-5) * (1 + want.abs())
+    return (got.float().cpu() - want).abs() > tolerance
+
+
 #: kernel(x, alpha, split, pad): what ``F.pad(snake_then_leaky(x, alpha, split), (pad, 0))``
 #: gives, as one kernel (codec_worker.torchcodec.fused, set on the activations by
 #: TorchNanoCodec.fuse_activations).
@@ -187,6 +195,7 @@ __all__ = [
     "Snake",
     "activation",
     "output_activation",
+    "past_rounding",
     "snake",
     "snake_then_leaky",
 ]

@@ -46,7 +46,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from codec_worker.torchcodec.layers import CausalConv1d, CausalUpsample, Snake, snake_then_leaky
+from codec_worker.torchcodec.layers import CausalConv1d, CausalUpsample, Snake, past_rounding, snake_then_leaky
 
 
 #: extend_with_tail(store, offset, tail, reads, x, lengths, scale, stage, alpha=None, split=0) ->
@@ -236,7 +236,7 @@ def check_extend_kernel(kernel: ExtendKernel, decoder: nn.Module, device: torch.
             alpha = (0.2 + torch.rand(1, split, 1, generator=generator)).to(device, dtype)
             got = got_step.fused_extend(index, x, scale, alpha, split)
             activated = snake_then_leaky(x.float().cpu(), alpha.float().cpu(), split)
-            if got.shape != (2, channels, tail + x.shape[-1]) or _past_rounding(got[..., tail:], activated):
+            if got.shape != (2, channels, tail + x.shape[-1]) or bool(past_rounding(got[..., tail:], activated).any()):
                 raise ValueError(f"the fused state's activation differs from the eager one at conv {index} on {device}/{dtype}")
             want = want_step.extend(conv, got[..., tail:])  # the eager state fed the kernel's activated samples
         if got.shape != want.shape or not torch.equal(got, want):
@@ -246,13 +246,6 @@ def check_extend_kernel(kernel: ExtendKernel, decoder: nn.Module, device: torch.
     if not torch.equal(fused.store, eager.store):
         raise ValueError(f"the fused state records other tails than the eager one on {device}/{dtype}")
     return len(convs)
-
-
-def _past_rounding(got: torch.Tensor, want: torch.Tensor) -> bool:
-    """Whether ``got`` (any device, its dtype) is off ``want`` (float32 on CPU) by more than
-    ``got``'s dtype rounds: a float32 sin may be approximate on a device, bf16 rounds once."""
-    tolerance = max(torch.finfo(got.dtype).eps, 1e-5) * (1 + want.abs())
-    return bool(((got.float().cpu() - want).abs() > tolerance).any())
 
 
 def check_slots(slots: Sequence[int], cache: ConvStateCache) -> None:

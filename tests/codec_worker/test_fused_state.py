@@ -85,6 +85,17 @@ def test_the_kernel_refuses_what_it_cannot_walk(triton_interpreter) -> None:
         fused.extend_with_tail(store, 0, 5, reads[:1], x, lengths, 2, stage)
 
 
+def test_a_step_of_a_cache_without_the_kernel_cannot_extend_through_it(codec_path) -> None:
+    """fused_extend is the kernel's way in; a step begun before the cache had its kernel keeps
+    no staging rows, so it refuses rather than record into nothing."""
+    codec = load_torch_decoder(codec_path)
+    cache = codec.carry_state(2)
+    step = cache.step(torch.tensor([0]), torch.tensor([1]), torch.tensor([True]), 1)
+    cache.kernel = fused.extend_with_tail  # too late for this step
+    with pytest.raises(RuntimeError, match="fused_extend needs the cache's kernel, set before the step began"):
+        step.fused_extend(0, torch.zeros(1, cache.buffers[0].shape[1], 1), 1)
+
+
 def test_without_the_interpreter_fusing_the_state_says_it_needs_cuda(codec_path) -> None:
     codec = load_torch_decoder(codec_path)
     with pytest.raises(RuntimeError, match="the fused state cannot run here: Triton compiles for CUDA, not cpu"):
