@@ -29,7 +29,8 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     measured on a GPU)
     GEPARD_CODEC_FUSED_ACTIVATIONS     codec_fused_activations      on CUDA true, on CPU false (each snake activation
                                                                     of the torch decoder one Triton kernel instead
-                                                                    of ten eager ops and the next conv's pad, and
+                                                                    of ten eager ops, the next conv's pad and the
+                                                                    residual add or chains' mean it reads, and
                                                                     with carried state each conv's state read and
                                                                     its activation one instead of five; off with
                                                                     GEPARD_CODEC_COMPILE, which fuses them itself)

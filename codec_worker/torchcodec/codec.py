@@ -4,8 +4,8 @@
     audio = codec.decode_codes(codes)   # codes [B, 32, T] int64 -> audio [B, T*1024] float32
     codec.carry_state(slots=64)         # streams may then decode chunk by chunk with no context:
     audio = codec.decode_stateful(codes, lengths, slots, fresh)   # (torchcodec.state)
-    codec.fuse_activations()            # CUDA: each snake activation and the padding of the conv it
-                                        # feeds one Triton kernel (torchcodec.fused)
+    codec.fuse_activations()            # CUDA: each snake activation, the sum it reads and the padding
+                                        # of the conv it feeds one Triton kernel (torchcodec.fused)
 
 It offers what the streaming and batching decoders use from ``NanoCodec`` (``decode_codes``,
 ``decode_latents``, ``sample_rate_hz``, ``samples_per_frame``, ``receptive_field_frames``,
@@ -38,7 +38,14 @@ from codec_worker._checkpoint import (
 from codec_worker.errors import CodecFormatError, EncodeUnavailableError, InvalidCodesError
 from codec_worker.nanocodec import DecodesLatents, check_codes, check_lengths, decoder_left_context_frames
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
-from codec_worker.torchcodec.layers import ActivationKernel, HalfSnake, Snake, past_rounding, snake_then_leaky
+from codec_worker.torchcodec.layers import (
+    ActivationKernel,
+    HalfSnake,
+    Snake,
+    past_rounding,
+    probe_input,
+    snake_then_leaky,
+)
 from codec_worker.torchcodec.state import ConvStateCache, ExtendKernel, check_extend_kernel, check_slots
 from codec_worker.torchcodec.weights import load_decoder_weights
 
@@ -283,14 +290,17 @@ class TorchNanoCodec(DecodesLatents):
     def fuse_activations(self, kernel: Optional[ActivationKernel] = None) -> int:
         """Run each snake activation as one kernel instead of its ten eager ops and the padding of
         the conv it feeds (default: the Triton kernel of codec_worker.torchcodec.fused; with fused
-        carried state, ``fuse_state``, that kernel applies it instead); how many it now runs so (0:
-        the decoder has no snake activation). Before ``compile`` (which fuses by itself) and
-        ``capture_graphs``.
+        carried state, ``fuse_state``, that kernel applies it instead), and leave every residual
+        sum and mean to the kernel of the activation that reads it (CausalHiFiGANDecoder.fold_sums);
+        how many activations it now runs so (0: the decoder has no snake activation, and nothing
+        changes). Before ``compile`` (which fuses by itself) and ``capture_graphs``.
 
-        The kernel is first run here, on one activation's input of this device and dtype, against
-        the eager ops computed in float32: ValueError when it is off by more than its dtype's
-        rounding, and whatever it raises when it cannot run (no Triton, not CUDA); the decoder is
-        then left as it was. That run also compiles the kernel, before any capture."""
+        The kernel is first run here, on an activation's inputs of this device and dtype as the
+        decoder makes them (a strided tensor, padded and not; a residual unit's sum, which it must
+        write out as the eager add does, bit for bit; a mean of three pairs), against the eager
+        ops computed in float32: ValueError when it is off by more than its dtype's rounding, and
+        whatever it raises when it cannot run (no Triton, not CUDA); the decoder is then left as
+        it was. That run also compiles the kernel's variants, before any capture."""
         if kernel is None:
             from codec_worker.torchcodec import fused
 
@@ -303,23 +313,31 @@ class TorchNanoCodec(DecodesLatents):
             self._check_kernel(kernel, module)
         for module in snakes:
             module.kernel = kernel
+        if snakes:
+            self._decoder.fold_sums()
         return len(snakes)
 
     def _check_kernel(self, kernel: ActivationKernel, module: Snake) -> None:
         split = module.alpha.shape[1]
         channels = 2 * split + 1 if isinstance(module, HalfSnake) else split  # odd: the leaky half is the larger
-        x = (3 * torch.randn(2, channels, 700, generator=torch.Generator().manual_seed(0))).to(self.device, self.dtype)
-        for pad in (0, 10):  # as an up-sample reads it, and as a causal conv does (its zero padding in front)
+        generator = torch.Generator().manual_seed(0)
+        x = (3 * torch.randn(2, channels, 700, generator=generator)).to(self.device, self.dtype)
+        # as an up-sample reads it (no pad) and a causal conv does (its zero padding in front); a
+        # unit's first input is an up-sample's cut output, its later ones sums, a stage's the mean
+        for form, pad in (("tensor", 0), ("tensor", 10), ("residual", 10), ("mean", 0)):
+            probe = probe_input(x, form, generator)
             with torch.no_grad():
-                want = F.pad(snake_then_leaky(x.float().cpu(), module.alpha.float().cpu(), split), (pad, 0))
-                got = kernel(x, module.alpha, split, pad)  # in the codec's dtype: its rounding is allowed
-            refused = f"the fused activation differs from the eager one on {self.device}/{self.dtype} (pad {pad}: "
+                want = F.pad(snake_then_leaky(probe.eager, module.alpha.float().cpu(), split), (pad, 0))
+                got = kernel(probe.input, module.alpha, split, pad)  # in the codec's dtype: its rounding is allowed
+            refused = f"the fused activation differs from the eager one on {self.device}/{self.dtype} ({form}, pad {pad}: "
             if got.shape != want.shape:
                 raise ValueError(f"{refused}shape {tuple(got.shape)}, expected {tuple(want.shape)})")
-            off = past_rounding(got, want)
+            off = past_rounding(got, want, F.pad(probe.eager, (pad, 0)) if probe.summed else None)
             if bool(off.any()):
                 worst = float((got.float().cpu() - want).abs().max())
                 raise ValueError(f"{refused}max abs diff {worst:.3g}, {int(off.sum())} values past rounding)")
+            if probe.kept is not None and not (probe.input.total is not None and torch.equal(probe.input.total, probe.kept)):
+                raise ValueError(f"{refused}the sum it keeps for the residual is not the eager add's)")
 
     @property
     def graph_shapes(self) -> list[tuple[int, int]]:

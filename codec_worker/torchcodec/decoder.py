@@ -10,7 +10,9 @@ The same network as NeMo's ``CausalHiFiGANDecoder`` (built from the same config 
     out_act       clamp (or tanh) to [-1, 1]
 
 MultiKernelResidual averages one ResidualChain per kernel size; a chain applies one ResidualUnit
-per dilation (x + conv_k(act(conv_{k,d}(act(x))))). Every layer is causal, so audio at sample t
+per dilation (x + conv_k(act(conv_{k,d}(act(x))))). Every sum there (a unit's, the mean) is read
+by an activation next: with ``fold_sums`` (set with the fused activations) each is left to that
+activation's kernel as a PendingSum. Every layer is causal, so audio at sample t
 depends only on latents of frames <= t // samples_per_frame: a right-padded batch needs no masking
 inside the network, only the padded tail of the output is zeroed (as NeMo's last mask does).
 """
@@ -30,8 +32,11 @@ from codec_worker.torchcodec.layers import (
     OUTPUT_ACTIVATIONS,
     CausalConv1d,
     CausalUpsample,
+    Input,
+    PendingSum,
     activation,
     output_activation,
+    value_of,
 )
 
 if TYPE_CHECKING:
@@ -114,7 +119,9 @@ def _positive_int(value: Any) -> bool:
 
 
 class ResidualUnit(nn.Module):
-    """x + conv2(act2(conv1(act1(x)))): conv1 has the unit's dilation, conv2 dilation 1."""
+    """x + conv2(act2(conv1(act1(x)))): conv1 has the unit's dilation, conv2 dilation 1. With
+    ``defer_sums`` (CausalHiFiGANDecoder.fold_sums) the sum is returned as a PendingSum, for the
+    activation that reads it next."""
 
     def __init__(self, channels: int, kernel_size: int, dilation: int, act: str) -> None:
         super().__init__()
@@ -122,9 +129,14 @@ class ResidualUnit(nn.Module):
         self.conv1 = CausalConv1d(channels, channels, kernel_size, dilation=dilation)
         self.act2 = activation(act, channels)
         self.conv2 = CausalConv1d(channels, channels, kernel_size)
+        self.defer_sums = False
 
-    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
-        return x + self.conv2(self.conv1(x, state, act=self.act1), state, act=self.act2)
+    def forward(self, x: Input, state: Optional[DecodeStep] = None) -> Input:
+        if isinstance(x, PendingSum):
+            x.keep = True  # the residual below: act1's kernel writes the sum out as it reads it
+        y = self.conv2(self.conv1(x, state, act=self.act1), state, act=self.act2)
+        x = value_of(x)  # computed by now where act1's kernel wrote it
+        return PendingSum([(x, y)]) if self.defer_sums else x + y
 
 
 class ResidualChain(nn.Module):
@@ -134,20 +146,24 @@ class ResidualChain(nn.Module):
         super().__init__()
         self.units = nn.ModuleList(ResidualUnit(channels, kernel_size, d, act) for d in dilations)
 
-    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
+    def forward(self, x: Input, state: Optional[DecodeStep] = None) -> Input:
         for unit in self.units:
             x = unit(x, state)
         return x
 
 
 class MultiKernelResidual(nn.Module):
-    """The mean of one ResidualChain per kernel size, all fed the same input."""
+    """The mean of one ResidualChain per kernel size, all fed the same input. With ``defer_sums``
+    it is returned as one PendingSum of the chains' last pairs, for the activation after it."""
 
     def __init__(self, channels: int, kernel_sizes: Sequence[int], dilations: Sequence[int], act: str) -> None:
         super().__init__()
         self.chains = nn.ModuleList(ResidualChain(channels, k, dilations, act) for k in kernel_sizes)
+        self.defer_sums = False
 
-    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
+    def forward(self, x: Input, state: Optional[DecodeStep] = None) -> Input:
+        if self.defer_sums:  # so are its units' (CausalHiFiGANDecoder.fold_sums): each chain ends in one pair
+            return PendingSum([chain(x, state).pairs[0] for chain in self.chains], divisor=len(self.chains))
         total = self.chains[0](x, state)
         for chain in self.chains[1:]:
             total = total + chain(x, state)
@@ -167,7 +183,7 @@ class UpsampleStage(nn.Module):
             out_channels, config.resblock_kernel_sizes, config.resblock_dilation_sizes, config.activation
         )
 
-    def forward(self, x: torch.Tensor, state: Optional[DecodeStep] = None) -> torch.Tensor:
+    def forward(self, x: Input, state: Optional[DecodeStep] = None) -> Input:
         return self.residual(self.upsample(x, state, act=self.act), state)
 
 
@@ -188,6 +204,14 @@ class CausalHiFiGANDecoder(nn.Module):
         self.post_act = activation(config.activation, channels)
         self.post_conv = CausalConv1d(channels, 1, config.out_kernel_size)
         self.out_act = output_activation(config.output_activation)
+
+    def fold_sums(self, on: bool = True) -> int:
+        """Leave every residual sum and mean to the activation that reads it next (PendingSum): for
+        activations whose kernels add (TorchNanoCodec.fuse_activations); how many sums that is."""
+        modules = [m for m in self.modules() if isinstance(m, (ResidualUnit, MultiKernelResidual))]
+        for module in modules:
+            module.defer_sums = on
+        return len(modules)
 
     def forward(self, latents: torch.Tensor, lengths: torch.Tensor | None = None,
                 state: Optional[DecodeStep] = None) -> torch.Tensor:

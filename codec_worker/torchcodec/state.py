@@ -33,8 +33,9 @@ TorchNanoCodec.fuse_state after ``check_extend_kernel``) a conv's read, concaten
 one kernel, the records go into one staging tensor [B, width], and ``commit`` is one
 ``index_copy_`` of it into the store. Where the activation before a conv is fused too (a snake
 with its kernel, see TorchNanoCodec.fuse_activations), that kernel applies it as it reads the new
-samples: one kernel for the activation, the tail and the record, so a decode launches fewer
-kernels than a windowed one (276 against 286, bench/kernel_count.py).
+samples (adding the sum it reads first, layers.PendingSum): one kernel for the sum, the activation,
+the tail and the record, so a decode launches about what a windowed one does (216 against 211,
+bench/kernel_count.py), for the new frames only.
 """
 
 from __future__ import annotations
@@ -46,7 +47,17 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from codec_worker.torchcodec.layers import CausalConv1d, CausalUpsample, Snake, past_rounding, snake_then_leaky
+from codec_worker.torchcodec.layers import (
+    CausalConv1d,
+    CausalUpsample,
+    PROBE_FORMS,
+    Input,
+    Snake,
+    past_rounding,
+    probe_input,
+    snake_then_leaky,
+    value_of,
+)
 
 
 #: extend_with_tail(store, offset, tail, reads, x, lengths, scale, stage, alpha=None, split=0) ->
@@ -158,21 +169,21 @@ class DecodeStep:
         # with the cache's kernel: every conv's record, in the store's columns
         self._stage = cache.store.new_empty((slots.shape[0], cache.store.shape[1])) if cache.kernel else None
 
-    def extend(self, conv: CausalConv1d | CausalUpsample, x: torch.Tensor, act: Optional[nn.Module] = None) -> torch.Tensor:
+    def extend(self, conv: CausalConv1d | CausalUpsample, x: Input, act: Optional[nn.Module] = None) -> torch.Tensor:
         """``act(x)`` (``x`` where no ``act``) [B, C, N] with each row's remembered tail in front:
         [B, C, tail + N]. Records the new tail: the ``tail`` samples before each row's real end (a
-        padded row's end is before N)."""
+        padded row's end is before N). ``x`` may be a PendingSum (layers), which the activation
+        computes."""
         found = self.cache.buffer_of(conv)
         if found is None:  # a kernel-1 conv reads only the present
-            return x if act is None else act(x)
+            return value_of(x) if act is None else act(x)
         index, buffer = found
         scale = x.shape[-1] // self.frames  # samples per frame at this conv
         if self._stage is not None:  # the cache's kernel
             if isinstance(act, Snake) and act.kernel is not None:  # the activation runs fused: in this kernel
                 return self.fused_extend(index, x, scale, act.alpha, act.split)
-            return self.fused_extend(index, x if act is None else act(x), scale)
-        if act is not None:
-            x = act(x)
+            return self.fused_extend(index, value_of(x) if act is None else act(x), scale)
+        x = value_of(x) if act is None else act(x)
         full = torch.cat([buffer.index_select(0, self.reads), x], dim=-1)
         if scale not in self._ends:  # one per stage, not one per conv
             self._ends[scale] = (self.lengths * scale).view(-1, 1, 1)
@@ -180,10 +191,11 @@ class DecodeStep:
         self._new.append((index, full.gather(-1, ends.expand(-1, full.shape[1], -1))))
         return full
 
-    def fused_extend(self, index: int, x: torch.Tensor, scale: int, alpha: Optional[torch.Tensor] = None,
+    def fused_extend(self, index: int, x: Input, scale: int, alpha: Optional[torch.Tensor] = None,
                      split: int = 0) -> torch.Tensor:
         """``extend`` of conv ``index`` by the cache's kernel (x through snake_then_leaky(x, alpha,
-        split) first when ``alpha`` is given); its record goes into this step's staging rows."""
+        split) first when ``alpha`` is given; a PendingSum added by it); its record goes into this
+        step's staging rows."""
         if self.cache.kernel is None or self._stage is None:
             raise RuntimeError("fused_extend needs the cache's kernel, set before the step began")
         return self.cache.kernel(self.cache.store, self.cache.columns[index], self.cache.tails[index], self.reads, x,
@@ -205,13 +217,15 @@ def check_extend_kernel(kernel: ExtendKernel, decoder: nn.Module, device: torch.
     two caches of two slots (one read eagerly, one with the kernel), random tails and inputs, rows
     that start their stream and continue it, end at their last frame and before it. Every other
     conv is checked as it reads with the activation before it applied by the kernel (a snake or a
-    half snake, random alphas), so both of the kernel's variants run on every stage's shapes.
+    half snake, random alphas), its input in turn each form the decoder gives it (layers.PROBE_FORMS:
+    a strided tensor, a residual unit's sum, the mean of three pairs), so each of the kernel's
+    variants runs on every stage's shapes.
 
     Every value is a copy, so inputs and records must equal the eager state's; an activated
     input's new samples must be within rounding of the eager activation's (computed in float32),
     and it and its record must be exactly what the eager state makes of those samples, so that
-    what a chunk records is what its conv read. ValueError when not; else how many convs keep a
-    tail."""
+    what a chunk records is what its conv read; a unit's sum written out must be the eager add's.
+    ValueError when not; else how many convs keep a tail."""
     generator = torch.Generator().manual_seed(seed)
     eager, fused = (ConvStateCache(decoder, 2, device, dtype) for _ in range(2))
     eager.store.copy_(torch.randn(eager.store.shape, generator=generator).to(device, dtype))
@@ -234,10 +248,16 @@ def check_extend_kernel(kernel: ExtendKernel, decoder: nn.Module, device: torch.
         else:
             split = channels // 2 if index % 4 == 1 else channels
             alpha = (0.2 + torch.rand(1, split, 1, generator=generator)).to(device, dtype)
-            got = got_step.fused_extend(index, x, scale, alpha, split)
-            activated = snake_then_leaky(x.float().cpu(), alpha.float().cpu(), split)
-            if got.shape != (2, channels, tail + x.shape[-1]) or bool(past_rounding(got[..., tail:], activated).any()):
-                raise ValueError(f"the fused state's activation differs from the eager one at conv {index} on {device}/{dtype}")
+            form = PROBE_FORMS[index // 2 % len(PROBE_FORMS)]
+            probe = probe_input(x, form, generator)
+            got = got_step.fused_extend(index, probe.input, scale, alpha, split)
+            activated = snake_then_leaky(probe.eager, alpha.float().cpu(), split)
+            if got.shape != (2, channels, tail + x.shape[-1]) or \
+                    bool(past_rounding(got[..., tail:], activated, probe.eager if probe.summed else None).any()):
+                raise ValueError(f"the fused state's activation differs from the eager one at conv {index} ({form}) "
+                                 f"on {device}/{dtype}")
+            if probe.kept is not None and not (probe.input.total is not None and torch.equal(probe.input.total, probe.kept)):
+                raise ValueError(f"the fused state's kept sum is not the eager add's at conv {index} on {device}/{dtype}")
             want = want_step.extend(conv, got[..., tail:])  # the eager state fed the kernel's activated samples
         if got.shape != want.shape or not torch.equal(got, want):
             raise ValueError(f"the fused state differs from the eager one at conv {index} (tail {tail}) on {device}/{dtype}")

@@ -18,7 +18,16 @@ import torch.nn.functional as F
 from codec_worker.batching import BatchingCodecDecoder
 from codec_worker.nanocodec import fuse_decoder_activations, fuses_activations_by_default
 from codec_worker.torchcodec import TorchNanoCodec, fused, load_torch_decoder
-from codec_worker.torchcodec.layers import LEAKY_RELU_SLOPE, HalfSnake, Snake, snake, snake_then_leaky
+from codec_worker.torchcodec.decoder import MultiKernelResidual, ResidualUnit
+from codec_worker.torchcodec.layers import (
+    LEAKY_RELU_SLOPE,
+    HalfSnake,
+    PendingSum,
+    Snake,
+    snake,
+    snake_then_leaky,
+    value_of,
+)
 from tests.codec_worker.conftest import random_codes
 from tests.codec_worker.test_torch_decoder import _stream as stream_audio
 from tests.triton_aot import assert_compiles_for_h200
@@ -104,6 +113,68 @@ def test_modules_pad_what_they_activate_fused_or_not(triton_interpreter) -> None
     assert half.split == 3
 
 
+# ---- the sums the activations read ----------------------------------------------------------------
+
+
+def _like(shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    return 3 * torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("pad", [0, 7])
+def test_kernel_adds_a_residual_sum_and_writes_it_out(triton_interpreter, pad: int) -> None:
+    """A unit's input is the last unit's x + y, and its residual too: the kernel adds it (x, an
+    up-sample's cut output, strided; rows past one block), activates it and writes the sum out,
+    the eager add's bits; the unit then reads it without adding again."""
+    x = _like((2, 5, 1300), seed=1)[..., :1200]
+    y = _like((2, 5, 1200), seed=2)
+    alpha = _alphas(2, seed=3)
+    pending = PendingSum([(x, y)])
+    pending.keep = True
+    got = triton_interpreter.snake_then_leaky(pending, alpha, 2, pad)
+    assert pending.total is not None and pending.total.is_contiguous()
+    assert torch.equal(pending.total, x + y) and pending.value() is pending.total
+    torch.testing.assert_close(got, F.pad(snake_then_leaky(x + y, alpha, 2), (pad, 0)), rtol=1e-6, atol=1e-6)
+    # read once (a unit's last sum goes to the mean, the mean to the next stage): nothing written out
+    once = PendingSum([(x, y)])
+    assert torch.equal(triton_interpreter.snake_then_leaky(once, alpha, 2, pad), got) and once.total is None
+
+
+def test_kernel_adds_the_mean_of_the_chains_and_refuses_terms_of_other_shapes(triton_interpreter) -> None:
+    """The mean of three chains' last pairs, added in the eager ops' order: the activation of the
+    eager mean (in float32 the same input, bit for bit). A mean of more pairs than the kernel adds
+    is added eagerly first, to the same result."""
+    pairs = [(_like((2, 6, 300), seed=2 * i), _like((2, 6, 300), seed=2 * i + 1)) for i in range(fused.MAX_PAIRS)]
+    alpha = _alphas(3, seed=4)
+    want = snake_then_leaky(PendingSum(pairs, divisor=3).value(), alpha, 3)
+    torch.testing.assert_close(triton_interpreter.snake_then_leaky(PendingSum(pairs, divisor=3), alpha, 3), want,
+                               rtol=1e-6, atol=1e-6)
+    more = pairs + [pairs[0]]
+    torch.testing.assert_close(triton_interpreter.snake_then_leaky(PendingSum(more, divisor=4), alpha, 3),
+                               snake_then_leaky(PendingSum(more, divisor=4).value(), alpha, 3), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="a pending sum's terms differ in shape"):
+        triton_interpreter.snake_then_leaky(PendingSum([pairs[0], (pairs[1][0], pairs[1][1][..., 1:])], 2), alpha, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sums_left_to_eager_activations_are_the_adds_in_place_bit_for_bit(codec_path, dtype: torch.dtype) -> None:
+    """fold_sums without kernels: every PendingSum is computed by ``value()``, the decoder's own
+    adds in their order, so the audio is the same bits, windowed and carrying state."""
+    plain, folded = (load_torch_decoder(codec_path, "cpu", dtype) for _ in range(2))
+    for codec in (plain, folded):
+        _randomise_alphas(codec, seed=13)
+    stages = len(folded._decoder.stages)
+    config = folded._decoder.config
+    units = stages * len(config.resblock_kernel_sizes) * len(config.resblock_dilation_sizes)
+    assert folded._decoder.fold_sums() == units + stages
+    codes = random_codes(6, batch=2, seed=3)
+    assert torch.equal(folded.decode_codes(codes), plain.decode_codes(codes))
+    for codec in (plain, folded):
+        codec.carry_state(2)
+    for chunk, fresh in ((codes[:, :, :4], True), (codes[:, :, 4:], False)):
+        args = (chunk, [chunk.shape[-1]] * 2, [0, 1], [fresh] * 2)
+        assert torch.equal(folded.decode_stateful(*args), plain.decode_stateful(*args))
+
+
 def test_kernel_takes_a_strided_input_and_an_empty_one(triton_interpreter) -> None:
     x = torch.randn(2, 40, 5).transpose(1, 2)  # [2, 5, 40], not contiguous
     alpha = _alphas(2, seed=3)
@@ -127,14 +198,26 @@ def test_kernel_without_the_interpreter_says_it_needs_cuda() -> None:
         fused.snake_then_leaky(torch.randn(1, 4, 10), torch.ones(1, 2, 1), 2)
 
 
+#: (PAIRS, MEAN, KEEP) of each input an activation reads in a decode: a tensor, a residual
+#: unit's sum (kept), the mean of the chains
+INPUT_FORMS = {"tensor": (0, False, False), "residual": (1, False, True), "mean": (3, True, False)}
+
+
+@pytest.mark.parametrize("form", list(INPUT_FORMS))
 @pytest.mark.parametrize("numel", ["i32", "i64"])  # Triton types an int argument by its value
 @pytest.mark.parametrize("pointer", ["*bf16", "*fp16", "*fp32"])
-def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str) -> None:
+def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str, form: str) -> None:
     """Triton's own ptxas builds the kernel for sm_90, the H200 of the GPU sessions: what the
-    interpreter does not check (types, the int64 offsets, the cast of the store) is checked here."""
-    signature = {"x_ptr": pointer, "alpha_ptr": pointer, "out_ptr": pointer, "numel": numel, "channels": "i32",
-                 "split": "i32", "length": "i32", "pad": "i32", "eps": "fp32", "slope": "fp32", "BLOCK": "constexpr"}
-    assert_compiles_for_h200(fused, "_snake_then_leaky", signature, {"BLOCK": fused.BLOCK})
+    interpreter does not check (types, the int64 offsets, the float32 sums and the casts of the
+    stores) is checked here."""
+    pairs, mean, keep = INPUT_FORMS[form]
+    signature = {"x_ptr": pointer, "x_batch": numel, "x_channel": "i32", "b0_ptr": pointer, "a1_ptr": pointer,
+                 "b1_ptr": pointer, "a2_ptr": pointer, "b2_ptr": pointer, "divisor": "fp32", "total_ptr": pointer,
+                 "alpha_ptr": pointer, "out_ptr": pointer, "numel": numel, "channels": "i32", "split": "i32",
+                 "length": "i32", "pad": "i32", "eps": "fp32", "slope": "fp32", "BLOCK": "constexpr",
+                 "PAIRS": "constexpr", "MEAN": "constexpr", "KEEP": "constexpr"}
+    assert_compiles_for_h200(fused, "_snake_then_leaky", signature, {"BLOCK": fused.BLOCK, "PAIRS": pairs,
+                                                                     "MEAN": mean, "KEEP": keep})
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: part 0 of bench/gpu_session.sh runs it")
@@ -195,16 +278,36 @@ async def test_batching_decoder_streams_through_the_fused_decoder(triton_interpr
 def test_a_kernel_that_computes_something_else_is_refused_and_nothing_changes(codec_path) -> None:
     codec = load_torch_decoder(codec_path)
     _randomise_alphas(codec, seed=5)
-    identity = lambda x, alpha, split, pad: F.pad(x, (pad, 0))  # noqa: E731
-    with pytest.raises(ValueError, match="differs from the eager one on cpu/torch.float32 \\(pad 0: "):
+    identity = lambda x, alpha, split, pad: F.pad(value_of(x), (pad, 0))  # noqa: E731
+    with pytest.raises(ValueError, match="differs from the eager one on cpu/torch.float32 \\(tensor, pad 0: "):
         codec.fuse_activations(identity)
-    unpadded = lambda x, alpha, split, pad: snake_then_leaky(x, alpha, split)  # noqa: E731
-    with pytest.raises(ValueError, match="differs from the eager one on cpu/torch.float32 \\(pad 10: shape \\(2, \\d+, 700\\), "
-                                         "expected \\(2, \\d+, 710\\)\\)"):
+    unpadded = lambda x, alpha, split, pad: snake_then_leaky(value_of(x), alpha, split)  # noqa: E731
+    with pytest.raises(ValueError, match="differs from the eager one on cpu/torch.float32 \\(tensor, pad 10: shape "
+                                         "\\(2, \\d+, 700\\), expected \\(2, \\d+, 710\\)\\)"):
         codec.fuse_activations(unpadded)
+
+    def first_pair_only(x, alpha, split, pad):  # a mean's other chains left out
+        if isinstance(x, PendingSum) and len(x.pairs) > 1:
+            x = PendingSum(x.pairs[:1])
+        return F.pad(snake_then_leaky(value_of(x), alpha, split), (pad, 0))
+
+    with pytest.raises(ValueError, match="\\(mean, pad 0: max abs diff"):
+        codec.fuse_activations(first_pair_only)
+
+    def keeps_nothing(x, alpha, split, pad):  # the right activation, but the unit's residual never written out
+        total = value_of(x)
+        if isinstance(x, PendingSum):
+            x.total = None
+        return F.pad(snake_then_leaky(total, alpha, split), (pad, 0))
+
+    with pytest.raises(ValueError, match="\\(residual, pad 10: the sum it keeps for the residual is not the eager add's\\)"):
+        codec.fuse_activations(keeps_nothing)
     assert codec.fused_activations == 0
-    off_by_rounding = lambda x, alpha, split, pad: F.pad(snake_then_leaky(x, alpha, split) * (1 + 1e-7), (pad, 0))  # noqa: E731
+    sums = [m for m in codec._decoder.modules() if isinstance(m, (ResidualUnit, MultiKernelResidual))]
+    assert sums and not any(m.defer_sums for m in sums)
+    off_by_rounding = lambda x, alpha, split, pad: F.pad(snake_then_leaky(value_of(x), alpha, split) * (1 + 1e-7), (pad, 0))  # noqa: E731
     assert codec.fuse_activations(off_by_rounding) == len(codec._snakes())
+    assert all(m.defer_sums for m in sums)
 
 
 # ---- the setting (GEPARD_CODEC_FUSED_ACTIVATIONS) ------------------------------------------------------

@@ -19,7 +19,7 @@ import torch
 from codec_worker.batching import BatchingCodecDecoder
 from codec_worker.nanocodec import fuse_decoder_activations
 from codec_worker.torchcodec import ConvStateCache, TorchNanoCodec, fused, load_torch_decoder
-from codec_worker.torchcodec.layers import snake_then_leaky
+from codec_worker.torchcodec.layers import PendingSum, snake_then_leaky
 from codec_worker.torchcodec.state import check_extend_kernel
 from tests.codec_worker.conftest import random_codes
 from tests.codec_worker.test_torch_decoder import _stream as stream_audio
@@ -178,7 +178,10 @@ def test_with_the_activations_fused_too_each_conv_is_one_kernel_for_activation_p
     """Every snake activation feeds a conv. Windowed, the fused activation writes the conv's padded
     input: the only pad left is the first conv's (it reads latents, not an activation). Carrying
     state, the state kernel applies the activation: no activation kernel runs at all, one kernel a
-    conv, and a decode launches fewer kernels than a windowed one."""
+    conv. Either way the residual sums, the chains' means and the cut up-sample outputs' copies are
+    gone into those kernels: the network is its convs and one kernel before each, and a stateful
+    decode launches what a windowed one does but for its few set-up ops (its rows' slots, which
+    start fresh, the commit)."""
     from bench.kernel_count import KernelCounter
 
     windowed, carried = load_torch_decoder(codec_path), load_torch_decoder(codec_path)
@@ -194,7 +197,10 @@ def test_with_the_activations_fused_too_each_conv_is_one_kernel_for_activation_p
             carried.decode_stateful(codes, [4], [0], [True])
     assert window.kernels == {"_snake_then_leaky": activations} and window.aten["constant_pad_nd"] == 1
     assert state.kernels == {"_extend_with_tail": convs} and "constant_pad_nd" not in state.aten
-    assert state.total < window.total, (state.aten, window.aten)
+    for counted in (window, state):
+        assert not {"add", "add_", "clone", "copy_", "cat"} & set(counted.aten), counted.aten
+        assert counted.aten["div"] == 1  # the dequantisation's; no chain's mean
+    assert state.total <= window.total + 6, (state.aten, window.aten)
 
 
 # ---- the activation applied by the state kernel ---------------------------------------------------
@@ -226,6 +232,39 @@ def test_the_kernel_applies_the_activation_and_records_what_it_read(triton_inter
         fused.extend_with_tail(store, offset, tail, reads, x, lengths, 2, stage, alpha, 3)
 
 
+@pytest.mark.parametrize("pairs", [1, 3])
+def test_the_kernel_adds_a_pending_sum_as_the_activation_kernel_does(triton_interpreter, pairs: int) -> None:
+    """A conv's input may be a unit's sum (kept: it is also the unit's residual) or the chains'
+    mean: the state kernel adds it as the activation kernel does, the same bits, activates it and
+    records what it read; a kept sum is written out, the eager add's bits."""
+    generator = torch.Generator().manual_seed(8)
+    rows, channels, tail, length = 3, 5, 4, 6
+    width = channels * tail + 1
+    store, stage = torch.randn(5, width, generator=generator), torch.zeros(rows, width)
+    reads, lengths = torch.tensor([4, 1, 2]), torch.tensor([3, 2, 0])  # frames; 2 samples a frame
+    first = (3 * torch.randn(rows, channels, length + 2, generator=generator))[..., 1:-1]  # strided
+    terms = [first] + [3 * torch.randn(rows, channels, length, generator=generator) for _ in range(2 * pairs - 1)]
+    alpha, split = 0.2 + torch.rand(1, 3, 1, generator=generator), 3
+
+    def pending() -> PendingSum:
+        made = PendingSum(list(zip(terms[::2], terms[1::2])), divisor=pairs)
+        made.keep = pairs == 1
+        return made
+
+    read = pending()
+    got = fused.extend_with_tail(store, 0, tail, reads, read, lengths, 2, stage, alpha, split)
+    assert torch.equal(got[..., tail:], fused.snake_then_leaky(pending(), alpha, split))
+    torch.testing.assert_close(got[..., tail:], snake_then_leaky(pending().value(), alpha, split), rtol=1e-6, atol=1e-6)
+    assert torch.equal(got[..., :tail], store[reads, : channels * tail].view(rows, channels, tail))
+    recorded = stage[:, : channels * tail].view(rows, channels, tail)
+    for row, end in enumerate((lengths * 2).tolist()):
+        assert torch.equal(recorded[row], got[row, :, end : end + tail]), row
+    if pairs == 1:
+        assert torch.equal(read.total, terms[0] + terms[1])
+    else:
+        assert read.total is None
+
+
 def test_a_kernel_whose_activation_or_record_is_off_is_refused(triton_interpreter, codec_path) -> None:
     codec = load_torch_decoder(codec_path)
 
@@ -236,8 +275,8 @@ def test_a_kernel_whose_activation_or_record_is_off_is_refused(triton_interprete
         fused.extend_with_tail(store, offset, tail, reads, x, lengths, scale, stage)
         return fused.extend_with_tail(store, offset, tail, reads, x, lengths, scale, torch.empty_like(stage), *activation)
 
-    with pytest.raises(ValueError, match="the fused state's activation differs from the eager one at conv 1 on "
-                                         "cpu/torch.float32"):
+    with pytest.raises(ValueError, match="the fused state's activation differs from the eager one at conv 1 \\(tensor\\) "
+                                         "on cpu/torch.float32"):
         codec.fuse_state(ignores_the_activation)
     with pytest.raises(ValueError, match="the fused state records other tails than the eager one on cpu/torch.float32"):
         codec.fuse_state(records_the_raw_samples)
@@ -291,18 +330,29 @@ def test_where_the_state_cannot_fuse_the_gateway_says_so_and_decodes_eagerly(cod
 # ---- compiled for the H200 ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("activate", [False, True])
+#: (ACTIVATE, PAIRS, MEAN, KEEP): every variant a decode launches: a conv with no activation
+#: before it, and one whose activation reads a tensor, a residual unit's sum (kept), the mean
+INPUT_FORMS = {"plain": (False, 0, False, False), "tensor": (True, 0, False, False),
+               "residual": (True, 1, False, True), "mean": (True, 3, True, False)}
+
+
+@pytest.mark.parametrize("form", list(INPUT_FORMS))
 @pytest.mark.parametrize("numel", ["i32", "i64"])  # Triton types an int argument by its value
 @pytest.mark.parametrize("pointer", ["*bf16", "*fp16", "*fp32"])
-def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str, activate: bool) -> None:
+def test_kernel_compiles_for_an_h200_with_no_gpu_here(pointer: str, numel: str, form: str) -> None:
     """Triton's own ptxas builds the kernel for sm_90: the types, the int64 offsets, the masked
-    loads before x's start (a tail's samples), the activation's scalar alpha are checked here."""
+    loads before x's start (a tail's samples), the activation's scalar alpha, the sums' float32
+    adds and their rounding to the tensors' dtype are checked here."""
+    activate, pairs, mean, keep = INPUT_FORMS[form]
     signature = {"store_ptr": pointer, "store_row": numel, "offset": "i32", "tail": "i32", "reads_ptr": "*i64",
-                 "x_ptr": pointer, "x_row": numel, "x_channel": "i32", "length": "i32", "lengths_ptr": "*i64",
-                 "scale": "i32", "full_ptr": pointer, "stage_ptr": pointer, "stage_row": numel, "channels": "i32",
-                 "alpha_ptr": pointer, "split": "i32", "eps": "fp32", "slope": "fp32", "BLOCK": "constexpr",
-                 "ACTIVATE": "constexpr"}
-    assert_compiles_for_h200(fused, "_extend_with_tail", signature, {"BLOCK": fused.BLOCK, "ACTIVATE": activate})
+                 "x_ptr": pointer, "x_row": numel, "x_channel": "i32", "b0_ptr": pointer, "a1_ptr": pointer,
+                 "b1_ptr": pointer, "a2_ptr": pointer, "b2_ptr": pointer, "divisor": "fp32", "total_ptr": pointer,
+                 "length": "i32", "lengths_ptr": "*i64", "scale": "i32", "full_ptr": pointer, "stage_ptr": pointer,
+                 "stage_row": numel, "channels": "i32", "alpha_ptr": pointer, "split": "i32", "eps": "fp32",
+                 "slope": "fp32", "BLOCK": "constexpr", "ACTIVATE": "constexpr", "PAIRS": "constexpr",
+                 "MEAN": "constexpr", "KEEP": "constexpr"}
+    assert_compiles_for_h200(fused, "_extend_with_tail", signature, {"BLOCK": fused.BLOCK, "ACTIVATE": activate,
+                                                                     "PAIRS": pairs, "MEAN": mean, "KEEP": keep})
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: part 0 of bench/gpu_session.sh runs it")
