@@ -522,8 +522,9 @@ class FastGenerator(BatchLoop):
     def _finish(self, rows: list[_Running], at: list[int], results: torch.Tensor, stop_checked: bool) -> list[StepOutput]:
         """Each request's frame from ``results[at[i]]`` (decode: its slot's row; prefill: its place)."""
         outputs: list[StepOutput] = []
-        # one clone and one tolist for the batch (per-row tensor ops cost microseconds each)
-        all_codes = results[:, :OUT_STOP].clone()
+        # one clone, one unbind and one tolist for the batch (per-row tensor ops cost microseconds
+        # each: indexing the rows one by one took twice the unbind's time at 256 rows)
+        all_codes = results[:, :OUT_STOP].clone().unbind(0)
         flags = results[:, OUT_STOP:].tolist()
         for st, i in zip(rows, at):
             if self.active.get(st.req.request_id) is not st:
