@@ -54,9 +54,10 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_TORCH_PREFILL_GRAPHS        torch_prefill_graphs         false (the fast path's prefill replayed as CUDA
                                                                     graphs too, one per padded shape, captured at
                                                                     first use; off until measured on a GPU)
-    GEPARD_TORCH_PREFILL_BATCH         torch_prefill_batch          8 (the fast path's new requests prefilled together
-                                                                    in one step: a burst of N streams waits
-                                                                    N / 8 steps for its last first frame)
+    GEPARD_TORCH_PREFILL_BATCH         torch_prefill_batch          on CUDA 64, on CPU 8 (the fast path's new
+                                                                    requests prefilled together in one step: a
+                                                                    burst of N streams waits N / that many steps
+                                                                    for its last first frame)
     GEPARD_TORCH_FUSED_KERNELS         torch_fused_kernels          on CUDA true, on CPU false (each layer's norms,
                                                                     rotary, attention gate and SwiGLU activation of
                                                                     the fast path one Triton kernel each, and its
@@ -221,7 +222,7 @@ class Settings:
     torch_compile: bool = field(default=False, metadata=_env("GEPARD_TORCH_COMPILE"))
     torch_overlap: bool = field(default=True, metadata=_env("GEPARD_TORCH_OVERLAP"))
     torch_prefill_graphs: bool = field(default=False, metadata=_env("GEPARD_TORCH_PREFILL_GRAPHS"))
-    torch_prefill_batch: int = field(default=8, metadata=_env("GEPARD_TORCH_PREFILL_BATCH"))
+    torch_prefill_batch: Optional[int] = field(default=None, metadata=_env("GEPARD_TORCH_PREFILL_BATCH"))  # None: by device
     torch_fused_kernels: Optional[bool] = field(default=None, metadata=_env("GEPARD_TORCH_FUSED_KERNELS"))  # None: by device
     api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
     require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
@@ -380,7 +381,7 @@ class Settings:
         in_range("max_contexts_per_socket", 1)
         in_range("ws_context_hold_s", 0)
         in_range("max_concurrent_generations", 1)
-        in_range("torch_prefill_batch", 1, 1024)
+        in_range("torch_prefill_batch", 1, 1024, optional=True)
         if not self.model_ids or any(not pattern for pattern in self.model_ids):
             bad("model_ids", "must list at least one model id (use * to accept every id)")
         # the sampling defaults: exactly the ranges the wire and the engines accept

@@ -19,7 +19,7 @@
 #      physical floor, reference loop and fast path (graphs on), with its layers' ops fused and
 #      eager (unfused), its steps serial and overlapped
 #      (GEPARD_TORCH_OVERLAP); then the prefill of 1, 8, 32 and 64 prompts, eager and as CUDA graphs
-#      (GEPARD_TORCH_PREFILL_GRAPHS; GEPARD_TORCH_PREFILL_BATCH's scale).    Cap GEPARD_SESSION_STEP_S (70).
+#      (GEPARD_TORCH_PREFILL_GRAPHS; GEPARD_TORCH_PREFILL_BATCH's scale: 64 by default on CUDA).    Cap GEPARD_SESSION_STEP_S (70).
 #   3. the same for the fast path with its step and prefill through torch.compile (Triton
 #      kernels; graphs on), serial and overlapped, which no GPU has run yet: a part of its own, so
 #      a failure or a slow compile costs only this part (the reference loop is part 2's). Parts 2 and 3
@@ -44,8 +44,9 @@
 #   5c. then, in the time left: part 1's pipeline at 1, 64 and 256 streams with every stream carrying
 #      the codec's conv state (off by default on CUDA until measured: this is the measurement).
 #                                                    Cap GEPARD_SESSION_CARRY_S (90), or what is left.
-#   5d. then, in the time left: the same at 256 streams with 64 new requests prefilled a step
-#      (GEPARD_TORCH_PREFILL_BATCH, 8 by default): what bounds first audio in a burst.
+#   5d. then, in the time left: the same at 256 streams with 8 new requests prefilled a step
+#      (GEPARD_TORCH_PREFILL_BATCH, 64 by default on CUDA, 8 until the session of 2026-12-04 showed
+#      a burst of 256 waiting 32 steps to start): what the default gains in a burst, and costs.
 #                                                   Cap GEPARD_SESSION_PREFILL_S (60), or what is left.
 #   6, 7. only in the time the parts above left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's:
 #      the real gateway on this machine (`gepard serve`, torch backend, the fast path on the GPU, part
@@ -196,8 +197,8 @@ pipeline_part() {  # pipeline_part NN-name CAP_S NEED_S JSON ARGS...: bench/pipe
 pipeline_part 05b-one-stream "$ONE_S" 30 gpu-torch-prefill-graphs.json --concurrency 1 --one-stream-rounds 5 \
   --torch-prefill-graphs --chunk-schedule default --chunk-schedule 1,2,4,8,32 --compare-levels 1
 pipeline_part 05c-carry "$CARRY_S" 45 gpu-torch-carry.json --concurrency 1,64,256 --codec-carry-state yes
-pipeline_part 05d-prefill "$PREFILL_S" 40 gpu-torch-prefill64.json --concurrency 256 --codec-carry-state yes \
-  --torch-prefill-batch 64
+pipeline_part 05d-prefill "$PREFILL_S" 40 gpu-torch-prefill8.json --concurrency 256 --codec-carry-state yes \
+  --torch-prefill-batch 8
 
 # 6, 7) with the time left: the gateway's event loop next to the GPU (bench/loop_cost.py serves part 1's
 # checkpoint, whose codec is decoder-only: the torch decoder; admission off, so every agent is served)

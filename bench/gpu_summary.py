@@ -10,7 +10,7 @@ Reads what bench/gpu_session.sh leaves in OUT_DIR, each file optional:
   torch_codec_full.json            bench/torch_codec.py: the codec on the device
   gpu-torch-prefill-graphs.json    bench/pipeline.py again, one stream, its prefill as CUDA graphs
   gpu-torch-carry.json             bench/pipeline.py again, the codec carrying each stream's conv state
-  gpu-torch-prefill64.json         and at 256 streams with 64 new requests prefilled a step
+  gpu-torch-prefill8.json          and at 256 streams with 8 new requests prefilled a step (the default: 64)
   loop_cost_gpu.json               bench/loop_cost.py: the gateway's event loop on this machine
 and sets the pipeline figures against the issue's targets for one H200-class GPU (one stream: first
 audio <= 20 ms, RTF <= 0.02; 256 streams: p99 RTF < 1, TTFA p99 < 300 ms, aggregate xRT above the
@@ -245,7 +245,7 @@ def run_settings(result: dict) -> str:
         if key in result:
             value = result[key]
             said.append(f"{label} {value if isinstance(value, str) else ('on' if value else 'off')}")
-    if "torch_prefill_batch" in result:
+    if result.get("torch_prefill_batch"):  # the torch fast path's (None for vLLM)
         said.append(f"prefill batch {result['torch_prefill_batch']}")
     return "ran with: " + "; ".join(said)
 
@@ -258,7 +258,7 @@ def summary(out_dir: Path) -> str:
     parts = ["# Gepard on a GPU: issue 10's figures", ""]
     for name, label in (("torch", "torch"), ("vllm", "vllm"), ("torch-prefill-graphs", "torch, prefill as CUDA graphs"),
                         ("torch-carry", "torch, codec carrying conv state"),
-                        ("torch-prefill64", "torch, codec carrying conv state, 64 prefills a step")):
+                        ("torch-prefill8", "torch, codec carrying conv state, 8 prefills a step")):
         result = _load(out_dir / f"gpu-{name}.json")
         if result is None:
             continue

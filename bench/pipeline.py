@@ -279,6 +279,13 @@ def fused_engine_kernels(engine: TtsEngine) -> Optional[bool]:
     return getattr(generator, "fused_kernels", None)
 
 
+def prefill_batch(engine: TtsEngine) -> Optional[int]:
+    """The new requests the torch fast path prefills together in one step (the setting, or its
+    default for the device); None for an engine without a fast path."""
+    generator = getattr(engine, "_generator", None)
+    return getattr(generator, "prefill_batch", None)
+
+
 async def start_for(args: argparse.Namespace, checkpoint: Path, levels: list[int]) -> tuple[TtsEngine, list[int]]:
     """Start the engine for the largest level that fits; drop levels that do not."""
     while True:
@@ -504,7 +511,8 @@ def result_doc(args: argparse.Namespace, host: str, runner: str, checkpoint: Pat
             "codec_cuda_graphs": getattr(args, "codec_graphs_used", None),
             "codec_carry_state": getattr(args, "codec_carry_state_used", None),
             "codec_fused_activations": getattr(args, "codec_fused_used", None), "torch_overlap": args.torch_overlap,
-            "torch_prefill_graphs": args.torch_prefill_graphs, "torch_prefill_batch": args.torch_prefill_batch,
+            "torch_prefill_graphs": args.torch_prefill_graphs,
+            "torch_prefill_batch": getattr(args, "torch_prefill_batch_used", args.torch_prefill_batch),
             "torch_fused_kernels": getattr(args, "torch_fused_used", None), **headline(rows), "rows": [asdict(r) for r in rows]}
 
 
@@ -538,6 +546,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         args.codec_fused_used = fusing_codec(codec, args)
     runner = runner_of(engine)
     args.torch_fused_used = fused_engine_kernels(engine)
+    args.torch_prefill_batch_used = prefill_batch(engine)
     decoders: dict[str, Optional[BatchingCodecDecoder]] = {
         str(s): None if codec is None else BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s)
         for s in (schedules if codec is not None else schedules[:1])}
@@ -551,7 +560,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
           f"{', fused activations' if args.codec_fused_used else ''}"
           f"{', overlapped steps' if args.torch_overlap else ''}{', prefill graphs' if args.torch_prefill_graphs else ''}"
           f"{', fused engine kernels' if args.torch_fused_used else ''}"
-          f"{f', prefill batch {args.torch_prefill_batch}' if args.torch_prefill_batch != 8 else ''}",
+          f"{f', prefill batch {args.torch_prefill_batch_used}' if args.torch_prefill_batch_used else ''}",
           flush=True)
     print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
     rows: list[Row] = []
@@ -635,8 +644,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the torch decoder's snake activations as one Triton kernel each "
                         "(GEPARD_CODEC_FUSED_ACTIVATIONS); auto: on CUDA, as the gateway")
     p.add_argument("--torch-overlap", action="store_true", help="torch fast path: overlapped steps (GEPARD_TORCH_OVERLAP)")
-    p.add_argument("--torch-prefill-batch", type=int, default=8,
-                   help="torch fast path: new requests prefilled together in one step (GEPARD_TORCH_PREFILL_BATCH)")
+    p.add_argument("--torch-prefill-batch", type=int, default=None,
+                   help="torch fast path: new requests prefilled together in one step (GEPARD_TORCH_PREFILL_BATCH); "
+                        "default: the gateway's, 64 on CUDA and 8 on CPU")
     p.add_argument("--torch-fused-kernels", choices=("auto", "yes", "no"), default="auto",
                    help="torch fast path: each layer's norms, rotary, gate and SwiGLU activation as one Triton kernel "
                         "each (GEPARD_TORCH_FUSED_KERNELS); auto: on CUDA, as the gateway")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from engine.errors import EngineError
 from engine.interface import TtsEngine
@@ -31,7 +32,7 @@ class EngineOptions:
     torch_compile: bool = False  # the fast path's decode step and prefill through torch.compile (fast_step)
     torch_overlap: bool = False  # the fast path launches a step before reading the last (engine.backends.torch_fast)
     torch_prefill_graphs: bool = False  # the fast path's prefill as CUDA graphs too (engine.backends.torch_fast)
-    torch_prefill_batch: int = 8  # the fast path's new requests prefilled together in one step
+    torch_prefill_batch: Optional[int] = None  # the fast path's new requests prefilled together in one step (None: by device)
     torch_fused_kernels: Optional[bool] = None  # the fast path's element-wise ops as Triton kernels (None: on CUDA)
 
 

@@ -245,10 +245,10 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     assert (p.codec_carry_state, p.checkpoint, p.concurrency, p.budget_s) == ("yes", tmp_path / "bench" / "gpu-full",
                                                                              "1,64,256", 80)
     assert p.json == out / "gpu-torch-carry.json" and p.dtype == "bfloat16" and p.frames == 200
-    assert p.torch_prefill_batch == 8  # the default: only the codec changes against part 1
+    assert p.torch_prefill_batch is None  # the gateway's default: only the codec changes against part 1
     q = pipeline.parse_args(prefill[prefill.index(str(ROOT / "bench/pipeline.py")) + 1:])
-    assert (q.codec_carry_state, q.torch_prefill_batch, q.concurrency, q.budget_s) == ("yes", 64, "256", 50)
-    assert q.json == out / "gpu-torch-prefill64.json" and q.checkpoint == p.checkpoint
+    assert (q.codec_carry_state, q.torch_prefill_batch, q.concurrency, q.budget_s) == ("yes", 8, "256", 50)
+    assert q.json == out / "gpu-torch-prefill8.json" and q.checkpoint == p.checkpoint
     site = install[install.index("--target") + 1]
     assert install[:4] == ["/opt/py312/bin/python3", "-m", "pip", "install"] and "--no-index" in install
     assert install[-1] == str(wheels / "starlette-1.0-py3-none-any.whl")

@@ -231,7 +231,7 @@ def test_the_pipeline_carrying_codec_state_gets_its_own_targets_table(tmp_path):
     tables = text.split("## torch, codec carrying conv state: targets")
     assert verdicts(tables[0])["256 streams: p99 RTF"] == "**not met**"
     assert verdicts(tables[1])["256 streams: p99 RTF"] == "met"
-    (tmp_path / "gpu-torch-prefill64.json").write_text(json.dumps({**carried, "torch_prefill_batch": 64, "rows": [
+    (tmp_path / "gpu-torch-prefill8.json").write_text(json.dumps({**carried, "torch_prefill_batch": 8, "rows": [
         row(concurrency=256, rtf_p99=0.8, ttfa_p99_ms=250.0, xrt=300.0, n=256)]}))
-    last = summary(tmp_path).split("## torch, codec carrying conv state, 64 prefills a step: targets")[1]
+    last = summary(tmp_path).split("## torch, codec carrying conv state, 8 prefills a step: targets")[1]
     assert verdicts(last)["256 streams: TTFA p99"] == "met"

@@ -84,9 +84,9 @@ class TorchEngineConfig:
     # tokens) bucket, captured at first use. Off until a GPU has measured it
     prefill_graphs: bool = False
     # fast path: new requests prefilled together in one step (after the running ones' decode). A
-    # burst of N new streams waits ceil(N / prefill_batch) steps for its last first frame; on an
-    # H200 an eager prefill of 8 prompts took 20.5 ms against 20.0 for one (launch-bound)
-    prefill_batch: int = 8
+    # burst of N new streams waits ceil(N / prefill_batch) steps for its last first frame; None:
+    # 64 on CUDA, 8 on CPU (engine.backends.torch_fast.default_prefill_batch)
+    prefill_batch: Optional[int] = None
     # fast path: each decoder layer's norms, rotary, attention gate and SwiGLU activation as one
     # Triton kernel each, a decode step's inputs as two, and the sampling and commit as two
     # (engine.backends.fused_ops), checked against the eager ops at start. None: on for CUDA unless

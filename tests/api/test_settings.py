@@ -25,7 +25,7 @@ def test_defaults():
     assert s.codec_carry_state is None  # chosen by device at start (codec_worker.nanocodec.carries_state_by_default)
     assert s.codec_fused_activations is None  # likewise (fuses_activations_by_default)
     assert s.torch_fused_kernels is None  # likewise (engine.backends.layer_ops.fuses_by_default)
-    assert s.torch_prefill_batch == 8
+    assert s.torch_prefill_batch is None  # likewise (engine.backends.torch_fast.default_prefill_batch)
     assert s.api_keys == frozenset() and s.require_auth is False
     assert s.token_secret_ephemeral and len(s.token_secret) == 32
     assert s.tls_certfile is None and s.tls_keyfile is None and not s.tls_enabled

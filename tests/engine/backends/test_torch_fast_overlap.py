@@ -147,3 +147,19 @@ async def test_the_engine_options_reach_the_fast_path(tiny_gepard_dir, monkeypat
         assert chunks[-1].finish_reason is FinishReason.STOP
     finally:
         await eng.aclose()
+
+
+async def test_unset_the_prefill_batch_follows_the_device(tiny_gepard_dir):
+    """GEPARD_TORCH_PREFILL_BATCH unset: 64 on CUDA, where a prefill is bound by its launches (a
+    burst of 256 streams starts in 4 steps, not 32), 8 on CPU, where its arithmetic would delay
+    every running stream's next frame."""
+    from engine.backends.torch_fast import default_prefill_batch
+    from engine.factory import EngineOptions, create_engine
+
+    assert default_prefill_batch(torch.device("cuda")) == 64 and default_prefill_batch(torch.device("cpu")) == 8
+    eng = await create_engine(EngineOptions(model=tiny_gepard_dir, backend="torch", device="cpu", max_batch=2,
+                                            torch_path="fast"))
+    try:
+        assert eng._generator.prefill_batch == 8
+    finally:
+        await eng.aclose()
