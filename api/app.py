@@ -145,7 +145,8 @@ async def open_runtime(settings: Settings) -> Runtime:
                                                torch_overlap=settings.torch_overlap,
                                                torch_prefill_graphs=settings.torch_prefill_graphs,
                                                torch_prefill_batch=settings.torch_prefill_batch,
-                                               torch_fused_kernels=settings.torch_fused_kernels))
+                                               torch_fused_kernels=settings.torch_fused_kernels,
+                                               torch_stream_priority=settings.torch_stream_priority))
     try:
         cfg_unavailable = engine.cfg_unavailable
         if settings.default_sampling.uses_cfg and cfg_unavailable:  # every request would get a 400

@@ -63,6 +63,10 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     the fast path one Triton kernel each, and its
                                                                     inputs, sampling and commit four more; off with
                                                                     GEPARD_TORCH_COMPILE, which fuses them itself)
+    GEPARD_TORCH_STREAM_PRIORITY       torch_stream_priority        high (high | normal: the fast path's CUDA stream
+                                                                    against the codec's; high: a step's kernels
+                                                                    start before the codec's waiting ones; no
+                                                                    effect on CPU)
     GEPARD_API_KEYS                    api_keys                     none (comma-separated)
     GEPARD_REQUIRE_AUTH                require_auth                 true when API keys are set, else false
     GEPARD_TOKEN_SECRET                token_secret                 random per process (tokens then only
@@ -168,6 +172,7 @@ CODEC_IMPLS = ("auto", "nemo", "torch")  # codec_worker.nanocodec.load_codec
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 VLLM_RUNNERS = ("v1", "v2")  # engine.backends.vllm_runner.RUNNERS (api/ does not import a backend)
 TORCH_PATHS = ("auto", "reference", "fast")  # engine.backends.torch_fast.PATHS
+TORCH_STREAM_PRIORITIES = ("high", "normal")  # engine.backends.cuda_graphs.STREAM_PRIORITIES
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 MIN_TOKEN_SECRET_BYTES = 16
@@ -224,6 +229,7 @@ class Settings:
     torch_prefill_graphs: bool = field(default=False, metadata=_env("GEPARD_TORCH_PREFILL_GRAPHS"))
     torch_prefill_batch: Optional[int] = field(default=None, metadata=_env("GEPARD_TORCH_PREFILL_BATCH"))  # None: by device
     torch_fused_kernels: Optional[bool] = field(default=None, metadata=_env("GEPARD_TORCH_FUSED_KERNELS"))  # None: by device
+    torch_stream_priority: str = field(default="high", metadata=_env("GEPARD_TORCH_STREAM_PRIORITY"))
     api_keys: frozenset[str] = field(default=frozenset(), repr=False, metadata=_env("GEPARD_API_KEYS"))
     require_auth: Optional[bool] = field(default=None, metadata=_env("GEPARD_REQUIRE_AUTH"))
     token_secret: bytes = field(
@@ -332,6 +338,7 @@ class Settings:
         choice("codec_impl", CODEC_IMPLS)
         choice("vllm_runner", VLLM_RUNNERS)
         choice("torch_path", TORCH_PATHS)
+        choice("torch_stream_priority", TORCH_STREAM_PRIORITIES)
         in_range("engine_stall_timeout_s", 0, 86400)
         for key in self.api_keys:
             problem = api_key_problem(key)

@@ -48,6 +48,10 @@
 #      (GEPARD_TORCH_PREFILL_BATCH, 64 by default on CUDA, 8 until the session of 2026-12-04 showed
 #      a burst of 256 waiting 32 steps to start): what the default gains in a burst, and costs.
 #                                                   Cap GEPARD_SESSION_PREFILL_S (60), or what is left.
+#   5e. then, in the time left: the same at 256 streams with the engine's CUDA stream at normal
+#      priority (GEPARD_TORCH_STREAM_PRIORITY, high by default: above the codec's stream, since on
+#      the H200 the codec's graphs stretched engine steps to 40.8 ms p50 at 256 streams): what the
+#      default gains.                               Cap GEPARD_SESSION_PRIORITY_S (60), or what is left.
 #   6, 7. only in the time the parts above left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's:
 #      the real gateway on this machine (`gepard serve`, torch backend, the fast path on the GPU, part
 #      1's full-size checkpoint) under bench/loop_cost.py's agents: its event loop's CPU per second of
@@ -98,11 +102,12 @@ CODEC_S="${GEPARD_SESSION_CODEC_S:-60}"
 ONE_S="${GEPARD_SESSION_ONE_S:-45}"
 CARRY_S="${GEPARD_SESSION_CARRY_S:-90}"
 PREFILL_S="${GEPARD_SESSION_PREFILL_S:-60}"
+PRIORITY_S="${GEPARD_SESSION_PRIORITY_S:-60}"
 GATEWAY_S="${GEPARD_SESSION_GATEWAY_S:-150}"
 TOTAL_S="${GEPARD_SESSION_TOTAL_S:-570}"  # the device tool runs a command for at most 600 s
 WHEELS_S=20
 SUMMARY_S=15
-for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S" "$ONE_S" "$CARRY_S" "$PREFILL_S" "$GATEWAY_S" "$TOTAL_S"; do
+for v in "$TESTS_S" "$PIPELINE_S" "$STEP_S" "$COMPILED_S" "$PROFILE_S" "$CODEC_S" "$ONE_S" "$CARRY_S" "$PREFILL_S" "$PRIORITY_S" "$GATEWAY_S" "$TOTAL_S"; do
   case "$v" in ''|*[!0-9]*) echo "bench/gpu_session.sh: GEPARD_SESSION_*_S must be whole seconds, got '$v'" >&2; exit 2 ;; esac
 done
 PY="${PYTHON:-python3}"
@@ -199,6 +204,8 @@ pipeline_part 05b-one-stream "$ONE_S" 30 gpu-torch-prefill-graphs.json --concurr
 pipeline_part 05c-carry "$CARRY_S" 45 gpu-torch-carry.json --concurrency 1,64,256 --codec-carry-state yes
 pipeline_part 05d-prefill "$PREFILL_S" 40 gpu-torch-prefill8.json --concurrency 256 --codec-carry-state yes \
   --torch-prefill-batch 8
+pipeline_part 05e-priority "$PRIORITY_S" 40 gpu-torch-normal-priority.json --concurrency 256 --codec-carry-state yes \
+  --torch-stream-priority normal
 
 # 6, 7) with the time left: the gateway's event loop next to the GPU (bench/loop_cost.py serves part 1's
 # checkpoint, whose codec is decoder-only: the torch decoder; admission off, so every agent is served)

@@ -11,6 +11,7 @@ Reads what bench/gpu_session.sh leaves in OUT_DIR, each file optional:
   gpu-torch-prefill-graphs.json    bench/pipeline.py again, one stream, its prefill as CUDA graphs
   gpu-torch-carry.json             bench/pipeline.py again, the codec carrying each stream's conv state
   gpu-torch-prefill8.json          and at 256 streams with 8 new requests prefilled a step (the default: 64)
+  gpu-torch-normal-priority.json   and at 256 streams with the engine's CUDA stream at normal priority
   loop_cost_gpu.json               bench/loop_cost.py: the gateway's event loop on this machine
 and sets the pipeline figures against the issue's targets for one H200-class GPU (one stream: first
 audio <= 20 ms, RTF <= 0.02; 256 streams: p99 RTF < 1, TTFA p99 < 300 ms, aggregate xRT above the
@@ -247,6 +248,8 @@ def run_settings(result: dict) -> str:
             said.append(f"{label} {value if isinstance(value, str) else ('on' if value else 'off')}")
     if result.get("torch_prefill_batch"):  # the torch fast path's (None for vLLM)
         said.append(f"prefill batch {result['torch_prefill_batch']}")
+    if result.get("torch_stream_priority"):
+        said.append(f"engine stream priority {result['torch_stream_priority']}")
     return "ran with: " + "; ".join(said)
 
 
@@ -258,7 +261,8 @@ def summary(out_dir: Path) -> str:
     parts = ["# Gepard on a GPU: issue 10's figures", ""]
     for name, label in (("torch", "torch"), ("vllm", "vllm"), ("torch-prefill-graphs", "torch, prefill as CUDA graphs"),
                         ("torch-carry", "torch, codec carrying conv state"),
-                        ("torch-prefill8", "torch, codec carrying conv state, 8 prefills a step")):
+                        ("torch-prefill8", "torch, codec carrying conv state, 8 prefills a step"),
+                        ("torch-normal-priority", "torch, codec carrying conv state, engine stream at normal priority")):
         result = _load(out_dir / f"gpu-{name}.json")
         if result is None:
             continue

@@ -268,6 +268,7 @@ async def start_engine(args: argparse.Namespace, checkpoint: Path, max_batch: in
     config = TorchEngineConfig(model=checkpoint, device=args.device, dtype=args.dtype, max_batch=max_batch,
                                path=args.torch_path, max_positions=args.frames + PROMPT_ROOM, overlap=args.torch_overlap,
                                prefill_graphs=args.torch_prefill_graphs, prefill_batch=args.torch_prefill_batch,
+                               stream_priority=args.torch_stream_priority,
                                fused_kernels=None if args.torch_fused_kernels == "auto" else args.torch_fused_kernels == "yes")
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, config)
 
@@ -513,6 +514,7 @@ def result_doc(args: argparse.Namespace, host: str, runner: str, checkpoint: Pat
             "codec_fused_activations": getattr(args, "codec_fused_used", None), "torch_overlap": args.torch_overlap,
             "torch_prefill_graphs": args.torch_prefill_graphs,
             "torch_prefill_batch": getattr(args, "torch_prefill_batch_used", args.torch_prefill_batch),
+            "torch_stream_priority": args.torch_stream_priority if args.backend == "torch" else None,
             "torch_fused_kernels": getattr(args, "torch_fused_used", None), **headline(rows), "rows": [asdict(r) for r in rows]}
 
 
@@ -560,7 +562,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
           f"{', fused activations' if args.codec_fused_used else ''}"
           f"{', overlapped steps' if args.torch_overlap else ''}{', prefill graphs' if args.torch_prefill_graphs else ''}"
           f"{', fused engine kernels' if args.torch_fused_used else ''}"
-          f"{f', prefill batch {args.torch_prefill_batch_used}' if args.torch_prefill_batch_used else ''}",
+          f"{f', prefill batch {args.torch_prefill_batch_used}' if args.torch_prefill_batch_used else ''}"
+          f"{', engine stream at normal priority' if args.torch_stream_priority == 'normal' else ''}",
           flush=True)
     print(f"#  (ms; xRT = audio s / wall s; codec = codec share of engine + codec time)\n{HEADER}", flush=True)
     rows: list[Row] = []
@@ -647,6 +650,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--torch-prefill-batch", type=int, default=None,
                    help="torch fast path: new requests prefilled together in one step (GEPARD_TORCH_PREFILL_BATCH); "
                         "default: the gateway's, 64 on CUDA and 8 on CPU")
+    p.add_argument("--torch-stream-priority", choices=("high", "normal"), default="high",
+                   help="torch fast path on CUDA: its stream's priority against the codec's (GEPARD_TORCH_STREAM_PRIORITY)")
     p.add_argument("--torch-fused-kernels", choices=("auto", "yes", "no"), default="auto",
                    help="torch fast path: each layer's norms, rotary, gate and SwiGLU activation as one Triton kernel "
                         "each (GEPARD_TORCH_FUSED_KERNELS); auto: on CUDA, as the gateway")

@@ -34,6 +34,7 @@ class EngineOptions:
     torch_prefill_graphs: bool = False  # the fast path's prefill as CUDA graphs too (engine.backends.torch_fast)
     torch_prefill_batch: Optional[int] = None  # the fast path's new requests prefilled together in one step (None: by device)
     torch_fused_kernels: Optional[bool] = None  # the fast path's element-wise ops as Triton kernels (None: on CUDA)
+    torch_stream_priority: str = "high"  # the fast path's CUDA stream against the codec's: high | normal
 
 
 async def create_engine(opts: EngineOptions) -> TtsEngine:
@@ -59,7 +60,7 @@ async def _start_torch(opts: EngineOptions) -> TtsEngine:
     cfg = TorchEngineConfig(model=opts.model, device=opts.device, dtype=opts.dtype, max_batch=opts.max_batch,
                             **{"path": opts.torch_path, "compile": opts.torch_compile, "overlap": opts.torch_overlap,
                                "prefill_graphs": opts.torch_prefill_graphs, "prefill_batch": opts.torch_prefill_batch,
-                               "fused_kernels": opts.torch_fused_kernels,
+                               "fused_kernels": opts.torch_fused_kernels, "stream_priority": opts.torch_stream_priority,
                                **opts.extra})
     # loading a 556M checkpoint takes seconds: keep the event loop free meanwhile
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, cfg)

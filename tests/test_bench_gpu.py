@@ -181,6 +181,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert "part 05b-one-stream skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 30" in done.stdout
     assert "part 05c-carry skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 45" in done.stdout
     assert "part 05d-prefill skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 40" in done.stdout
+    assert "part 05e-priority skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 40" in done.stdout
     assert "parts 06-wheels and 07-gateway skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s" in done.stdout
     tests, pipeline, steps, compiled, profile, codec, summary = (cmd[2:] for cmd in cmds)
     # 0) the suite's CUDA cases that need no vLLM
@@ -226,15 +227,16 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     wheels.mkdir()
     (wheels / "starlette-1.0-py3-none-any.whl").write_bytes(b"")
     done = gpu_session(tmp_path, "--dry-run", str(out), PYTHON="/opt/py312/bin/python3",
-                       GEPARD_SESSION_WHEELS=str(wheels), GEPARD_SESSION_PIPELINE_S="10", GEPARD_SESSION_STEP_S="10")
+                       GEPARD_SESSION_WHEELS=str(wheels), GEPARD_SESSION_PIPELINE_S="10", GEPARD_SESSION_STEP_S="10",
+                       GEPARD_SESSION_PROFILE_S="10")
     assert done.returncode == 0, done.stderr
     cmds = commands(done.stdout)
     caps = [int(cmd[1]) for cmd in cmds]
-    assert len(cmds) == 12 and sum(caps) <= 570
-    one, carry, prefill, install, gateway, summary = (cmd[2:] for cmd in cmds[-6:])
-    # 570 - (70 + 10 + 10 + 55 + 45 + 60) - 15 for the summary = 305: part 5b's 45, 5c's 90, 5d's 60,
-    # then 20 for the wheels and 90 of the gateway's 150
-    assert caps[-6:] == [45, 90, 60, 20, 90, 15]
+    assert len(cmds) == 13 and sum(caps) <= 570
+    one, carry, prefill, priority, install, gateway, summary = (cmd[2:] for cmd in cmds[-7:])
+    # 570 - (70 + 10 + 10 + 55 + 10 + 60) - 15 for the summary = 340: part 5b's 45, 5c's 90, 5d's 60,
+    # 5e's 60, then 20 for the wheels and 65 of the gateway's 150
+    assert caps[-7:] == [45, 90, 60, 60, 20, 65, 15]
     from bench import pipeline
 
     o = pipeline.parse_args(one[one.index(str(ROOT / "bench/pipeline.py")) + 1:])
@@ -249,6 +251,11 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     q = pipeline.parse_args(prefill[prefill.index(str(ROOT / "bench/pipeline.py")) + 1:])
     assert (q.codec_carry_state, q.torch_prefill_batch, q.concurrency, q.budget_s) == ("yes", 8, "256", 50)
     assert q.json == out / "gpu-torch-prefill8.json" and q.checkpoint == p.checkpoint
+    assert p.torch_stream_priority == q.torch_stream_priority == "high"  # the default
+    r = pipeline.parse_args(priority[priority.index(str(ROOT / "bench/pipeline.py")) + 1:])
+    assert (r.codec_carry_state, r.torch_stream_priority, r.torch_prefill_batch, r.concurrency) == ("yes", "normal", None,
+                                                                                                   "256")
+    assert r.json == out / "gpu-torch-normal-priority.json" and r.checkpoint == p.checkpoint
     site = install[install.index("--target") + 1]
     assert install[:4] == ["/opt/py312/bin/python3", "-m", "pip", "install"] and "--no-index" in install
     assert install[-1] == str(wheels / "starlette-1.0-py3-none-any.whl")
@@ -262,7 +269,7 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     # no wheels: both skipped, saying how to get them
     none = gpu_session(tmp_path, "--dry-run", str(out), GEPARD_SESSION_WHEELS=str(tmp_path / "nowhere"),
                        GEPARD_SESSION_PIPELINE_S="10")
-    assert len(commands(none.stdout)) == 10 and "no wheels in" in none.stdout and "bench/gpu_wheels.sh" in none.stdout
+    assert len(commands(none.stdout)) == 11 and "no wheels in" in none.stdout and "bench/gpu_wheels.sh" in none.stdout
 
 
 def stand_in_gpu_host(tmp_path: Path, case: str) -> tuple[Path, Path]:

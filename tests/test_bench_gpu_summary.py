@@ -180,11 +180,11 @@ def test_each_pipeline_table_says_what_it_ran_with(tmp_path):
     result = json.loads((tmp_path / "gpu-torch.json").read_text())
     result.update(runner="fast path (CUDA graphs)", codec_impl="torch", codec_cuda_graphs="on (64 shapes)",
                   codec_carry_state=False, codec_fused_activations=True, torch_fused_kernels=True, torch_overlap=True,
-                  torch_prefill_batch=8)
+                  torch_prefill_batch=8, torch_stream_priority="high")
     (tmp_path / "gpu-torch.json").write_text(json.dumps(result))
     assert ("ran with: fast path (CUDA graphs), codec torch; codec CUDA graphs on (64 shapes); codec carrying conv "
-            "state off; codec fused activations on; fused engine kernels on; overlapped steps on; prefill batch 8"
-            ) in summary(tmp_path)
+            "state off; codec fused activations on; fused engine kernels on; overlapped steps on; prefill batch 8; "
+            "engine stream priority high") in summary(tmp_path)
     del result["codec_fused_activations"], result["torch_fused_kernels"]  # a JSON from before the settings: nothing said
     (tmp_path / "gpu-torch.json").write_text(json.dumps(result))
     assert "fused" not in summary(tmp_path)

@@ -31,8 +31,22 @@ def is_cuda(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def new_engine_stream(device: torch.device) -> Optional["torch.cuda.Stream"]:
-    return torch.cuda.Stream(device=device) if is_cuda(device) else None
+#: the engine stream's priority (GEPARD_TORCH_STREAM_PRIORITY); torch's: lower runs first
+STREAM_PRIORITIES = {"high": -1, "normal": 0}
+
+
+def new_engine_stream(device: torch.device, priority: str = "high") -> Optional["torch.cuda.Stream"]:
+    """The engine's own CUDA stream; None on CPU. ``high`` puts it above every stream of normal
+    priority, the codec's included: when SMs free up, the GPU's block scheduler starts the
+    engine's waiting blocks before the codec's. A decode step is a chain of small kernels, each of
+    which otherwise waits behind the codec's large ones: on the H200 at 256 streams, with the
+    codec replayed as CUDA graphs (a decode's kernels queued at once), steps took 40.8 ms p50,
+    nearly the 46 ms of audio they make, against 6.8 ms with the codec eager (its kernels
+    launched one by one). The codec's throughput barely changes when a few small kernels go
+    first. CUDA graphs replayed on the stream run at its priority."""
+    if priority not in STREAM_PRIORITIES:
+        raise ValueError(f"unknown stream priority {priority!r}; expected one of {', '.join(STREAM_PRIORITIES)}")
+    return torch.cuda.Stream(device=device, priority=STREAM_PRIORITIES[priority]) if is_cuda(device) else None
 
 
 @contextlib.contextmanager
@@ -144,4 +158,4 @@ class StepGraphs:
         return graph
 
 
-__all__ = ["HostCopy", "StepGraphs", "TableUpload", "is_cuda", "new_engine_stream", "on_stream"]
+__all__ = ["STREAM_PRIORITIES", "HostCopy", "StepGraphs", "TableUpload", "is_cuda", "new_engine_stream", "on_stream"]

@@ -92,6 +92,9 @@ class TorchEngineConfig:
     # (engine.backends.fused_ops), checked against the eager ops at start. None: on for CUDA unless
     # compiled (a layer launches 10 kernels instead of 70 in bf16)
     fused_kernels: Optional[bool] = None
+    # fast path on CUDA: its stream's priority, "high" (above the codec's stream, so a step's small
+    # kernels do not wait behind the codec's) or "normal" (engine.backends.cuda_graphs)
+    stream_priority: str = "high"
 
 
 @dataclass
@@ -191,7 +194,7 @@ class TorchEngine(TtsEngine):
         gen = FastGenerator(model, max_batch=cfg.max_batch, slots=cfg.kv_slots, max_positions=cfg.max_positions,
                             cuda_graphs=cfg.cuda_graphs, compiled=compiled, overlap=cfg.overlap,
                             prefill_graphs=cfg.prefill_graphs, prefill_batch=cfg.prefill_batch,
-                            fused_kernels=cfg.fused_kernels)
+                            fused_kernels=cfg.fused_kernels, stream_priority=cfg.stream_priority)
         if compiled:
             started = time.perf_counter()
             count = gen.compile_all()

@@ -136,7 +136,7 @@ class FastGenerator(BatchLoop):
     def __init__(self, model: GepardModel, max_batch: int = 32, slots: Optional[int] = None, max_positions: int = 4096,
                  prefill_batch: Optional[int] = None, prefill_tokens: int = 8192, cuda_graphs: bool = True,
                  compiled: bool = False, overlap: bool = False, prefill_graphs: bool = False,
-                 fused_kernels: Optional[bool] = None) -> None:
+                 fused_kernels: Optional[bool] = None, stream_priority: str = "high") -> None:
         super().__init__(max_batch)
         self.model = model
         self.slots = slots or max_batch
@@ -160,7 +160,8 @@ class FastGenerator(BatchLoop):
         self.overlap = overlap
         self._inflight: Optional[_Launched] = None  # overlap: the decode launched by the last step()
         self._prefill_out = HostCopy(self.slots, 34, device)
-        self.stream = new_engine_stream(device)
+        self.stream_priority = stream_priority
+        self.stream = new_engine_stream(device, stream_priority)  # CUDA, high: above the codec's (cuda_graphs)
         self.graphs = StepGraphs(device) if cuda_graphs and is_cuda(device) else None
         # the prefill as graphs too (CUDA graphs on), keyed by (prompts, tokens) padded to buckets:
         # eager, a lone prompt's prefill is ~1,300 kernel launches (20 ms on an H200, most of a

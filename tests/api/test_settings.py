@@ -26,6 +26,7 @@ def test_defaults():
     assert s.codec_fused_activations is None  # likewise (fuses_activations_by_default)
     assert s.torch_fused_kernels is None  # likewise (engine.backends.layer_ops.fuses_by_default)
     assert s.torch_prefill_batch is None  # likewise (engine.backends.torch_fast.default_prefill_batch)
+    assert s.torch_stream_priority == "high"
     assert s.api_keys == frozenset() and s.require_auth is False
     assert s.token_secret_ephemeral and len(s.token_secret) == 32
     assert s.tls_certfile is None and s.tls_keyfile is None and not s.tls_enabled
@@ -175,6 +176,8 @@ def test_require_auth_can_be_forced_off_with_keys():
         ({"GEPARD_CODEC_FUSED_ACTIVATIONS": "triton"}, "GEPARD_CODEC_FUSED_ACTIVATIONS: 'triton' is not a boolean"),
         ({"GEPARD_TORCH_FUSED_KERNELS": "triton"}, "GEPARD_TORCH_FUSED_KERNELS: 'triton' is not a boolean"),
         ({"GEPARD_TORCH_PREFILL_BATCH": "0"}, "GEPARD_TORCH_PREFILL_BATCH: must be between 1 and 1024, got 0"),
+        ({"GEPARD_TORCH_STREAM_PRIORITY": "low"},
+         "GEPARD_TORCH_STREAM_PRIORITY: 'low' is not supported; expected one of high, normal"),
         ({"GEPARD_WS_COMPRESSION": "deflate"}, "GEPARD_WS_COMPRESSION: 'deflate' is not a boolean"),
         ({"GEPARD_LOG_FORMAT": "xml"}, "GEPARD_LOG_FORMAT: 'xml' is not supported; expected one of text, json"),
     ],

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+import pytest
 import torch
 
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
@@ -139,10 +140,11 @@ async def test_the_engine_options_reach_the_fast_path(tiny_gepard_dir, monkeypat
     monkeypatch.setattr(fast_step, "COMPILE_BACKEND", "eager")
     eng = await create_engine(EngineOptions(model=tiny_gepard_dir, backend="torch", device="cpu", max_batch=2,
                                             torch_path="fast", torch_compile=True, torch_overlap=True,
-                                            torch_prefill_batch=3))
+                                            torch_prefill_batch=3, torch_stream_priority="normal"))
     try:
         assert eng._generator.overlap and eng._generator.device_step.compiled
         assert eng._generator.prefill_batch == 3  # GEPARD_TORCH_PREFILL_BATCH
+        assert eng._generator.stream_priority == "normal"  # GEPARD_TORCH_STREAM_PRIORITY (CPU: no stream)
         chunks = [c async for c in eng.generate(SynthesisRequest("r", TEXTS[0], None, SamplingParams(temperature=0.0)))]
         assert chunks[-1].finish_reason is FinishReason.STOP
     finally:
@@ -163,3 +165,19 @@ async def test_unset_the_prefill_batch_follows_the_device(tiny_gepard_dir):
         assert eng._generator.prefill_batch == 8
     finally:
         await eng.aclose()
+
+
+def test_the_engine_stream_is_made_at_its_priority(monkeypatch):
+    """On CUDA the engine's stream is made at high priority by default (torch's lower number runs
+    first: above the codec's stream, made at 0), at normal on request; on CPU there is none. (No
+    CUDA runtime here: the stream's constructor is recorded instead.)"""
+    from engine.backends import cuda_graphs
+
+    made = []
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None, priority=0: made.append((device, priority)) or "stream")
+    cuda = torch.device("cuda", 0)
+    assert cuda_graphs.new_engine_stream(cuda) == cuda_graphs.new_engine_stream(cuda, "normal") == "stream"
+    assert made == [(cuda, -1), (cuda, 0)]
+    assert cuda_graphs.new_engine_stream(torch.device("cpu")) is None and len(made) == 2
+    with pytest.raises(ValueError, match="unknown stream priority 'low'; expected one of high, normal"):
+        cuda_graphs.new_engine_stream(cuda, "low")
