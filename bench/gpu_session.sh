@@ -8,7 +8,8 @@
 #   0. the tests whose CUDA cases only a GPU runs: vLLM's frame step (the logits processor's
 #      sampling) on the device against the torch reference's sampling, and the codec's fused
 #      activations and carried state and the fast path's fused kernels (GEPARD_TORCH_FUSED_KERNELS, on by default on
-#      CUDA: parts 1-5 run with them) as Triton compiles them, against the eager ones.
+#      CUDA: parts 1-5 run with them) as Triton compiles them, against the eager ones; and that the
+#      engine's CUDA stream outranks the codec's (GEPARD_TORCH_STREAM_PRIORITY).
 #      Two dtypes of Triton compiles for the fast path's kernels take time: 70 s, taken from part 3.
 #                                                                            Cap GEPARD_SESSION_TESTS_S (70).
 #   1. bench/gpu.sh (no network: the torch backend on the machine's own PyTorch): first the fast
@@ -149,7 +150,7 @@ say "out: $OUT_DIR${ARCHIVE:+ (packed into $ARCHIVE after every part)}; caps: te
 # 0) CUDA cases of the test suite (pytest is on the GPU image; pytest-asyncio need not be: none is async)
 part 00-tests "$TESTS_S" "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/engine/backends/test_vllm_sampling.py" \
   "$ROOT/tests/codec_worker/test_fused_activations.py" "$ROOT/tests/codec_worker/test_fused_state.py" \
-  "$ROOT/tests/engine/backends/test_fused_ops.py" -k cuda
+  "$ROOT/tests/engine/backends/test_fused_ops.py" "$ROOT/tests/engine/backends/test_cuda_streams.py" -k cuda
 
 # 1) the headline figures (gpu.sh keeps 10 s of its budget for writing up). Only the gpu-*.json this
 # part wrote are the session's: one older than the part's start is an earlier run's (say a vLLM run

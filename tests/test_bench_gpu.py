@@ -190,6 +190,7 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert str(ROOT / "tests/codec_worker/test_fused_activations.py") in tests
     assert str(ROOT / "tests/codec_worker/test_fused_state.py") in tests
     assert str(ROOT / "tests/engine/backends/test_fused_ops.py") in tests
+    assert str(ROOT / "tests/engine/backends/test_cuda_streams.py") in tests  # the engine stream outranks the codec's
     assert summary == ["/opt/py312/bin/python3", str(ROOT / "bench" / "gpu_summary.py"), str(out)]
     # 1) gpu.sh offline on the machine's python, its budget inside the part's cap
     assert pipeline[-2:] == ["bash", str(ROOT / "bench" / "gpu.sh")]

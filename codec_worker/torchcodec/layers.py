@@ -43,8 +43,9 @@ class PendingSum:
     order (so an eager decode is bit for bit what it was with the adds in place), or an
     activation's kernel as it activates it (codec_worker.torchcodec.fused), which writes the sum
     out too only where it is read again (``keep``: a unit's input is also its residual) and leaves
-    it in ``total``. Made only once the activations are fused (CausalHiFiGANDecoder.fold_sums): eagerly it would
-    hold every chain's pair until the mean, where the adds in place hold one running total."""
+    it in ``total``. Made only once the activations are fused (CausalHiFiGANDecoder.fold_sums):
+    eagerly it would hold every chain's pair until the mean, where the adds in place hold one
+    running total."""
 
     __slots__ = ("pairs", "divisor", "keep", "total")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-import pytest
 import torch
 
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
@@ -166,18 +165,3 @@ async def test_unset_the_prefill_batch_follows_the_device(tiny_gepard_dir):
     finally:
         await eng.aclose()
 
-
-def test_the_engine_stream_is_made_at_its_priority(monkeypatch):
-    """On CUDA the engine's stream is made at high priority by default (torch's lower number runs
-    first: above the codec's stream, made at 0), at normal on request; on CPU there is none. (No
-    CUDA runtime here: the stream's constructor is recorded instead.)"""
-    from engine.backends import cuda_graphs
-
-    made = []
-    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None, priority=0: made.append((device, priority)) or "stream")
-    cuda = torch.device("cuda", 0)
-    assert cuda_graphs.new_engine_stream(cuda) == cuda_graphs.new_engine_stream(cuda, "normal") == "stream"
-    assert made == [(cuda, -1), (cuda, 0)]
-    assert cuda_graphs.new_engine_stream(torch.device("cpu")) is None and len(made) == 2
-    with pytest.raises(ValueError, match="unknown stream priority 'low'; expected one of high, normal"):
-        cuda_graphs.new_engine_stream(cuda, "low")
