@@ -140,7 +140,7 @@ def simulated_cuda_graphs(monkeypatch: pytest.MonkeyPatch) -> SimulatedCuda:
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch_fast, "is_cuda", lambda device: True)
-    monkeypatch.setattr(torch_fast, "new_engine_stream", lambda device: None)
+    monkeypatch.setattr(torch_fast, "new_engine_stream", lambda device, priority="high": None)
     monkeypatch.setattr(torch_fast, "StepGraphs", lambda device, **kw: cuda_graphs.StepGraphs(torch.device("cuda"), **kw))
     return sim
 
