@@ -155,7 +155,10 @@ def test_speak_at_another_format_then_escape_cancels_and_silences(gateway, open_
     box = lane.get_by_label("Text", exact=True)
     box.fill(SPEECH)
     lane.get_by_role("button", name="Speak").click()
-    wait_for(page, "c && c.chunks >= 2")
+    # at its first chunk: the tiny checkpoint's 24 frames come out in a few chunks within a few
+    # tens of ms on a quiet machine, so waiting for a later one now and then found them all out,
+    # the turn done, before the Escape (1 of 3 full runs on 2026-12-04)
+    wait_for(page, "c && c.chunks >= 1")
     box.press("Escape")  # keyboard: Escape is Stop
     ctx = context_of(page)
     assert ctx["state"] == "cancelled"  # it was still speaking: no done had come
