@@ -155,6 +155,13 @@ def test_kernel_adds_the_mean_of_the_chains_and_refuses_terms_of_other_shapes(tr
         triton_interpreter.snake_then_leaky(PendingSum([pairs[0], (pairs[1][0], pairs[1][1][..., 1:])], 2), alpha, 3)
 
 
+def test_a_pending_sum_needs_a_pair_and_a_divisor() -> None:
+    with pytest.raises(ValueError, match="a pending sum needs at least one pair and a divisor >= 1, got 0 and 1"):
+        PendingSum([])
+    with pytest.raises(ValueError, match="a pending sum needs at least one pair and a divisor >= 1, got 1 and 0"):
+        PendingSum([(torch.zeros(1, 1, 1), torch.zeros(1, 1, 1))], divisor=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_sums_left_to_eager_activations_are_the_adds_in_place_bit_for_bit(codec_path, dtype: torch.dtype) -> None:
     """fold_sums without kernels: every PendingSum is computed by ``value()``, the decoder's own

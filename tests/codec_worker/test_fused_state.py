@@ -280,6 +280,15 @@ def test_a_kernel_whose_activation_or_record_is_off_is_refused(triton_interprete
         codec.fuse_state(ignores_the_activation)
     with pytest.raises(ValueError, match="the fused state records other tails than the eager one on cpu/torch.float32"):
         codec.fuse_state(records_the_raw_samples)
+
+    def keeps_no_sum(store, offset, tail, reads, x, *rest):  # adds a unit's sum right, never writes it out
+        if isinstance(x, PendingSum):
+            x = PendingSum(x.pairs, x.divisor)
+        return fused.extend_with_tail(store, offset, tail, reads, x, *rest)
+
+    with pytest.raises(ValueError, match="the fused state's kept sum is not the eager add's at conv \\d+ on "
+                                         "cpu/torch.float32"):
+        codec.fuse_state(keeps_no_sum)
     assert not codec.fused_state
 
 
