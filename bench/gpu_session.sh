@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Everything issue 10 asks of a GPU machine, as ONE command of under 9.5 minutes: the device tool
 # runs a command for at most 10 minutes and lends 15 in all, machine start included, so a session
-# gets one such call plus a little room. The parts run in order of importance, each capped, so a
-# slow part cannot starve the next; a part that fails or runs out of time is reported and the next
-# one runs.
+# gets one such call plus a little room. The parts run in the order below (0, 1, 2, 4, 5, then 5c,
+# 5b, 5d, 5e, 3, 6, 7 in the time left, and 8): first what the targets are read from, then what
+# decides a default, then the rest. Each is capped, so a slow part cannot starve the next; a part
+# that fails or runs out of time is reported and the next one runs.
 #
 #   0. the tests whose CUDA cases only a GPU runs: vLLM's frame step (the logits processor's
 #      sampling) on the device against the torch reference's sampling, and the codec's fused
 #      activations and carried state and the fast path's fused kernels (GEPARD_TORCH_FUSED_KERNELS, on by default on
 #      CUDA: parts 1-5 run with them) as Triton compiles them, against the eager ones; and that the
 #      engine's CUDA stream outranks the codec's (GEPARD_TORCH_STREAM_PRIORITY).
-#      Two dtypes of Triton compiles for the fast path's kernels take time: 70 s, taken from part 3.
+#      Two dtypes of Triton compiles for the fast path's kernels take time: 70 s.
 #                                                                            Cap GEPARD_SESSION_TESTS_S (70).
 #   1. bench/gpu.sh (no network: the torch backend on the machine's own PyTorch): first the fast
 #      path's CUDA graphs == its eager step == the reference loop, frame for frame (tiny, float32),
@@ -21,13 +22,6 @@
 #      eager (unfused), its steps serial and overlapped
 #      (GEPARD_TORCH_OVERLAP); then the prefill of 1, 8, 32 and 64 prompts, eager and as CUDA graphs
 #      (GEPARD_TORCH_PREFILL_GRAPHS; GEPARD_TORCH_PREFILL_BATCH's scale: 64 by default on CUDA).    Cap GEPARD_SESSION_STEP_S (70).
-#   3. the same for the fast path with its step and prefill through torch.compile (Triton
-#      kernels; graphs on), serial and overlapped, which no GPU has run yet: a part of its own, so
-#      a failure or a slow compile costs only this part (the reference loop is part 2's). Parts 2 and 3
-#      time each variant, then check its frames against the reference loop's (tiny checkpoint,
-#      float32: compiled, that is a second compile, so it comes after the timings). On the H200 only
-#      its batch-1 step compiled within 80 s (1.20 ms), and the fused kernels now do without a
-#      compile what it was for, so it gets less than it did.               Cap GEPARD_SESSION_COMPILED_S (55).
 #   4. the fast path with graphs off (what the graphs save), and the PyTorch profiler's table of
 #      the worst step (batch 256).                                           Cap GEPARD_SESSION_PROFILE_S (45).
 #   5. bench/torch_codec.py --size full: the torch codec on the device against CPU float32, its
@@ -38,13 +32,16 @@
 #      (GEPARD_CODEC_FUSED_ACTIVATIONS, on by default on CUDA: part 1 ran with it) and the 64 streams
 #      again with their state one kernel per conv too. Not GEPARD_CODEC_COMPILE: on the H200 its compile did not finish within this
 #      part, and the fused kernels cut the launches it was for.       Cap GEPARD_SESSION_CODEC_S (60).
-#   5b. only in the time parts 0-5 left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's: part 1's
-#      pipeline again for one stream, its prefill replayed as CUDA graphs (GEPARD_TORCH_PREFILL_GRAPHS,
-#      off until measured): on the H200 the eager prefill was 20 of first audio's 33 ms, against a
-#      target of 20 ms.                               Cap GEPARD_SESSION_ONE_S (45), or what is left.
-#   5c. then, in the time left: part 1's pipeline at 1, 64 and 256 streams with every stream carrying
-#      the codec's conv state (off by default on CUDA until measured: this is the measurement).
+#   5c. only in the time parts 0-5 left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's (at
+#      least 70 s when each of them takes its whole cap): part 1's pipeline at 1, 64 and 256 streams
+#      with every stream carrying the codec's conv state (off by default on CUDA until measured: this
+#      is the measurement; at 256 streams the codec bounded the H200's p99 RTF and TTFA, and carrying
+#      state decodes 32 new frames a chunk instead of 57).
 #                                                    Cap GEPARD_SESSION_CARRY_S (90), or what is left.
+#   5b. then, in the time left: part 1's pipeline again for one stream, its prefill replayed as CUDA
+#      graphs (GEPARD_TORCH_PREFILL_GRAPHS, off until measured): on the H200 the eager prefill was 20
+#      of first audio's 33 ms, against a target of 20 ms.
+#                                                    Cap GEPARD_SESSION_ONE_S (45), or what is left.
 #   5d. then, in the time left: the same at 256 streams with 8 new requests prefilled a step
 #      (GEPARD_TORCH_PREFILL_BATCH, 64 by default on CUDA, 8 until the session of 2026-12-04 showed
 #      a burst of 256 waiting 32 steps to start): what the default gains in a burst, and costs.
@@ -53,6 +50,14 @@
 #      priority (GEPARD_TORCH_STREAM_PRIORITY, high by default: above the codec's stream, since on
 #      the H200 the codec's graphs stretched engine steps to 40.8 ms p50 at 256 streams): what the
 #      default gains.                               Cap GEPARD_SESSION_PRIORITY_S (60), or what is left.
+#   3. then, in the time left: part 2 for the fast path with its step and prefill through
+#      torch.compile (Triton kernels; graphs on), serial and overlapped, which no GPU has run yet: a
+#      part of its own, so a failure or a slow compile costs only this part (the reference loop is
+#      part 2's). Parts 2 and 3 time each variant, then check its frames against the reference loop's
+#      (tiny checkpoint, float32: compiled, that is a second compile, so it comes after the timings).
+#      On the H200 only its batch-1 step compiled within 80 s (1.20 ms), and the fused kernels now do
+#      without a compile what it was for, so it runs after the parts that decide a default.
+#                                                  Cap GEPARD_SESSION_COMPILED_S (55), or what is left.
 #   6, 7. only in the time the parts above left of GEPARD_SESSION_TOTAL_S (570), keeping the summary's:
 #      the real gateway on this machine (`gepard serve`, torch backend, the fast path on the GPU, part
 #      1's full-size checkpoint) under bench/loop_cost.py's agents: its event loop's CPU per second of
@@ -167,16 +172,13 @@ if [ "$DRY" != 1 ]; then
   pack
 fi
 
-# 2) step time against the floor, graphs on; 3) the same, compiled; 4) graphs off, with the profile of
-# the worst step. All reuse part 1's full-size checkpoint (its stop head never fires either).
+# 2) step time against the floor, graphs on; 4) graphs off, with the profile of the worst step (3, the
+# same compiled, comes last). All reuse part 1's full-size checkpoint (its stop head never fires either).
 REUSE=()
 [ -f "$BENCH_DIR/gpu-full/model.safetensors" ] && REUSE=(--checkpoint "$BENCH_DIR/gpu-full")
 part 02-steps "$STEP_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,32,256 --steps 20 --paths reference,fast,unfused,overlap,prefill-graphs --prefill-prompts 1,8,32,64 \
   --json "$OUT_DIR/torch_fast_bf16.json" "${REUSE[@]}"
-part 03-compiled "$COMPILED_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
-  --batch 1,32,256 --steps 20 --paths compiled,compiled+overlap --json "$OUT_DIR/torch_fast_bf16_compiled.json" \
-  "${REUSE[@]}"
 part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
   --batch 1,256 --steps 20 --paths fast --no-graphs --prefills 0 --json "$OUT_DIR/torch_fast_bf16_eager.json" \
   --profile "$OUT_DIR/torch_fast_profile_b256.txt" "${REUSE[@]}"
@@ -185,28 +187,38 @@ part 04-profile "$PROFILE_S" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/benc
 part 05-codec "$CODEC_S" "$PY" "$ROOT/bench/torch_codec.py" --size full --batches 1,32,128 --widths 27,57 --reps 3 \
   --carry 64 --fused --profile "$OUT_DIR/torch_codec_profile.txt" --json "$OUT_DIR/torch_codec_full.json"
 
-# 5b, 5c, 5d) with the time left: part 1's pipeline again, one stream with its prefill as CUDA graphs
-# (first audio on part 1's default schedule and on one whose first chunk is one frame); then the
-# codec carrying each stream's conv state; then a burst of 256 streams prefilled 64 at a time
-pipeline_part() {  # pipeline_part NN-name CAP_S NEED_S JSON ARGS...: bench/pipeline.py on part 1's checkpoint
-  local name="$1" want="$2" need="$3" json="$4"; shift 4
+# 5c, 5b, 5d, 5e, 3) with the time left, what decides a default first: part 1's pipeline again with the
+# codec carrying each stream's conv state; one stream with its prefill as CUDA graphs (first audio on
+# part 1's default schedule and on one whose first chunk is one frame); a burst of 256 streams
+# prefilled 8 at a time; the engine's stream at normal priority; then the compiled step
+spare_cap() {  # spare_cap NN-name WANT_S NEED_S: CAP = WANT_S or the time left, if that is NEED_S or more
+  local name="$1" want="$2" need="$3"
   local left=$(( TOTAL_S - $(spent) - SUMMARY_S ))
-  local cap=$(( left < want ? left : want ))
-  if [ "$cap" -lt "$need" ]; then
+  CAP=$(( left < want ? left : want ))
+  if [ "$CAP" -lt "$need" ]; then
     say "part $name skipped: ${left}s left of GEPARD_SESSION_TOTAL_S=${TOTAL_S}s, it needs $need"
-    return 0
+    return 1
   fi
-  part "$name" "$cap" env TOKENIZERS_PARALLELISM=false GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/pipeline.py" \
-    --backend torch --size full --checkpoint "$BENCH_DIR/gpu-full" --dtype bfloat16 --frames 200 \
-    --budget-s "$(( cap - 10 ))" --json "$OUT_DIR/$json" "$@"
 }
+pipeline_part() {  # pipeline_part NN-name WANT_S NEED_S JSON ARGS...: bench/pipeline.py on part 1's checkpoint
+  local name="$1" want="$2" need="$3" json="$4"; shift 4
+  spare_cap "$name" "$want" "$need" || return 0
+  part "$name" "$CAP" env TOKENIZERS_PARALLELISM=false GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/pipeline.py" \
+    --backend torch --size full --checkpoint "$BENCH_DIR/gpu-full" --dtype bfloat16 --frames 200 \
+    --budget-s "$(( CAP - 10 ))" --json "$OUT_DIR/$json" "$@"
+}
+pipeline_part 05c-carry "$CARRY_S" 45 gpu-torch-carry.json --concurrency 1,64,256 --codec-carry-state yes
 pipeline_part 05b-one-stream "$ONE_S" 30 gpu-torch-prefill-graphs.json --concurrency 1 --one-stream-rounds 5 \
   --torch-prefill-graphs --chunk-schedule default --chunk-schedule 1,2,4,8,32 --compare-levels 1
-pipeline_part 05c-carry "$CARRY_S" 45 gpu-torch-carry.json --concurrency 1,64,256 --codec-carry-state yes
 pipeline_part 05d-prefill "$PREFILL_S" 40 gpu-torch-prefill8.json --concurrency 256 --codec-carry-state yes \
   --torch-prefill-batch 8
 pipeline_part 05e-priority "$PRIORITY_S" 40 gpu-torch-normal-priority.json --concurrency 256 --codec-carry-state yes \
   --torch-stream-priority normal
+if spare_cap 03-compiled "$COMPILED_S" 40; then
+  part 03-compiled "$CAP" env GEPARD_BENCH_DIR="$BENCH_DIR" "$PY" "$ROOT/bench/torch_fast.py" --size full \
+    --batch 1,32,256 --steps 20 --paths compiled,compiled+overlap --json "$OUT_DIR/torch_fast_bf16_compiled.json" \
+    "${REUSE[@]}"
+fi
 
 # 6, 7) with the time left: the gateway's event loop next to the GPU (bench/loop_cost.py serves part 1's
 # checkpoint, whose codec is decoder-only: the torch decoder; admission off, so every agent is served)

@@ -177,13 +177,15 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert all(cmd[0] == "timeout" for cmd in cmds) and len(cmds) == 7
     # the device tool runs one command for at most 600 s: the parts leave room for starting up
     assert sum(caps) <= 570
-    # parts 5b-5d, 6 and 7 only get the time the others leave: none when each takes its whole cap
-    assert "part 05b-one-stream skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 30" in done.stdout
-    assert "part 05c-carry skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 45" in done.stdout
-    assert "part 05d-prefill skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 40" in done.stdout
-    assert "part 05e-priority skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s, it needs 40" in done.stdout
-    assert "parts 06-wheels and 07-gateway skipped: 15s left of GEPARD_SESSION_TOTAL_S=570s" in done.stdout
-    tests, pipeline, steps, compiled, profile, codec, summary = (cmd[2:] for cmd in cmds)
+    # parts 5c, 5b, 5d, 5e, 3, 6 and 7 only get the time the others leave: when each takes its whole
+    # cap, that is 70 s, and they go to the codec carrying state first (it decides a default)
+    assert "part 05b-one-stream skipped: 0s left of GEPARD_SESSION_TOTAL_S=570s, it needs 30" in done.stdout
+    assert "part 05d-prefill skipped: 0s left of GEPARD_SESSION_TOTAL_S=570s, it needs 40" in done.stdout
+    assert "part 05e-priority skipped: 0s left of GEPARD_SESSION_TOTAL_S=570s, it needs 40" in done.stdout
+    assert "part 03-compiled skipped: 0s left of GEPARD_SESSION_TOTAL_S=570s, it needs 40" in done.stdout
+    assert "parts 06-wheels and 07-gateway skipped: 0s left of GEPARD_SESSION_TOTAL_S=570s" in done.stdout
+    tests, pipeline, steps, profile, codec, carry, summary = (cmd[2:] for cmd in cmds)
+    assert caps[5] == 70 and "--codec-carry-state" in carry  # part 5c, in what the fixed parts leave
     # 0) the suite's CUDA cases that need no vLLM
     assert tests[:3] == ["/opt/py312/bin/python3", "-m", "pytest"] and tests[-2:] == ["-k", "cuda"]
     assert str(ROOT / "tests/engine/backends/test_vllm_sampling.py") in tests
@@ -197,27 +199,24 @@ def test_the_session_fits_one_device_call_and_runs_what_each_part_parses(tmp_pat
     assert "GEPARD_GPU_NETWORK=no" in pipeline and "PYTHON=/opt/py312/bin/python3" in pipeline
     budget = int(next(w for w in pipeline if w.startswith("GEPARD_GPU_BUDGET_S=")).split("=")[1])
     assert budget < caps[1]
-    # 2, 3, 4) the step table with graphs, then compiled, then without graphs and the profile;
-    # 5) the codec; outputs in OUT
+    # 2, 4) the step table with graphs, then without graphs and the profile (3, compiled, comes in
+    # the time left: see the next test); 5) the codec; outputs in OUT
     fast = torch_fast.parse_args(steps[steps.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert (fast.size, fast.batch, fast.no_graphs, fast.json) == ("full", "1,32,256", False, out / "torch_fast_bf16.json")
     assert fast.paths.split(",") == ["reference", "fast", "unfused", "overlap", "prefill-graphs"]
     assert fast.prefill_prompts == "1,8,32,64"  # where a larger GEPARD_TORCH_PREFILL_BATCH stops being free
-    comp = torch_fast.parse_args(compiled[compiled.index(str(ROOT / "bench/torch_fast.py")) + 1:])
-    assert comp.paths.split(",") == ["compiled", "compiled+overlap"] and not comp.no_graphs
-    assert comp.json == out / "torch_fast_bf16_compiled.json" and comp.batch == "1,32,256"
     eager = torch_fast.parse_args(profile[profile.index(str(ROOT / "bench/torch_fast.py")) + 1:])
     assert eager.no_graphs and eager.paths == "fast" and eager.profile == out / "torch_fast_profile_b256.txt"
-    # prefills are timed with graphs on (parts 2 and 3); a prefill is never graphed, so part 4 skips them
-    assert fast.prefills > 0 and comp.prefills > 0 and eager.prefills == 0
-    assert fast.checkpoint == comp.checkpoint == eager.checkpoint == full
+    # prefills are timed with graphs on (part 2); a prefill is never graphed, so part 4 skips them
+    assert fast.prefills > 0 and eager.prefills == 0
+    assert fast.checkpoint == eager.checkpoint == full
     c = torch_codec.parse_args(codec[codec.index(str(ROOT / "bench/torch_codec.py")) + 1:])
     assert c.size == "full" and c.json == out / "torch_codec_full.json"
     assert c.compile == ""  # its compile did not finish within the part on the H200
     assert c.carry == 64  # windowed against carrying conv state
     assert c.fused  # eager activations against one Triton kernel each
     assert c.profile == out / "torch_codec_profile.txt"  # what a decode's time goes to, kernel by kernel
-    assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, compiled, profile, codec))
+    assert all("/opt/py312/bin/python3" in cmd for cmd in (steps, profile, codec, carry))
     assert not out.exists() and not device_out.exists()  # a dry run writes nothing
 
 
@@ -234,11 +233,16 @@ def test_the_gateway_parts_take_the_time_left_and_serve_part_1s_checkpoint(tmp_p
     cmds = commands(done.stdout)
     caps = [int(cmd[1]) for cmd in cmds]
     assert len(cmds) == 13 and sum(caps) <= 570
-    one, carry, prefill, priority, install, gateway, summary = (cmd[2:] for cmd in cmds[-7:])
-    # 570 - (70 + 10 + 10 + 55 + 10 + 60) - 15 for the summary = 340: part 5b's 45, 5c's 90, 5d's 60,
-    # 5e's 60, then 20 for the wheels and 65 of the gateway's 150
-    assert caps[-7:] == [45, 90, 60, 60, 20, 65, 15]
-    from bench import pipeline
+    carry, one, prefill, priority, compiled, install, gateway, summary = (cmd[2:] for cmd in cmds[-8:])
+    # 570 - (70 + 10 + 10 + 10 + 60) - 15 for the summary = 395: part 5c's 90, 5b's 45, 5d's 60, 5e's 60,
+    # 3's 55, then 20 for the wheels and 65 of the gateway's 150
+    assert caps[-8:] == [90, 45, 60, 60, 55, 20, 65, 15]
+    from bench import pipeline, torch_fast
+
+    comp = torch_fast.parse_args(compiled[compiled.index(str(ROOT / "bench/torch_fast.py")) + 1:])
+    assert comp.paths.split(",") == ["compiled", "compiled+overlap"] and not comp.no_graphs and comp.prefills > 0
+    assert comp.json == out / "torch_fast_bf16_compiled.json" and comp.batch == "1,32,256"
+    assert comp.checkpoint is None  # part 1 left no checkpoint in this dry run: the part writes its own
 
     o = pipeline.parse_args(one[one.index(str(ROOT / "bench/pipeline.py")) + 1:])
     assert (o.concurrency, o.torch_prefill_graphs, o.one_stream_rounds, o.budget_s) == ("1", True, 5, 35)
