@@ -236,15 +236,16 @@ if triton is not None:
         cell = channel * levels + code
         valid = inside & (tl.load(valid_ptr + cell, mask=inside, other=0) != 0)
         column = tl.load(grid_ptr + cell, mask=inside, other=0)
-        # the heads' logits on the channel's grid (AudioHeads.code_logits), -inf past its levels
-        cond = tl.where(valid, tl.load(head_ptr + row * head_stride + column, mask=valid, other=0.0).to(tl.float32),
-                        float("-inf"))
+        # the heads' logits on the channel's grid (AudioHeads.code_logits), -inf past its levels: set
+        # after cfg_combine, which meanwhile sees zeros there (not -inf - -inf, a NaN thrown away, which
+        # Triton's interpreter warns of)
+        cond = tl.load(head_ptr + row * head_stride + column, mask=valid, other=0.0).to(tl.float32)
         uncond_row = tl.load(uncond_ptr + row)
-        uncond = tl.where(valid, tl.load(head_ptr + uncond_row * head_stride + column, mask=valid, other=0.0).to(tl.float32),
-                          float("-inf"))
+        uncond = tl.load(head_ptr + uncond_row * head_stride + column, mask=valid, other=0.0).to(tl.float32)
         # cfg_combine
         mixed = uncond + tl.load(cfg_ptr + row) * (cond - uncond)
         logits = tl.where((cond == float("inf")) | (cond == float("-inf")), cond, mixed)
+        logits = tl.where(valid, logits, float("-inf"))
         # repetition_penalty, over the slot's window counts
         slot = tl.load(slot_ptr + row)
         seen = tl.load(counts_ptr + (slot * channels + channel) * levels + code, mask=inside, other=0) > 0
