@@ -94,7 +94,8 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_MAX_CONTEXTS_PER_SOCKET     max_contexts_per_socket      64
     GEPARD_WS_CONTEXT_HOLD_S           ws_context_hold_s            10 (an open context with nothing to say
                                                                     gives its stream place back after this)
-    GEPARD_MAX_CONCURRENT_GENERATIONS  max_concurrent_generations   64
+    GEPARD_MAX_CONCURRENT_GENERATIONS  max_concurrent_generations   64 (on a GPU, the torch fast path's KV cache
+                                                                    slots: 112 MiB each at full size in bf16)
     GEPARD_MODEL_IDS                   model_ids                    gepard-1.0,gepard-latest,sonic,sonic-*
     GEPARD_TEMPERATURE ...             temperature, top_k, repetition_penalty, stop_threshold, max_frames,
                                        cfg_scale, cfg_frames: server-wide sampling defaults (0.4, 0, 1.0,

@@ -4,6 +4,7 @@
     ├── CheckpointError        the checkpoint directory or repo id cannot be used (names the file/tensor)
     ├── InvalidRequestError    this request cannot be served as given (empty text, bad prefix shape...)
     ├── OverloadedError        the engine is at capacity; retry later
+    ├── DeviceMemoryError      the device has too little free memory for the engine as configured (at start)
     ├── GenerationError        generation of this one request failed; other requests are unaffected
     └── EngineDeadError        the engine cannot serve anything any more (health goes red)
 """
@@ -25,6 +26,11 @@ class InvalidRequestError(EngineError):
 
 class OverloadedError(EngineError):
     """The engine has no capacity for another request right now."""
+
+
+class DeviceMemoryError(EngineError):
+    """The device has too little free memory for what the engine was configured to hold; said at
+    start, before allocating, with how much would fit."""
 
 
 class GenerationError(EngineError):

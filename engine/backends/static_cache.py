@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import BackboneConfig
+from engine.errors import DeviceMemoryError
 
 
 def to_device(values: list, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -97,6 +98,7 @@ class StaticKVCache:
                  dtype: torch.dtype) -> "StaticKVCache":
         if slots < 1 or max_positions < 2:
             raise ValueError(f"need >= 1 slot and >= 2 positions, got {slots} x {max_positions}")
+        check_room(cfg, slots, max_positions, device, dtype)
         shape = (slots + 1, cfg.num_key_value_heads, max_positions, cfg.head_dim)
         keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.num_hidden_layers)]
         values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(cfg.num_hidden_layers)]
@@ -138,4 +140,37 @@ class StaticKVCache:
         return per_position * max_positions * torch.empty(0, dtype=dtype).element_size()
 
 
-__all__ = ["SlotAllocator", "StaticKVCache", "pick_bucket", "power_buckets", "to_device"]
+def free_device_memory(device: torch.device) -> tuple[int, int] | None:
+    """(free, total) bytes of a CUDA device now; None for any other device (a CPU's memory is the
+    operating system's to hand out, and a meta tensor takes none)."""
+    if torch.device(device).type != "cuda":
+        return None
+    return torch.cuda.mem_get_info(device)
+
+
+def check_room(cfg: BackboneConfig, slots: int, max_positions: int, device: torch.device, dtype: torch.dtype) -> None:
+    """DeviceMemoryError, before anything is allocated, when the cache of ``slots`` slots (and the
+    scratch slot) cannot fit in the device's free memory, saying how many slots would. The check is
+    of the cache alone: the decode graphs, activations and the codec need more besides, so a cache
+    that just fits may still run out later, with torch's own error."""
+    room = free_device_memory(device)
+    if room is None:
+        return
+    free, total = room
+    per_slot = StaticKVCache.bytes_per_slot(cfg, max_positions, dtype)
+    need = per_slot * (slots + 1)
+    if need <= free:
+        return
+    fit = free // per_slot - 1  # the scratch slot comes on top
+    gib = 2**30
+    advice = (f"at most {fit} slots fit: fewer concurrent generations (the engine's max_batch or kv_slots; "
+              f"the gateway's GEPARD_MAX_CONCURRENT_GENERATIONS, where a CFG request takes two slots)" if fit >= 1 else
+              "not even one slot fits: fewer positions, or free the device")
+    raise DeviceMemoryError(
+        f"the fast path's KV cache of {slots} slots x {max_positions} positions needs {need / gib:.2f} GiB "
+        f"({per_slot / 2**20:.1f} MiB a slot in {str(dtype).removeprefix('torch.')}, one more slot for padding rows), "
+        f"but {device} has {free / gib:.2f} GiB free of {total / gib:.2f} GiB; {advice}")
+
+
+__all__ = ["SlotAllocator", "StaticKVCache", "check_room", "free_device_memory", "pick_bucket", "power_buckets",
+           "to_device"]
