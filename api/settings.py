@@ -34,7 +34,8 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
                                                                     with carried state each conv's state read and
                                                                     its activation one instead of five; off with
                                                                     GEPARD_CODEC_COMPILE, which fuses them itself)
-    GEPARD_BACKEND                     backend                      auto (auto | vllm | torch)
+    GEPARD_BACKEND                     backend                      auto (auto | vllm | torch; auto: vLLM, or torch
+                                                                    where vLLM does not import or start)
     GEPARD_DEVICE                      device                       auto (cpu, cuda, cuda:1, ...)
     GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
     GEPARD_VLLM_RUNNER                 vllm_runner                  v1 (v1 | v2: vLLM's model runner; v1 runs

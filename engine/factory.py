@@ -1,6 +1,8 @@
 """Pick and start a backend: ``GEPARD_BACKEND=auto|vllm|torch``.
 
-``auto`` uses vLLM when it imports and starts, else the torch reference backend (logged).
+``auto`` uses vLLM when it imports and starts, else the torch backend (logged; an ERROR when vLLM
+imported but did not start, with its reason). A checkpoint that cannot be used fails either way,
+and so do backend-specific ``extra`` options, which only the backend they name takes.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from engine.errors import EngineError
+from engine.errors import CheckpointError, EngineError
 from engine.interface import TtsEngine
 
 logger = logging.getLogger(__name__)
@@ -48,7 +50,17 @@ async def create_engine(opts: EngineOptions) -> TtsEngine:
                 raise EngineError(f"backend 'vllm' requested but it cannot be imported: {exc}") from exc
             logger.info("vLLM backend unavailable (%s); using the torch backend", exc)
         else:
-            return await VllmEngine.start(opts)
+            if opts.backend == "vllm" or opts.extra:
+                return await VllmEngine.start(opts)
+            try:
+                return await VllmEngine.start(opts)
+            except CheckpointError:
+                raise  # the checkpoint itself: the torch backend would refuse it too
+            except Exception as exc:  # noqa: BLE001 (whatever stopped vLLM, the torch backend may serve)
+                # on a GPU vLLM's adapter has not run yet while the torch backend's fast path has: a
+                # server that starts on it is worth more than one that does not start at all
+                logger.error("vLLM backend did not start (%s: %s); GEPARD_BACKEND=auto starts the torch backend "
+                             "instead (GEPARD_BACKEND=vllm makes this fatal)", type(exc).__name__, exc)
     return await _start_torch(opts)
 
 

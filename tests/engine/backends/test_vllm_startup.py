@@ -1,5 +1,6 @@
 """Start-up failures of the vLLM backend surface as clear errors within seconds (no engine is left running)."""
 
+import logging
 import shutil
 
 import pytest
@@ -60,6 +61,43 @@ async def test_plugin_must_be_enabled(tiny_gepard_dir, monkeypatch):
     monkeypatch.setenv("VLLM_PLUGINS", "someone_else")
     with pytest.raises(EngineError, match="does not enable the 'gepard' plugin"):
         await VllmEngine.start(VllmEngineConfig(model=tiny_gepard_dir))
+
+
+async def test_auto_serves_on_the_torch_backend_when_vllm_does_not_start(tiny_gepard_dir, monkeypatch, caplog):
+    """vLLM imports but refuses to start (here: a real refusal, its plugin not enabled): with
+    backend auto the torch backend starts and serves instead, with an ERROR that says why; with
+    backend vllm the refusal stays fatal."""
+    from engine.backends.torch_backend import TorchEngine
+    from engine.requests import SamplingParams, SynthesisRequest
+
+    monkeypatch.setenv("VLLM_PLUGINS", "someone_else")
+    with caplog.at_level(logging.ERROR, logger="engine.factory"):
+        engine = await create_engine(EngineOptions(model=tiny_gepard_dir, backend="auto", max_batch=2))
+    try:
+        assert isinstance(engine, TorchEngine)
+        request = SynthesisRequest("fallback-1", "Hello there.", None, SamplingParams(temperature=0.0, max_frames=4))
+        chunks = [chunk async for chunk in engine.generate(request)]
+        assert sum(chunk.codes.shape[1] for chunk in chunks) == 4 and chunks[-1].finish_reason is not None
+    finally:
+        await engine.aclose()
+    [record] = [r for r in caplog.records if r.name == "engine.factory"]
+    assert record.levelno == logging.ERROR
+    assert record.getMessage().startswith("vLLM backend did not start (EngineError: VLLM_PLUGINS='someone_else' does "
+                                          "not enable the 'gepard' plugin")
+    assert "GEPARD_BACKEND=auto starts the torch backend instead" in record.getMessage()
+    with pytest.raises(EngineError, match="does not enable the 'gepard' plugin"):
+        await create_engine(EngineOptions(model=tiny_gepard_dir, backend="vllm", max_batch=2))
+
+
+async def test_auto_falls_back_neither_for_a_bad_checkpoint_nor_with_vllm_options(tiny_gepard_dir, tmp_path, caplog):
+    """A checkpoint the torch backend would refuse too fails as it is; options only vLLM takes
+    (``extra``) say the caller wants vLLM: its refusal is theirs."""
+    with caplog.at_level(logging.ERROR, logger="engine.factory"):
+        with pytest.raises(CheckpointError, match="is not a Gepard checkpoint"):
+            await create_engine(EngineOptions(model=tmp_path, backend="auto"))
+        with pytest.raises(EngineError, match="unknown vLLM backend option"):
+            await create_engine(EngineOptions(model=tiny_gepard_dir, backend="auto", extra={"max_bach": 4}))
+    assert not [r for r in caplog.records if r.name == "engine.factory"]
 
 
 @cpu_vllm
