@@ -143,6 +143,8 @@ class Metrics:
                                    "preempted Gepard request fails, so this should stay 0)", registry=r)
         # Engine scheduler snapshot, refreshed at scrape time
         self.engine_running = Gauge("gepard_engine_requests_running", "Engine requests being decoded now", registry=r)
+        self.engine_info = Gauge("gepard_engine_info", "The engine that serves (always 1): its backend, loop, device "
+                                 "and dtype as labels", ["backend", "loop", "device", "dtype"], registry=r)
         self.engine_waiting = Gauge("gepard_engine_requests_waiting", "Engine requests submitted and not "
                                     "scheduled yet", registry=r)
         self.kv_cache_usage = Gauge("gepard_engine_kv_cache_usage", "Fraction of the KV cache in use, 0-1 (vLLM: "
@@ -225,6 +227,8 @@ class Metrics:
                 service: "SynthesisService") -> None:
         """Plug this registry into the runtime's observer hooks."""
         engine.set_step_observer(self.on_engine_step)
+        about = engine.description
+        self.engine_info.labels(about.backend, about.loop, about.device, about.dtype).set(1)
         decoder.observer = self.on_codec_batch
         self._codec_state.decoder = decoder
         voices.observer = self

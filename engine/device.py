@@ -14,6 +14,11 @@ def pick_device(requested: str | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """torch.bfloat16 -> "bfloat16" (the name GEPARD_DTYPE takes)."""
+    return str(dtype).removeprefix("torch.")
+
+
 def pick_dtype(device: torch.device, requested: str | None = None) -> torch.dtype:
     if requested and requested != "auto":
         try:

@@ -7,7 +7,7 @@ from typing import AsyncIterator, Optional
 
 import torch
 
-from engine.requests import FrameChunk, ModelInfo, SynthesisRequest
+from engine.requests import EngineDescription, FrameChunk, ModelInfo, SynthesisRequest
 from engine.stats import EngineStats, StepObserver
 
 
@@ -22,6 +22,11 @@ class TtsEngine(abc.ABC):
     @property
     @abc.abstractmethod
     def model_info(self) -> ModelInfo: ...
+
+    @property
+    @abc.abstractmethod
+    def description(self) -> EngineDescription:
+        """The backend that serves, its loop, device and dtype."""
 
     @abc.abstractmethod
     def generate(self, request: SynthesisRequest) -> AsyncIterator[FrameChunk]: ...

@@ -234,6 +234,17 @@ class FrameChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineDescription:
+    """What serves the model (for logs and monitoring): with GEPARD_BACKEND=auto the backend is the
+    one that started, which may not be the one asked for first."""
+
+    backend: str  # "vllm" | "torch"
+    loop: str  # vLLM's model runner ("v1" | "v2"), or the torch backend's loop ("fast" | "reference")
+    device: str  # "cpu", "cuda:0", ...
+    dtype: str  # "float32", "bfloat16", ...
+
+
+@dataclass(frozen=True, slots=True)
 class ModelInfo:
     """What callers need to know about the loaded model, without importing it."""
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import BackboneConfig
+from engine.device import dtype_name
 from engine.errors import DeviceMemoryError
 
 
@@ -168,7 +169,7 @@ def check_room(cfg: BackboneConfig, slots: int, max_positions: int, device: torc
               "not even one slot fits: fewer positions, or free the device")
     raise DeviceMemoryError(
         f"the fast path's KV cache of {slots} slots x {max_positions} positions needs {need / gib:.2f} GiB "
-        f"({per_slot / 2**20:.1f} MiB a slot in {str(dtype).removeprefix('torch.')}, one more slot for padding rows), "
+        f"({per_slot / 2**20:.1f} MiB a slot in {dtype_name(dtype)}, one more slot for padding rows), "
         f"but {device} has {free / gib:.2f} GiB free of {total / gib:.2f} GiB; {advice}")
 
 

@@ -39,12 +39,13 @@ import torch
 
 from engine.backends.torch_fast import FastGenerator, choose_path
 from engine.backends.torch_generator import BatchGenerator, PlannedRequest, PreparedRequest, StepOutput, device_lost
-from engine.device import pick_device, pick_dtype
+from engine.device import dtype_name, pick_device, pick_dtype
 from engine.errors import EngineDeadError, GenerationError, InvalidRequestError, OverloadedError
 from engine.interface import TtsEngine
 from engine.model.gepard import GepardModel
 from engine.prompt import adaptive_max_frames, build_text_ids, uncond_text_ids
-from engine.requests import DeliveryCadence, FinishReason, FrameChunk, ModelInfo, SynthesisRequest, validated_text
+from engine.requests import (DeliveryCadence, EngineDescription, FinishReason, FrameChunk, ModelInfo, SynthesisRequest,
+                             validated_text)
 from engine.sampling import new_seed
 from engine.stats import EngineStats, StepEvent, StepObserver, notify
 
@@ -216,6 +217,10 @@ class TorchEngine(TtsEngine):
     @property
     def model_info(self) -> ModelInfo:
         return self._info
+
+    @property
+    def description(self) -> EngineDescription:
+        return EngineDescription("torch", self.path, str(self.model.device), dtype_name(self.model.dtype))
 
     @property
     def cfg_unavailable(self) -> Optional[str]:

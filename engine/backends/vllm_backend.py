@@ -61,7 +61,7 @@ from engine.backends.vllm_frontend import GepardFrontend, PreparedPrompt
 from engine.backends.vllm_layout import ARCHITECTURE, NUM_CHANNELS, TokenLayout, hf_overrides
 from engine.backends.vllm_runner import RunnerChoice, check_runner, select_runner
 from engine.checkpoint import resolve_model_dir
-from engine.device import pick_dtype
+from engine.device import dtype_name, pick_dtype
 from engine.errors import (
     CheckpointError,
     EngineDeadError,
@@ -71,7 +71,8 @@ from engine.errors import (
     OverloadedError,
 )
 from engine.interface import TtsEngine
-from engine.requests import DeliveryCadence, FinishReason, FrameChunk, ModelInfo, SamplingParams, SynthesisRequest
+from engine.requests import (DeliveryCadence, EngineDescription, FinishReason, FrameChunk, ModelInfo, SamplingParams,
+                             SynthesisRequest)
 from engine.stats import EngineStats, StepEvent, StepObserver, notify
 
 logger = logging.getLogger(__name__)
@@ -446,6 +447,12 @@ class VllmEngine(TtsEngine):
     @property
     def model_info(self) -> ModelInfo:
         return self._frontend.model_info
+
+    @property
+    def description(self) -> EngineDescription:
+        device = self._llm.vllm_config.device_config
+        return EngineDescription("vllm", self._runner.runner, str(device.device or device.device_type),
+                                 dtype_name(self._dtype))
 
     @property
     def cfg_unavailable(self) -> Optional[str]:

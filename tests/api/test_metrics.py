@@ -205,6 +205,15 @@ def test_metrics_stay_open_without_a_token(gateway):
     assert r.status_code == 200 and "gepard_requests_total" in r.text
 
 
+def test_the_engine_that_serves_is_named_in_its_info_gauge(gateway):
+    """One series, value 1: the backend that started (with GEPARD_BACKEND=auto it may not be the
+    first one tried), its loop, device and dtype. This gateway runs the torch backend on CPU, whose
+    auto loop there is the reference loop."""
+    samples = scrape(gateway.url)
+    info = {labels: v for (name, labels), v in samples.items() if name == "gepard_engine_info"}
+    assert info == {(("backend", "torch"), ("device", "cpu"), ("dtype", "float32"), ("loop", "reference")): 1.0}
+
+
 # -- streams that fail, end early or start late; errors of every kind -----------------------------------
 # A gateway of their own, with auth on (a refused WebSocket upgrade is one of the errors) and an engine
 # that can fail partway through a stream, which nothing a client sends can cause.

@@ -32,7 +32,7 @@ from engine.backends.vllm_backend import (  # noqa: E402
 )
 from engine.backends.vllm_layout import FrameParams  # noqa: E402
 from engine.errors import GenerationError, InvalidRequestError  # noqa: E402
-from engine.requests import FinishReason, SamplingParams, SynthesisRequest  # noqa: E402
+from engine.requests import EngineDescription, FinishReason, SamplingParams, SynthesisRequest  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
 
@@ -132,6 +132,8 @@ async def test_the_default_engine_runs_the_v1_model_runner(engine):
     # GEPARD_VLLM_RUNNER's default: the adapter these tests cover (engine.backends.vllm_runner)
     assert engine.model_runner == "v1" and engine.vllm_config.use_v2_model_runner is False
     assert engine.vllm_config.model_config.logits_processors[0].endswith(":GepardFrameSamplerV1")
+    # what the gateway logs at start and exports as gepard_engine_info's labels
+    assert engine.description == EngineDescription("vllm", "v1", "cpu", "float32")
 
 
 async def test_greedy_frames_equal_the_torch_backend_one_at_a_time(engine, reference, voice):
