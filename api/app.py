@@ -188,6 +188,10 @@ async def open_runtime(settings: Settings) -> Runtime:
         if settings.codec_cuda_graphs:  # likewise (a no-op on CPU); after compiling: the graphs replay the compiled code
             await loop.run_in_executor(None, capture_decoder_graphs, decoding, decoder.max_batch, decoder.max_window_frames,
                                        decoder.max_chunk_frames if decoder.carries_state else 0)
+        made = decoder.description
+        logger.info("codec: the %s decoder on %s in %s decodes; carrying conv state %s, fused activations %s, compiled "
+                    "%s, CUDA graphs %s", made.impl, made.device, made.dtype, *("on" if on else "off" for on in (
+                        made.carry_state, made.fused_activations, made.compiled, made.cuda_graphs)))
         encoder = NanoCodecEncoder(codec)
         voices = open_voice_store(settings.redis_url, settings.data_dir)
         voices.register_builtin(VoiceRecord(

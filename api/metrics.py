@@ -150,6 +150,10 @@ class Metrics:
         self.kv_cache_usage = Gauge("gepard_engine_kv_cache_usage", "Fraction of the KV cache in use, 0-1 (vLLM: "
                                     "blocks in use; torch: cache rows in use / 2 x max batch)", registry=r)
         # Codec (codec_worker.batching)
+        self.codec_info = Gauge("gepard_codec_info", "The codec decoder streams decode with (always 1): its impl, "
+                                "device, dtype and which speed-ups are on, as labels",
+                                ["impl", "device", "dtype", "carry_state", "fused_activations", "compiled", "cuda_graphs"],
+                                registry=r)
         self.codec_decode = Histogram("gepard_codec_decode_seconds", "Wall time of one codec batch decode",
                                       buckets=_STEP_BUCKETS, registry=r)
         self.codec_batch = Histogram("gepard_codec_batch_size", "Decode windows in one codec batch",
@@ -230,6 +234,9 @@ class Metrics:
         about = engine.description
         self.engine_info.labels(about.backend, about.loop, about.device, about.dtype).set(1)
         decoder.observer = self.on_codec_batch
+        codec = decoder.description
+        self.codec_info.labels(codec.impl, codec.device, codec.dtype, *(str(on).lower() for on in (
+            codec.carry_state, codec.fused_activations, codec.compiled, codec.cuda_graphs))).set(1)
         self._codec_state.decoder = decoder
         voices.observer = self
         service.stream_observer = self

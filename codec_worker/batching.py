@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from codec_worker.errors import CodecClosedError, CodecError, DecodeError, InvalidAudioError
-from codec_worker.interface import CodecDecoder, CodecEncoder, DecodeStream
+from codec_worker.interface import CodecDecoder, CodecDescription, CodecEncoder, DecodeStream
 from codec_worker.schedule import DEFAULT_SCHEDULE, ChunkSchedule, ScheduleLike
 from codec_worker.streaming import DecodeWindow, StreamingDecodeState, decode_carried, decode_windows
 
@@ -206,6 +206,13 @@ class BatchingCodecDecoder(CodecDecoder):
     @property
     def carries_state(self) -> bool:
         return self._state is not None
+
+    @property
+    def description(self) -> CodecDescription:
+        """The decoder streams decode with, and which of its speed-ups are on now."""
+        codec = self._codec
+        return CodecDescription(codec.impl, str(codec.device), str(codec.dtype).removeprefix("torch."), self.carries_state,
+                                codec.fused_activations > 0, codec.compiled, codec.graphs_captured)
 
     @property
     def state_slots_free(self) -> int:

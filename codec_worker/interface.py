@@ -15,11 +15,26 @@ frames (max abs difference <= 1e-5 in float32) for any chunk schedule.
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from codec_worker.schedule import ChunkSchedule
+
+
+@dataclass(frozen=True, slots=True)
+class CodecDescription:
+    """The decoder that makes the audio, as start-up left it (for logs and monitoring): each speed-up
+    is on only where it was asked for, applies to this decoder and passed its check at start."""
+
+    impl: str  # "torch" (the torch decoder) | "nemo" (NeMo's)
+    device: str
+    dtype: str
+    carry_state: bool  # streams keep the decoder's conv state between chunks (GEPARD_CODEC_CARRY_STATE)
+    fused_activations: bool  # the snake activations run as Triton kernels (GEPARD_CODEC_FUSED_ACTIVATIONS)
+    compiled: bool  # through torch.compile (GEPARD_CODEC_COMPILE)
+    cuda_graphs: bool  # decodes replay CUDA graphs (GEPARD_CODEC_CUDA_GRAPHS)
 
 
 class DecodeStream(abc.ABC):

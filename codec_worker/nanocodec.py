@@ -154,6 +154,21 @@ class DecodesLatents:
         """Left context (frames) a windowed decode needs to be exact; see decoder_left_context_frames."""
         return self._receptive_field_frames
 
+    # The decode speed-ups start-up may have applied (for monitoring): none of them applies to NeMo's
+    # decoder; codec_worker.torchcodec.TorchNanoCodec says which it runs
+    @property
+    def compiled(self) -> bool:
+        return False
+
+    @property
+    def fused_activations(self) -> int:
+        """How many activations run as one kernel each."""
+        return 0
+
+    @property
+    def graphs_captured(self) -> bool:
+        return False
+
     @torch.no_grad()
     def decode_codes(self, codes: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
         """Unfolded codes [B, 32, T] int -> audio [B, T*samples_per_frame] float32 on the codec device.

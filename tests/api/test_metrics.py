@@ -205,13 +205,18 @@ def test_metrics_stay_open_without_a_token(gateway):
     assert r.status_code == 200 and "gepard_requests_total" in r.text
 
 
-def test_the_engine_that_serves_is_named_in_its_info_gauge(gateway):
+def test_the_engine_and_codec_that_serve_are_named_in_their_info_gauges(gateway):
     """One series, value 1: the backend that started (with GEPARD_BACKEND=auto it may not be the
     first one tried), its loop, device and dtype. This gateway runs the torch backend on CPU, whose
     auto loop there is the reference loop."""
     samples = scrape(gateway.url)
     info = {labels: v for (name, labels), v in samples.items() if name == "gepard_engine_info"}
     assert info == {(("backend", "torch"), ("device", "cpu"), ("dtype", "float32"), ("loop", "reference")): 1.0}
+    # and the codec: NeMo's codec loaded, the torch decoder of the same checkpoint decoding, since
+    # streams carry its conv state (on by default on CPU); nothing else applies on CPU
+    codec = {dict(labels)["impl"]: dict(labels) for (name, labels), v in samples.items() if name == "gepard_codec_info" and v == 1}
+    assert codec == {"torch": {"impl": "torch", "device": "cpu", "dtype": "float32", "carry_state": "true",
+                               "fused_activations": "false", "compiled": "false", "cuda_graphs": "false"}}
 
 
 # -- streams that fail, end early or start late; errors of every kind -----------------------------------

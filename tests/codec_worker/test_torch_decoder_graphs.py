@@ -286,3 +286,22 @@ def test_a_torch_decoder_that_does_not_load_leaves_nemo_decoding(tmp_path, caplo
 def test_where_nemo_decodes_anyway_nothing_else_is_loaded(codec: NanoCodec, codec_path) -> None:
     assert decoding_codec(codec, codec_path, "auto", graphs=True) is codec  # on CPU: NeMo decodes
     assert decoding_codec(codec, codec_path, "nemo", graphs=True) is codec
+
+
+def test_the_batching_decoder_describes_the_decoder_and_the_speed_ups_it_runs(codec: NanoCodec, eager_codec, graphed,
+                                                                              codec_path: Path) -> None:
+    """What the gateway logs at start and exports as gepard_codec_info: NeMo's decoder has none of
+    the speed-ups; the torch decoder says which are on (here: CUDA graphs, by the CPU stand-in for
+    capture; carried state). Fused activations need Triton (test_fused_activations counts them)."""
+    from codec_worker.interface import CodecDescription
+
+    assert BatchingCodecDecoder(codec).description == CodecDescription("nemo", "cpu", "float32", False, False, False,
+                                                                       False)
+    assert BatchingCodecDecoder(eager_codec).description == CodecDescription("torch", "cpu", "float32", False, False,
+                                                                             False, False)
+    assert BatchingCodecDecoder(graphed[0]).description.cuda_graphs is True
+    carrying = small_codec(codec_path)
+    carrying.carry_state(2)
+    assert BatchingCodecDecoder(carrying).description == CodecDescription("torch", "cpu", "float32", True, False, False,
+                                                                          False)
+    assert BatchingCodecDecoder(carrying, carry_state=False).description.carry_state is False  # streams decode windowed
