@@ -212,7 +212,7 @@ class BatchingCodecDecoder(CodecDecoder):
         """The decoder streams decode with, and which of its speed-ups are on now."""
         codec = self._codec
         return CodecDescription(codec.impl, str(codec.device), str(codec.dtype).removeprefix("torch."), self.carries_state,
-                                codec.fused_activations > 0, codec.compiled, codec.graphs_captured)
+                                codec.fused_activations > 0, codec.compiled, bool(codec.graph_shapes))
 
     @property
     def state_slots_free(self) -> int:

@@ -166,8 +166,9 @@ class DecodesLatents:
         return 0
 
     @property
-    def graphs_captured(self) -> bool:
-        return False
+    def graph_shapes(self) -> list[tuple[int, int]]:
+        """The (windows, frames) shapes decodes replay as CUDA graphs."""
+        return []
 
     @torch.no_grad()
     def decode_codes(self, codes: torch.Tensor, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:

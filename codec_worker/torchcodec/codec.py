@@ -280,11 +280,6 @@ class TorchNanoCodec(DecodesLatents):
         return self._compiled is not None
 
     @property
-    def graphs_captured(self) -> bool:
-        """Whether decodes replay CUDA graphs (``capture_graphs``)."""
-        return self._graphs is not None
-
-    @property
     def fused_activations(self) -> int:
         """How many of the decoder's activations run as one kernel each (``fuse_activations``)."""
         return sum(1 for m in self._snakes() if m.kernel is not None)
