@@ -50,13 +50,13 @@ async def create_engine(opts: EngineOptions) -> TtsEngine:
                 raise EngineError(f"backend 'vllm' requested but it cannot be imported: {exc}") from exc
             logger.info("vLLM backend unavailable (%s); using the torch backend", exc)
         else:
-            if opts.backend == "vllm" or opts.extra:
-                return await VllmEngine.start(opts)
             try:
                 return await VllmEngine.start(opts)
             except CheckpointError:
                 raise  # the checkpoint itself: the torch backend would refuse it too
             except Exception as exc:  # noqa: BLE001 (whatever stopped vLLM, the torch backend may serve)
+                if opts.backend == "vllm" or opts.extra:  # asked for vLLM, or for options only it takes
+                    raise
                 # on a GPU vLLM's adapter has not run yet while the torch backend's fast path has: a
                 # server that starts on it is worth more than one that does not start at all
                 logger.error("vLLM backend did not start (%s: %s); GEPARD_BACKEND=auto starts the torch backend "
