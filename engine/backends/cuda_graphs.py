@@ -141,18 +141,22 @@ class StepGraphs:
     def capture(self, key: tuple[int, int], step: Callable[[], None], tables: RowTables) -> "torch.cuda.CUDAGraph":
         """Capture ``step`` over ``tables``. The warm-up run before capture really executes, so
         it runs with every row turned into padding (it then touches only the scratch slot); the
-        tables' real contents are put back afterwards."""
+        tables' real contents are put back afterwards, also when the capture fails (the caller
+        may then run the step eagerly over them)."""
         stream = torch.cuda.current_stream(self.device)
-        saved = [t.clone() for t in (tables.slot, tables.feed, tables.real, tables.commit, tables.uncond, tables.cfg_scale)]
-        tables.fill_padding()
-        step()  # warm-up: lazy cuBLAS/attention initialisation happens outside the capture
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: work another thread queues meanwhile (the codec decoding on its own stream,
-        # a model loading) may not invalidate this capture, as it would in the default global mode
-        with torch.cuda.graph(graph, pool=self.pool, stream=stream, capture_error_mode="thread_local"):
-            step()
-        for dst, src in zip((tables.slot, tables.feed, tables.real, tables.commit, tables.uncond, tables.cfg_scale), saved):
-            dst.copy_(src)
+        columns = (tables.slot, tables.feed, tables.real, tables.commit, tables.uncond, tables.cfg_scale)
+        saved = [t.clone() for t in columns]
+        try:
+            tables.fill_padding()
+            step()  # warm-up: lazy cuBLAS/attention initialisation happens outside the capture
+            graph = torch.cuda.CUDAGraph()
+            # thread_local: work another thread queues meanwhile (the codec decoding on its own stream,
+            # a model loading) may not invalidate this capture, as it would in the default global mode
+            with torch.cuda.graph(graph, pool=self.pool, stream=stream, capture_error_mode="thread_local"):
+                step()
+        finally:
+            for dst, src in zip(columns, saved):
+                dst.copy_(src)
         self.graphs[key] = graph
         logger.info("captured %s (%d graphs)", self.what % key, len(self.graphs))
         return graph

@@ -204,7 +204,9 @@ class TorchEngine(TtsEngine):
         if gen.graphs is not None:
             started = time.perf_counter()
             count = gen.capture_all()
-            logger.info("torch fast path: captured %d decode-step graphs in %.1f s", count, time.perf_counter() - started)
+            if gen.graphs is not None:  # else a capture failed (logged): the decode steps run eagerly
+                logger.info("torch fast path: captured %d decode-step graphs in %.1f s", count,
+                            time.perf_counter() - started)
         return gen
 
     @classmethod

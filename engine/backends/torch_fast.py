@@ -43,7 +43,9 @@ What differs is how a step runs:
 Failures are contained as in the reference loop: a request whose knobs no tensor can hold or
 whose frame holds an invalid code fails alone (its slot scrubbed); a failed prefill batch fails
 its requests; a failed decode step fails the running batch and clears the cache in place (the
-captured graphs stay valid); ``MAX_FAILED_STEPS`` in a row, or a lost device, propagate.
+captured graphs stay valid); ``MAX_FAILED_STEPS`` in a row, or a lost device, propagate. A CUDA
+graph capture that fails (a refused capture, no memory for the graph's pool) costs the graphs, not
+the requests: the decode steps, or the prefills, run eagerly from then on (one ERROR line).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -378,10 +380,17 @@ class FastGenerator(BatchLoop):
             self._rows, self._bucket = rows, bucket
         longest = max(max(st.length, st.uncond_length) for st in rows)
         span = pick_bucket(self.span_buckets, longest + 1)
-        if self.graphs is not None:
-            self.graphs.replay((bucket, span), lambda: self.device_step.decode(tables, span), tables)
-        else:
+
+        def run() -> None:
             self.device_step.decode(tables, span)
+
+        if self.graphs is not None and (bucket, span) not in self.graphs \
+                and not self._captured(self.graphs, (bucket, span), run, tables, "decode steps"):
+            self.graphs = None
+        if self.graphs is not None:
+            self.graphs.replay((bucket, span), run, tables)
+        else:
+            run()
         self.last_shape = (bucket, span)
         for st in rows:
             st.length += 1
@@ -516,20 +525,32 @@ class FastGenerator(BatchLoop):
             inputs.slots.fill_(self.cache.scratch)
             inputs.lengths.fill_(1)
             try:
-                graphs.capture(key, run, tables)
-            except Exception as exc:  # this prefill, and every later one, runs eagerly instead
-                if device_lost(exc):
-                    raise
-                logger.error("torch fast path: capturing the prefill of %d prompts of %d tokens failed (%s: %s); "
-                             "prefills run eagerly from now on", *key, type(exc).__name__,
-                             str(exc).splitlines()[0] if str(exc) else "")
+                captured = self._captured(graphs, key, run, tables, "prefills")
+            finally:
+                inputs.slots.copy_(saved[0])
+                inputs.lengths.copy_(saved[1])
+            if not captured:  # this prefill, and every later one, runs eagerly instead
                 self.prefill_graphs = None
-            inputs.slots.copy_(saved[0])
-            inputs.lengths.copy_(saved[1])
-            if self.prefill_graphs is None:
                 run()
                 return
         graphs.replay(key, run, tables)
+
+    def _captured(self, graphs: StepGraphs, key: tuple[int, int], step: Callable[[], None], tables: RowTables,
+                  work: str) -> bool:
+        """Capture ``key``'s shape into ``graphs``: whether it worked. A capture that fails without
+        losing the device (``device_lost``: a refused capture does not, see ``capture_refused``; nor
+        does running out of memory for the graph's pool) costs the graphs, not the requests: one
+        ERROR line, and the caller runs ``work`` eagerly from then on, with the tables as they were.
+        Eagerly, the same step runs without the graph's launch savings and memory pool."""
+        try:
+            graphs.capture(key, step, tables)
+        except Exception as exc:
+            if device_lost(exc):
+                raise
+            logger.error("torch fast path: capturing %s failed (%s: %s); %s run eagerly from now on", graphs.what % key,
+                         type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "", work)
+            return False
+        return True
 
     # -- results -------------------------------------------------------------------------------------
     def _finish(self, rows: list[_Running], at: list[int], results: torch.Tensor, stop_checked: bool) -> list[StepOutput]:
@@ -603,7 +624,8 @@ class FastGenerator(BatchLoop):
 
     def capture_all(self, max_span: Optional[int] = None) -> int:
         """Capture every (bucket, span) graph up to ``max_span`` now rather than at first use
-        (CUDA; a no-op on CPU). Returns the number of graphs held."""
+        (CUDA; a no-op on CPU). Returns the number of graphs held: 0 when a capture failed, and
+        the decode step then runs eagerly (``_captured``)."""
         if self.graphs is None:
             return 0
         with on_stream(self.stream), torch.no_grad():
@@ -613,8 +635,11 @@ class FastGenerator(BatchLoop):
                 for span in self.span_buckets:
                     if max_span is not None and span > max_span:
                         break
-                    if (bucket, span) not in self.graphs:
-                        self.graphs.capture((bucket, span), lambda: self.device_step.decode(tables, span), tables)
+                    if (bucket, span) not in self.graphs and not self._captured(
+                            self.graphs, (bucket, span), lambda: self.device_step.decode(tables, span), tables,
+                            "decode steps"):
+                        self.graphs = None
+                        return 0
             torch.cuda.synchronize(self.model.device)
         return len(self.graphs.graphs)
 
