@@ -99,6 +99,40 @@ class _CodecStateSlots(Collector):
         yield windowed
 
 
+def _flag(on: bool) -> str:
+    return "true" if on else "false"
+
+
+class _ServingInfo(Collector):
+    """gepard_engine_info and gepard_codec_info: one series each, value 1, whose labels name what
+    serves and which speed-ups run. Read from the engine's and the decoder's descriptions at scrape
+    time, so a speed-up turned off while serving (a CUDA graph capture that failed) shows at the next
+    scrape. Nothing until ``engine`` and ``decoder`` are set (Metrics.observe)."""
+
+    def __init__(self) -> None:
+        self.engine: Optional["TtsEngine"] = None
+        self.decoder: Optional["BatchingCodecDecoder"] = None
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        engine = GaugeMetricFamily("gepard_engine_info", "The engine that serves (always 1): its backend, loop, "
+                                   "device, dtype and which speed-ups run now, as labels",
+                                   labels=["backend", "loop", "device", "dtype", "cuda_graphs", "fused_kernels"])
+        if self.engine is not None:
+            about = self.engine.description
+            engine.add_metric([about.backend, about.loop, about.device, about.dtype, _flag(about.cuda_graphs),
+                               _flag(about.fused_kernels)], 1)
+        codec = GaugeMetricFamily("gepard_codec_info", "The codec decoder streams decode with (always 1): its impl, "
+                                  "device, dtype and which speed-ups are on, as labels",
+                                  labels=["impl", "device", "dtype", "carry_state", "fused_activations", "compiled",
+                                          "cuda_graphs"])
+        if self.decoder is not None:
+            made = self.decoder.description
+            codec.add_metric([made.impl, made.device, made.dtype, *(_flag(on) for on in (
+                made.carry_state, made.fused_activations, made.compiled, made.cuda_graphs))], 1)
+        yield engine
+        yield codec
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -143,17 +177,11 @@ class Metrics:
                                    "preempted Gepard request fails, so this should stay 0)", registry=r)
         # Engine scheduler snapshot, refreshed at scrape time
         self.engine_running = Gauge("gepard_engine_requests_running", "Engine requests being decoded now", registry=r)
-        self.engine_info = Gauge("gepard_engine_info", "The engine that serves (always 1): its backend, loop, device "
-                                 "and dtype as labels", ["backend", "loop", "device", "dtype"], registry=r)
         self.engine_waiting = Gauge("gepard_engine_requests_waiting", "Engine requests submitted and not "
                                     "scheduled yet", registry=r)
         self.kv_cache_usage = Gauge("gepard_engine_kv_cache_usage", "Fraction of the KV cache in use, 0-1 (vLLM: "
                                     "blocks in use; torch: cache rows in use / 2 x max batch)", registry=r)
         # Codec (codec_worker.batching)
-        self.codec_info = Gauge("gepard_codec_info", "The codec decoder streams decode with (always 1): its impl, "
-                                "device, dtype and which speed-ups are on, as labels",
-                                ["impl", "device", "dtype", "carry_state", "fused_activations", "compiled", "cuda_graphs"],
-                                registry=r)
         self.codec_decode = Histogram("gepard_codec_decode_seconds", "Wall time of one codec batch decode",
                                       buckets=_STEP_BUCKETS, registry=r)
         self.codec_batch = Histogram("gepard_codec_batch_size", "Decode windows in one codec batch",
@@ -176,6 +204,8 @@ class Metrics:
         r.register(_PhonemizerRestarts())
         self._codec_state = _CodecStateSlots()  # its decoder comes with observe()
         r.register(self._codec_state)
+        self._serving = _ServingInfo()  # likewise its engine and decoder
+        r.register(self._serving)
         # every label value exists from the start (0), so dashboards and rate() see the series before traffic
         for route in ROUTES:
             for metric in (self.stream_rtf, self.stream_underrun, self.underrun_total):
@@ -231,13 +261,9 @@ class Metrics:
                 service: "SynthesisService") -> None:
         """Plug this registry into the runtime's observer hooks."""
         engine.set_step_observer(self.on_engine_step)
-        about = engine.description
-        self.engine_info.labels(about.backend, about.loop, about.device, about.dtype).set(1)
         decoder.observer = self.on_codec_batch
-        codec = decoder.description
-        self.codec_info.labels(codec.impl, codec.device, codec.dtype, *(str(on).lower() for on in (
-            codec.carry_state, codec.fused_activations, codec.compiled, codec.cuda_graphs))).set(1)
         self._codec_state.decoder = decoder
+        self._serving.engine, self._serving.decoder = engine, decoder
         voices.observer = self
         service.stream_observer = self
 

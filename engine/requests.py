@@ -242,6 +242,10 @@ class EngineDescription:
     loop: str  # vLLM's model runner ("v1" | "v2"), or the torch backend's loop ("fast" | "reference")
     device: str  # "cpu", "cuda:0", ...
     dtype: str  # "float32", "bfloat16", ...
+    # decode steps replayed as CUDA graphs now (vLLM: not enforce_eager on CUDA; the torch fast path:
+    # captured, which a capture that failed turns off while serving)
+    cuda_graphs: bool = False
+    fused_kernels: bool = False  # the torch fast path's Triton kernels, asked for and past their check
 
 
 @dataclass(frozen=True, slots=True)

@@ -222,7 +222,10 @@ class TorchEngine(TtsEngine):
 
     @property
     def description(self) -> EngineDescription:
-        return EngineDescription("torch", self.path, str(self.model.device), dtype_name(self.model.dtype))
+        gen = self._generator
+        fast = isinstance(gen, FastGenerator)
+        return EngineDescription("torch", self.path, str(self.model.device), dtype_name(self.model.dtype),
+                                 cuda_graphs=fast and gen.graphs is not None, fused_kernels=fast and gen.fused_kernels)
 
     @property
     def cfg_unavailable(self) -> Optional[str]:

@@ -450,9 +450,11 @@ class VllmEngine(TtsEngine):
 
     @property
     def description(self) -> EngineDescription:
-        device = self._llm.vllm_config.device_config
+        config = self._llm.vllm_config
+        device = config.device_config
         return EngineDescription("vllm", self._runner.runner, str(device.device or device.device_type),
-                                 dtype_name(self._dtype))
+                                 dtype_name(self._dtype),
+                                 cuda_graphs=device.device_type == "cuda" and not config.model_config.enforce_eager)
 
     @property
     def cfg_unavailable(self) -> Optional[str]:

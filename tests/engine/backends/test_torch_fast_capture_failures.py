@@ -17,10 +17,11 @@ from typing import Iterator
 import pytest
 import torch
 
+from api.metrics import _ServingInfo
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
 from engine.backends.torch_fast import FastGenerator
 from engine.backends.torch_generator import BatchGenerator, capture_refused, device_lost
-from engine.requests import SamplingParams, SynthesisRequest
+from engine.requests import EngineDescription, SamplingParams, SynthesisRequest
 from tests.engine.backends.test_torch_fast import KNOBS, TEXTS, assert_same, drive, prepare, preparer  # noqa: F401 (a fixture)
 from tests.recorded_graph import simulated_cuda_graphs
 
@@ -114,7 +115,8 @@ def test_every_capture_refused_leaves_decode_and_prefill_eager_with_the_referenc
                                    torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")],
                          ids=["refused", "out-of-memory"])
 async def test_an_engine_whose_captures_fail_at_start_serves_eagerly(tiny_model, monkeypatch, caplog, error):
-    """TorchEngine captures every shape before serving; a failure there used to stop the start."""
+    """TorchEngine captures every shape before serving; a failure there used to stop the start.
+    Its description (the start's log line, gepard_engine_info) says the graphs are off."""
     simulated_cuda_graphs(monkeypatch)
     tried = refuse_captures(monkeypatch, error, after=3)
     caplog.set_level(logging.INFO, logger="engine.backends")
@@ -127,11 +129,36 @@ async def test_an_engine_whose_captures_fail_at_start_serves_eagerly(tiny_model,
             frames[path] = torch.cat([c.codes for c in chunks], dim=-1)
             if path == "auto":
                 assert eng.path == "fast" and eng._generator.graphs is None
+                assert eng.description == EngineDescription("torch", "fast", "cpu", "float32", cuda_graphs=False)
+                assert serving_info(eng)["cuda_graphs"] == "false"
         finally:
             await eng.aclose()
     assert torch.equal(frames["auto"], frames["reference"])
     assert len(tried) == 4  # three captured, the fourth failed, none tried after
     assert "decode steps run eagerly from now on" in caplog.text and "decode-step graphs in" not in caplog.text
+
+
+async def test_an_engine_whose_captures_succeed_says_so(tiny_model, monkeypatch):
+    """The control for the test above: the same engine, every capture recorded."""
+    sim = simulated_cuda_graphs(monkeypatch)
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=4, path="auto", max_positions=512))
+    try:
+        assert sim.graphs and eng._generator.graphs is not None
+        assert eng.description == EngineDescription("torch", "fast", "cpu", "float32", cuda_graphs=True)
+        assert serving_info(eng) == {"backend": "torch", "loop": "fast", "device": "cpu", "dtype": "float32",
+                                     "cuda_graphs": "true", "fused_kernels": "false"}
+    finally:
+        await eng.aclose()
+
+
+def serving_info(engine: TorchEngine) -> dict[str, str]:
+    """The labels of the one gepard_engine_info series a scrape would show for ``engine``."""
+    info = _ServingInfo()
+    info.engine = engine
+    [family] = [f for f in info.collect() if f.name == "gepard_engine_info"]
+    [sample] = family.samples
+    assert sample.value == 1
+    return sample.labels
 
 
 def test_a_device_lost_during_a_capture_still_stops_the_generator(tiny_model, monkeypatch):
