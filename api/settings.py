@@ -37,7 +37,9 @@ problem, each naming its variable (``GEPARD_PORT: must be between 1 and 65535, g
     GEPARD_BACKEND                     backend                      auto (auto | vllm | torch; auto: vLLM, or torch
                                                                     where vLLM does not import or start)
     GEPARD_DEVICE                      device                       auto (cpu, cuda, cuda:1, ...)
-    GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16)
+    GEPARD_DTYPE                       dtype                        auto (float32 | bfloat16 | float16; auto:
+                                                                    bf16 on GPUs of compute capability 8.0+,
+                                                                    float32 on older GPUs and on CPU)
     GEPARD_VLLM_RUNNER                 vllm_runner                  v1 (v1 | v2: vLLM's model runner; v1 runs
                                                                     the adapter the CPU tests cover, on GPU too)
     GEPARD_ENGINE_STALL_TIMEOUT_S      engine_stall_timeout_s       60 (vLLM backend: with requests unfinished
