@@ -239,6 +239,7 @@ def run_settings(result: dict) -> str:
     change between sessions (a key an older JSON lacks is left out)."""
     flags = [("codec_cuda_graphs", "codec CUDA graphs"), ("codec_carry_state", "codec carrying conv state"),
              ("codec_fused_activations", "codec fused activations"), ("torch_fused_kernels", "fused engine kernels"),
+             ("engine_cuda_graphs", "engine CUDA graphs"),
              ("torch_overlap", "overlapped steps"),
              ("torch_prefill_graphs", "prefill graphs")]
     said = [f"{result.get('runner') or result.get('backend', '?')}, codec {result.get('codec_impl') or 'off'}"]

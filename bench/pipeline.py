@@ -273,13 +273,6 @@ async def start_engine(args: argparse.Namespace, checkpoint: Path, max_batch: in
     return await asyncio.get_running_loop().run_in_executor(None, TorchEngine.from_config, config)
 
 
-def fused_engine_kernels(engine: TtsEngine) -> Optional[bool]:
-    """Whether the torch fast path runs its fused kernels (asked, and their check at start passed);
-    None for an engine without a fast path."""
-    generator = getattr(engine, "_generator", None)
-    return getattr(generator, "fused_kernels", None)
-
-
 def prefill_batch(engine: TtsEngine) -> Optional[int]:
     """The new requests the torch fast path prefills together in one step (the setting, or its
     default for the device); None for an engine without a fast path."""
@@ -515,7 +508,9 @@ def result_doc(args: argparse.Namespace, host: str, runner: str, checkpoint: Pat
             "torch_prefill_graphs": args.torch_prefill_graphs,
             "torch_prefill_batch": getattr(args, "torch_prefill_batch_used", args.torch_prefill_batch),
             "torch_stream_priority": args.torch_stream_priority if args.backend == "torch" else None,
-            "torch_fused_kernels": getattr(args, "torch_fused_used", None), **headline(rows), "rows": [asdict(r) for r in rows]}
+            "torch_fused_kernels": getattr(args, "torch_fused_used", None),
+            "engine_cuda_graphs": getattr(args, "engine_graphs_used", None), **headline(rows),
+            "rows": [asdict(r) for r in rows]}
 
 
 def save(path: Optional[Path], result: dict[str, Any]) -> None:
@@ -547,7 +542,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         codec, args.codec_carry_state_used = carrying_codec(codec, checkpoint, args, max(levels))
         args.codec_fused_used = fusing_codec(codec, args)
     runner = runner_of(engine)
-    args.torch_fused_used = fused_engine_kernels(engine)
+    args.torch_fused_used = engine.description.fused_kernels  # asked, and past their check at start
+    args.engine_graphs_used = engine.description.cuda_graphs  # read again after each row: a failed capture turns it off
     args.torch_prefill_batch_used = prefill_batch(engine)
     decoders: dict[str, Optional[BatchingCodecDecoder]] = {
         str(s): None if codec is None else BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s)
@@ -562,6 +558,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
           f"{', fused activations' if args.codec_fused_used else ''}"
           f"{', overlapped steps' if args.torch_overlap else ''}{', prefill graphs' if args.torch_prefill_graphs else ''}"
           f"{', fused engine kernels' if args.torch_fused_used else ''}"
+          f"{', engine CUDA graphs' if args.engine_graphs_used else ''}"
           f"{f', prefill batch {args.torch_prefill_batch_used}' if args.torch_prefill_batch_used else ''}"
           f"{', engine stream at normal priority' if args.torch_stream_priority == 'normal' else ''}",
           flush=True)
@@ -595,6 +592,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                     memory)
                     rows.append(row)
                     print(fmt(row), flush=True)
+                    if args.engine_graphs_used and not engine.description.cuda_graphs:
+                        print(f"# C={c}: a CUDA graph capture failed; the engine's decode steps run eagerly from here "
+                              "on (see the log)", flush=True)
+                    args.engine_graphs_used = engine.description.cuda_graphs
                     save(args.json, result_doc(args, host, runner, checkpoint, impl, rows))
                     if name == str(schedules[0]):
                         last = (c, wall)

@@ -180,14 +180,14 @@ def test_each_pipeline_table_says_what_it_ran_with(tmp_path):
     result = json.loads((tmp_path / "gpu-torch.json").read_text())
     result.update(runner="fast path (CUDA graphs)", codec_impl="torch", codec_cuda_graphs="on (64 shapes)",
                   codec_carry_state=False, codec_fused_activations=True, torch_fused_kernels=True, torch_overlap=True,
-                  torch_prefill_batch=8, torch_stream_priority="high")
+                  torch_prefill_batch=8, torch_stream_priority="high", engine_cuda_graphs=False)
     (tmp_path / "gpu-torch.json").write_text(json.dumps(result))
     assert ("ran with: fast path (CUDA graphs), codec torch; codec CUDA graphs on (64 shapes); codec carrying conv "
-            "state off; codec fused activations on; fused engine kernels on; overlapped steps on; prefill batch 8; "
-            "engine stream priority high") in summary(tmp_path)
-    del result["codec_fused_activations"], result["torch_fused_kernels"]  # a JSON from before the settings: nothing said
-    (tmp_path / "gpu-torch.json").write_text(json.dumps(result))
-    assert "fused" not in summary(tmp_path)
+            "state off; codec fused activations on; fused engine kernels on; engine CUDA graphs off; overlapped steps "
+            "on; prefill batch 8; engine stream priority high") in summary(tmp_path)
+    del result["codec_fused_activations"], result["torch_fused_kernels"], result["engine_cuda_graphs"]  # a JSON from
+    (tmp_path / "gpu-torch.json").write_text(json.dumps(result))  # before the settings: nothing said
+    assert "fused" not in summary(tmp_path) and "engine CUDA graphs" not in summary(tmp_path)
 
 
 def test_fused_activations_get_their_rows_beside_the_eager_decodes(tmp_path):

@@ -144,6 +144,8 @@ def test_a_run_cut_by_sigint_keeps_the_rows_it_printed(tmp_path):
     assert len(result["rows"]) < 1000  # cut, not finished
     assert result["one_stream"]["n"] == len(result["rows"])
     assert not out.with_name(out.name + ".part").exists()
+    # what the engine ran, from its own description: on CPU the reference loop, no graphs, no kernels
+    assert (result["runner"], result["engine_cuda_graphs"], result["torch_fused_kernels"]) == ("reference", False, False)
 
 
 def test_the_budget_predicts_bursts_sublinearly_from_few_streams_and_linearly_from_many():
