@@ -205,8 +205,9 @@ class TorchEngine(TtsEngine):
             started = time.perf_counter()
             count = gen.capture_all()
             if gen.graphs is not None:  # else a capture failed (logged): the decode steps run eagerly
-                logger.info("torch fast path: captured %d decode-step graphs in %.1f s", count,
-                            time.perf_counter() - started)
+                prefills = len(gen.prefill_graphs.graphs) if gen.prefill_graphs is not None else 0
+                logger.info("torch fast path: captured %d decode-step graphs%s in %.1f s", count,
+                            f" and {prefills} prefill graphs" if prefills else "", time.perf_counter() - started)
         return gen
 
     @classmethod

@@ -167,11 +167,13 @@ class FastGenerator(BatchLoop):
         self.graphs = StepGraphs(device) if cuda_graphs and is_cuda(device) else None
         # the prefill as graphs too (CUDA graphs on), keyed by (prompts, tokens) padded to buckets:
         # eager, a lone prompt's prefill is ~1,300 kernel launches (20 ms on an H200, most of a
-        # stream's time to first frame); captured at first use of each shape
+        # stream's time to first frame); every shape captured by capture_all (the engine's start), any
+        # other at its first use
         self.prefill_graphs = (StepGraphs(device, what="the prefill of %d prompts of %d tokens")
                                if prefill_graphs and self.graphs is not None else None)
         self.prefill_token_buckets = power_buckets(max_positions, smallest=min(SMALLEST_PREFILL, max_positions))
         self._prefill_inputs: dict[tuple[int, int], _PrefillInputs] = {}
+        self._prefill_embeds: Optional[torch.Tensor] = None  # flat; every shape's embeds are a view of it
         self._prefill_tables: dict[int, RowTables] = {}
         self._rows: list[_Running] = []  # the order of the requests in the uploaded row tables
         self._bucket = 0  # the bucket whose tables hold ``_rows`` (0: none uploaded / stale)
@@ -505,35 +507,67 @@ class FastGenerator(BatchLoop):
         inputs = self._prefill_inputs.get((rows, tokens))
         if inputs is None:
             model, device = self.model, self.model.device
+            hidden = model.config.hidden_size
+            # one buffer for every shape's prompts, sized for the largest: the prefills run one at a
+            # time on the engine's stream, each writing its prompts just before it runs. Held per
+            # shape, the ~55 shapes captured at start would hold ~0.4 GB in bf16 at full size, not 32 MB.
+            if self._prefill_embeds is None or self._prefill_embeds.numel() < rows * tokens * hidden:
+                largest = max(r * t for r, t in [*self.prefill_shapes(), (rows, tokens)])
+                self._prefill_embeds = torch.zeros(largest * hidden, device=device, dtype=model.dtype)
             inputs = self._prefill_inputs[(rows, tokens)] = _PrefillInputs(
-                torch.zeros(rows, tokens, model.config.hidden_size, device=device, dtype=model.dtype),
+                self._prefill_embeds[: rows * tokens * hidden].view(rows, tokens, hidden),
                 torch.ones(rows, dtype=torch.int64, device=device),
                 torch.full((rows,), self.cache.scratch, dtype=torch.int64, device=device))
         return inputs
 
     def _replay_prefill(self, key: tuple[int, int], inputs: "_PrefillInputs", tables: RowTables) -> None:
-        """The prefill of ``key``'s shape as a graph, captured the first time. The warm-up run before
-        a capture really executes, so for it every row is padding (slots: the scratch slot, lengths
-        1; StepGraphs pads the tables): it writes only the scratch slot."""
-        graphs = self.prefill_graphs
-
+        """The prefill of ``key``'s shape as a graph (captured now if ``capture_all`` did not)."""
         def run() -> None:
             self.device_step.prefill(inputs.embeds, inputs.lengths, inputs.slots, tables)
 
-        if key not in graphs:
-            saved = inputs.slots.clone(), inputs.lengths.clone()
-            inputs.slots.fill_(self.cache.scratch)
-            inputs.lengths.fill_(1)
-            try:
-                captured = self._captured(graphs, key, run, tables, "prefills")
-            finally:
-                inputs.slots.copy_(saved[0])
-                inputs.lengths.copy_(saved[1])
-            if not captured:  # this prefill, and every later one, runs eagerly instead
-                self.prefill_graphs = None
-                run()
-                return
-        graphs.replay(key, run, tables)
+        if key not in self.prefill_graphs and not self._capture_prefill(key, inputs, tables):
+            run()  # the capture failed (logged): this prefill, and every later one, runs eagerly
+            return
+        self.prefill_graphs.replay(key, run, tables)
+
+    def _capture_prefill(self, key: tuple[int, int], inputs: "_PrefillInputs", tables: RowTables) -> bool:
+        """Capture the prefill of ``key``'s shape over its buffers; False (and no prefill graphs
+        from then on) when the capture failed. The warm-up run before a capture really executes, so
+        for it every row is padding (slots: the scratch slot, lengths 1; StepGraphs pads the
+        tables): it writes only the scratch slot. The buffers are as they were afterwards."""
+        saved = inputs.slots.clone(), inputs.lengths.clone()
+        inputs.slots.fill_(self.cache.scratch)
+        inputs.lengths.fill_(1)
+        try:
+            captured = self._captured(self.prefill_graphs, key, lambda: self.device_step.prefill(
+                inputs.embeds, inputs.lengths, inputs.slots, tables), tables, "prefills")
+        finally:
+            inputs.slots.copy_(saved[0])
+            inputs.lengths.copy_(saved[1])
+        if not captured:
+            self.prefill_graphs = None
+        return captured
+
+    def prefill_shapes(self) -> list[tuple[int, int]]:
+        """Every (prompts, tokens) shape a prefill can be padded to (``prefill_graphs``), smallest
+        first: prompts a batch bucket up to the most one prefill holds (``prefill_batch``
+        requests, two prompts each with CFG, one per slot), tokens a bucket up to the cache. A
+        shape is left out when even the fewest prompts and tokens that pad to it cannot meet in one
+        prefill: admission (``_admit``) adds a request to a batch only while prompts x longest
+        prompt stay within ``prefill_tokens``, and the first request (one or two prompts) alone
+        may be of any length."""
+        most_prompts = min(2 * min(self.prefill_batch, self.max_batch), self.slots)
+        shapes = []
+        for i, rows in enumerate(self.batch_buckets):
+            fewest_prompts = self.batch_buckets[i - 1] + 1 if i else 1
+            if fewest_prompts > most_prompts:
+                break
+            for j, tokens in enumerate(self.prefill_token_buckets):
+                shortest = self.prefill_token_buckets[j - 1] + 1 if j else 1
+                if fewest_prompts > 2 and fewest_prompts * shortest > self.prefill_tokens:
+                    break
+                shapes.append((rows, tokens))
+        return shapes
 
     def _captured(self, graphs: StepGraphs, key: tuple[int, int], step: Callable[[], None], tables: RowTables,
                   work: str) -> bool:
@@ -623,12 +657,19 @@ class FastGenerator(BatchLoop):
         return [(1, tokens), (rows, tokens)]
 
     def capture_all(self, max_span: Optional[int] = None) -> int:
-        """Capture every (bucket, span) graph up to ``max_span`` now rather than at first use
-        (CUDA; a no-op on CPU). Returns the number of graphs held: 0 when a capture failed, and
-        the decode step then runs eagerly (``_captured``)."""
+        """Capture every (bucket, span) graph of the decode step up to ``max_span``, and with
+        ``prefill_graphs`` every prefill shape (``prefill_shapes``), now rather than at first use,
+        where a capture would delay that request's first frame and every running stream's next
+        (CUDA; a no-op on CPU). Returns the number of decode graphs held: 0 when a capture failed,
+        and the decode step then runs eagerly (``_captured``); a failed prefill capture leaves the
+        prefills eager."""
         if self.graphs is None:
             return 0
         with on_stream(self.stream), torch.no_grad():
+            for key in self.prefill_shapes() if self.prefill_graphs is not None else ():
+                if key not in self.prefill_graphs and not self._capture_prefill(
+                        key, self._prefill_buffers(*key), self.tables(key[0], prefill=True)):
+                    break
             for bucket in self.batch_buckets:
                 tables = self.tables(bucket)
                 self._bucket = 0

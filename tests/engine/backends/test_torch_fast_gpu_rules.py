@@ -146,9 +146,10 @@ def test_replayed_graphs_give_the_reference_frames_with_joins_leaves_and_aborts(
     assert all(g.ops for g in sim.graphs)
 
 
-def test_capturing_every_shape_at_start_changes_no_state(tiny_model, preparer, monkeypatch):
+@pytest.mark.parametrize("prefill_graphs", [False, True])
+def test_capturing_every_shape_at_start_changes_no_state(tiny_model, preparer, monkeypatch, prefill_graphs):
     simulated_cuda_graphs(monkeypatch)
-    gen = FastGenerator(tiny_model, max_batch=4, max_positions=256)
+    gen = FastGenerator(tiny_model, max_batch=4, max_positions=256, prefill_graphs=prefill_graphs)
     drive(gen, {0: [prepare(preparer, tiny_model, "warm", TEXTS[0], KNOBS["seeded"])]})
     st, cache = gen.device_step.state, gen.cache
     # every slot's tensors but the scratch slot's (the warm-up before each capture writes there)
@@ -157,6 +158,7 @@ def test_capturing_every_shape_at_start_changes_no_state(tiny_model, preparer, m
     before = [t.clone() for t in slots()]
     assert before[0].abs().sum() > 0  # the warm request left keys behind, so "unchanged" means something
     assert gen.capture_all() == len(power_buckets(4)) * len(power_buckets(256, smallest=SMALLEST_SPAN))
+    assert len(gen.prefill_graphs.graphs) == 3 * 5 if prefill_graphs else gen.prefill_graphs is None  # rows 1-4, tokens 16-256
     assert all(torch.equal(a, b) for a, b in zip(before, slots()))
     # and the slot the warm request used is handed out clean: a new request gets the reference frames
     req = prepare(preparer, tiny_model, "next", TEXTS[2], KNOBS["topk_penalty"])

@@ -133,3 +133,46 @@ def test_a_prefill_capture_that_fails_leaves_prefills_running_eagerly(tiny_model
     assert caplog.text.count("capturing the prefill of") == 1
     assert ("capturing the prefill of 1 prompts of 64 tokens failed (RuntimeError: Cannot copy between CPU and "
             "CUDA tensors during CUDA graph capture); prefills run eagerly from now on") in caplog.text
+
+
+# -- every shape captured at start -------------------------------------------------------------------------
+
+def test_the_prefill_shapes_are_those_admission_can_fill(tiny_model):
+    """Prompts pad to 1, 2, 4, 8 rows, tokens to 16 ... 512. With 100 tokens a prefill, a batch of
+    3 or more prompts (4 rows) holds at most 33 tokens each (pads to 64), of 5 or more (8 rows) at
+    most 20 (pads to 32); one or two prompts (a single request, CFG's two) may be of any length."""
+    gen = FastGenerator(tiny_model, max_batch=8, max_positions=512, prefill_tokens=100)
+    every = [16, 32, 64, 128, 256, 512]
+    assert gen.prefill_shapes() == [(1, t) for t in every] + [(2, t) for t in every] + [(4, 16), (4, 32), (4, 64),
+                                                                                        (8, 16), (8, 32)]
+    # no more prompts than one prefill can take: 2 requests of two prompts each
+    assert FastGenerator(tiny_model, max_batch=8, max_positions=512, prefill_batch=2).prefill_shapes()[-1] == (4, 512)
+
+
+@pytest.mark.parametrize("prefill_tokens", [8192, 100])
+def test_every_prefill_shape_is_captured_at_start_and_none_later(tiny_model, preparer, monkeypatch, prefill_tokens):
+    """capture_all captures the prefills too: no request's first frame waits for a capture, and
+    none of the running streams' frames behind it."""
+    sim = simulated_cuda_graphs(monkeypatch)
+    gen = FastGenerator(tiny_model, max_batch=8, max_positions=512, prefill_graphs=True, prefill_tokens=prefill_tokens)
+    gen.capture_all()
+    assert set(gen.prefill_graphs.graphs) == set(gen.prefill_shapes())
+    captured = len(sim.graphs)
+    ran, replayed = spy_prefills(gen, monkeypatch)
+    reqs = [prepare(preparer, tiny_model, name, TEXTS[i % 4], sp) for i, (name, sp) in enumerate(KNOBS.items())]
+    schedule = {0: reqs[:3], 4: reqs[3:5], 9: reqs[5:]}
+    got = drive(gen, schedule)
+    ref = drive(BatchGenerator(tiny_model, max_batch=8), schedule)
+    for req in reqs:
+        assert_same(ref, got, req.request_id)
+    assert len(sim.graphs) == captured and ran == []  # no capture since, no prefill run eagerly: replays only
+    assert len(replayed) >= len(schedule)  # more with 100 tokens: admission splits the joins
+
+
+def test_the_prefill_shapes_share_one_prompt_buffer(tiny_model, monkeypatch):
+    simulated_cuda_graphs(monkeypatch)
+    gen = FastGenerator(tiny_model, max_batch=8, max_positions=512, prefill_graphs=True)
+    gen.capture_all()
+    buffers = {inputs.embeds.untyped_storage().data_ptr() for inputs in gen._prefill_inputs.values()}
+    largest = max(r * t for r, t in gen.prefill_shapes()) * tiny_model.config.hidden_size
+    assert len(buffers) == 1 and gen._prefill_embeds.numel() == largest
