@@ -54,7 +54,7 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--codec", default=None, help="NanoCodec .nemo file or HF id (default: the checkpoint's codec_id)")
     p.add_argument("--backend", default="torch", choices=["auto", "vllm", "torch"], help="inference backend (synth default: torch)")
     p.add_argument("--device", default="auto", type=_device_arg, help="cpu, cuda, cuda:1 ... (default: GPU when available)")
-    p.add_argument("--dtype", default="auto", choices=DTYPES, help="float32 or bfloat16 (default: bf16 on GPU, float32 on CPU)")
+    p.add_argument("--dtype", default="auto", choices=DTYPES, help="float32, bfloat16 or float16 (default: bf16 on GPUs of compute capability 8.0+, float32 on older GPUs and on CPU)")
 
 
 def _output_problem(out: Path) -> Optional[str]:
