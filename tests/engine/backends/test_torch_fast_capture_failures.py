@@ -27,6 +27,8 @@ from tests.recorded_graph import simulated_cuda_graphs
 
 # what PyTorch raises when a captured op syncs with the host (cudaErrorStreamCaptureUnsupported)
 REFUSED = "CUDA error: operation not permitted when stream is capturing\nCUDA kernel errors might be asynchronously reported"
+# what PyTorch's own check raises for a pageable copy inside a capture (a RuntimeError)
+TORCH_REFUSED = "Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU tensor is pinned\nmore"
 LOST = "CUDA error: an illegal memory access was encountered"
 
 
@@ -91,10 +93,12 @@ def test_a_decode_capture_refused_mid_run_leaves_every_request_on_the_reference_
                       "CUDA error: operation not permitted when stream is capturing); decode steps run eagerly from now on"]
 
 
+@pytest.mark.parametrize("error", [torch.AcceleratorError(REFUSED), RuntimeError(TORCH_REFUSED)], ids=["cuda", "torch"])
 def test_every_capture_refused_leaves_decode_and_prefill_eager_with_the_reference_frames(tiny_model, preparer,
-                                                                                           monkeypatch, caplog):
+                                                                                           monkeypatch, caplog, error):
+    """The prefill's capture (at its first use) is refused, then the decode step's."""
     simulated_cuda_graphs(monkeypatch)
-    refuse_captures(monkeypatch, torch.AcceleratorError(REFUSED))
+    refuse_captures(monkeypatch, error)
     caplog.set_level(logging.ERROR, logger="engine.backends.torch_fast")
     gen = FastGenerator(tiny_model, max_batch=4, max_positions=512, prefill_graphs=True)
     reqs = [prepare(preparer, tiny_model, name, TEXTS[i], KNOBS[name]) for i, name in enumerate(("greedy", "topk_penalty"))]
@@ -104,11 +108,11 @@ def test_every_capture_refused_leaves_decode_and_prefill_eager_with_the_referenc
     for req in reqs:
         assert_same(ref, got, req.request_id)
     assert gen.graphs is None and gen.prefill_graphs is None
+    said = f"{type(error).__name__}: {str(error).splitlines()[0]}"  # the first line only
     assert [m for m in caplog.messages if "run eagerly from now on" in m] == [
-        "torch fast path: capturing the prefill of 1 prompts of 64 tokens failed (AcceleratorError: CUDA error: operation "
-        "not permitted when stream is capturing); prefills run eagerly from now on",
-        "torch fast path: capturing the decode step for batch bucket 1, span 128 failed (AcceleratorError: CUDA error: "
-        "operation not permitted when stream is capturing); decode steps run eagerly from now on"]
+        f"torch fast path: capturing the prefill of 1 prompts of 64 tokens failed ({said}); prefills run eagerly from now on",
+        f"torch fast path: capturing the decode step for batch bucket 1, span 128 failed ({said}); decode steps run "
+        "eagerly from now on"]
 
 
 @pytest.mark.parametrize("error", [torch.AcceleratorError(REFUSED),

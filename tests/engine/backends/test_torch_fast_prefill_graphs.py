@@ -111,30 +111,6 @@ def test_prompts_pad_to_power_of_two_tokens_up_to_the_cache(tiny_model, position
     assert gen.prefill_token_buckets[0] == smallest and gen.prefill_token_buckets[-1] == positions
 
 
-def test_a_prefill_capture_that_fails_leaves_prefills_running_eagerly(tiny_model, preparer, monkeypatch, caplog):
-    """A capture refused at serve time (say, an op no graph may hold) costs the prefill graphs, not
-    the requests: that prefill and every later one run eagerly, with one ERROR line. (A CUDA error
-    is another matter: it means the device is lost, and goes up as it does from a decode step.)"""
-    simulated_cuda_graphs(monkeypatch)
-    gen = FastGenerator(tiny_model, max_batch=4, max_positions=512, prefill_graphs=True)
-
-    def refused(key, step, tables):
-        raise RuntimeError("Cannot copy between CPU and CUDA tensors during CUDA graph capture\nmore")
-
-    monkeypatch.setattr(gen.prefill_graphs, "capture", refused)
-    caplog.set_level(logging.ERROR, logger="engine.backends.torch_fast")
-    reqs = [prepare(preparer, tiny_model, name, TEXTS[i], KNOBS[name]) for i, name in enumerate(("greedy", "cfg_greedy"))]
-    schedule = {0: reqs[:1], 3: reqs[1:]}
-    got = drive(gen, schedule)
-    ref = drive(BatchGenerator(tiny_model, max_batch=4), schedule)
-    for req in reqs:
-        assert_same(ref, got, req.request_id)
-    assert gen.prefill_graphs is None
-    assert caplog.text.count("capturing the prefill of") == 1
-    assert ("capturing the prefill of 1 prompts of 64 tokens failed (RuntimeError: Cannot copy between CPU and "
-            "CUDA tensors during CUDA graph capture); prefills run eagerly from now on") in caplog.text
-
-
 # -- every shape captured at start -------------------------------------------------------------------------
 
 def test_the_prefill_shapes_are_those_admission_can_fill(tiny_model):
