@@ -276,6 +276,34 @@ def metric_help(name: str) -> str:
     return family.documentation
 
 
+def test_the_gpu_engine_eager_alert_selects_what_gepard_engine_info_exports():
+    """The alert's label matchers, applied (as Prometheus would, =~ anchored) to the series the
+    gateway's collector exports for each kind of engine: it fires for a GPU engine without CUDA
+    graphs only."""
+    from types import SimpleNamespace
+
+    from api.metrics import _ServingInfo
+    from engine.requests import EngineDescription
+
+    selector = re.search(r"gepard_engine_info\{([^}]*)\}", alert_rule("GepardGpuEngineEager")["expr"]).group(1)
+    matchers = re.findall(r'(\w+)\s*(=~|=)\s*"([^"]*)"', selector)
+    assert len(matchers) == 2
+
+    def fires(about: EngineDescription) -> bool:
+        info = _ServingInfo()
+        info.engine = SimpleNamespace(description=about)  # what the collector reads of an engine
+        [family] = [f for f in info.collect() if f.name == "gepard_engine_info"]
+        [series] = family.samples
+        return all(re.fullmatch(value, series.labels[label]) if op == "=~" else series.labels[label] == value
+                   for label, op, value in matchers)
+
+    assert fires(EngineDescription("torch", "fast", "cuda:0", "bfloat16", cuda_graphs=False, fused_kernels=True))
+    assert fires(EngineDescription("torch", "reference", "cuda", "float32"))
+    assert not fires(EngineDescription("torch", "fast", "cuda:0", "bfloat16", cuda_graphs=True, fused_kernels=True))
+    assert not fires(EngineDescription("vllm", "v1", "cuda", "bfloat16", cuda_graphs=True))
+    assert not fires(EngineDescription("torch", "reference", "cpu", "float32"))
+
+
 def test_readme_alert_table_is_the_rules_and_says_what_they_mean():
     alerts = yaml.safe_load((REPO / "deploy/prometheus/alerts.yml").read_text())
     table = readme_alert_table()
