@@ -138,8 +138,11 @@ def pipeline_table(result: dict) -> list[str]:
 
 
 def _path(row: dict) -> str:
-    """A bench/torch_fast.py path as the tables name it: with "(fused kernels)" when it ran them."""
-    return f"{row['path']} (fused kernels)" if row.get("fused_kernels") else row["path"]
+    """A bench/torch_fast.py path as the tables name it: with "(fused kernels)" when it ran them, and
+    "(eager: a capture failed)" when it was to replay CUDA graphs and did not."""
+    said = [*(["fused kernels"] if row.get("fused_kernels") else []),
+            *(["eager: a capture failed"] if row.get("graphs") is False else [])]
+    return f"{row['path']} ({'; '.join(said)})" if said else row["path"]
 
 
 def step_table(*results: tuple[Optional[dict], str]) -> list[str]:

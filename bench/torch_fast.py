@@ -93,6 +93,7 @@ class Result:
     rows: int  # the fewest requests a timed step decoded (== batch: every timed step ran the whole batch)
     fused_kernels: Optional[bool] = None  # fast path: whether it ran the fused kernels (asked and checked)
     host_ms_p50: Optional[float] = None  # fast path: a step's time not spent waiting for the device's results
+    graphs: Optional[bool] = None  # CUDA graphs asked for: whether its steps replayed them (False: a capture failed)
 
 
 @dataclass
@@ -104,6 +105,7 @@ class PrefillResult:
     prefill_ms_p50: float  # the step that prefills them and samples their first frames, to the frames on the host
     prefill_ms_p90: float
     fused_kernels: Optional[bool] = None
+    graphs: Optional[bool] = None  # prefill graphs asked for: whether its prefills replayed them
 
 
 # Peak memory bandwidth (GB/s) by GPU name, from the vendors' data sheets; --hbm-gbps overrides.
@@ -221,6 +223,7 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
         rows = min(rows, gen.last_batch_size)
     shape = str(getattr(gen, "last_shape", "")) if path in FAST_PATHS else ""  # of the timed steps, not the drain's
     fused = getattr(gen, "fused_kernels", None)
+    replayed = graphs_ran(gen, "graphs")
     while gen.has_work():
         collect(gen.step())
     p50, p90 = p50_p90(times)
@@ -230,7 +233,7 @@ def time_path(path: str, model: GepardModel, engine: TorchEngine, batch: int, st
     floor_ms = read / (gbps * 1e9) * 1000 if gbps else None
     host_ms = statistics.median(hosts) * 1000 if path in FAST_PATHS else None
     return (Result(path, batch, steps, p50 * 1000, p90 * 1000, fps, fps * spf, shape, read / 1e6, floor_ms, rows, fused,
-                   host_ms),
+                   host_ms, replayed),
             {k: torch.stack(v, 1) for k, v in frames.items()})
 
 
@@ -257,7 +260,17 @@ def time_prefill(path: str, model: GepardModel, engine: TorchEngine, prompts: in
         assert len(outs) == prompts and not gen.has_work(), "a prefill step should end every request at frame 1"
     tokens = engine.prepare(SynthesisRequest("probe", TEXT, None, sp)).prompt_embeds.shape[0]
     p50, p90 = p50_p90(times)
-    return PrefillResult(path, prompts, tokens, repeats, p50 * 1000, p90 * 1000, getattr(gen, "fused_kernels", None))
+    return PrefillResult(path, prompts, tokens, repeats, p50 * 1000, p90 * 1000, getattr(gen, "fused_kernels", None),
+                         graphs_ran(gen, "prefill_graphs") if FAST_PATHS.get(path, {}).get("prefill_graphs") else None)
+
+
+def graphs_ran(gen: FastGenerator | BatchGenerator, which: str) -> Optional[bool]:
+    """Whether ``gen``'s ``which`` graphs ("graphs": the decode step's, "prefill_graphs") replayed:
+    None where CUDA graphs were not asked for (the reference loop, --no-graphs, a CPU), False where
+    a capture failed and the fast path ran that work eagerly instead (its ERROR line is in the log)."""
+    if not getattr(gen, "graphs_asked", False):
+        return None
+    return getattr(gen, which) is not None
 
 
 def check(device: torch.device, variants: tuple[str, ...] = ("fast",)) -> dict[str, bool]:
@@ -298,6 +311,9 @@ def check(device: torch.device, variants: tuple[str, ...] = ("fast",)) -> dict[s
         fused = " (fused kernels)" if getattr(loops[name], "fused_kernels", False) else ""
         print(f"# check ({device}, float32): {name}{fused} {'equals' if verdicts[name] else 'DIFFERS FROM'} the reference "
               "loop", flush=True)
+    for name, gen in loops.items():
+        if graphs_ran(gen, "graphs") is False:  # its frames were checked all the same, eager
+            print(f"# check: {name} ran eagerly: a CUDA graph capture failed (its ERROR line is above)", flush=True)
     graphs = sum(len(gen.graphs.graphs) for gen in loops.values() if getattr(gen, "graphs", None) is not None)
     print(f"# check: {graphs} CUDA graphs replayed", flush=True)
     return verdicts

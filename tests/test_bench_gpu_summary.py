@@ -103,12 +103,14 @@ def test_step_times_are_shown_against_their_floor_and_written_beside_the_json(tm
 def test_a_path_that_ran_the_fused_kernels_says_so(tmp_path):
     rows = [{"path": p, "batch": 1, "step_ms_p50": ms, "read_mb": 600.0, "floor_ms": 0.125, "shape": "", "fused_kernels": f}
             for p, ms, f in (("fast", 1.0, True), ("unfused", 2.5, False))]
+    rows.append({**rows[0], "path": "overlap", "graphs": False})  # asked for graphs, a capture failed: eager
     prefills = [{"path": "fast", "prompts": 1, "tokens": 57, "repeats": 10, "prefill_ms_p50": 4.0, "prefill_ms_p90": 5.0,
                  "fused_kernels": True}]
     (tmp_path / "torch_fast_bf16.json").write_text(json.dumps({"peak_gbps": 4800, "results": rows, "prefills": prefills}))
     text = summary(tmp_path)
     assert "| fast (fused kernels) | on | 1 | 1.00 | - | 600.0 | 0.125 | 8.0 |  |" in text  # a JSON without host times
     assert "| unfused | on | 1 | 2.50 | - | 600.0 | 0.125 | 20.0 |  |" in text
+    assert "| overlap (fused kernels; eager: a capture failed) | on | 1 | 1.00 |" in text
     assert "| fast (fused kernels) | 1 | 57 | 4.00 | 5.00 |" in text
 
 

@@ -149,3 +149,37 @@ def test_the_host_part_of_a_step_leaves_out_what_the_waits_for_the_device_blocke
     gen.step()  # a decode step: one more
     step = time.perf_counter() - started
     assert len(waits) == 2 and 0.03 <= waits[1] <= step
+
+
+def test_a_path_whose_capture_failed_is_timed_and_checked_as_eager_and_says_so(tiny_gepard_dir, monkeypatch, capsys):
+    """Under the recorded-graph model of CUDA graphs: the same run with every capture refused as a
+    GPU refuses one. The fast path then serves eagerly (engine.backends.torch_fast), so its figures
+    are eager ones: the results and the check must say so, or a GPU session would report them
+    under graphs."""
+    from bench import torch_fast
+    from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
+    from tests.engine.backends.test_torch_fast_capture_failures import REFUSED, refuse_captures
+    from tests.recorded_graph import simulated_cuda_graphs
+
+    model = GepardModel.from_pretrained(tiny_gepard_dir, device=torch.device("cpu"), dtype=torch.float32)
+    engine = TorchEngine(model, TorchEngineConfig(max_batch=1, path="reference"))
+    try:
+        assert torch_fast.time_path("fast", model, engine, 2, 2, graphs=True, greedy=True)[0].graphs is None  # CPU
+        simulated_cuda_graphs(monkeypatch)
+        replayed, _ = torch_fast.time_path("fast", model, engine, 2, 2, graphs=True, greedy=True)
+        prefill = torch_fast.time_prefill("prefill-graphs", model, engine, 2, 1, graphs=True)
+        refuse_captures(monkeypatch, torch.AcceleratorError(REFUSED))
+        eager, _ = torch_fast.time_path("fast", model, engine, 2, 2, graphs=True, greedy=True)
+        eager_prefill = torch_fast.time_prefill("prefill-graphs", model, engine, 2, 1, graphs=True)
+        unasked = torch_fast.time_path("fast", model, engine, 2, 2, graphs=False, greedy=True)[0]
+    finally:
+        import asyncio
+
+        asyncio.run(engine.aclose())
+    assert (replayed.graphs, eager.graphs, unasked.graphs) == (True, False, None)
+    assert (prefill.graphs, eager_prefill.graphs) == (True, False)
+    monkeypatch.setattr(torch_fast, "engine_checkpoint_tiny", lambda: tiny_gepard_dir)
+    capsys.readouterr()
+    assert torch_fast.check(torch.device("cpu"), ("fast",)) == {"fast eager": True, "fast graphs": True}
+    out = capsys.readouterr().out
+    assert "# check: fast graphs ran eagerly: a CUDA graph capture failed" in out and "fast eager ran" not in out

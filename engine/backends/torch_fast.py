@@ -165,6 +165,7 @@ class FastGenerator(BatchLoop):
         self.stream_priority = stream_priority
         self.stream = new_engine_stream(device, stream_priority)  # CUDA, high: above the codec's (cuda_graphs)
         self.graphs = StepGraphs(device) if cuda_graphs and is_cuda(device) else None
+        self.graphs_asked = self.graphs is not None  # so graphs None on CUDA later means a capture failed
         # the prefill as graphs too (CUDA graphs on), keyed by (prompts, tokens) padded to buckets:
         # eager, a lone prompt's prefill is ~1,300 kernel launches (20 ms on an H200, most of a
         # stream's time to first frame); every shape captured by capture_all (the engine's start), any
