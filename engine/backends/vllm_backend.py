@@ -61,7 +61,7 @@ from engine.backends.vllm_frontend import GepardFrontend, PreparedPrompt
 from engine.backends.vllm_layout import ARCHITECTURE, NUM_CHANNELS, TokenLayout, hf_overrides
 from engine.backends.vllm_runner import RunnerChoice, check_runner, select_runner
 from engine.checkpoint import resolve_model_dir
-from engine.device import dtype_name, pick_dtype
+from engine.device import GpuModel, dtype_name, pick_dtype
 from engine.errors import (
     CheckpointError,
     EngineDeadError,
@@ -315,6 +315,17 @@ def _engine_process_env(on_cpu: bool) -> Iterator[None]:
         os.environ.pop(ONEDNN_CACHE_VARS[0], None)
 
 
+def _vllm_gpu_model(index: int) -> GpuModel:
+    """The GPU as vLLM's platform reports it (NVML on CUDA), without initialising CUDA in this
+    process: vLLM starts its engine process after this, by fork where CUDA is not initialised."""
+    from vllm.platforms import current_platform
+
+    capability = current_platform.get_device_capability(index)
+    if capability is None:
+        raise EngineError(f"vLLM's platform reports no compute capability for GPU {index}")
+    return GpuModel(current_platform.get_device_name(index), (capability.major, capability.minor))
+
+
 def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _SchedulerProbe, runner: RunnerChoice) -> Any:
     """Create vLLM's AsyncLLM (blocking: spawns the engine processes and loads the weights)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -328,7 +339,7 @@ def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _Sched
     platform = "cpu" if on_cpu else current_platform.device_type
     if config.device not in ("auto", platform) and not config.device.startswith(f"{platform}:"):
         raise EngineError(f"device {config.device!r} requested but the installed vLLM runs on {platform!r}")
-    dtype = pick_dtype(torch.device("cpu" if on_cpu else "cuda"), config.dtype)
+    dtype = pick_dtype(torch.device("cpu" if on_cpu else "cuda"), config.dtype, gpu_model=_vllm_gpu_model)
     layout = TokenLayout(num_slots=config.max_batch)
     backbone = frontend.config.backbone
     kwargs: dict[str, Any] = dict(

