@@ -105,9 +105,9 @@ def _flag(on: bool) -> str:
 
 class _ServingInfo(Collector):
     """gepard_engine_info and gepard_codec_info: one series each, value 1, whose labels name what
-    serves and which speed-ups run. Read from the engine's and the decoder's descriptions at scrape
-    time, so a speed-up turned off while serving (a CUDA graph capture that failed) shows at the next
-    scrape. Nothing until ``engine`` and ``decoder`` are set (Metrics.observe)."""
+    serves and which speed-ups run: what runs, not what was asked for (a CUDA graph capture that
+    failed shows as false). Read from the engine's and the decoder's descriptions at scrape time, so
+    they cannot go stale. Nothing until ``engine`` and ``decoder`` are set (Metrics.observe)."""
 
     def __init__(self) -> None:
         self.engine: Optional["TtsEngine"] = None

@@ -543,7 +543,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         args.codec_fused_used = fusing_codec(codec, args)
     runner = runner_of(engine)
     args.torch_fused_used = engine.description.fused_kernels  # asked, and past their check at start
-    args.engine_graphs_used = engine.description.cuda_graphs  # read again after each row: a failed capture turns it off
+    args.engine_graphs_used = engine.description.cuda_graphs  # off where a capture failed at start (logged)
     args.torch_prefill_batch_used = prefill_batch(engine)
     decoders: dict[str, Optional[BatchingCodecDecoder]] = {
         str(s): None if codec is None else BatchingCodecDecoder(codec, max_batch=args.codec_batch, schedule=s)
@@ -592,10 +592,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                     memory)
                     rows.append(row)
                     print(fmt(row), flush=True)
-                    if args.engine_graphs_used and not engine.description.cuda_graphs:
-                        print(f"# C={c}: a CUDA graph capture failed; the engine's decode steps run eagerly from here "
-                              "on (see the log)", flush=True)
-                    args.engine_graphs_used = engine.description.cuda_graphs
                     save(args.json, result_doc(args, host, runner, checkpoint, impl, rows))
                     if name == str(schedules[0]):
                         last = (c, wall)

@@ -243,7 +243,7 @@ class EngineDescription:
     device: str  # "cpu", "cuda:0", ...
     dtype: str  # "float32", "bfloat16", ...
     # decode steps replayed as CUDA graphs now (vLLM: not enforce_eager on CUDA; the torch fast path:
-    # captured, which a capture that failed turns off while serving)
+    # captured at start; off where a capture failed and the steps run eagerly)
     cuda_graphs: bool = False
     fused_kernels: bool = False  # the torch fast path's Triton kernels, asked for and past their check
 
