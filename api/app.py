@@ -148,9 +148,10 @@ async def open_runtime(settings: Settings) -> Runtime:
                                                torch_fused_kernels=settings.torch_fused_kernels,
                                                torch_stream_priority=settings.torch_stream_priority))
     about = engine.description
-    logger.info("engine: %s backend (%s) on %s in %s, CUDA graphs %s, fused kernels %s (GEPARD_BACKEND=%s)",
-                about.backend, about.loop, about.device, about.dtype, "on" if about.cuda_graphs else "off",
-                "on" if about.fused_kernels else "off", settings.backend)
+    logger.info("engine: %s backend (%s) on %s in %s, CUDA graphs %s (prefills %s), fused kernels %s "
+                "(GEPARD_BACKEND=%s)", about.backend, about.loop, about.device, about.dtype,
+                *("on" if on else "off" for on in (about.cuda_graphs, about.prefill_graphs, about.fused_kernels)),
+                settings.backend)
     try:
         cfg_unavailable = engine.cfg_unavailable
         if settings.default_sampling.uses_cfg and cfg_unavailable:  # every request would get a 400

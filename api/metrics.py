@@ -116,11 +116,12 @@ class _ServingInfo(Collector):
     def collect(self):  # type: ignore[no-untyped-def]
         engine = GaugeMetricFamily("gepard_engine_info", "The engine that serves (always 1): its backend, loop, "
                                    "device, dtype and which speed-ups run now, as labels",
-                                   labels=["backend", "loop", "device", "dtype", "cuda_graphs", "fused_kernels"])
+                                   labels=["backend", "loop", "device", "dtype", "cuda_graphs", "prefill_graphs",
+                                           "fused_kernels"])
         if self.engine is not None:
             about = self.engine.description
-            engine.add_metric([about.backend, about.loop, about.device, about.dtype, _flag(about.cuda_graphs),
-                               _flag(about.fused_kernels)], 1)
+            engine.add_metric([about.backend, about.loop, about.device, about.dtype, *(_flag(on) for on in (
+                about.cuda_graphs, about.prefill_graphs, about.fused_kernels))], 1)
         codec = GaugeMetricFamily("gepard_codec_info", "The codec decoder streams decode with (always 1): its impl, "
                                   "device, dtype and which speed-ups are on, as labels",
                                   labels=["impl", "device", "dtype", "carry_state", "fused_activations", "compiled",

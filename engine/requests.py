@@ -245,6 +245,9 @@ class EngineDescription:
     # decode steps replayed as CUDA graphs now (vLLM: not enforce_eager on CUDA; the torch fast path:
     # captured at start; off where a capture failed and the steps run eagerly)
     cuda_graphs: bool = False
+    # prefills (new requests' prompts) replayed as CUDA graphs too (vLLM: its piecewise or full graphs
+    # for mixed batches; the torch fast path: GEPARD_TORCH_PREFILL_GRAPHS, off where a capture failed)
+    prefill_graphs: bool = False
     fused_kernels: bool = False  # the torch fast path's Triton kernels, asked for and past their check
 
 

@@ -226,7 +226,9 @@ class TorchEngine(TtsEngine):
         gen = self._generator
         fast = isinstance(gen, FastGenerator)
         return EngineDescription("torch", self.path, str(self.model.device), dtype_name(self.model.dtype),
-                                 cuda_graphs=fast and gen.graphs is not None, fused_kernels=fast and gen.fused_kernels)
+                                 cuda_graphs=fast and gen.graphs is not None,
+                                 prefill_graphs=fast and gen.prefill_graphs is not None,
+                                 fused_kernels=fast and gen.fused_kernels)
 
     @property
     def cfg_unavailable(self) -> Optional[str]:

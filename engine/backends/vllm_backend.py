@@ -381,6 +381,19 @@ def _start_llm(config: VllmEngineConfig, frontend: GepardFrontend, probe: _Sched
 
 
 # -- the engine -----------------------------------------------------------------------------------
+def cuda_graphs_used(on_cuda: bool, enforce_eager: bool, mode: Any) -> tuple[bool, bool]:
+    """Whether vLLM replays CUDA graphs for (decode-only batches, batches with prefills), from its
+    resolved config: none off CUDA or with enforce_eager; else as its ``cudagraph_mode`` says
+    (``CUDAGraphMode``: FULL_AND_PIECEWISE, its default, graphs both, piecewise for mixed batches;
+    FULL_DECODE_ONLY only decodes). A mode without ``decode_mode``/``mixed_mode`` (another vLLM):
+    its truth for both."""
+    if not on_cuda or enforce_eager or mode is None:
+        return False, False
+    if not (hasattr(mode, "decode_mode") and hasattr(mode, "mixed_mode")):
+        return bool(mode), bool(mode)
+    return bool(mode.decode_mode()), bool(mode.mixed_mode())
+
+
 class VllmEngine(TtsEngine):
     """TtsEngine on vLLM. Create with ``await VllmEngine.start(opts)``; it owns the vLLM engine
     processes and ``aclose()`` shuts them down."""
@@ -463,9 +476,10 @@ class VllmEngine(TtsEngine):
     def description(self) -> EngineDescription:
         config = self._llm.vllm_config
         device = config.device_config
+        decode, prefill = cuda_graphs_used(device.device_type == "cuda", config.model_config.enforce_eager,
+                                           config.compilation_config.cudagraph_mode)
         return EngineDescription("vllm", self._runner.runner, str(device.device or device.device_type),
-                                 dtype_name(self._dtype),
-                                 cuda_graphs=device.device_type == "cuda" and not config.model_config.enforce_eager)
+                                 dtype_name(self._dtype), cuda_graphs=decode, prefill_graphs=prefill)
 
     @property
     def cfg_unavailable(self) -> Optional[str]:
@@ -723,4 +737,4 @@ class _ClosedLLM:
         return 0
 
 
-__all__ = ["VllmEngine", "VllmEngineConfig", "EngineLoad", "blocks_needed", "stall_problem"]
+__all__ = ["VllmEngine", "VllmEngineConfig", "EngineLoad", "blocks_needed", "cuda_graphs_used", "stall_problem"]

@@ -212,7 +212,7 @@ def test_the_engine_and_codec_that_serve_are_named_in_their_info_gauges(gateway)
     samples = scrape(gateway.url)
     info = {labels: v for (name, labels), v in samples.items() if name == "gepard_engine_info"}
     assert info == {(("backend", "torch"), ("cuda_graphs", "false"), ("device", "cpu"), ("dtype", "float32"),
-                     ("fused_kernels", "false"), ("loop", "reference")): 1.0}
+                     ("fused_kernels", "false"), ("loop", "reference"), ("prefill_graphs", "false")): 1.0}
     # and the codec: NeMo's codec loaded, the torch decoder of the same checkpoint decoding, since
     # streams carry its conv state (on by default on CPU); nothing else applies on CPU
     codec = {dict(labels)["impl"]: dict(labels) for (name, labels), v in samples.items() if name == "gepard_codec_info" and v == 1}

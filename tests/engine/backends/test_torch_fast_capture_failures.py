@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Iterator
+from typing import Iterator, Optional
 
 import pytest
 import torch
@@ -32,16 +32,18 @@ TORCH_REFUSED = "Cannot copy between CPU and CUDA tensors during CUDA graph capt
 LOST = "CUDA error: an illegal memory access was encountered"
 
 
-def refuse_captures(monkeypatch: pytest.MonkeyPatch, error: BaseException, after: int = 0) -> list[int]:
+def refuse_captures(monkeypatch: pytest.MonkeyPatch, error: BaseException, after: int = 0,
+                    refusals: Optional[int] = None) -> list[int]:
     """Make every CUDA graph capture after the first ``after`` raise ``error`` as it starts (a
-    capture computes nothing, so nothing was written). Returns the list of captures tried."""
+    capture computes nothing, so nothing was written), or only the next ``refusals`` of them.
+    Returns the list of captures tried."""
     tried: list[int] = []
     recorded = torch.cuda.graph  # simulated_cuda_graphs' stand-in
 
     @contextlib.contextmanager
     def capture(*args, **kwargs) -> Iterator[None]:
         tried.append(len(tried))
-        if len(tried) > after:
+        if len(tried) > after and (refusals is None or len(tried) <= after + refusals):
             raise error
         with recorded(*args, **kwargs):
             yield
@@ -142,15 +144,37 @@ async def test_an_engine_whose_captures_fail_at_start_serves_eagerly(tiny_model,
     assert "decode steps run eagerly from now on" in caplog.text and "decode-step graphs in" not in caplog.text
 
 
-async def test_an_engine_whose_captures_succeed_says_so(tiny_model, monkeypatch):
-    """The control for the test above: the same engine, every capture recorded."""
+@pytest.mark.parametrize("prefill_graphs", [False, True], ids=["prefills-eager", "prefill-graphs"])
+async def test_an_engine_whose_captures_succeed_says_so(tiny_model, monkeypatch, prefill_graphs):
+    """The control for the test above: the same engine, every capture recorded; with
+    GEPARD_TORCH_PREFILL_GRAPHS its prefills are graphs too, and the description says which."""
     sim = simulated_cuda_graphs(monkeypatch)
-    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=4, path="auto", max_positions=512))
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=4, path="auto", max_positions=512,
+                                                    prefill_graphs=prefill_graphs))
     try:
         assert sim.graphs and eng._generator.graphs is not None
-        assert eng.description == EngineDescription("torch", "fast", "cpu", "float32", cuda_graphs=True)
+        assert (eng._generator.prefill_graphs is not None) is prefill_graphs
+        assert eng.description == EngineDescription("torch", "fast", "cpu", "float32", cuda_graphs=True,
+                                                    prefill_graphs=prefill_graphs)
         assert serving_info(eng) == {"backend": "torch", "loop": "fast", "device": "cpu", "dtype": "float32",
-                                     "cuda_graphs": "true", "fused_kernels": "false"}
+                                     "cuda_graphs": "true", "prefill_graphs": str(prefill_graphs).lower(),
+                                     "fused_kernels": "false"}
+    finally:
+        await eng.aclose()
+
+
+async def test_an_engine_whose_prefill_capture_fails_at_start_says_its_prefills_run_eagerly(tiny_model, monkeypatch):
+    """The start captures the prefill shapes first; the first one refused leaves the prefills eager
+    and the decode steps replayed, and the description (gepard_engine_info) says just that."""
+    simulated_cuda_graphs(monkeypatch)
+    tried = refuse_captures(monkeypatch, torch.AcceleratorError(REFUSED), after=2, refusals=1)
+    eng = TorchEngine(tiny_model, TorchEngineConfig(max_batch=4, path="auto", max_positions=512, prefill_graphs=True))
+    try:
+        assert len(tried) > 3  # two prefill shapes captured, the third refused, then the decode steps
+        assert eng._generator.prefill_graphs is None and eng._generator.graphs is not None
+        assert eng.description == EngineDescription("torch", "fast", "cpu", "float32", cuda_graphs=True,
+                                                    prefill_graphs=False)
+        assert serving_info(eng)["prefill_graphs"] == "false"
     finally:
         await eng.aclose()
 

@@ -133,7 +133,8 @@ async def test_the_default_engine_runs_the_v1_model_runner(engine):
     assert engine.model_runner == "v1" and engine.vllm_config.use_v2_model_runner is False
     assert engine.vllm_config.model_config.logits_processors[0].endswith(":GepardFrameSamplerV1")
     # what the gateway logs at start and exports as gepard_engine_info's labels
-    assert engine.description == EngineDescription("vllm", "v1", "cpu", "float32", cuda_graphs=False, fused_kernels=False)
+    assert engine.description == EngineDescription("vllm", "v1", "cpu", "float32", cuda_graphs=False,
+                                                   prefill_graphs=False, fused_kernels=False)
 
 
 async def test_greedy_frames_equal_the_torch_backend_one_at_a_time(engine, reference, voice):

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("vllm")
 
 from engine.backends import vllm_runner  # noqa: E402
-from engine.backends.vllm_backend import VllmEngine, VllmEngineConfig  # noqa: E402
+from engine.backends.vllm_backend import VllmEngine, VllmEngineConfig, cuda_graphs_used  # noqa: E402
 from engine.backends.vllm_runner import VLLM_ENV, RunnerChoice, check_runner, choose_runner, select_runner  # noqa: E402
 from engine.errors import EngineError  # noqa: E402
 from engine.factory import EngineOptions, create_engine  # noqa: E402
@@ -116,3 +116,18 @@ async def test_async_scheduling_stays_off_unless_asked_for(tiny_gepard_dir, monk
     with pytest.raises(EngineError, match="_Asked"):
         await create_engine(EngineOptions(model=tiny_gepard_dir, backend="vllm", extra=extra))
     assert asked["async_scheduling"] is wanted
+
+
+@pytest.mark.parametrize("mode, decode, prefill", [
+    ("FULL_AND_PIECEWISE", True, True),  # vLLM's default: full graphs for decodes, piecewise for prefills
+    ("PIECEWISE", True, True),
+    ("FULL", True, True),
+    ("FULL_DECODE_ONLY", True, False),
+    ("NONE", False, False),
+])
+def test_the_description_says_which_batches_vllm_replays_as_cuda_graphs(mode, decode, prefill):
+    from vllm.config.compilation import CUDAGraphMode
+
+    assert cuda_graphs_used(True, False, CUDAGraphMode[mode]) == (decode, prefill)
+    assert cuda_graphs_used(True, True, CUDAGraphMode[mode]) == (False, False)  # enforce_eager
+    assert cuda_graphs_used(False, False, CUDAGraphMode[mode]) == (False, False)  # CPU
