@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from engine.interface import TtsEngine
     from voices.store import VoiceStore
 
-__all__ = ["Metrics", "CONTENT_TYPE_LATEST", "ERROR_ROUTES", "ROUTES", "route_label"]
+__all__ = ["Metrics", "ServingInfo", "CONTENT_TYPE_LATEST", "ERROR_ROUTES", "ROUTES", "route_label"]
 
 _LATENCY_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 # one engine step / one codec batch: real time is ~46 ms per frame (21.5 frames/s)
@@ -103,7 +103,7 @@ def _flag(on: bool) -> str:
     return "true" if on else "false"
 
 
-class _ServingInfo(Collector):
+class ServingInfo(Collector):
     """gepard_engine_info and gepard_codec_info: one series each, value 1, whose labels name what
     serves and which speed-ups run: what runs, not what was asked for (a CUDA graph capture that
     failed shows as false). Read from the engine's and the decoder's descriptions at scrape time, so
@@ -205,7 +205,7 @@ class Metrics:
         r.register(_PhonemizerRestarts())
         self._codec_state = _CodecStateSlots()  # its decoder comes with observe()
         r.register(self._codec_state)
-        self._serving = _ServingInfo()  # likewise its engine and decoder
+        self._serving = ServingInfo()  # likewise its engine and decoder
         r.register(self._serving)
         # every label value exists from the start (0), so dashboards and rate() see the series before traffic
         for route in ROUTES:

@@ -282,7 +282,7 @@ def test_the_gpu_engine_eager_alert_selects_what_gepard_engine_info_exports():
     graphs only."""
     from types import SimpleNamespace
 
-    from api.metrics import _ServingInfo
+    from api.metrics import ServingInfo
     from engine.requests import EngineDescription
 
     selector = re.search(r"gepard_engine_info\{([^}]*)\}", alert_rule("GepardGpuEngineEager")["expr"]).group(1)
@@ -290,7 +290,7 @@ def test_the_gpu_engine_eager_alert_selects_what_gepard_engine_info_exports():
     assert len(matchers) == 2
 
     def fires(about: EngineDescription) -> bool:
-        info = _ServingInfo()
+        info = ServingInfo()
         info.engine = SimpleNamespace(description=about)  # what the collector reads of an engine
         [family] = [f for f in info.collect() if f.name == "gepard_engine_info"]
         [series] = family.samples

@@ -17,10 +17,10 @@ from typing import Iterator, Optional
 import pytest
 import torch
 
-from api.metrics import _ServingInfo
+from api.metrics import ServingInfo
 from engine.backends.torch_backend import TorchEngine, TorchEngineConfig
 from engine.backends.torch_fast import FastGenerator
-from engine.backends.torch_generator import BatchGenerator, capture_refused, device_lost
+from engine.backends.torch_generator import BatchGenerator
 from engine.requests import EngineDescription, SamplingParams, SynthesisRequest
 from tests.engine.backends.test_torch_fast import KNOBS, TEXTS, assert_same, drive, prepare, preparer  # noqa: F401 (a fixture)
 from tests.recorded_graph import simulated_cuda_graphs
@@ -50,27 +50,6 @@ def refuse_captures(monkeypatch: pytest.MonkeyPatch, error: BaseException, after
 
     monkeypatch.setattr(torch.cuda, "graph", capture)
     return tried
-
-
-@pytest.mark.parametrize("message, refused, lost", [
-    (REFUSED, True, False),
-    ("CUDA error: operation failed due to a previous error during capture", True, False),
-    ("CUDA error: operation would result in a merge of separate capture sequences", True, False),
-    ("CUDA error: capturing stream has unjoined work", True, False),
-    ("CUDA error: dependency created on uncaptured work in another stream", True, False),
-    ("Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU tensor is pinned", True, False),
-    (LOST, False, True),
-    ("CUDA error: device-side assert triggered", False, True),
-    ("shape mismatch", False, False),
-])
-def test_a_refused_capture_is_not_a_lost_device(message, refused, lost):
-    # what PyTorch raises: an AcceleratorError for a CUDA error, a RuntimeError for its own checks
-    exc = torch.AcceleratorError(message) if message.startswith("CUDA error") else RuntimeError(message)
-    assert (capture_refused(exc), device_lost(exc)) == (refused, lost)
-
-
-def test_running_out_of_memory_is_not_a_lost_device():
-    assert not device_lost(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
 
 
 def test_a_decode_capture_refused_mid_run_leaves_every_request_on_the_reference_frames(tiny_model, preparer,
@@ -181,7 +160,7 @@ async def test_an_engine_whose_prefill_capture_fails_at_start_says_its_prefills_
 
 def serving_info(engine: TorchEngine) -> dict[str, str]:
     """The labels of the one gepard_engine_info series a scrape would show for ``engine``."""
-    info = _ServingInfo()
+    info = ServingInfo()
     info.engine = engine
     [family] = [f for f in info.collect() if f.name == "gepard_engine_info"]
     [sample] = family.samples
