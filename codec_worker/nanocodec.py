@@ -41,6 +41,7 @@ from codec_worker._checkpoint import (
     load_section,
     read_source,
 )
+from codec_worker.device_errors import device_lost, error_summary
 from codec_worker.errors import CodecLoadError, DecodeUnavailableError, InvalidAudioError, InvalidCodesError
 
 if TYPE_CHECKING:
@@ -390,7 +391,8 @@ def compile_decoder(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frame
     """Compile the torch decoder for decodes of up to ``max_batch`` windows of ``max_frames`` frames
     (TorchNanoCodec.compile); whether it is compiled. NeMo's decoder syncs with the host inside (an
     ``.item()`` in its length masking), so it stays uncompiled, with a warning; a compile that fails
-    (no C++ compiler, an Inductor or Triton error) is logged and the codec decodes uncompiled."""
+    (no C++ compiler, an Inductor or Triton error) is logged and the codec decodes uncompiled; a
+    lost device (``device_errors.device_lost``) raises, since no decode would run uncompiled either."""
     if codec.impl != "torch":
         logger.warning("codec: compiling applies to the torch decoder only (GEPARD_CODEC_IMPL=torch); NeMo's "
                        "decoder runs uncompiled")
@@ -399,8 +401,9 @@ def compile_decoder(codec: NanoCodec | TorchNanoCodec, max_batch: int, max_frame
     try:
         count = codec.compile(max_batch, max_frames)
     except Exception as exc:
-        logger.error("codec: compiling the torch decoder failed (%s: %s); decoding uncompiled", type(exc).__name__,
-                     str(exc).splitlines()[0] if str(exc) else "")
+        if device_lost(exc):  # nothing would decode uncompiled either: the start fails
+            raise
+        logger.error("codec: compiling the torch decoder failed (%s); decoding uncompiled", error_summary(exc))
         return False
     logger.info("codec: compiled the torch decoder for up to %d windows of %d frames (%d shapes) in %.1f s",
                 max_batch, max_frames, count, time.perf_counter() - started)
@@ -455,8 +458,8 @@ def decoding_codec(loaded: NanoCodec | TorchNanoCodec, source: str | Path, impl:
     try:
         return load_codec(source, device=loaded.device, dtype=loaded.dtype, impl="torch")
     except CodecLoadError as exc:
-        logger.warning("codec: the torch decoder did not load beside NeMo's codec (%s: %s); NeMo's decoder "
-                       "decodes, eagerly", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        logger.warning("codec: the torch decoder did not load beside NeMo's codec (%s); NeMo's decoder decodes, "
+                       "eagerly", error_summary(exc))
         return loaded
 
 
@@ -484,7 +487,7 @@ def fuse_decoder_activations(codec: NanoCodec | TorchNanoCodec, fused: bool | No
     run fused. ``fused`` None (GEPARD_CODEC_FUSED_ACTIVATIONS unset): ``fuses_activations_by_default``.
     Before compiling or capturing graphs. NeMo's decoder, a device Triton does not compile for and
     a kernel that fails its check leave the activations (or the state) eager, logged (a warning
-    where the setting asked for it)."""
+    where the setting asked for it); a lost device raises (``device_errors.device_lost``)."""
     wanted = fuses_activations_by_default(codec.device, compiled) if fused is None else fused
     if not wanted:
         return False
@@ -517,7 +520,9 @@ def _checked_fusion(fuse: Callable[[], int], refused: str, say: Callable[..., No
     try:
         count = fuse()
     except Exception as exc:
-        say("%s: %s: %s", refused, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        if device_lost(exc):  # the eager activations would fail as well: the start fails
+            raise
+        say("%s: %s", refused, error_summary(exc))
         return None
     return count, time.perf_counter() - started
 
@@ -528,7 +533,8 @@ def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, ma
     of ``max_frames`` frames (TorchNanoCodec.capture_graphs); whether it now replays them. NeMo's
     decoder syncs with the host inside (see ``compile_decoder``) and a CPU codec has nothing to
     capture: both stay as they are (logged). A capture that fails is logged, and the codec decodes
-    as before. ``max_chunk_frames``: the stateful decodes too, where the codec carries state."""
+    as before; one that lost the device (``device_errors.device_lost``, not a refused capture)
+    raises. ``max_chunk_frames``: the stateful decodes too, where the codec carries state."""
     if codec.impl != "torch":
         logger.info("codec: CUDA graphs apply to the torch decoder only (GEPARD_CODEC_IMPL=torch); NeMo's decoder "
                     "runs eagerly")
@@ -540,8 +546,10 @@ def capture_decoder_graphs(codec: NanoCodec | TorchNanoCodec, max_batch: int, ma
     try:
         count = codec.capture_graphs(max_batch, max_frames, max_chunk_frames=max_chunk_frames)
     except Exception as exc:
-        logger.error("codec: capturing the torch decoder as CUDA graphs failed (%s: %s); decoding eagerly",
-                     type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        if device_lost(exc):  # not a refused capture: no eager decode would run either, the start fails
+            raise
+        logger.error("codec: capturing the torch decoder as CUDA graphs failed (%s); decoding eagerly",
+                     error_summary(exc))
         return False
     logger.info("codec: captured the torch decoder as CUDA graphs for up to %d windows of %d frames (%d shapes) in %.1f s",
                 max_batch, max_frames, count, time.perf_counter() - started)

@@ -35,6 +35,7 @@ from codec_worker._checkpoint import (
     fingerprint,
     read_source,
 )
+from codec_worker.device_errors import device_lost, error_summary
 from codec_worker.errors import CodecFormatError, EncodeUnavailableError, InvalidCodesError
 from codec_worker.nanocodec import DecodesLatents, check_codes, check_lengths, decoder_left_context_frames
 from codec_worker.torchcodec.decoder import CausalHiFiGANDecoder, DecoderConfig
@@ -484,7 +485,8 @@ class TorchNanoCodec(DecodesLatents):
         Returns the number of shapes. ``capture``: default ``cuda_graph_capture`` (a CUDA codec
         only). Raises what capturing the windowed decodes raises; the codec then decodes as before.
         Where only the stateful decodes fail to capture, that is logged and they run eagerly: the
-        windowed graphs are kept (a stream's first window, in its time to first audio, replays)."""
+        windowed graphs are kept (a stream's first window, in its time to first audio, replays);
+        unless the device was lost (``device_errors.device_lost``), which raises."""
         if capture is None:
             if self.device.type != "cuda":
                 raise ValueError(f"CUDA graphs need a CUDA device; this codec is on {self.device}")
@@ -500,9 +502,10 @@ class TorchNanoCodec(DecodesLatents):
             try:
                 count += state_graphs.capture_all(max_batch, max_chunk_frames)
             except Exception as exc:
-                logger.error("codec: capturing the stateful decodes as CUDA graphs failed (%s: %s); they run eagerly, "
-                             "windowed decodes replay their %d graphs", type(exc).__name__,
-                             str(exc).splitlines()[0] if str(exc) else "", count)
+                if device_lost(exc):
+                    raise
+                logger.error("codec: capturing the stateful decodes as CUDA graphs failed (%s); they run eagerly, "
+                             "windowed decodes replay their %d graphs", error_summary(exc), count)
             else:
                 self._state_graphs = state_graphs
         return count

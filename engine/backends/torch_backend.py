@@ -37,8 +37,9 @@ from typing import AsyncIterator, Callable, Optional
 
 import torch
 
+from codec_worker.device_errors import device_lost, error_summary
 from engine.backends.torch_fast import FastGenerator, choose_path
-from engine.backends.torch_generator import BatchGenerator, PlannedRequest, PreparedRequest, StepOutput, device_lost
+from engine.backends.torch_generator import BatchGenerator, PlannedRequest, PreparedRequest, StepOutput
 from engine.device import dtype_name, pick_device, pick_dtype
 from engine.errors import EngineDeadError, GenerationError, InvalidRequestError, OverloadedError
 from engine.interface import TtsEngine
@@ -184,8 +185,8 @@ class TorchEngine(TtsEngine):
             except Exception as exc:  # no C++ compiler, a Triton or Inductor failure: serve uncompiled
                 if device_lost(exc):
                     raise
-                logger.error("torch fast path: compiling the decode step and the prefill failed (%s: %s); "
-                             "running them uncompiled", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                logger.error("torch fast path: compiling the decode step and the prefill failed (%s); running them "
+                             "uncompiled", error_summary(exc))
         return self._warm_fast_path(model, compiled=False)
 
     def _warm_fast_path(self, model: GepardModel, compiled: bool) -> FastGenerator:

@@ -57,11 +57,12 @@ from typing import Callable, Optional
 
 import torch
 
+from codec_worker.device_errors import device_lost, error_summary
 from engine.backends.cuda_graphs import HostCopy, StepGraphs, TableUpload, is_cuda, new_engine_stream, on_stream
 from engine.backends.fast_step import OUT_BAD, OUT_STOP, DeviceStep, HostRows, RowTables
 from engine.backends.layer_ops import fuses_by_default
 from engine.backends.static_cache import SlotAllocator, StaticKVCache, pick_bucket, power_buckets, to_device
-from engine.backends.torch_generator import BatchLoop, PlannedRequest, PreparedRequest, StepOutput, _check_knobs, device_lost
+from engine.backends.torch_generator import BatchLoop, PlannedRequest, PreparedRequest, StepOutput, _check_knobs
 from engine.errors import InvalidRequestError
 from engine.model.gepard import GepardModel
 from engine.requests import MAX_FRAMES, FinishReason
@@ -582,8 +583,8 @@ class FastGenerator(BatchLoop):
         except Exception as exc:
             if device_lost(exc):
                 raise
-            logger.error("torch fast path: capturing %s failed (%s: %s); %s run eagerly from now on", graphs.what % key,
-                         type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "", work)
+            logger.error("torch fast path: capturing %s failed (%s); %s run eagerly from now on", graphs.what % key,
+                         error_summary(exc), work)
             return False
         return True
 

@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 import torch
 
+from codec_worker.device_errors import device_lost
 from engine.errors import EngineDeadError, EngineError, GenerationError
 from engine.model.backbone import KVCache
 from engine.model.gepard import GepardModel
@@ -49,38 +50,6 @@ logger = logging.getLogger(__name__)
 # Unattributable (batched decode) failures in a row after which the engine is declared dead: one is
 # a request we could not pin down; several in a row, with fresh caches in between, is a broken engine.
 MAX_FAILED_STEPS = 3
-_DEVICE_LOST_MARKERS = ("CUDA error", "CUBLAS_STATUS", "CUDNN_STATUS", "device-side assert", "HIP error",
-                        "illegal memory access", "NCCL error")
-# What a refused CUDA graph capture says: the stream-capture errors 900-908 of the CUDA runtime
-# ("operation not permitted when stream is capturing", "operation failed due to a previous error
-# during capture", "... separate capture sequences", "capture was not ended in the same stream as
-# it began", "capturing stream has unjoined work", "dependency created on uncaptured work in another
-# stream", ...) and PyTorch's own checks ("... during CUDA graph capture").
-_CAPTURE_REFUSED_MARKERS = ("capturing", "during capture", "capture sequence", "capture was not", "uncaptured work",
-                            "CUDA graph capture")
-
-
-def capture_refused(exc: BaseException) -> bool:
-    """Whether ``exc`` is a CUDA graph capture that failed on something the captured work did (a
-    host sync, a pageable copy, ...). Such an error ends that capture only: the device and every
-    other stream stay usable, and the same work runs eagerly."""
-    return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in _CAPTURE_REFUSED_MARKERS)
-
-
-def device_lost(exc: BaseException) -> bool:
-    """Whether ``exc`` means the accelerator (its context) is unusable: no request can run any more.
-
-    Out-of-memory is not in this class (it frees with the failed requests), nor is a refused CUDA
-    graph capture (``capture_refused``), although CUDA reports it as a "CUDA error".
-    """
-    if isinstance(exc, torch.cuda.OutOfMemoryError) or capture_refused(exc):
-        return False
-    accelerator_error = getattr(torch, "AcceleratorError", None)
-    if accelerator_error is not None and isinstance(exc, accelerator_error):
-        return True
-    return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in _DEVICE_LOST_MARKERS)
-
-
 @dataclass(frozen=True)
 class PlannedRequest:
     """A checked request whose prompt is still token ids: built on the caller's thread (the event

@@ -337,6 +337,20 @@ def test_on_cpu_the_default_leaves_the_decoder_eager_and_asking_for_it_warns(cod
            "CUDA, not cpu" in caplog.text
 
 
+def test_a_fusion_that_loses_the_device_stops_the_start(codec_path, monkeypatch, caplog) -> None:
+    """A kernel that fails its check leaves the activations eager; a lost device cannot run them eagerly either."""
+    codec = load_torch_decoder(codec_path)
+
+    def lost() -> int:
+        raise torch.AcceleratorError("CUDA error: device-side assert triggered")
+
+    monkeypatch.setattr(codec, "fuse_activations", lost)
+    with caplog.at_level(logging.INFO, logger="codec_worker.nanocodec"):
+        with pytest.raises(torch.AcceleratorError, match="device-side assert"):
+            fuse_decoder_activations(codec, True, compiled=False)
+    assert "stay eager" not in caplog.text
+
+
 def test_a_decoder_without_snake_activations_has_nothing_to_fuse(triton_interpreter, codec_path, caplog) -> None:
     from codec_worker._checkpoint import read_source
     from codec_worker.torchcodec.codec import _codec_config

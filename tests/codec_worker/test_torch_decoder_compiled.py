@@ -130,6 +130,21 @@ def test_a_compile_that_fails_leaves_the_decoder_decoding_uncompiled(codec_path,
             "found); decoding uncompiled") in caplog.text
 
 
+def test_a_compile_that_loses_the_device_stops_the_start(codec_path, monkeypatch, caplog):
+    """Not a compiler failure: an uncompiled decode would fail on that device as well."""
+
+    def lost(fn, **kwargs):
+        def compiled(*args):
+            raise torch.AcceleratorError("CUDA error: an illegal memory access was encountered")
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", lost)
+    caplog.set_level(logging.INFO, logger="codec_worker.nanocodec")
+    with pytest.raises(torch.AcceleratorError, match="illegal memory access"):
+        compile_decoder(small_codec(codec_path), 2, 8)
+    assert "decoding uncompiled" not in caplog.text
+
+
 def test_nemos_decoder_is_not_compiled_and_says_so(codec: NanoCodec, caplog):
     caplog.set_level(logging.WARNING, logger="codec_worker.nanocodec")
     assert not compile_decoder(codec, 2, 8)

@@ -30,6 +30,8 @@ from tests.codec_worker.test_torch_decoder import TOLERANCE, _max_diff, _stream
 from tests.codec_worker.test_torch_decoder_compiled import assert_eager_audio, small_codec
 from tests.recorded_graph import simulated_cuda_graphs
 
+LOST = "CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously reported"
+
 MAX_BATCH = 4
 MAX_FRAMES = 16
 
@@ -226,6 +228,23 @@ def test_stateful_decodes_that_fail_to_capture_run_eagerly_beside_the_windowed_g
     assert recording.replays == replays + 1  # a windowed decode still replays
 
 
+def test_stateful_decodes_that_lose_the_device_while_capturing_raise(eager_codec, caplog) -> None:
+    codec = TorchNanoCodec(eager_codec.config, eager_codec._decoder, fingerprint="small", device=eager_codec.device,
+                           dtype=eager_codec.dtype)
+    codec.carry_state(2)
+    recording = RecordingCapture()
+
+    def capture(body: Callable[[], None]) -> Callable[[], None]:
+        if recording.captured == 15:  # the first stateful shape: not refused, the device is gone
+            raise torch.AcceleratorError(LOST)
+        return recording(body)
+
+    with caplog.at_level(logging.ERROR, logger="codec_worker.torchcodec.codec"):
+        with pytest.raises(torch.AcceleratorError, match="illegal memory access"):
+            codec.capture_graphs(MAX_BATCH, MAX_FRAMES, capture=capture, max_chunk_frames=8)
+    assert "they run eagerly" not in caplog.text
+
+
 def test_there_is_nothing_to_capture_on_a_cpu_codec(eager_codec, caplog) -> None:
     with pytest.raises(ValueError, match="CUDA graphs need a CUDA device; this codec is on cpu"):
         eager_codec.capture_graphs(2, 8)
@@ -251,6 +270,22 @@ def test_a_capture_that_fails_leaves_the_decoder_decoding_eagerly(codec_path, mo
     codec.device = torch.device("cpu")
     audio = codec.decode_codes(random_codes(4, batch=1))
     assert audio.shape == (1, 4 * codec.samples_per_frame) and float(audio.abs().max()) > 0.01
+
+
+def test_a_capture_that_loses_the_device_stops_the_start(codec_path, monkeypatch, caplog) -> None:
+    """An eager decode could not run on that device either: serving "eagerly" would only move the
+    failure to every request's first chunk. The gateway's start fails instead (api.app)."""
+    codec = small_codec(codec_path)
+    codec.device = torch.device("cuda")  # only checked, never used: the capture fails first
+
+    def lost(device):
+        raise torch.AcceleratorError(LOST)
+
+    monkeypatch.setattr("codec_worker.torchcodec.codec.cuda_graph_capture", lost)
+    caplog.set_level(logging.INFO, logger="codec_worker.nanocodec")
+    with pytest.raises(torch.AcceleratorError, match="illegal memory access"):
+        capture_decoder_graphs(codec, 2, 8)
+    assert "decoding eagerly" not in caplog.text
 
 
 def test_nemos_decoder_is_not_captured_and_says_so(codec: NanoCodec, caplog) -> None:
