@@ -23,6 +23,13 @@ except ImportError as exc:
 else:
     _MISSING = ""
 
+# Multiply-adds contracted into FMAs (one rounding instead of two), as Triton has defaulted to so
+# far and as PyTorch's own CUDA kernels are built (nvcc contracts by default). Triton 3.9 warns
+# that 3.10 turns its default off; every launch names the setting, so the kernels round alike on
+# the GPU image's Triton 3.6 and on any later one. A kernel that must round as the eager ops do,
+# one op at a time (the engine's sampling), launches with it off.
+FP_FUSION = True
+
 
 def interpreted() -> bool:
     """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``): on CPU tensors too."""
@@ -48,4 +55,4 @@ def launch_context(x: torch.Tensor, what: str) -> contextlib.AbstractContextMana
     return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
 
 
-__all__ = ["interpreted", "launch_context", "tl", "triton", "unavailable_reason"]
+__all__ = ["FP_FUSION", "interpreted", "launch_context", "tl", "triton", "unavailable_reason"]

@@ -10,10 +10,14 @@ from types import ModuleType
 
 import pytest
 
+from codec_worker.triton_support import FP_FUSION
 
-def assert_compiles_for_h200(module: ModuleType, name: str, signature: dict[str, str], constexprs: dict) -> None:
+
+def assert_compiles_for_h200(module: ModuleType, name: str, signature: dict[str, str], constexprs: dict,
+                             fp_fusion: bool = FP_FUSION) -> None:
     """``module.<name>`` (a @triton.jit kernel) compiles for sm_90 with ``signature`` (every
-    argument, in order: "*bf16", "i32", "constexpr", ...) and ``constexprs``; skipped without Triton."""
+    argument, in order: "*bf16", "i32", "constexpr", ...) and ``constexprs``, multiply-adds
+    contracted or not as its launch says (``fp_fusion``); skipped without Triton."""
     pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, compile as compile_kernel
@@ -22,5 +26,5 @@ def assert_compiles_for_h200(module: ModuleType, name: str, signature: dict[str,
     kernel = getattr(module, name)
     assert list(signature) == kernel.arg_names
     compiled = compile_kernel(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
-                              target=GPUTarget("cuda", 90, 32))
+                              target=GPUTarget("cuda", 90, 32), options={"enable_fp_fusion": fp_fusion})
     assert compiled.asm["cubin"] and ".target sm_90" in compiled.asm["ptx"]

@@ -54,7 +54,7 @@ from typing import Optional
 import torch
 
 from codec_worker.torchcodec.layers import LEAKY_RELU_SLOPE, SNAKE_EPS, Input, PendingSum, value_of
-from codec_worker.triton_support import interpreted, launch_context, tl, triton, unavailable_reason
+from codec_worker.triton_support import FP_FUSION, interpreted, launch_context, tl, triton, unavailable_reason
 
 BLOCK = 1024  # values per program, over the flattened [B, C, T]
 MAX_PAIRS = 3  # of a PendingSum the kernels add (NanoCodec's mean has 3, one per kernel size); more are added eagerly
@@ -231,7 +231,7 @@ def snake_then_leaky(x: Input, alpha: torch.Tensor, split: int, pad: int = 0) ->
             _snake_then_leaky[(triton.cdiv(numel, BLOCK),)](
                 ops.first, ops.first.stride(0), ops.first.stride(1), *ops.others, float(ops.divisor), ops.total_or_any,
                 alpha.contiguous(), out, numel, channels, split, length, pad, SNAKE_EPS, LEAKY_RELU_SLOPE, BLOCK=BLOCK,
-                **ops.constants)
+                enable_fp_fusion=FP_FUSION, **ops.constants)
     return out
 
 
@@ -264,7 +264,7 @@ def extend_with_tail(store: torch.Tensor, offset: int, tail: int, reads: torch.T
                 store, width, offset, tail, reads.contiguous(), ops.first, ops.first.stride(0), ops.first.stride(1),
                 *ops.others, float(ops.divisor), ops.total_or_any, length, lengths.contiguous(), scale, full, stage,
                 width, channels, ops.first if alpha is None else alpha.contiguous(), split, SNAKE_EPS, LEAKY_RELU_SLOPE,
-                BLOCK=BLOCK, ACTIVATE=alpha is not None, **ops.constants)
+                BLOCK=BLOCK, ACTIVATE=alpha is not None, enable_fp_fusion=FP_FUSION, **ops.constants)
     return full
 
 

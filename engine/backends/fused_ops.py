@@ -45,10 +45,13 @@ from typing import Optional
 
 import torch
 
-from codec_worker.triton_support import interpreted, launch_context, tl, triton, unavailable_reason
+from codec_worker.triton_support import FP_FUSION, interpreted, launch_context, tl, triton, unavailable_reason
 from engine.sampling import NOISE_BITS, NOISE_MAX, NOISE_MIN
 
 FLAT_BLOCK = 1024  # values per program of the flat (element-wise) kernels
+# the sampling kernel rounds as the eager ops do, one op at a time (sample_heads): no multiply-add
+# contraction, whatever Triton's default (triton_support.FP_FUSION, which the other kernels use)
+SAMPLE_FP_FUSION = False
 
 if triton is not None:
 
@@ -347,7 +350,7 @@ def _launch_norm(x: torch.Tensor, h, weight: torch.Tensor, eps: float, total: to
     if rows:
         with _on_device(x):
             _rms_norm[(rows,)](x, x if h is None else h, weight.contiguous(), total, out, cols, eps,
-                               ADD=h is not None, BLOCK=_row_block(cols))
+                               ADD=h is not None, BLOCK=_row_block(cols), enable_fp_fusion=FP_FUSION)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -425,7 +428,7 @@ def attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_weight
                 t, q_token, q.stride(2), k_token, k.stride(2), head_dim, rot, cos_table.shape[0], q_eps, k_eps,
                 v.stride(0), v.stride(1), v.stride(2), slots.stride(0), slots.stride(1) if t > 1 else 0,
                 positions.stride(0), positions.stride(1) if t > 1 else 0, *key_cache.stride()[:3],
-                BLOCK=_row_block(head_dim))
+                BLOCK=_row_block(head_dim), enable_fp_fusion=FP_FUSION)
     return queries, keys
 
 
@@ -443,7 +446,7 @@ def embed_frames(last_codes: torch.Tensor, feed: torch.Tensor, offsets: torch.Te
         with _on_device(table):
             _embed_frames[(rows * channels,)](last_codes.contiguous(), feed.contiguous(), offsets.contiguous(),
                                               table.contiguous(), out, channels, dim, table.shape[0],
-                                              BLOCK=min(_row_block(dim), FLAT_BLOCK))
+                                              BLOCK=min(_row_block(dim), FLAT_BLOCK), enable_fp_fusion=FP_FUSION)
     return out
 
 
@@ -464,7 +467,8 @@ def decode_inputs(h: torch.Tensor, eps: float, scale: torch.Tensor, slots: torch
         with _on_device(h):
             _decode_inputs[(rows, triton.cdiv(span, FLAT_BLOCK))](h, scale, slots.contiguous(), lengths.contiguous(),
                                                                 positions, mask, hidden, span, eps,
-                                                                H_BLOCK=_row_block(hidden), SPAN_BLOCK=FLAT_BLOCK)
+                                                                H_BLOCK=_row_block(hidden), SPAN_BLOCK=FLAT_BLOCK,
+                                                                enable_fp_fusion=FP_FUSION)
     return positions, mask
 
 
@@ -486,7 +490,8 @@ def sigmoid_gate(out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
     if numel:
         with _on_device(out):
             _sigmoid_gate[(triton.cdiv(numel, FLAT_BLOCK),)](out, gate, y, numel, heads * head_dim, head_dim, token_stride,
-                                                             gate.stride(-2), BLOCK=FLAT_BLOCK)
+                                                             gate.stride(-2), BLOCK=FLAT_BLOCK,
+                                                             enable_fp_fusion=FP_FUSION)
     return y
 
 
@@ -501,7 +506,8 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     numel = y.numel()
     if numel:
         with _on_device(gate_up):
-            _silu_mul[(triton.cdiv(numel, FLAT_BLOCK),)](gate_up, y, numel, width, BLOCK=FLAT_BLOCK)
+            _silu_mul[(triton.cdiv(numel, FLAT_BLOCK),)](gate_up, y, numel, width, BLOCK=FLAT_BLOCK,
+                                                         enable_fp_fusion=FP_FUSION)
     return y
 
 
@@ -530,7 +536,7 @@ def sample_heads(head: torch.Tensor, grid_index: torch.Tensor, grid_valid: torch
                                                                 counts, penalty.float(), temperature.float(), top_k, seeds,
                                                                 frames)), codes, channels, levels,
                 float(1 << NOISE_BITS), NOISE_MIN, NOISE_MAX, NOISE_SHIFT=64 - NOISE_BITS, LEVELS=_row_block(levels),
-                enable_fp_fusion=False, num_warps=1)  # a program's 8 lanes: one warp is plenty
+                enable_fp_fusion=SAMPLE_FP_FUSION, num_warps=1)  # a program's 8 lanes: one warp is plenty
     return codes
 
 
@@ -562,7 +568,7 @@ def commit_frames(codes: torch.Tensor, stop_logits: torch.Tensor, levels: torch.
                                     commit.contiguous(), thresholds, frames, windows, last_codes, history, counts, out,
                                     lengths if count else frames, real.contiguous() if count else commit.contiguous(),
                                     channels, counts.shape[2], history.shape[1], scratch, CHANNELS=_row_block(channels),
-                                    COUNT_TOKEN=count, num_warps=1)
+                                    COUNT_TOKEN=count, enable_fp_fusion=FP_FUSION, num_warps=1)
 
 
 __all__ = ["FLAT_BLOCK", "add_rms_norm", "attention_inputs", "commit_frames", "decode_inputs", "embed_frames", "interpreted",
