@@ -202,17 +202,26 @@ def test_the_cuda_capture_of_stateful_decodes_reads_slots_and_flags_from_its_buf
         assert _max_diff(np.concatenate(pieces[s]), whole) <= TOLERANCE
 
 
-def test_stateful_decodes_that_fail_to_capture_run_eagerly_beside_the_windowed_graphs(eager_codec, caplog) -> None:
+def failing_stateful_capture(eager_codec: TorchNanoCodec, error: BaseException
+                             ) -> tuple[TorchNanoCodec, RecordingCapture, Callable[[Callable[[], None]], Callable[[], None]]]:
+    """A codec carrying state for 2 streams, and a capture that records the 15 windowed shapes of
+    MAX_BATCH x MAX_FRAMES and raises ``error`` at the first stateful one."""
     codec = TorchNanoCodec(eager_codec.config, eager_codec._decoder, fingerprint="small", device=eager_codec.device,
                            dtype=eager_codec.dtype)
     codec.carry_state(2)
     recording = RecordingCapture()
 
     def capture(body: Callable[[], None]) -> Callable[[], None]:
-        if recording.captured == 15:  # every windowed shape captured: the first stateful one fails
-            raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore detail")
+        if recording.captured == 15:
+            raise error
         return recording(body)
 
+    return codec, recording, capture
+
+
+def test_stateful_decodes_that_fail_to_capture_run_eagerly_beside_the_windowed_graphs(eager_codec, caplog) -> None:
+    refused = RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore detail")
+    codec, recording, capture = failing_stateful_capture(eager_codec, refused)
     with caplog.at_level(logging.ERROR, logger="codec_worker.torchcodec.codec"):
         assert codec.capture_graphs(MAX_BATCH, MAX_FRAMES, capture=capture, max_chunk_frames=8) == 15
     assert len(codec.graph_shapes) == 15 and codec.state_graph_shapes == []
@@ -229,16 +238,7 @@ def test_stateful_decodes_that_fail_to_capture_run_eagerly_beside_the_windowed_g
 
 
 def test_stateful_decodes_that_lose_the_device_while_capturing_raise(eager_codec, caplog) -> None:
-    codec = TorchNanoCodec(eager_codec.config, eager_codec._decoder, fingerprint="small", device=eager_codec.device,
-                           dtype=eager_codec.dtype)
-    codec.carry_state(2)
-    recording = RecordingCapture()
-
-    def capture(body: Callable[[], None]) -> Callable[[], None]:
-        if recording.captured == 15:  # the first stateful shape: not refused, the device is gone
-            raise torch.AcceleratorError(LOST)
-        return recording(body)
-
+    codec, _, capture = failing_stateful_capture(eager_codec, torch.AcceleratorError(LOST))  # not refused: gone
     with caplog.at_level(logging.ERROR, logger="codec_worker.torchcodec.codec"):
         with pytest.raises(torch.AcceleratorError, match="illegal memory access"):
             codec.capture_graphs(MAX_BATCH, MAX_FRAMES, capture=capture, max_chunk_frames=8)
