@@ -191,12 +191,15 @@ class FastGenerator(BatchLoop):
         """The layers' norms, rotary, gate and SwiGLU activation as Triton kernels
         (``DeviceStep.fuse_kernels``): ``wanted`` None is the setting's auto (on for CUDA unless
         compiled). Here, before any graph capture. A kernel that cannot run, or that fails its
-        check against the eager ops, is logged and the layers stay eager."""
+        check against the eager ops, is logged and the layers stay eager; a lost device
+        (``device_lost``) raises, since the eager ops could not run on it either."""
         if not (fuses_by_default(device, compiled) if wanted is None else wanted):
             return
         try:
             self.device_step.fuse_kernels()
-        except Exception as exc:  # noqa: BLE001 (any failure: serve with the eager ops)
+        except Exception as exc:  # noqa: BLE001 (any failure but a lost device: serve with the eager ops)
+            if device_lost(exc):
+                raise
             logger.warning("torch fast path: the layers' element-wise ops stay eager: %s: %s", type(exc).__name__, exc)
         else:
             logger.info("torch fast path: each layer's norms, rotary, attention gate and SwiGLU activation, the "

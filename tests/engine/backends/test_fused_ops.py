@@ -404,6 +404,17 @@ def test_a_kernel_that_computes_something_else_leaves_the_layers_eager(interpret
     assert "stay eager: RuntimeError: silu_mul differs from the eager op by up to" in caplog.text
 
 
+def test_a_kernel_that_loses_the_device_stops_the_start(interpreted_fused_ops, tiny_model, monkeypatch, caplog) -> None:
+    """Not a kernel to leave out: the eager ops would fail on that device too."""
+    def lost(gate_up):
+        raise torch.AcceleratorError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(interpreted_fused_ops, "silu_mul", lost)
+    with pytest.raises(torch.AcceleratorError, match="illegal memory access"):
+        _checked_generator(tiny_model, caplog)
+    assert "stay eager" not in caplog.text
+
+
 def test_a_sampling_kernel_that_draws_other_codes_leaves_the_step_eager(interpreted_fused_ops, tiny_model, monkeypatch,
                                                                         caplog) -> None:
     real = interpreted_fused_ops.sample_heads
