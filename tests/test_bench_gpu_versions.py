@@ -1,5 +1,5 @@
 """bench/gpu_versions.sh: the engine's and codec's tests with the GPU image's torch and Triton. What
-it would install and run (--print), checked here; its real run downloads ~3 GB and takes ~11 min, so
+it would install and run (--print), checked here; its real run downloads ~3 GB and takes ~10 min, so
 it is a developer's step before a GPU session, not part of this suite."""
 
 from __future__ import annotations
@@ -68,6 +68,14 @@ def test_the_tests_it_runs_include_every_test_of_a_triton_kernel_or_cuda_graphs(
 def test_bad_usage_is_refused_with_exit_2(args, says):
     done = run(*args)
     assert done.returncode == 2 and says in done.stderr and done.stdout == ""
+
+
+def test_versions_pip_cannot_install_stop_before_the_tests_with_exit_3(tmp_path):
+    where = tmp_path / "versions"
+    done = run("0.0.1", "0.0.1", env={"GEPARD_GPU_VERSIONS_DIR": str(where)})
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert f"installing torch 0.0.1 and Triton 0.0.1 into {where} failed" in done.stderr
+    assert not (where / "torch" / "version.py").exists() and "passed" not in done.stdout  # the next run tries again
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="bash script for the Linux dev machines")

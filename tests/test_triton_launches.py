@@ -31,4 +31,3 @@ def test_every_launch_names_its_fp_fusion(module: str) -> None:
     unnamed = [f"{module}:{call.lineno} {call.func.value.id}" for call in found  # type: ignore[attr-defined]
                if not any(keyword.arg == "enable_fp_fusion" for keyword in call.keywords)]
     assert not unnamed, "launches leaving fp fusion to Triton's default:\n" + "\n".join(unnamed)
-
