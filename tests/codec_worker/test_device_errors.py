@@ -31,6 +31,23 @@ def test_a_refused_capture_is_not_a_lost_device(message, refused, lost):
     assert (capture_refused(exc), device_lost(exc)) == (refused, lost)
 
 
+@pytest.mark.parametrize("driver_text, lost", [
+    ("an illegal memory access was encountered", True),
+    ("unspecified launch failure", True),
+    ("misaligned address", True),
+    ("an illegal instruction was encountered", True),
+    ("the launch timed out and was terminated", True),
+    ("uncorrectable ECC error encountered", True),
+    ("out of memory", False),
+    ("too many resources requested for launch", False),
+    ("operation not permitted when stream is capturing", False),
+])
+def test_a_triton_launch_error_counts_by_what_the_driver_said(driver_text, lost):
+    # Triton's launcher raises a plain RuntimeError, "Triton Error [CUDA]: " + cuGetErrorString's text
+    exc = RuntimeError("Triton Error [CUDA]: " + driver_text)
+    assert device_lost(exc) is lost
+
+
 def test_running_out_of_memory_is_not_a_lost_device():
     assert not device_lost(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
 
