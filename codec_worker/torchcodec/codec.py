@@ -495,7 +495,7 @@ class TorchNanoCodec(DecodesLatents):
         graphs = DecoderGraphs(lambda latents, lengths, _slots, _fresh: self._run_padded(latents, lengths),
                                self.samples_per_frame, self.device, self.dtype, capture, lock=one_at_a_time)
         count = graphs.capture_all(max_batch, max_frames)
-        self._graphs, self._state_graphs = graphs, None
+        kept_state_graphs: DecoderGraphs | None = None
         if self._state is not None and max_chunk_frames > 0:
             state_graphs = DecoderGraphs(self._run_stateful, self.samples_per_frame, self.device, self.dtype, capture,
                                          state=self._state, lock=one_at_a_time)
@@ -503,11 +503,12 @@ class TorchNanoCodec(DecodesLatents):
                 count += state_graphs.capture_all(max_batch, max_chunk_frames)
             except Exception as exc:
                 if device_lost(exc):
-                    raise
+                    raise  # before anything is set: a codec whose start failed holds no graph of the lost context
                 logger.error("codec: capturing the stateful decodes as CUDA graphs failed (%s); they run eagerly, "
                              "windowed decodes replay their %d graphs", error_summary(exc), count)
             else:
-                self._state_graphs = state_graphs
+                kept_state_graphs = state_graphs
+        self._graphs, self._state_graphs = graphs, kept_state_graphs
         return count
 
     def encode(self, audio: torch.Tensor | np.ndarray, lengths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:

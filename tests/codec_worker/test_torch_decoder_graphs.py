@@ -243,6 +243,8 @@ def test_stateful_decodes_that_lose_the_device_while_capturing_raise(eager_codec
         with pytest.raises(torch.AcceleratorError, match="illegal memory access"):
             codec.capture_graphs(MAX_BATCH, MAX_FRAMES, capture=capture, max_chunk_frames=8)
     assert "they run eagerly" not in caplog.text
+    # the windowed graphs captured before the loss are not kept: nothing replays on the lost context
+    assert codec.graph_shapes == [] and codec.state_graph_shapes == []
 
 
 def test_there_is_nothing_to_capture_on_a_cpu_codec(eager_codec, caplog) -> None:
