@@ -7,7 +7,8 @@
                64 KiB; over it: 431 ``headers_too_large``, connection closed; api/header_limit.py).
                Without httptools: h11, whose own head bound gets the same number. With httptools a
                head must also arrive whole within 30 s (408 ``request_timeout``) and a body may not
-               pause for 30 s (dropped): api/http_protocol.py; h11 has neither deadline.
+               pause for 30 s (dropped): api/http_protocol.py; h11 has neither deadline (a warning
+               at start says so).
     ws         uvicorn's ``websockets-sansio`` implementation (its legacy ``websockets`` one is deprecated),
                refusals answered without a false error line (api/ws_protocol.py),
                pinging every 20 s, closing after 20 s without pong, frames over 4 MiB closed with 1009,
@@ -78,6 +79,10 @@ def http_protocol() -> Union[type, str]:
     try:
         from api.http_protocol import GatewayHttpProtocol
     except ImportError:  # uvicorn without [standard]
+        # said at every start: an operator should not find this out from a stalled connection
+        logger.warning("httptools is not installed (uvicorn[standard] brings it): serving HTTP with h11, which "
+                       "bounds request heads but has no head, body or send deadlines: a client that stops sending or "
+                       "reading keeps its connection, and a response's stream, until it hangs up")
         return "h11"
     return GatewayHttpProtocol
 

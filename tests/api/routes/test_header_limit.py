@@ -13,6 +13,7 @@ import json
 import logging
 import select
 import socket
+import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -107,6 +108,14 @@ def test_the_server_configuration_comes_from_settings():
     with pytest.raises(SettingsError, match="GEPARD_MAX_HEADER_BYTES"):
         Settings.from_env({"GEPARD_MAX_HEADER_BYTES": "100"})
     assert Settings.from_env({"GEPARD_MAX_HEADER_BYTES": "131072"}).max_header_bytes == 131072
+
+
+def test_without_httptools_the_server_runs_h11_and_says_what_it_lacks(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "api.http_protocol", None)  # its import now fails as without httptools
+    with caplog.at_level(logging.WARNING, logger="api.server"):
+        config = uvicorn_config(Settings(max_header_bytes=8192), app=object())
+    assert config.http == "h11" and config.h11_max_incomplete_event_size == 8192  # heads still bounded
+    assert "httptools is not installed" in caplog.text and "no head, body or send deadlines" in caplog.text
 
 
 # --- deadlines: a client that does not send its request -------------------------------------------
