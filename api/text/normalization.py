@@ -1130,7 +1130,7 @@ class _TokenReader:
                 # a model, read in pairs where the language does ("UA twelve thirty-four")
                 named = (r.digit_pairs(piece) if k > 0 and _CAPITALS_RE.fullmatch(pieces[k - 1])
                          and (k + 1 == len(pieces) or not pieces[k + 1].isalpha()) else None)
-                words.append(ordinal or named or r.read_integer(piece))
+                words.append(ordinal or named or _year_of_range(pieces, k, r) or r.read_integer(piece))
             elif piece.isalpha():
                 words.append(piece)
             elif piece in "-–.,:" and _between_digits(pieces, k):
@@ -1263,6 +1263,28 @@ def _is_code(groups: list[str], separators: set[str]) -> bool:
     if separators == {"."}:  # phone numbers only: the last two groups are 3 and 4 digits long
         return len(groups) >= 3 and len(groups[-2]) == 3 and len(groups[-1]) == 4
     return False  # mixed separators ("1,000-2,000"): no code
+
+
+def _year_of_range(pieces: list[str], k: int, rules: LanguageRules) -> Optional[str]:
+    """``pieces[k]`` read as a year (``bare_year``, as a lone "1999" is) where it is an end of a
+    range ("1990-1995", "1914-18", "1200-1500 calories": English says "twelve hundred to fifteen
+    hundred") or a year of a season ("2019/20", "2019/2020"); None elsewhere, and in the
+    languages whose years are cardinals."""
+    year = pieces[k]
+    if len(year) != 4 or not year.isdecimal():
+        return None
+
+    def number_at(j: int) -> Optional[str]:
+        return pieces[j] if 0 <= j < len(pieces) and pieces[j].isdecimal() else None
+
+    after, before = number_at(k + 2), number_at(k - 2)
+    link_after = pieces[k + 1] if after is not None else None
+    in_range = (link_after in _DASHES and _is_range(year, after)) or (
+        before is not None and pieces[k - 1] in _DASHES and _is_range(before, year))
+    season = (link_after == "/" and after is not None and (
+        (len(after) == 2 and int(after) == (int(year) + 1) % 100) or (len(after) == 4 and int(after) == int(year) + 1))
+    ) or (before is not None and pieces[k - 1] == "/" and len(before) == 4 and int(year) == int(before) + 1)
+    return rules.bare_year(int(year)) if in_range or season else None
 
 
 def _is_range(a: str, b: str) -> bool:

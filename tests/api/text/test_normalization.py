@@ -273,7 +273,15 @@ def test_phone_numbers_and_codes_are_read_digit_by_digit(language, text, expecte
 
 @pytest.mark.parametrize("language, text, expected", [
     ("en", "10-20 times", "ten to twenty times"),
-    ("en", "in 1990-1995", "in one thousand nine hundred and ninety to one thousand nine hundred and ninety-five"),
+    # the ends of a range are read as a lone number is: a year as a year (English, Dutch up to 1999)
+    ("en", "in 1990-1995", "in nineteen ninety to nineteen ninety-five"),
+    ("en", "1914-18, 2023–24", "nineteen fourteen to eighteen, twenty twenty-three to twenty-four"),
+    ("en", "(1856-1943)", "(eighteen fifty-six to nineteen forty-three)"),
+    ("en", "1200-1500 calories", "twelve hundred to fifteen hundred calories"),
+    ("en", "the 2019/20 season, 2019/2020", "the twenty nineteen twenty season, twenty nineteen twenty twenty"),
+    ("en", "2018/2020", "two thousand and eighteen two thousand and twenty"),  # no season: two numbers
+    ("nl", "1990-1995", "negentien honderd negentig tot negentien honderd vijfennegentig"),
+    ("es", "1990-1995", "mil novecientos noventa a mil novecientos noventa y cinco"),  # Spanish years are cardinals
     ("en", "pp. 123-145", "pages one hundred and twenty-three to one hundred and forty-five"),
     ("en", "500-1000 words", "five hundred to one thousand words"),
     ("es", "10-20 veces", "diez a veinte veces"),
