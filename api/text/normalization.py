@@ -3,8 +3,8 @@
 ``normalize(text, language, mode)`` rewrites what a TTS model cannot read into words, for
 English, Spanish, Portuguese and Dutch (other languages, and ``mode="off"``, pass through
 unchanged): cardinals with the locale's separators ("1,234.5" en, "1.234,5" es/pt/nl), ordinals
-("1st", "2.º", "1e"), money ("$5", "€3,50", "£10", "5 USD", "$2.5M"), percentages, dates
-("2024-03-05", "03/05/2024", "5.3.2024"), times ("3:30 pm", "15:45", "15h30"), English years
+("1st", "2.º", "1e"), money ("$5", "€3,50", "£10", "5 USD", "$2.5M", "$1.5 million", "$10-$20"),
+percentages, dates ("2024-03-05", "03/05/2024", "5.3.2024"), times ("3:30 pm", "15:45", "15h30"), English years
 ("1999" -> "nineteen ninety-nine", "1990s"), units of measure ("30°C", "50 km/h", "20 m²", "16GB";
 api/text/normalization_units.py), email and web addresses (api/text/normalization_web.py), signs
 said as words ("2 + 2 = 4", "#1", "~$20", "+1", "50+", "1.5x"), amounts per unit ("$9.99/month"),
@@ -50,6 +50,7 @@ import enum
 import logging
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 from typing import Callable, Optional, TypeVar
 
@@ -91,6 +92,11 @@ _PREFIX_MONEY_RE = re.compile(
     rf"(?P<sign>[-\u2212])?(?P<sym>{_SYM})(?P<num>\d[\d.,]*?)(?:,--?)?(?P<scale>k|K|m|M|bn|b|B|mln|mld)?"
 )
 _SUFFIX_MONEY_RE = re.compile(rf"(?P<num>[-\u2212]?\d[\d.,]*?)(?:,--?)?\s?(?P<sym>{_SYM})")
+# "$10-$20", "$10-20", "€5–€10", "$1-2M": a range of amounts with its symbol in front
+_PREFIX_MONEY_RANGE_RE = re.compile(
+    rf"(?P<sym>{_SYM})(?P<low>\d[\d.,]*?)[-–](?:(?P=sym))?(?P<high>\d[\d.,]*?)(?P<scale>k|K|m|M|bn|b|B|mln|mld)?"
+)
+_AMOUNT_RANGE_RE = re.compile(r"(?P<low>\d[\d.,]*?)[-–](?P<high>\d[\d.,]*)")  # "10-20 €"
 _TIME_RE = re.compile(r"(\d{1,2}):(\d{2})(?:\s?([ap])\.?m\.?)?", re.IGNORECASE)
 _HOUR_MERIDIEM_RE = re.compile(r"(\d{1,2})\s?([ap])\.?m\.?", re.IGNORECASE)
 _H_TIME_RE = re.compile(r"(\d{1,2})h(\d{2})?")
@@ -479,6 +485,8 @@ class _TokenReader:
         return read_address(self.tokens[i].core, self.rules), 0
 
     def _read_money(self, i: int) -> tuple[Optional[str], int]:
+        """An amount of money: "$5", "-€3", "5 USD", "€ 5", "9,99 €/mes"; with its scale, a suffix
+        ("$2.5M") or a word ("$1.5 million": ``_spelled_scale``); a range ("$10-$20", "10-20 €")."""
         r, tok, nxt = self.rules, self.tokens[i], self._next(i)
         m = _PREFIX_MONEY_RE.fullmatch(tok.core)
         if m:
@@ -487,8 +495,16 @@ class _TokenReader:
             if num is not None and (scale is None or scale.lower() in r.scale_words):
                 if m.group("sign"):
                     num = ParsedNumber(num.integer, num.fraction, True)
-                return r.read_currency(num, _SYMBOLS[m.group("sym")], scale and scale.lower(),
-                                       singular=self._adjective_amount(i, 0)), 0
+                code = _SYMBOLS[m.group("sym")]
+                scale, consumed = (scale.lower(), 0) if scale else self._spelled_scale(i, 0, code)
+                return r.read_currency(num, code, scale, singular=self._adjective_amount(i, consumed)), consumed
+        m = _PREFIX_MONEY_RANGE_RE.fullmatch(tok.core)
+        if m:
+            code, scale = _SYMBOLS[m.group("sym")], m.group("scale")
+            scale, consumed = (scale.lower(), 0) if scale else self._spelled_scale(i, 0, code)
+            said = self._money_range(m.group("low"), m.group("high"), code, scale, i, consumed)
+            if said is not None:
+                return said, consumed
         m = _SUFFIX_MONEY_RE.fullmatch(tok.core)
         if m:
             num = r.parse_amount(m.group("num"))
@@ -500,17 +516,61 @@ class _TokenReader:
         if tok.core in _SYMBOLS:  # "€ 5"
             num = r.parse_amount(nxt_core)
             if num is not None and not nxt.lead:
-                return r.read_currency(num, _SYMBOLS[tok.core], singular=not per and self._adjective_amount(i, 1)) + per, 1
+                if per:
+                    return r.read_currency(num, _SYMBOLS[tok.core]) + per, 1
+                scale, consumed = self._spelled_scale(i, 1, _SYMBOLS[tok.core])
+                return r.read_currency(num, _SYMBOLS[tok.core], scale, singular=self._adjective_amount(i, consumed)), consumed
             return None, 0
         code = (
             _SYMBOLS.get(nxt_core)
             or (nxt_core if nxt_core in _CODES else None)
             or r.currency_by_name.get(nxt_core.lower())
         )
-        num = r.parse_amount(tok.core) if code else None
-        if code and num is not None and not nxt.lead:  # "5 USD", "3,50 €", "1.000.000 euros"
+        if not code or nxt.lead:
+            return None, 0
+        num = r.parse_amount(tok.core)
+        if num is not None:  # "5 USD", "3,50 €", "1.000.000 euros"
             return r.read_currency(num, code, singular=not per and self._adjective_amount(i, 1)) + per, 1
-        return None, 0
+        m = _AMOUNT_RANGE_RE.fullmatch(tok.core)  # "10-20 €"
+        said = self._money_range(m.group("low"), m.group("high"), code, None, i, 1) if m else None
+        return (said + per, 1) if said is not None else (None, 0)
+
+    def _spelled_scale(self, i: int, consumed: int, code: str) -> tuple[Optional[str], int]:
+        """The scale written as a word after the amount at token ``i`` (and ``consumed`` tokens
+        more), as a key of ``scale_words`` and the tokens read with it: ("m", consumed + 1) for
+        "$1.5 million", ("b", consumed + 2) for "$2 mil millones"; a name of the same currency
+        after it is read too ("$5 million dollars" says "dollars" once). (None, consumed) without."""
+        r, tokens = self.rules, self.tokens
+        if not r.spelled_scales or tokens[i + consumed].trail:  # "$5. Million people came."
+            return None, consumed
+        for width in (2, 1):  # the longer name first: "mil millones" before "mil"
+            words = tokens[i + consumed + 1: i + consumed + 1 + width]
+            if (len(words) < width or any(w.lead for w in words) or any(w.trail for w in words[:-1])):
+                continue
+            key = r.spelled_scales.get(" ".join(w.core.lower() for w in words))
+            if key is None:
+                continue
+            consumed += width
+            after = tokens[i + consumed + 1] if i + consumed + 1 < len(tokens) else None
+            if (not tokens[i + consumed].trail and after is not None and not after.lead
+                    and r.currency_by_name.get(after.core.lower()) == code):
+                consumed += 1
+            return key, consumed
+        return None, consumed
+
+    def _money_range(self, low_text: str, high_text: str, code: str, scale: Optional[str], i: int,
+                     consumed: int) -> Optional[str]:
+        """"$10-$20" -> "ten to twenty dollars", "$9.99-$19.99" with both amounts in full, "$1-2M"
+        -> "one to two million dollars"; None unless both are amounts and the first is the lower."""
+        r = self.rules
+        low, high = r.parse_amount(low_text), r.parse_amount(high_text)
+        names = r.currencies.get(code)
+        if low is None or high is None or names is None or _amount_value(low) >= _amount_value(high):
+            return None
+        said_high = r.read_currency(high, code, scale, singular=self._adjective_amount(i, consumed))
+        said_low = (r.read_currency(low, code) if low.fraction and scale is None
+                    else r.read_number(low, names.unit_gender))
+        return f"{said_low} {_RANGE_WORD[r.code]} {said_high}"
 
     def _adjective_amount(self, i: int, consumed: int) -> bool:
         """Whether the amount at token ``i`` (and ``consumed`` more) stands between "a" and a
@@ -1263,6 +1323,10 @@ def _is_code(groups: list[str], separators: set[str]) -> bool:
     if separators == {"."}:  # phone numbers only: the last two groups are 3 and 4 digits long
         return len(groups) >= 3 and len(groups[-2]) == 3 and len(groups[-1]) == 4
     return False  # mixed separators ("1,000-2,000"): no code
+
+
+def _amount_value(num: ParsedNumber) -> Decimal:
+    return Decimal(f"{'-' if num.negative else ''}{num.integer or '0'}.{num.fraction or '0'}")
 
 
 def _year_of_range(pieces: list[str], k: int, rules: LanguageRules) -> Optional[str]:

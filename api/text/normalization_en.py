@@ -35,7 +35,9 @@ class EnglishRules(LanguageRules):
         "m": ("million", "million"),
         "b": ("billion", "billion"),
         "bn": ("billion", "billion"),
+        "t": ("trillion", "trillion"),  # written out only: "$4 trillion" ("$4T" is no amount read)
     }
+    spelled_scales = {"thousand": "k", "million": "m", "billion": "b", "trillion": "t"}
     adjective_articles = frozenset({"a", "an"})
     amount_link_words = frozenset("""
         a an the and or nor but to per for of in on at by with from off each every plus minus

@@ -56,7 +56,9 @@ class SpanishRules(LanguageRules):
         "m": ("millón", "millones"),
         "b": ("mil millones", "mil millones"),
         "bn": ("mil millones", "mil millones"),
+        "t": ("billón", "billones"),  # 10**12, written out only
     }
+    spelled_scales = {"mil": "k", "millón": "m", "millones": "m", "mil millones": "b", "billón": "t", "billones": "t"}
     power_words = {2: "al cuadrado", 3: "al cubo"}
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "punto", "/": "barra", "-": "guion", "_": "guion bajo",
@@ -165,7 +167,7 @@ class SpanishRules(LanguageRules):
         return f"{words} {connector}{names[0] if n == 1 else names[1]}"
 
     def scale_connector(self, scale: str) -> str:
-        return "de " if scale in ("m", "b", "bn") else ""
+        return "de " if scale in ("m", "b", "bn", "t") else ""
 
     def read_date(self, year: Optional[int], month: int, day: int) -> str:
         words = f"{self.cardinal(day)} de {self.month_name(month)}"

@@ -43,7 +43,9 @@ class DutchRules(LanguageRules):
         "bn": ("miljard", "miljard"),
         "mln": ("miljoen", "miljoen"),
         "mld": ("miljard", "miljard"),
+        "t": ("biljoen", "biljoen"),  # 10**12, written out only
     }
+    spelled_scales = {"duizend": "k", "miljoen": "m", "miljard": "b", "biljoen": "t"}
     power_words = {2: "kwadraat", 3: "tot de derde macht"}
     power_word = "tot de macht"
     symbol_words = {"@": "apenstaartje", ".": "punt", "/": "slash", "-": "streepje", "_": "underscore",

@@ -54,7 +54,10 @@ class PortugueseRules(LanguageRules):
         "m": ("milhão", "milhões"),
         "b": ("bilhão", "bilhões"),
         "bn": ("bilhão", "bilhões"),
+        "t": ("trilhão", "trilhões"),  # written out only
     }
+    spelled_scales = {"mil": "k", "milhão": "m", "milhões": "m", "bilhão": "b", "bilhões": "b", "trilhão": "t",
+                      "trilhões": "t"}
     power_words = {2: "ao quadrado", 3: "ao cubo"}
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "ponto", "/": "barra", "-": "hífen", "_": "sublinhado",
@@ -149,7 +152,7 @@ class PortugueseRules(LanguageRules):
         return f"{words} {connector}{names[0] if n == 1 else names[1]}"
 
     def scale_connector(self, scale: str) -> str:
-        return "de " if scale in ("m", "b", "bn") else ""
+        return "de " if scale in ("m", "b", "bn", "t") else ""
 
     def read_date(self, year: Optional[int], month: int, day: int) -> str:
         day_words = "primeiro" if day == 1 else self.cardinal(day)

@@ -98,6 +98,10 @@ class LanguageRules:
     currencies: dict[str, CurrencyNames] = {}
     # "k"/"m"/"b"/"bn" suffix of "$5M" -> (singular, plural) scale word: ("million", "million")
     scale_words: dict[str, tuple[str, str]] = {}
+    #: A scale written as a word after an amount of money ("$1.5 million", "€2 mil millones") ->
+    #: its key in ``scale_words``: the amount is read as "$1.5M" is, "one point five million
+    #: dollars", not "one dollar and fifty cents million". A key of two words spans two tokens.
+    spelled_scales: dict[str, str] = {}
     abbreviations: dict[str, Abbreviation] = {}  # lowercase, with the dots: "dr.", "e.g."
     #: Short day names (lowercase, no dot) -> the day: "Mon-Fri", "lun-vie" are read in full.
     weekday_abbreviations: dict[str, str] = {}

@@ -208,6 +208,32 @@ def test_alignment_of_a_multi_token_unit_and_punctuation():
     assert norm.timestamp_words(use_normalized=True) == ["He", "paid", '"five', 'dollars,"', "then", "left."]
 
 
+@pytest.mark.parametrize("language, text, expected", [
+    # a scale written as a word is read as the suffix is ("$2.5M"): not "one dollar and fifty cents million"
+    ("en", "$1.5 million", "one point five million dollars"),
+    ("en", "$3 billion, $4.5 trillion", "three billion dollars, four point five trillion dollars"),
+    ("en", "a $5 million deal", "a five million dollar deal"),
+    ("en", "$5 Million dollars.", "five million dollars."),  # the currency's name after it is said once
+    ("en", "€ 2 thousand", "two thousand euros"),
+    ("en", "It was $5. Million people came.", "It was five dollars. Million people came."),  # a new sentence
+    ("es", "$1,5 millones y €2 mil millones", "uno coma cinco millones de dólares y dos mil millones de euros"),
+    ("es", "€2 mil", "dos mil euros"),
+    ("pt", "R$ 2 bilhões", "dois bilhões de reais"),
+    ("nl", "€1,5 miljoen", "één komma vijf miljoen euro"),
+    # ranges of amounts: the currency once, at the end, unless the first has cents
+    ("en", "$10-$20, $10–20", "ten to twenty dollars, ten to twenty dollars"),
+    ("en", "$9.99-$19.99", "nine dollars and ninety-nine cents to nineteen dollars and ninety-nine cents"),
+    ("en", "$1-2M, $1-2 million", "one to two million dollars, one to two million dollars"),
+    ("en", "£5-£10 each", "five to ten pounds each"),
+    ("es", "10-20 € al mes, £21-£30", "diez a veinte euros al mes, veintiuna a treinta libras"),
+    ("nl", "€10-€20", "tien tot twintig euro"),
+])
+def test_money_with_a_written_scale_and_ranges_of_money(language, text, expected):
+    norm = normalize(text, language)
+    assert norm.text == expected
+    assert norm.original_words == text.split() and norm.normalized_words == norm.text.split()
+
+
 def test_whitespace_between_tokens_is_kept():
     norm = normalize("  Pay\n$5\tnow ", "en")
     assert norm.text == "  Pay\nfive dollars\tnow "
