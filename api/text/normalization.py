@@ -60,7 +60,7 @@ from api.text.normalization_es import SpanishRules
 from api.text.normalization_nl import DutchRules
 from api.text.normalization_pt import PortugueseRules
 from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumber
-from api.text.normalization_scripts import fraction_character, mixed_fraction, read_scripts
+from api.text.normalization_scripts import fraction_character, mixed_fraction, read_mixed_number, read_scripts
 from api.text.normalization_units import ATTACHED_ONLY, STANDALONE, UNIT_SYMBOLS, attached_unit, number_range
 from api.text.normalization_web import read_address
 
@@ -112,6 +112,7 @@ _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _DAY_MONTH_RE = re.compile(r"(\d{1,2})-(\d{1,2})")
 _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
 _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
+_MIXED_DENOMINATORS = frozenset({2, 3, 4, 8, 16})  # "2 1/2 cups", "5 3/8 in"
 _ROUND_PLURALS = {"100s": "hundreds", "1000s": "thousands", "1000000s": "millions"}  # English
 _DECADE_RE = re.compile(r"’?(\d{3}0|\d0)s")  # "1990s", "90s", "’90s" (an apostrophe of elision)
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
@@ -387,6 +388,7 @@ class _TokenReader:
             self._read_measure,
             self._read_per,
             self._read_scaled,
+            self._read_mixed_number,
             self._read_year_like,
             self._read_area_code,
             self._read_number,
@@ -991,22 +993,45 @@ class _TokenReader:
                 return said
         return read_scripts(self.tokens[i].core, self.rules), 0
 
-    def _mixed_fraction_of(self, i: int, whole: int, a: int, b: int) -> Optional[tuple[str, int]]:
-        """A whole number and a fraction character before a unit or a noun: "1½ kg" -> "one and a
-        half kilograms"; in Spanish and Portuguese the number and the half agree with the noun
-        ("1½ tazas" -> "una y media tazas", "2½ kg" -> "dos y medio kilogramos"). None: read as
-        ``read_scripts`` reads it alone."""
-        r, nxt = self.rules, self._next(i)
-        if nxt is None or self.tokens[i].trail or nxt.lead:
+    def _mixed_fraction_of(self, i: int, whole: int, a: int, b: int, last: Optional[int] = None
+                           ) -> Optional[tuple[str, int]]:
+        """A whole number and a fraction ("1½" at token ``i``, or "1 1/2" ending at token ``last``)
+        before a unit or a noun: "1½ kg" -> "one and a half kilograms"; in Spanish and Portuguese the
+        number and the half agree with the noun ("1½ tazas" -> "una y media tazas", "2½ kg" -> "dos y
+        medio kilogramos"). None: read as ``read_mixed_number`` reads it alone."""
+        last = i if last is None else last
+        r, nxt = self.rules, self._next(last)
+        if nxt is None or self.tokens[last].trail or nxt.lead:
             return None
         names = r.units.get(UNIT_SYMBOLS[nxt.core]) if nxt.core in UNIT_SYMBOLS else None
         gender = names.gender if names is not None else (r.noun_gender(nxt.core) if r.half_words else None)
-        said = read_scripts(self.tokens[i].core, r)
+        said = read_mixed_number(str(whole), a, b, r)
         if said is None or (names is None and gender is None):
             return None
         if (a, b) == (1, 2) and r.half_words and gender is not None:
             said = f"{r.cardinal(whole, gender)} {r.ampersand_word} {r.half_words[gender]}"
-        return (f"{said} {names.many}", 1) if names is not None else (said, 0)
+        consumed = last - i
+        return (f"{said} {names.many}", consumed + 1) if names is not None else (said, consumed)
+
+    def _read_mixed_number(self, i: int) -> tuple[Optional[str], int]:
+        """A whole number and a fraction written apart, as recipes and imperial measures do: "2 1/2
+        cups" -> "two and a half cups", "1 3/4 in" -> "one and three quarters inches", as "2½" is
+        read. Only a proper fraction with a denominator such amounts use (``_MIXED_DENOMINATORS``):
+        "3 4/5" stays two numbers."""
+        tok, nxt = self.tokens[i], self._next(i)
+        if tok.trail or nxt is None or nxt.lead or not (tok.core.isdecimal() and len(tok.core) <= 3):
+            return None, 0
+        m = _FRACTION_RE.fullmatch(nxt.core)
+        if m is None or int(tok.core[0]) == 0 and len(tok.core) > 1:
+            return None, 0
+        a, b = int(m.group(1)), int(m.group(2))
+        if not 0 < a < b or b not in _MIXED_DENOMINATORS:
+            return None, 0
+        with_noun = self._mixed_fraction_of(i, int(tok.core), a, b, last=i + 1)
+        if with_noun is not None:
+            return with_noun
+        said = read_mixed_number(tok.core, a, b, self.rules)
+        return (said, 1) if said is not None else (None, 0)
 
     def _read_scaled(self, i: int) -> tuple[Optional[str], int]:
         """A number with a scale: "1.2k" -> "one point two thousand", "2.5M" -> "two point five

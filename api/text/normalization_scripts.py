@@ -24,7 +24,7 @@ from typing import Optional
 
 from api.text.normalization_rules import LanguageRules
 
-__all__ = ["fraction_character", "mixed_fraction", "read_scripts"]
+__all__ = ["fraction_character", "mixed_fraction", "read_mixed_number", "read_scripts"]
 
 _SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _SUBSCRIPTS = "₀₁₂₃₄₅₆₇₈₉"
@@ -45,14 +45,21 @@ def read_scripts(core: str, rules: LanguageRules) -> Optional[str]:
         return " ".join(_element(symbol, count, rules) for symbol, count in _ELEMENT_RE.findall(core))
     if m := _FRACTION_RE.fullmatch(core):
         numerator, denominator = _fraction_parts(m.group("frac"))
-        fraction = rules.read_fraction(numerator, denominator)
-        if fraction is None or not m.group("whole"):
-            return fraction
-        whole = rules.read_integer(m.group("whole"))
-        if (numerator, denominator) == (1, 2):
-            return f"{whole} {rules.and_a_half}"  # "one and a half", "uno y medio"
-        return f"{whole} {rules.ampersand_word} {fraction}"
+        if not m.group("whole"):
+            return rules.read_fraction(numerator, denominator)
+        return read_mixed_number(m.group("whole"), numerator, denominator, rules)
     return None
+
+
+def read_mixed_number(whole: str, numerator: int, denominator: int, rules: LanguageRules) -> Optional[str]:
+    """A whole number and a fraction ("1½", "2 1/2"): "two and a half", "one and three quarters";
+    None when the language has no words for the fraction."""
+    fraction = rules.read_fraction(numerator, denominator)
+    if fraction is None:
+        return None
+    if (numerator, denominator) == (1, 2):
+        return f"{rules.read_integer(whole)} {rules.and_a_half}"  # "one and a half", "uno y medio"
+    return f"{rules.read_integer(whole)} {rules.ampersand_word} {fraction}"
 
 
 def fraction_character(core: str) -> Optional[tuple[int, int]]:

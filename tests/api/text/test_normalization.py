@@ -234,6 +234,23 @@ def test_money_with_a_written_scale_and_ranges_of_money(language, text, expected
     assert norm.original_words == text.split() and norm.normalized_words == norm.text.split()
 
 
+@pytest.mark.parametrize("language, text, expected", [
+    # a whole number and a fraction written apart are read as "2½" is
+    ("en", "2 1/2 cups", "two and a half cups"),
+    ("en", "Add 1 3/4, then 2 1/3 cup", "Add one and three quarters, then two and one third cup"),
+    ("en", "2 1/2 kg", "two and a half kilograms"),
+    ("es", "2 1/2 tazas, 2 1/2 kg", "dos y media tazas, dos y medio kilogramos"),
+    ("pt", "2 1/2 xícaras", "duas e meia xícaras"),
+    # not a mixed number: an improper fraction, an unusual denominator
+    ("en", "3 4/3", "three four three"),  # as "4/3" alone is
+    ("en", "10 1/5", "ten one fifth"),
+])
+def test_a_whole_number_and_a_fraction_written_apart(language, text, expected):
+    norm = normalize(text, language)
+    assert norm.text == expected
+    assert norm.original_words == text.split() and norm.normalized_words == norm.text.split()
+
+
 def test_whitespace_between_tokens_is_kept():
     norm = normalize("  Pay\n$5\tnow ", "en")
     assert norm.text == "  Pay\nfive dollars\tnow "
