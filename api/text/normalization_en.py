@@ -84,7 +84,8 @@ class EnglishRules(LanguageRules):
             "W": ("watt", "watts"), "kW": ("kilowatt", "kilowatts"), "MW": ("megawatt", "megawatts"),
             "kWh": ("kilowatt hour", "kilowatt hours"),
             "ms": ("millisecond", "milliseconds"), "s": ("second", "seconds"), "min": ("minute", "minutes"),
-            "h": ("hour", "hours"),
+            "h": ("hour", "hours"), "wk": ("week", "weeks"), "mo": ("month", "months"), "yr": ("year", "years"),
+            "tbsp": ("tablespoon", "tablespoons"), "tsp": ("teaspoon", "teaspoons"),
         }.items()
     }
     abbreviations = {

@@ -109,7 +109,9 @@ class SpanishRules(LanguageRules):
             "W": ("vatio", "vatios"), "kW": ("kilovatio", "kilovatios"), "MW": ("megavatio", "megavatios"),
             "kWh": ("kilovatio hora", "kilovatios hora"),
             "ms": ("milisegundo", "milisegundos"), "s": ("segundo", "segundos"), "min": ("minuto", "minutos"),
-            "h": ("hora", "horas", "f"),
+            "h": ("hora", "horas", "f"), "wk": ("semana", "semanas", "f"), "mo": ("mes", "meses"),
+            "yr": ("año", "años"),
+            "tbsp": ("cucharada", "cucharadas", "f"), "tsp": ("cucharadita", "cucharaditas", "f"),
         }.items()
     }
     abbreviations = {

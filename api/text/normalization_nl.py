@@ -93,7 +93,8 @@ class DutchRules(LanguageRules):
             "W": ("watt", "watt"), "kW": ("kilowatt", "kilowatt"), "MW": ("megawatt", "megawatt"),
             "kWh": ("kilowattuur", "kilowattuur"),
             "ms": ("milliseconde", "milliseconden"), "s": ("seconde", "seconden"), "min": ("minuut", "minuten"),
-            "h": ("uur", "uur"),
+            "h": ("uur", "uur"), "wk": ("week", "weken"), "mo": ("maand", "maanden"), "yr": ("jaar", "jaar"),
+            "tbsp": ("eetlepel", "eetlepels"), "tsp": ("theelepel", "theelepels"),
         }.items()
     }
     abbreviations = {

@@ -108,7 +108,9 @@ class PortugueseRules(LanguageRules):
             "W": ("watt", "watts"), "kW": ("quilowatt", "quilowatts"), "MW": ("megawatt", "megawatts"),
             "kWh": ("quilowatt-hora", "quilowatts-hora"),
             "ms": ("milissegundo", "milissegundos"), "s": ("segundo", "segundos"), "min": ("minuto", "minutos"),
-            "h": ("hora", "horas", "f"),
+            "h": ("hora", "horas", "f"), "wk": ("semana", "semanas", "f"), "mo": ("mês", "meses"),
+            "yr": ("ano", "anos"),
+            "tbsp": ("colher de sopa", "colheres de sopa", "f"), "tsp": ("colher de chá", "colheres de chá", "f"),
         }.items()
     }
     abbreviations = {

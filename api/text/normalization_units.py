@@ -42,6 +42,9 @@ UNIT_SYMBOLS: dict[str, str] = {
     "kbps": "kbps", "Kbps": "kbps", "Mbps": "Mbps", "Gbps": "Gbps",
     "W": "W", "kW": "kW", "MW": "MW", "kWh": "kWh",
     "ms": "ms", "sec": "s", "secs": "s", "min": "min", "mins": "min", "h": "h", "hr": "h", "hrs": "h",
+    "wk": "wk", "wks": "wk", "mo": "mo", "mos": "mo", "yr": "yr", "yrs": "yr",
+    # kitchen
+    "tbsp": "tbsp", "Tbsp": "tbsp", "tsp": "tsp",
 }
 
 #: every key a language's ``units`` table must name
