@@ -142,6 +142,7 @@ _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3]
 # capitalised short days and months said in full before a date ("Sat 10-2", "Nov 3"); "May" is itself
 _EN_SHORT_DAYS = frozenset(day.title() for day in EnglishRules.weekday_abbreviations)
 _EN_SHORT_MONTHS = {full[:3]: full for full in EnglishRules.months if len(full) > 3} | {"Sept": "September"}
+_DAY_SPAN_RE = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?[-–](\d{1,2})(?:st|nd|rd|th)?")  # "1-5", "24th-26th"
 _DAY_RANGE_RE = re.compile(r"(?P<first>[^\W\d_]{2,5})\.?[-–](?P<last>[^\W\d_]{2,5})")
 
 
@@ -840,6 +841,12 @@ class _TokenReader:
             and not prev.trail
         ):
             return r.ordinal(int(core)), 0
+        span = _DAY_SPAN_RE.fullmatch(core)
+        if (  # "Jan 1-5", "Dec. 24th-26th": days of that month
+            span and prev is not None and prev.core.lower().rstrip(".") in _EN_MONTHS and not prev.trail
+            and 1 <= int(span.group(1)) < int(span.group(2)) <= 31
+        ):
+            return f"{r.ordinal(int(span.group(1)))} {_RANGE_WORD[r.code]} {r.ordinal(int(span.group(2)))}", 0
         plural = _ROUND_PLURALS.get(core.replace(",", ""))
         if plural is not None:  # "100s of users", "1,000s"
             return plural, 0
@@ -935,8 +942,9 @@ class _TokenReader:
         return "f"
 
     def _read_fraction(self, i: int) -> tuple[Optional[str], int]:
-        """"3/4" -> "three quarters"; after a word that introduces a date ("el 5/6", "on 5/6") a
-        day and month without a year ("el cinco de junio")."""
+        """"3/4" -> "three quarters"; after a word that introduces a date ("el 5/6", "on 5/6") or a
+        day's name ("Fri 9/12", ``_after_weekday``) a day and month without a year ("el cinco de
+        junio", "Friday September twelfth")."""
         r = self.rules
         m = _FRACTION_RE.fullmatch(self.tokens[i].core)
         if not m:
@@ -945,7 +953,8 @@ class _TokenReader:
         prev = self.tokens[i - 1] if i > 0 else None
         nxt = self._next(i) if not self.tokens[i].trail else None
         of_a_unit = nxt is not None and not nxt.lead and self._is_unit_word(nxt.core)  # "el 1/2 litro"
-        if prev is not None and not prev.trail and prev.core.lower() in r.date_lead_words and not of_a_unit:
+        dated = (prev is not None and not prev.trail and prev.core.lower() in r.date_lead_words) or self._after_weekday(i)
+        if dated and not of_a_unit:
             month, day = (a, b) if r.date_order == "mdy" else (b, a)
             try:
                 datetime.date(2000, month, day)  # a leap year: "29/2" is a day
@@ -955,6 +964,18 @@ class _TokenReader:
         if _is_score(a, b, nxt):
             return None, 0  # "10/10", "9/10 dentists": out of ten (``_read_rating``)
         return self._fraction_of(i, a, b)
+
+    def _after_weekday(self, i: int) -> bool:
+        """Whether a day's name stands right before token ``i``, so that "3/4" after it is a date:
+        "Tuesday 3/4", "Fri, 9/12", "martes 3/4". In English a short name counts capitalised only
+        ("Sat"; "sat" is a verb), elsewhere only full names ("mar" is also the sea)."""
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is None or prev.trail not in ("", ","):
+            return False
+        r = self.rules
+        if prev.core.lower() in {day.lower() for day in r.weekday_abbreviations.values()}:
+            return True
+        return r.code == "en" and prev.core in _EN_SHORT_DAYS
 
     def _fraction_of(self, i: int, a: int, b: int) -> tuple[Optional[str], int]:
         """The fraction a/b written at token ``i`` ("3/4", "¾"), with the noun or unit after it

@@ -367,6 +367,11 @@ def test_sentence_final_abbreviations_keep_a_full_stop():
     ("en", "Open Mon.-Fri. 9-5; we are open Fri-Sun.", "Open Monday to Friday nine to five; we are open Friday to Sunday."),
     ("en", "Mon, Nov 3 at 3pm; Tue., Dec. 5", "Monday, November third at three p m; Tuesday, December fifth"),
     ("en", "Dec 25, 2024. Since Nov 2024.", "December twenty-fifth, twenty twenty-four. Since November twenty twenty-four."),
+    # a day and month after a day's name; days of a month
+    ("en", "Fri 9/12, Tuesday, 3/4", "Friday September twelfth, Tuesday, March fourth"),
+    ("en", "Jan 1-5, Dec. 24th-26th", "January first to fifth, December twenty-fourth to twenty-sixth"),
+    ("en", "I sat 3/4 of the way, Jan 1-50", "I sat three quarters of the way, January one to fifty"),  # no day, no date
+    ("es", "el martes 3/4, mar 3/4", "el martes tres de abril, mar tres cuartos"),
     ("es", "Abierto lun-vie de 9 a 5, Lun-Sáb", "Abierto lunes a viernes de nueve a cinco, Lunes a sábado"),
     ("pt", "Aberto seg-sex", "Aberto segunda a sexta"),
     ("nl", "Open ma-vr", "Open maandag tot vrijdag"),
