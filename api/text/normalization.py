@@ -103,7 +103,8 @@ _H_TIME_RE = re.compile(r"(\d{1,2})h(\d{2})?")
 _TIME_H_RE = re.compile(r"(\d{1,2}):(\d{2})h")  # "9:00h" (es, pt): a time and its unit
 _DOT_TIME_RE = re.compile(r"(\d{1,2})\.(\d{2})")  # "14.30 uur": a time only before its unit
 # signs written two ways: stuck to a number "×" is "x" ("2×": "two times"); "+/-" is "±"
-_SIGN_ALIASES = {"×": "x", "+/-": "±"}
+_SIGN_ALIASES = {"×": "x", "+/-": "±", "<=": "≤", ">=": "≥"}
+_COMPARISONS = frozenset({"<", ">", "≤", "≥", "<=", ">="})
 _AMPERSAND_WORDS_RE = re.compile(r"[^\W\d_]+(?:&[^\W\d_]+)+")
 _COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")  # "+34" before a phone number's groups
 _BARE_HOUR_RE = re.compile(r"1[0-2]|0?[1-9]")  # an hour of a 12-hour clock, "2" in "2-3pm"
@@ -117,7 +118,8 @@ _ROUND_PLURALS = {"100s": "hundreds", "1000s": "thousands", "1000000s": "million
 _DECADE_RE = re.compile(r"’?(\d{3}0|\d0)s")  # "1990s", "90s", "’90s" (an apostrophe of elision)
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 # "~20", "~$20", "~5km", "+1"; "#1" ("#" before a number only: "#2024goals" is a hashtag)
-_SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+±]|\+/-)(?P<rest>[$€£¥₹]?\d\S*)")  # "±5%", "+/-5"
+# "±5%", "+/-5", "<5 min", ">=18"
+_SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+±≤≥]|\+/-|[<>]=?)(?P<rest>[$€£¥₹]?\d\S*)")
 _NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*|[A-Z]{1,3}-?\d[A-Z\d-]*)")  # "#1", "#A12345", "#A-12345"
 # "50+", "1.5x", "2×", "$1M+" (an amount with its scale)
 _SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?|[$€£¥₹]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
@@ -411,7 +413,14 @@ class _TokenReader:
             return f" {self.rules.ampersand_word} ".join(tok.core.split("&")), 0
         if tok.core in ("+", "=", "×", "±", "+/-") and self._between_terms(i):  # "2 + 2 = 4", "5 ± 0.1"
             return self.rules.symbol_words["±" if tok.core == "+/-" else tok.core], 0
+        if tok.core in _COMPARISONS and not tok.trail and self._number_follows(i):  # "> 10 items", "x < 5"
+            return self.rules.symbol_words[_SIGN_ALIASES.get(tok.core, tok.core)], 0
         return None, 0
+
+    def _number_follows(self, i: int) -> bool:
+        """Whether the token after ``i`` begins with a number or an amount ("10", "$5", "18+")."""
+        nxt = self._next(i)
+        return nxt is not None and not nxt.lead and bool(re.match(r"[$€£¥₹]?\d", nxt.core))
 
     def _between_terms(self, i: int) -> bool:
         """Whether token ``i`` stands between two terms of an expression: not first, not after
@@ -1116,7 +1125,8 @@ class _TokenReader:
 
     def _read_signed(self, i: int) -> tuple[Optional[str], int]:
         """A number with a sign that is a word: "#1" -> "number one", "~$20" -> "about twenty
-        dollars", "+1" -> "plus one", "50+" -> "fifty plus", "1.5x" -> "one point five times"; the
+        dollars", "+1" -> "plus one", "<5 min" -> "less than five minutes", ">=18" -> "at least
+        eighteen", "50+" -> "fifty plus", "1.5x" -> "one point five times"; the
         number is read by the other rules as if the sign were not there."""
         tok, words = self.tokens[i], self.rules.symbol_words
         m = _SIGN_BEFORE_RE.fullmatch(tok.core) or _NUMBER_SIGN_RE.fullmatch(tok.core)

@@ -63,7 +63,7 @@ class SpanishRules(LanguageRules):
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "punto", "/": "barra", "-": "guion", "_": "guion bajo",
                     "+": "más", "=": "igual a", "±": "más o menos", "#": "número", "~": "aproximadamente", "×": "por", "x": "veces", "per": "por",
-                    "out of": "de"}
+                    "out of": "de", "<": "menos de", ">": "más de", "≤": "como máximo", "≥": "como mínimo"}
     fraction_names = {2: ("medio", "medios"), 3: ("tercio", "tercios"), 4: ("cuarto", "cuartos"),
                       5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("séptimo", "séptimos"),
                       8: ("octavo", "octavos"), 9: ("noveno", "novenos"), 10: ("décimo", "décimos")}

@@ -50,7 +50,7 @@ class DutchRules(LanguageRules):
     power_word = "tot de macht"
     symbol_words = {"@": "apenstaartje", ".": "punt", "/": "slash", "-": "streepje", "_": "underscore",
                     "+": "plus", "=": "is", "±": "plus of min", "#": "nummer", "~": "ongeveer", "×": "keer", "x": "keer", "per": "per",
-                    "out of": "uit"}
+                    "out of": "uit", "<": "minder dan", ">": "meer dan", "≤": "hoogstens", "≥": "minstens"}
     fraction_names = {d: (name, name) for d, name in {
         2: "half", 3: "derde", 4: "kwart", 5: "vijfde", 6: "zesde", 7: "zevende", 8: "achtste", 9: "negende",
         10: "tiende"}.items()}  # "twee derde", "drie kwart"

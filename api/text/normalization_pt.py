@@ -62,7 +62,7 @@ class PortugueseRules(LanguageRules):
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "ponto", "/": "barra", "-": "hífen", "_": "sublinhado",
                     "+": "mais", "=": "igual a", "±": "mais ou menos", "#": "número", "~": "aproximadamente", "×": "vezes", "x": "vezes", "per": "por",
-                    "out of": "de"}
+                    "out of": "de", "<": "menos de", ">": "mais de", "≤": "no máximo", "≥": "no mínimo"}
     fraction_names = {2: ("meio", "meios"), 3: ("terço", "terços"), 4: ("quarto", "quartos"),
                       5: ("quinto", "quintos"), 6: ("sexto", "sextos"), 7: ("sétimo", "sétimos"),
                       8: ("oitavo", "oitavos"), 9: ("nono", "nonos"), 10: ("décimo", "décimos")}

@@ -115,7 +115,7 @@ class LanguageRules:
     # ("2 + 2 = 4", "#1", "~20", "50+", "1.5x"), and the words of "$9.99/month" and "4.5/5"
     symbol_words = {"@": "at", ".": "dot", "/": "slash", "-": "dash", "_": "underscore",
                     "+": "plus", "=": "equals", "±": "plus or minus", "#": "number", "~": "about", "×": "times", "x": "times", "per": "per",
-                    "out of": "out of"}
+                    "out of": "out of", "<": "less than", ">": "more than", "≤": "at most", "≥": "at least"}
     time_unit: Optional[str] = None  # a word that may follow a time and is already said: "uur"
     # Other languages' separators still parse "3.5" as a decimal when the '.' is not followed by
     # exactly three digits ("1.234" stays a thousands group).

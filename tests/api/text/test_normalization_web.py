@@ -35,6 +35,11 @@ READINGS = [
     ("en", "up 5-10% or 5–10 %", "up five to ten percent or five to ten percent"),
     ("es", "2 + 2 = 4, el #1", "dos más dos igual a cuatro, el número uno"),
     ("nl", "~20 min", "ongeveer twintig minuten"),
+    ("en", "<5 min, > 10 items, >=18, ≥ 18, <=$20", "less than five minutes, more than ten items, at least eighteen, "
+     "at least eighteen, at most twenty dollars"),
+    ("es", "<5 min, > 10 personas", "menos de cinco minutos, más de diez personas"),
+    ("pt", "≥ 18 anos", "no mínimo dezoito anos"),
+    ("nl", "<5 km", "minder dan vijf kilometer"),
     ("en", "1.2k steps, 2.5M users, 3bn", "one point two thousand steps, two point five million users, three billion"),
     ("es", "1,5M de usuarios", "uno coma cinco millones de usuarios"),
     ("en", "1M+ users, 100k+ downloads, $1M+ raised", "one million plus users, one hundred thousand plus downloads, one million dollars plus raised"),
@@ -84,11 +89,12 @@ def test_addresses_and_signs_are_read(language, text, expected):
     "3D/VR, 4K/HDR, 2FA/MFA, 3pm/EST, 10am/noon, Room 101/B, 10/Jan",  # no amount per unit
     "He arrived.at noon, I know.it works",  # a missing space: "at", "it" are words, not domains
     "+ Apples. Fruit: + Pears",  # list bullets
+    "> Quoted, a -> b, if a > b, <b>bold</b>, =>",  # a comparison sign only before a number is a word
 ])
 def test_what_is_no_address_or_signed_number_stays(text):
     norm = normalize(text, "en")
     said = set(norm.text.replace(",", " ").split())
-    assert not {"dot", "plus", "number", "thousand", "million", "times", "per"} & said, norm.text
+    assert not {"dot", "plus", "number", "thousand", "million", "times", "per", "than", "least", "most"} & said, norm.text
 
 
 def test_a_hashtag_that_starts_with_digits_is_no_number():
