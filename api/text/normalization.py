@@ -105,6 +105,7 @@ _DOT_TIME_RE = re.compile(r"(\d{1,2})\.(\d{2})")  # "14.30 uur": a time only bef
 # signs written two ways: stuck to a number "×" is "x" ("2×": "two times"); "+/-" is "±"
 _SIGN_ALIASES = {"×": "x", "+/-": "±", "<=": "≤", ">=": "≥"}
 _COMPARISONS = frozenset({"<", ">", "≤", "≥", "<=", ">="})
+_SQUARE_UNITS = {"ft": "ft2", "m": "m2", "km": "km2", "cm": "cm2", "mm": "mm2"}  # after "sq"
 _AMPERSAND_WORDS_RE = re.compile(r"[^\W\d_]+(?:&[^\W\d_]+)+")
 _COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")  # "+34" before a phone number's groups
 _BARE_HOUR_RE = re.compile(r"1[0-2]|0?[1-9]")  # an hour of a 12-hour clock, "2" in "2-3pm"
@@ -349,6 +350,9 @@ class _TokenReader:
         for meridiem in ("a.m.", "p.m."):  # the abbreviation's own period is not punctuation
             if key.startswith(meridiem):
                 return self._abbreviation_trail(tok.raw[len(meridiem) :], j, title=False, can_end=True)
+        if tok.trail.startswith(".") and (tok.core in UNIT_SYMBOLS or tok.core in _SQUARE_UNITS):
+            # "5 lbs. of flour": a unit's short form's own period, a full stop only where one ends
+            return self._abbreviation_trail(tok.trail[1:], j, title=False, can_end=True)
         return tok.trail
 
     def _next(self, i: int) -> Optional[_Token]:
@@ -781,7 +785,12 @@ class _TokenReader:
                     and nxt.core not in ("de", "a"):
                 return r.match_ordinal(written + "º", self._noun_after(i)), 0  # "1° lugar": typed for "1º"
             reading = self._amount_of(low, written, unit, self._after_article(i))
-            return (reading, consumed) if reading is not None else (None, 0)
+            if reading is None:
+                return None, 0
+            if consumed == 0 and tok.trail.startswith("."):  # "5lbs. of flour": the short form's period
+                self.tokens[i] = _Token(tok.raw, tok.lead, tok.core,
+                                        self._abbreviation_trail(tok.trail[1:], i, title=False, can_end=True))
+            return reading, consumed
         if tok.core in STANDALONE:
             return r.read_unit_name(UNIT_SYMBOLS[tok.core]), 0
         if joins_next and nxt.core in UNIT_SYMBOLS and nxt.core not in ATTACHED_ONLY:
@@ -789,7 +798,20 @@ class _TokenReader:
             reading = self._amount_of(low, written, UNIT_SYMBOLS[nxt.core], self._after_article(i))
             if reading is not None:
                 return reading, 1
+        square = self._square_unit(i + 1) if joins_next else None
+        if square is not None:  # "1,200 sq ft", "20 sq. m"
+            low, written = number_range(tok.core) or (None, tok.core)
+            reading = self._amount_of(low, written, square, self._after_article(i))
+            if reading is not None:
+                return reading, 2
         return None, 0
+
+    def _square_unit(self, j: int) -> Optional[str]:
+        """The unit key of "sq ft", "sq. m" written as two tokens from ``j`` ("ft2"), or None."""
+        sq, unit = self.tokens[j], self._next(j)
+        if sq.core.lower().rstrip(".") != "sq" or sq.trail not in ("", ".") or unit is None or unit.lead:
+            return None
+        return _SQUARE_UNITS.get(unit.core.rstrip("."))
 
     def _amount_of(self, low: Optional[str], written: str, unit: str, adjective: bool = False) -> Optional[str]:
         """``written`` of ``unit`` ("five kilometers"), or the range from ``low`` ("thirty to
@@ -1142,8 +1164,8 @@ class _TokenReader:
         self.tokens[i] = _Token(tok.raw, tok.lead, rest, tok.trail)
         try:
             said, consumed = self._read(i)
-        finally:
-            self.tokens[i] = tok
+        finally:  # the sign back, with the trail the rest's reading settled ("~5lbs. of": no full stop)
+            self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, self.tokens[i].trail)
         if said is None:
             return None, 0  # no rule read it: the token is left to the mixed reading
         more_than = self.rules.more_than_words

@@ -31,7 +31,7 @@ UNIT_SYMBOLS: dict[str, str] = {
     "kg": "kg", "g": "g", "mg": "mg", "lb": "lb", "lbs": "lb", "oz": "oz",
     "l": "l", "L": "l", "ml": "ml", "mL": "ml",
     # area, volume
-    "m²": "m2", "km²": "km2", "cm²": "cm2", "mm²": "mm2", "ft²": "ft2", "m³": "m3", "cm³": "cm3",
+    "m²": "m2", "km²": "km2", "cm²": "cm2", "mm²": "mm2", "ft²": "ft2", "sqft": "ft2", "m³": "m3", "cm³": "cm3",
     # speed
     "km/h": "km/h", "kph": "km/h", "kmh": "km/h", "mph": "mph", "m/s": "m/s",
     # temperature and angle; "º" (the ordinal indicator) is often typed for "°"

@@ -55,6 +55,15 @@ READINGS = [
     ("en", "Dimensions: 1.5x2.5 m, 2×3×4", "Dimensions: one point five by two point five meters, two by three by four"),
     ("es", "Una foto de 10x15 cm.", "Una foto de diez por quince centímetros."),
     ("nl", "Een kamer van 3x4 m.", "Een kamer van drie bij vier meter."),
+    # square units written with "sq"
+    ("en", "A 900 sq ft flat, 1,200 sq. ft. in all, 50 sq m or 1200sqft.",
+     "A nine hundred square foot flat, one thousand two hundred square feet in all, fifty square meters or "
+     "one thousand two hundred square feet."),
+    ("es", "50 sq m", "cincuenta metros cuadrados"),
+    # a unit's own period is no full stop inside a sentence, and still is at its end or before a capital
+    ("en", "Add 5 lbs. of flour, 2lbs. of sugar and ~5 oz. of salt. Wait 5 min. Then 10 min.",
+     "Add five pounds of flour, two pounds of sugar and about five ounces of salt. Wait five minutes. "
+     "Then ten minutes."),
 ]
 
 
