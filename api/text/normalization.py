@@ -105,6 +105,8 @@ _DOT_TIME_RE = re.compile(r"(\d{1,2})\.(\d{2})")  # "14.30 uur": a time only bef
 # signs written two ways: stuck to a number "×" is "x" ("2×": "two times"); "+/-" is "±"
 _SIGN_ALIASES = {"×": "x", "+/-": "±", "<=": "≤", ">=": "≥"}
 _COMPARISONS = frozenset({"<", ">", "≤", "≥", "<=", ">="})
+# "401k", "401(k" (its ")" is split off as trailing punctuation), "403b", "457(b"
+_PLAN_NAME_RE = re.compile(r"(?P<section>401|403|457)(?P<open>\(?)(?P<letter>[kb])")
 _SQUARE_UNITS = {"ft": "ft2", "m": "m2", "km": "km2", "cm": "cm2", "mm": "mm2"}  # after "sq"
 _AMPERSAND_WORDS_RE = re.compile(r"[^\W\d_]+(?:&[^\W\d_]+)+")
 _COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")  # "+34" before a phone number's groups
@@ -1238,6 +1240,13 @@ class _TokenReader:
         core = tok.core
         if not any(c.isdecimal() for c in core):
             return None, 0
+        m = _PLAN_NAME_RE.fullmatch(core)  # "401(k)", "403b": US retirement plans, named by their tax code section
+        if m and (not m.group("open") or tok.trail.startswith(")")):
+            if m.group("open"):  # the bracket is the name's, not punctuation
+                self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, tok.trail[1:])
+            section = m.group("section")  # digit by digit, English saying "oh" for 0: "four oh one k"
+            said = " ".join("oh" if d == "0" else r.cardinal(int(d)) for d in section) if r.code == "en" else r.digits(section)
+            return f"{said} {m.group('letter')}", 0
         # "1,000-2,000" (en) / "1.000-2.000" (es): grouped numbers are one number each, so the run
         # is a range of two, not four digit groups read as a code
         pieces = _PIECE_RE.findall(_ungroup_numbers(core, r.group_sep))

@@ -40,6 +40,9 @@ READINGS = [
     ("es", "<5 min, > 10 personas", "menos de cinco minutos, más de diez personas"),
     ("pt", "≥ 18 anos", "no mínimo dezoito anos"),
     ("nl", "<5 km", "minder dan vijf kilometer"),
+    # retirement plans are names: said as Americans say them, not "four hundred and one( k)"
+    ("en", "my 401(k), a 403b and a 457(b).", "my four oh one k, a four oh three b and a four five seven b."),
+    ("es", "el plan 401(k)", "el plan cuatro cero uno k"),
     ("en", "1.2k steps, 2.5M users, 3bn", "one point two thousand steps, two point five million users, three billion"),
     ("es", "1,5M de usuarios", "uno coma cinco millones de usuarios"),
     ("en", "1M+ users, 100k+ downloads, $1M+ raised", "one million plus users, one hundred thousand plus downloads, one million dollars plus raised"),
