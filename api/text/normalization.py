@@ -352,8 +352,9 @@ class _TokenReader:
         for meridiem in ("a.m.", "p.m."):  # the abbreviation's own period is not punctuation
             if key.startswith(meridiem):
                 return self._abbreviation_trail(tok.raw[len(meridiem) :], j, title=False, can_end=True)
-        if tok.trail.startswith(".") and (tok.core in UNIT_SYMBOLS or tok.core in _SQUARE_UNITS):
-            # "5 lbs. of flour": a unit's short form's own period, a full stop only where one ends
+        if tok.trail.startswith(".") and (tok.core in UNIT_SYMBOLS or tok.core in _SQUARE_UNITS
+                                          or tok.core in _EN_SHORT_MONTHS):
+            # "5 lbs. of flour", "21 Sept. at noon": a short form's own period, a full stop only where one ends
             return self._abbreviation_trail(tok.trail[1:], j, title=False, can_end=True)
         return tok.trail
 
@@ -880,6 +881,11 @@ class _TokenReader:
             and 1 <= int(span.group(1)) < int(span.group(2)) <= 31
         ):
             return f"{r.ordinal(int(span.group(1)))} {_RANGE_WORD[r.code]} {r.ordinal(int(span.group(2)))}", 0
+        month = self._month_after(i)
+        if month is not None and core.isdecimal() and len(core) <= 2 and 1 <= int(core) <= 31:
+            # "3 March 2026", "on 21 Sept.": the day first, as British English writes and says it
+            the = "" if prev is not None and prev.core.lower() == "the" and not prev.trail else "the "
+            return f"{the}{r.ordinal(int(core))} of {month}", 1
         plural = _ROUND_PLURALS.get(core.replace(",", ""))
         if plural is not None:  # "100s of users", "1,000s"
             return plural, 0
@@ -892,6 +898,15 @@ class _TokenReader:
                 self.tokens[i] = _Token(tok.raw, tok.lead[:-1], tok.core, tok.trail)
             return (_pluralize(base) if base else None), 0
         return None, 0
+
+    def _month_after(self, i: int) -> Optional[str]:
+        """The English month named, capitalised, right after token ``i`` ("March", "Sept."), in full."""
+        tok, nxt = self.tokens[i], self._next(i)
+        if nxt is None or tok.trail or nxt.lead:
+            return None
+        if nxt.core in EnglishRules.months:
+            return nxt.core
+        return _EN_SHORT_MONTHS.get(nxt.core)
 
     def _read_area_code(self, i: int) -> tuple[Optional[str], int]:
         """"(555) 123-4567": a bracketed area code before a phone number, digit by digit."""

@@ -372,6 +372,10 @@ def test_sentence_final_abbreviations_keep_a_full_stop():
     ("en", "Jan 1-5, Dec. 24th-26th", "January first to fifth, December twenty-fourth to twenty-sixth"),
     ("en", "I sat 3/4 of the way, Jan 1-50", "I sat three quarters of the way, January one to fifty"),  # no day, no date
     ("es", "el martes 3/4, mar 3/4", "el martes tres de abril, mar tres cuartos"),
+    # the day before the month, as British English writes it
+    ("en", "On 3 March 2026, Wed 3 Dec and the 21 Sept. meeting", "On the third of March twenty twenty-six, "
+     "Wednesday the third of December and the twenty-first of September meeting"),
+    ("en", "32 March, 3 march", "thirty-two March, three march"),  # no day; no month (not capitalised)
     ("es", "Abierto lun-vie de 9 a 5, Lun-Sáb", "Abierto lunes a viernes de nueve a cinco, Lunes a sábado"),
     ("pt", "Aberto seg-sex", "Aberto segunda a sexta"),
     ("nl", "Open ma-vr", "Open maandag tot vrijdag"),
