@@ -6,6 +6,7 @@ import pytest
 
 from api.text.normalization import normalize
 from api.text.normalization_gender import PORTUGUESE, SPANISH
+from tests.api.text.reading import assert_reads
 
 READINGS = [
     # a feminine noun after the number: one, twenty-one, the hundreds
@@ -40,9 +41,7 @@ READINGS = [
 
 @pytest.mark.parametrize("language, text, expected", READINGS)
 def test_numbers_agree_with_the_noun_they_count(language, text, expected):
-    norm = normalize(text, language)
-    assert norm.text == expected
-    assert norm.original_words == text.split() and norm.normalized_words == norm.text.split()
+    assert_reads(language, text, expected)
 
 
 @pytest.mark.parametrize("language, text, expected", [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from api.text.normalization import normalize
+from tests.api.text.reading import assert_reads
 
 READINGS = [
     ("en", "E = mc²", "E equals m c squared"),
@@ -26,9 +27,7 @@ READINGS = [
 
 @pytest.mark.parametrize("language, text, expected", READINGS)
 def test_scripts_are_read(language, text, expected):
-    norm = normalize(text, language)
-    assert norm.text == expected
-    assert norm.original_words == text.split() and norm.normalized_words == norm.text.split()
+    assert_reads(language, text, expected)
 
 
 @pytest.mark.parametrize("language, text", [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from api.text.normalization import normalize
+from tests.api.text.reading import assert_reads
 
 READINGS = [
     ("en", "Email john.doe@gmail.com today.", "Email john dot doe at gmail dot com today."),
@@ -77,9 +78,7 @@ READINGS = [
 
 @pytest.mark.parametrize("language, text, expected", READINGS)
 def test_addresses_and_signs_are_read(language, text, expected):
-    norm = normalize(text, language)
-    assert norm.text == expected
-    assert norm.original_words == text.split() and norm.normalized_words == norm.text.split()
+    assert_reads(language, text, expected)
 
 
 @pytest.mark.parametrize("text", [
