@@ -26,10 +26,10 @@ report ``original_words`` (what the client sent, which LiveKit aligns against) o
 The reading rules per language live in ``normalization_{en,es,pt,nl}.py``; this module decides
 which rule a token matches. A phone number written as groups between spaces ("912 345 678") spans
 tokens, so it is found first, over the whole text (``_phone_groups``); then, token by token, in
-this order: abbreviation, short day or month name, address,
-currency, ordinal, duration, time, time range, date, percent, measure, amount per unit, scale,
-years (and English month-day, decades), area code, plain number (an id digit by digit), simple
-fraction, rating, powers and formulas ("x²", "H₂O"), a number with a sign ("#1"), dimensions,
+this order: abbreviation, short day or month name, a Roman numeral after a numbering word
+("Chapter IV"), address, currency, ordinal, duration, time, time range, date, percent, measure,
+amount per unit, scale, a whole number and a fraction ("2 1/2"), years (and English month-day and
+day-month, decades), area code, plain number (an id digit by digit), simple fraction, rating, powers and formulas ("x²", "H₂O"), a number with a sign ("#1"), dimensions,
 a number and unit joined by a dash ("30-min"), mixed digits ("COVID-19", "24/7"; phone numbers
 and codes such as "555-1234" digit by digit), "&", "+", "=" and "×".
 
@@ -107,6 +107,8 @@ _SIGN_ALIASES = {"×": "x", "+/-": "±", "<=": "≤", ">=": "≥"}
 _COMPARISONS = frozenset({"<", ">", "≤", "≥", "<=", ">="})
 # "401k", "401(k" (its ")" is split off as trailing punctuation), "403b", "457(b"
 _PLAN_NAME_RE = re.compile(r"(?P<section>401|403|457)(?P<open>\(?)(?P<letter>[kb])")
+_ROMAN_RE = re.compile(r"(X{0,3})(IX|IV|VI{0,3}|I{1,3}|)")
+_ROMAN_UNITS = ("", "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX")
 _SQUARE_UNITS = {"ft": "ft2", "m": "m2", "km": "km2", "cm": "cm2", "mm": "mm2"}  # after "sq"
 _AMPERSAND_WORDS_RE = re.compile(r"[^\W\d_]+(?:&[^\W\d_]+)+")
 _COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")  # "+34" before a phone number's groups
@@ -383,6 +385,9 @@ class _TokenReader:
         calendar = self._guarded(self._read_calendar_word, i)
         if calendar is not None:
             return calendar, 0
+        roman = self._guarded(self._read_roman, i)
+        if roman is not None:
+            return roman, 0
         if tok.core.isalpha():  # a word of letters only: no rule below reads one (most tokens are)
             return None, 0
         for reader in (
@@ -464,6 +469,20 @@ class _TokenReader:
             self.tokens[i] = _Token(tok.raw, tok.lead, rest[:k], trail)
             return words, 0
         return None
+
+    def _read_roman(self, i: int) -> Optional[str]:
+        """A Roman numeral after a word that numbers things (``LanguageRules.roman_lead_words``):
+        "Chapter IV" -> "Chapter four", "World War II", "Type 2" written "Type II", "siglo XXI"."""
+        value = _roman_value(self.tokens[i].core)
+        if value is None:
+            return None
+        leads = self.rules.roman_lead_words
+        before = [t for t in self.tokens[max(0, i - 2):i]]
+        if not before or before[-1].trail:
+            return None
+        one = before[-1].core.lower()
+        two = f"{before[0].core.lower()} {one}" if len(before) == 2 and not before[0].trail else None
+        return self.rules.cardinal(value) if one in leads or two in leads else None
 
     def _read_calendar_word(self, i: int) -> Optional[str]:
         """Short day and month names: a range of days in every language ("Mon-Fri" -> "Monday
@@ -1425,6 +1444,16 @@ def _is_code(groups: list[str], separators: set[str]) -> bool:
     if separators == {"."}:  # phone numbers only: the last two groups are 3 and 4 digits long
         return len(groups) >= 3 and len(groups[-2]) == 3 and len(groups[-1]) == 4
     return False  # mixed separators ("1,000-2,000"): no code
+
+
+def _roman_value(core: str) -> Optional[int]:
+    """"XXI" -> 21: a Roman numeral from I to XXXIX, in capitals, written the standard way; None
+    for anything else ("IIII", "VX", "xi")."""
+    m = _ROMAN_RE.fullmatch(core)
+    if m is None or not core:
+        return None
+    tens, units = m.group(1), m.group(2)
+    return 10 * len(tens) + _ROMAN_UNITS.index(units) if units or tens else None
 
 
 def _amount_value(num: ParsedNumber) -> Decimal:

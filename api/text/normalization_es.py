@@ -75,6 +75,10 @@ class SpanishRules(LanguageRules):
     more_than_words = "más de"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"el", "del", "al", "día", "desde", "hasta"})
+    roman_lead_words = frozenset({
+        "capítulo", "parte", "volumen", "tomo", "acto", "libro", "fase", "tipo", "clase", "sección", "nivel",
+        "título", "artículo", "siglo", "grado", "categoría",
+    })
     weekday_abbreviations = {
         "lun": "lunes", "mar": "martes", "mié": "miércoles", "mie": "miércoles", "jue": "jueves",
         "vie": "viernes", "sáb": "sábado", "sab": "sábado", "dom": "domingo",

@@ -74,6 +74,10 @@ class PortugueseRules(LanguageRules):
     more_than_words = "mais de"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"dia", "em", "até", "desde"})
+    roman_lead_words = frozenset({
+        "capítulo", "parte", "volume", "tomo", "ato", "livro", "fase", "tipo", "classe", "seção", "secção", "nível",
+        "título", "artigo", "século", "grau", "categoria",
+    })
     weekday_abbreviations = {
         "seg": "segunda", "ter": "terça", "qua": "quarta", "qui": "quinta", "sex": "sexta",
         "sáb": "sábado", "sab": "sábado", "dom": "domingo",

@@ -287,6 +287,11 @@ class LanguageRules:
     date_lead_words: frozenset[str] = frozenset()
     #: words after which a day and month joined by a dash are a date ("op 15-12"), not a range
     dash_date_lead_words: frozenset[str] = frozenset()
+    #: Words (lowercase; two for "world war") after which a Roman numeral from I to XXXIX is a
+    #: number, read as a cardinal: "Chapter IV" -> "Chapter four", "siglo XXI" -> "siglo veintiuno".
+    #: Elsewhere one stays as written: "I", "V", "XL", "MIX" are words or sizes, and after a name
+    #: it may be a monarch's ordinal ("Henry VIII") or a sequel's number ("Rocky III").
+    roman_lead_words: frozenset[str] = frozenset()
     #: Words after which a 5-digit number is a postal code, read digit by digit (en: US states).
     postcode_lead_words: frozenset[str] = frozenset()
     #: Words (lowercase) after which a number of three digits or more is read digit by digit:

@@ -248,6 +248,22 @@ def test_a_whole_number_and_a_fraction_written_apart(language, text, expected):
     assert_reads(language, text, expected)
 
 
+@pytest.mark.parametrize("language, text, expected", [
+    # a Roman numeral after a word that numbers things is that number
+    ("en", "Chapter IV, Part I, World War II. Type II diabetes, a Phase III trial",
+     "Chapter four, Part one, World War two. Type two diabetes, a Phase three trial"),
+    ("es", "el siglo XXI, Capítulo I", "el siglo veintiuno, Capítulo uno"),
+    ("pt", "século XX", "século vinte"),
+    ("nl", "Hoofdstuk IV", "Hoofdstuk vier"),
+    # anywhere else it stays: a pronoun, a size, a monarch or a sequel, a full stop between, past XXXIX
+    ("en", "I said size XL, Henry VIII, Rocky III, Chapter. IV, Super Bowl LVIII",
+     "I said size XL, Henry VIII, Rocky III, Chapter. IV, Super Bowl LVIII"),
+    ("es", "Felipe VI", "Felipe VI"),
+])
+def test_roman_numerals_after_a_word_that_numbers(language, text, expected):
+    assert_reads(language, text, expected)
+
+
 def test_whitespace_between_tokens_is_kept():
     norm = normalize("  Pay\n$5\tnow ", "en")
     assert norm.text == "  Pay\nfive dollars\tnow "
