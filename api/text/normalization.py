@@ -100,6 +100,8 @@ _PREFIX_MONEY_RANGE_RE = re.compile(
 _AMOUNT_RANGE_RE = re.compile(r"(?P<low>\d[\d.,]*?)[-–](?P<high>\d[\d.,]*)")  # "10-20 €"
 _TIME_RE = re.compile(r"(\d{1,2}):(\d{2})(?:\s?([ap])\.?m\.?)?", re.IGNORECASE)
 _HOUR_MERIDIEM_RE = re.compile(r"(\d{1,2})\s?([ap])\.?m\.?", re.IGNORECASE)
+_CLOCK_DURATION_RE = re.compile(r"(\d{1,2}):(\d{2}):(\d{2})")  # "1:05:30"
+_CLOCK_LEADS = {"en": {"at"}, "es": {"las"}, "pt": {"às", "as"}, "nl": {"om"}}  # a time of day follows
 _H_TIME_RE = re.compile(r"(\d{1,2})h(\d{2})?")
 _TIME_H_RE = re.compile(r"(\d{1,2}):(\d{2})h")  # "9:00h" (es, pt): a time and its unit
 _DOT_TIME_RE = re.compile(r"(\d{1,2})\.(\d{2})")  # "14.30 uur": a time only before its unit
@@ -396,6 +398,7 @@ class _TokenReader:
             self._read_money,
             self._read_ordinal,
             self._read_duration,
+            self._read_clock_duration,
             self._read_height,
             self._read_time,
             self._read_time_range,
@@ -674,6 +677,32 @@ class _TokenReader:
             return None, 0
         h, mins = self._amount_of(None, said[0], "h"), self._amount_of(None, said[1], "min")
         return (f"{h} {mins}", consumed) if h and mins else (None, 0)
+
+    def _read_clock_duration(self, i: int) -> tuple[Optional[str], int]:
+        """Hours, minutes and seconds written as a clock: "1:05:30" -> "one hour, five minutes and
+        thirty seconds", "00:04:10" -> "four minutes and ten seconds" (a race, a video's position,
+        a time left); after "at" ("a las", "às", "om") a time of day: "at ten thirty and fifteen
+        seconds"."""
+        r = self.rules
+        m = _CLOCK_DURATION_RE.fullmatch(self.tokens[i].core)
+        if m is None or not r.units or int(m.group(2)) > 59 or int(m.group(3)) > 59:
+            return None, 0
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is not None and not prev.trail and prev.core.lower() in _CLOCK_LEADS.get(r.code, ()):
+            hour, minute, second = (int(g) for g in m.groups())
+            if hour > 24:
+                return None, 0
+            said = r.read_time(hour, minute, None)
+            seconds = self._amount_of(None, str(second), "s") if second else None
+            return (f"{said} {r.ampersand_word} {seconds}" if seconds else said), 0
+        parts = [self._amount_of(None, str(int(value)), unit)
+                 for value, unit in zip(m.groups(), ("h", "min", "s")) if int(value)]
+        if not parts:
+            return self._amount_of(None, "0", "s"), 0
+        if None in parts:
+            return None, 0
+        said = ", ".join(parts[:-1]) + f" {r.ampersand_word} {parts[-1]}" if len(parts) > 1 else parts[0]
+        return said, 0
 
     def _meridiem_after(self, i: int) -> Optional[str]:
         nxt = self._next(i)

@@ -264,6 +264,19 @@ def test_roman_numerals_after_a_word_that_numbers(language, text, expected):
     assert_reads(language, text, expected)
 
 
+@pytest.mark.parametrize("language, text, expected", [
+    ("en", "1:05:30 left, 00:04:10 in, 2:00:00 total", "one hour, five minutes and thirty seconds left, "
+     "four minutes and ten seconds in, two hours total"),
+    ("en", "at 10:30:15, at 10:30:00", "at ten thirty and fifteen seconds, at ten thirty"),  # a time of day
+    ("es", "quedan 1:05:30, a las 10:30:15", "quedan una hora, cinco minutos y treinta segundos, "
+     "a las diez y treinta y quince segundos"),
+    ("nl", "om 10:30:15", "om tien uur dertig en vijftien seconden"),
+    ("en", "1:61:00", "one sixty-one zero zero"),  # no clock: left to the other rules
+])
+def test_hours_minutes_and_seconds(language, text, expected):
+    assert_reads(language, text, expected)
+
+
 def test_whitespace_between_tokens_is_kept():
     norm = normalize("  Pay\n$5\tnow ", "en")
     assert norm.text == "  Pay\nfive dollars\tnow "
