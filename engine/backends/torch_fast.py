@@ -200,7 +200,8 @@ class FastGenerator(BatchLoop):
         except Exception as exc:  # noqa: BLE001 (any failure but a lost device: serve with the eager ops)
             if device_lost(exc):
                 raise
-            logger.warning("torch fast path: the layers' element-wise ops stay eager: %s: %s", type(exc).__name__, exc)
+            # the first line: a Triton compile error runs to pages of IR; its checks' messages are one line
+            logger.warning("torch fast path: the layers' element-wise ops stay eager: %s", error_summary(exc))
         else:
             logger.info("torch fast path: each layer's norms, rotary, attention gate and SwiGLU activation, the "
                         "sampling and the commit of each step run as one Triton kernel each, a decode step's "

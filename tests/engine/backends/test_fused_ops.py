@@ -404,6 +404,17 @@ def test_a_kernel_that_computes_something_else_leaves_the_layers_eager(interpret
     assert "stay eager: RuntimeError: silu_mul differs from the eager op by up to" in caplog.text
 
 
+def test_a_kernel_that_fails_to_compile_is_logged_by_its_first_line(interpreted_fused_ops, tiny_model, monkeypatch,
+                                                                      caplog) -> None:
+    def does_not_compile(gate_up):  # what Triton raises: a first line, then pages of its IR
+        raise RuntimeError("PassManager::run failed\n" + "module { tt.func ... }\n" * 200)
+
+    monkeypatch.setattr(interpreted_fused_ops, "silu_mul", does_not_compile)
+    gen = _checked_generator(tiny_model, caplog)
+    assert not gen.fused_kernels
+    assert "stay eager: RuntimeError: PassManager::run failed" in caplog.text and "tt.func" not in caplog.text
+
+
 def test_a_kernel_that_loses_the_device_stops_the_start(interpreted_fused_ops, tiny_model, monkeypatch, caplog) -> None:
     """Not a kernel to leave out: the eager ops would fail on that device too."""
     def lost(gate_up):
