@@ -108,7 +108,12 @@ class EnglishRules(LanguageRules):
         "e.g.": Abbreviation("for example"),
         "i.e.": Abbreviation("that is"),
         "vs.": Abbreviation("versus"),
+        "vs": Abbreviation("versus"),  # "Lakers vs Celtics": never a word of its own
+        "a.k.a.": Abbreviation("also known as"),
         "approx.": Abbreviation("approximately"),
+        "qty": Abbreviation("quantity"),
+        "pcs": Abbreviation("pieces"),
+        "corp.": Abbreviation("corporation", can_end=True),
         "dept.": Abbreviation("department", can_end=True),
         "bldg.": Abbreviation("building", can_end=True),
         "incl.": Abbreviation("including"),
@@ -122,6 +127,9 @@ class EnglishRules(LanguageRules):
         # or a sentence's last word ("Jan." is also a name). Only dotted short forms are listed:
         # "May", "march" are words, and "May." is one before a full stop.
         "fig.": Abbreviation("figure", before_number=True),
+        # "min. 3 nights", "max. 10 people"; after a number "5 min." is minutes (a unit)
+        "min.": Abbreviation("minimum", before_number=True),
+        "max.": Abbreviation("maximum", before_number=True),
         # title: "P." is also an initial before a name ("J. P. Morgan"), so the segmenter must
         # not end a sentence at its period; before a number (the only place it is read) the flag
         # changes nothing.
