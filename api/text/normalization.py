@@ -117,6 +117,8 @@ _AMPERSAND_WORDS_RE = re.compile(r"[^\W\d_]+(?:&[^\W\d_]+)+")
 _COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")  # "+34" before a phone number's groups
 _BARE_HOUR_RE = re.compile(r"1[0-2]|0?[1-9]")  # an hour of a 12-hour clock, "2" in "2-3pm"
 _MERIDIEM_TOKENS = {"am": "am", "pm": "pm", "a.m": "am", "p.m": "pm", "a.m.": "am", "p.m.": "pm"}
+# "9 a.m.–5 p.m.", "9 AM-5 PM": a meridiem that runs on, through a dash, into the range's end
+_MERIDIEM_THEN_RE = re.compile(r"(?P<meridiem>[ap]\.?m\.?)[-–](?P<rest>\d.*)", re.IGNORECASE)
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _DAY_MONTH_RE = re.compile(r"(\d{1,2})-(\d{1,2})")
 _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
@@ -130,7 +132,8 @@ _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 _SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+±≤≥]|\+/-|[<>]=?)(?P<rest>[$€£¥₹]?\d\S*)")
 _NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*|[A-Z]{1,3}-?\d[A-Z\d-]*)")  # "#1", "#A12345", "#A-12345"
 # "50+", "1.5x", "2×", "$1M+" (an amount with its scale)
-_SIGN_AFTER_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?|[$€£¥₹]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
+_SIGN_AFTER_RE = re.compile(
+    r"(?P<rest>\d(?:[\d.,]*\d)?(?:[-–]\d(?:[\d.,]*\d)?)?|[$€£¥₹]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
 # "1.2k", "2.5M", "3bn": a whole number before "k" or "M" is often a name ("401k", "4k TV", "a 5k race", "3M")
 _SCALED_RE = re.compile(r"(?P<num>\d+[.,]\d+)(?P<scale>k|M)|(?P<whole>\d[\d.,]*)(?P<bn>bn)")
 _HOURS_MINUTES_RE = re.compile(r"(?P<h>\d{1,3})h(?P<m>[0-5]?\d)(?P<unit>m|min)?")
@@ -431,7 +434,17 @@ class _TokenReader:
             return self.rules.symbol_words["±" if tok.core == "+/-" else tok.core], 0
         if tok.core in _COMPARISONS and not tok.trail and self._number_follows(i):  # "> 10 items", "x < 5"
             return self.rules.symbol_words[_SIGN_ALIASES.get(tok.core, tok.core)], 0
+        if tok.core in _DASHES and not tok.trail and self._number_follows(i) and self._after_meridiem(i):
+            return _RANGE_WORD[self.rules.code], 0  # "9am - 5pm", "9:00 AM – 5:00 PM"
         return None, 0
+
+    def _after_meridiem(self, i: int) -> bool:
+        """Whether token ``i`` follows a time with its meridiem ("9am", "5:00 PM", "9 a.m.")."""
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is None or prev.trail not in ("", "."):
+            return False
+        word = (prev.core + prev.trail).lower()
+        return word in _MERIDIEM_TOKENS or bool(_HOUR_MERIDIEM_RE.fullmatch(prev.core))
 
     def _number_follows(self, i: int) -> bool:
         """Whether the token after ``i`` begins with a number or an amount ("10", "$5", "18+")."""
@@ -742,13 +755,16 @@ class _TokenReader:
         elif r.code != "en" and _H_TIME_RE.fullmatch(core):
             m = _H_TIME_RE.fullmatch(core)
             hour, minute = int(m.group(1)), int(m.group(2) or 0)
-        elif core.isdecimal() and r.read_meridiem("am") is not None and self._meridiem_after(i):
+        elif core.isdecimal() and r.read_meridiem("am") is not None and (
+                self._meridiem_after(i) or self._meridiem_runs_on(i)):
             hour, minute = int(core), 0
         if hour is None:
             return None, 0
         if meridiem is None and r.read_meridiem("am") is not None:
             meridiem = self._meridiem_after(i)
             consumed = 1 if meridiem else 0
+            if meridiem is None and (until := self._range_after_meridiem(i, hour, minute)) is not None:
+                return until
         if minute > 59 or hour > 24 or (meridiem and not 0 <= hour <= 12):
             return None, 0
         if meridiem and r.read_meridiem(meridiem) is None:
@@ -761,6 +777,28 @@ class _TokenReader:
             if r.time_unit not in reading.split():
                 reading = f"{reading} {r.time_unit}"
         return reading, consumed
+
+    def _meridiem_runs_on(self, i: int) -> bool:
+        """Whether the token after ``i`` is a meridiem joined by a dash to a time ("a.m.–5")."""
+        nxt = self._next(i)
+        return nxt is not None and not self.tokens[i].trail and not nxt.lead and bool(_MERIDIEM_THEN_RE.fullmatch(nxt.core))
+
+    def _range_after_meridiem(self, i: int, hour: int, minute: int) -> Optional[tuple[str, int]]:
+        """"9 a.m.–5 p.m.": the time at token ``i``, its meridiem joined by a dash to the next time
+        in the token after it; read as "nine a m to five p m", with the tokens the end took."""
+        r, nxt = self.rules, self._next(i)
+        m = _MERIDIEM_THEN_RE.fullmatch(nxt.core) if self._meridiem_runs_on(i) else None
+        meridiem = _MERIDIEM_TOKENS.get(m.group("meridiem").lower()) if m else None
+        if meridiem is None or hour > 12 or minute > 59 or r.read_meridiem(meridiem) is None:
+            return None
+        self.tokens[i + 1] = _Token(nxt.raw, "", m.group("rest"), nxt.trail)  # the range's end, read as a time
+        try:
+            until, consumed = self._read_time(i + 1)
+        finally:
+            self.tokens[i + 1] = nxt
+        if until is None:
+            return None
+        return f"{r.read_time(hour, minute, meridiem)} {_RANGE_WORD[r.code]} {until}", 1 + consumed
 
     def _time_unit_after(self, i: int) -> bool:
         """Whether the language's word for "o'clock" ("uur", "horas") or "h" follows token i."""
@@ -892,7 +930,7 @@ class _TokenReader:
         tok = self.tokens[i]
         m = _PER_AMOUNT_RE.fullmatch(tok.core)
         suffix = m.group("suffix") if m else None
-        if m is None or (suffix is not None and suffix.isalpha() and suffix not in UNIT_SYMBOLS):
+        if m is None or (suffix is not None and suffix.isalpha() and suffix not in UNIT_SYMBOLS and suffix != "x"):
             return None, 0  # "3pm/EST", "3D/VR": letters that are no unit
         amount, per = self._split_per(tok.core)
         if not per:

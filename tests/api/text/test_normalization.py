@@ -277,6 +277,28 @@ def test_hours_minutes_and_seconds(language, text, expected):
     assert_reads(language, text, expected)
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("Book min. 3 nights, max. 10 people; qty 5, 10 pcs.", "Book minimum three nights, maximum ten people; quantity five, ten pieces."),
+    ("Acme Corp., a.k.a. Acme, Lakers vs Celtics", "Acme Corporation, also known as Acme, Lakers versus Celtics"),
+    ("It took 5 min. then more, the max. That", "It took five minutes then more, the max. That"),  # "min." after a number is minutes
+])
+def test_english_short_forms(text, expected):
+    assert_reads("en", text, expected)
+
+
+@pytest.mark.parametrize("language, text, expected", [
+    # a range of times whose dash stands alone or runs on from the first meridiem
+    ("en", "Open 9 a.m.–5 p.m. daily, 9 AM-5 PM, 9am - 5pm, 9:00 AM – 5:00 PM",
+     "Open nine a m to five p m daily, nine a m to five p m, nine a m to five p m, nine a m to five p m"),
+    ("en", "10 - 20, 9 AM-X", "ten - twenty, nine AM-X"),  # no times on both sides: as written
+    # times a unit, per a unit
+    ("en", "3x/week, 1-2x daily", "three times per week, one to two times daily"),
+    ("es", "2x/semana", "dos veces por semana"),
+])
+def test_time_ranges_and_times_per_unit(language, text, expected):
+    assert_reads(language, text, expected)
+
+
 def test_whitespace_between_tokens_is_kept():
     norm = normalize("  Pay\n$5\tnow ", "en")
     assert norm.text == "  Pay\nfive dollars\tnow "
