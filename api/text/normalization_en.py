@@ -51,7 +51,7 @@ class EnglishRules(LanguageRules):
         "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
         "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
     }
-    digits_lead_words = frozenset({"pin", "zip", "otp", "ext.", "ext", "extension"})
+    digits_lead_words = frozenset({"pin", "zip", "otp", "ext.", "ext", "extension", "port"})
     last_digits_phrases = frozenset({"ending in", "ending with"})
     dial_words = frozenset({"call", "called", "calling", "dial", "dialed", "dialled", "dialing", "text", "phone", "ring"})
     copulas = frozenset({"is", "was"})
@@ -85,6 +85,9 @@ class EnglishRules(LanguageRules):
             "kbps": ("kilobit per second", "kilobits per second"),
             "Mbps": ("megabit per second", "megabits per second"),
             "Gbps": ("gigabit per second", "gigabits per second"),
+            "fps": ("frame per second", "frames per second"), "bpm": ("beat per minute", "beats per minute"),
+            "mg/dL": ("milligram per deciliter", "milligrams per deciliter"),
+            "mmol/L": ("millimole per liter", "millimoles per liter"),
             "W": ("watt", "watts"), "kW": ("kilowatt", "kilowatts"), "MW": ("megawatt", "megawatts"),
             "kWh": ("kilowatt hour", "kilowatt hours"),
             "ms": ("millisecond", "milliseconds"), "s": ("second", "seconds"), "min": ("minute", "minutes"),
