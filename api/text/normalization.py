@@ -29,10 +29,12 @@ tokens, so it is found first, over the whole text (``_phone_groups``); then, tok
 this order: abbreviation, short day or month name, a Roman numeral after a numbering word
 ("Chapter IV"), address, currency, ordinal, duration, time, time range, date, percent, measure,
 amount per unit, scale, a whole number and a fraction ("2 1/2"), years (and English month-day and
-day-month, decades), area code, plain number (an id digit by digit), simple fraction, rating,
+day-month, decades), area code, plain number (an id digit by digit, "HTTP 404" in pairs), simple
+fraction, rating,
 powers and formulas ("x²", "H₂O"), a number with a sign ("#1", "<5"), dimensions, a number and
 unit joined by a dash ("30-min"), mixed digits ("COVID-19", "24/7"; phone numbers and codes such as
-"555-1234" digit by digit; "401(k)"), "&", "+", "=", "×" and comparison signs before a number.
+"555-1234" digit by digit; "401(k)", an IP address, "1080p", "BP 120/80"), "&", "+", "=", "×" and
+comparison signs before a number.
 
 Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\\d`` accept,
 Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers: a power
@@ -90,12 +92,12 @@ _CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR"}
 _SYM = r"US\$|R\$|MX\$|[$€£¥₹]"
 # ",-" after a whole amount is the Dutch/German "no cents": "€5,-".
 _PREFIX_MONEY_RE = re.compile(
-    rf"(?P<sign>[-\u2212])?(?P<sym>{_SYM})(?P<num>\d[\d.,]*?)(?:,--?)?(?P<scale>k|K|m|M|bn|b|B|mln|mld)?"
+    rf"(?P<sign>[-\u2212])?(?P<sym>{_SYM})(?P<num>\d[\d.,]*?)(?:,--?)?(?P<scale>k|K|m|M|bn|b|B|T|mln|mld)?"
 )
 _SUFFIX_MONEY_RE = re.compile(rf"(?P<num>[-\u2212]?\d[\d.,]*?)(?:,--?)?\s?(?P<sym>{_SYM})")
 # "$10-$20", "$10-20", "€5–€10", "$1-2M": a range of amounts with its symbol in front
 _PREFIX_MONEY_RANGE_RE = re.compile(
-    rf"(?P<sym>{_SYM})(?P<low>\d[\d.,]*?)[-–](?:(?P=sym))?(?P<high>\d[\d.,]*?)(?P<scale>k|K|m|M|bn|b|B|mln|mld)?"
+    rf"(?P<sym>{_SYM})(?P<low>\d[\d.,]*?)[-–](?:(?P=sym))?(?P<high>\d[\d.,]*?)(?P<scale>k|K|m|M|bn|b|B|T|mln|mld)?"
 )
 _AMOUNT_RANGE_RE = re.compile(r"(?P<low>\d[\d.,]*?)[-–](?P<high>\d[\d.,]*)")  # "10-20 €"
 _TIME_RE = re.compile(r"(\d{1,2}):(\d{2})(?:\s?([ap])\.?m\.?)?", re.IGNORECASE)
@@ -108,6 +110,10 @@ _DOT_TIME_RE = re.compile(r"(\d{1,2})\.(\d{2})")  # "14.30 uur": a time only bef
 # signs written two ways: stuck to a number "×" is "x" ("2×": "two times"); "+/-" is "±"
 _SIGN_ALIASES = {"×": "x", "+/-": "±", "<=": "≤", ">=": "≥"}
 _COMPARISONS = frozenset({"<", ">", "≤", "≥", "<=", ">="})
+_STATUS_LEADS = frozenset({"http", "error", "status"})
+_IPV4_RE = re.compile(r"(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})")
+_RESOLUTION_RE = re.compile(r"(480|576|720|1080|1440|2160|4320)p")
+_PRESSURE_RE = re.compile(r"(\d{2,3})/(\d{1,3})")  # "120/80" after "BP"
 # "401k", "401(k" (its ")" is split off as trailing punctuation), "403b", "457(b"
 _PLAN_NAME_RE = re.compile(r"(?P<section>401|403|457)(?P<open>\(?)(?P<letter>[kb])")
 _ROMAN_RE = re.compile(r"(X{0,3})(IX|IV|VI{0,3}|I{1,3}|)")
@@ -1011,6 +1017,12 @@ class _TokenReader:
             return None, 0
         if core.isdecimal() and self._is_id(i):
             return self.rules.digits(core), 0
+        prev = self.tokens[i - 1] if i > 0 else None
+        if (  # "HTTP 404", "error 503": a status code is a name, said in pairs where the language does
+            len(core) == 3 and core.isdecimal() and 100 <= int(core) <= 599 and prev is not None and not prev.trail
+            and prev.core.lower() in _STATUS_LEADS and (pairs := self.rules.digit_pairs(core)) is not None
+        ):
+            return pairs, 0
         # A number agrees with the noun it counts ("veintiuna horas", "duas semanas"), and Spanish
         # shortens "uno" before one ("veintiún años", but "el veintiuno de mayo").
         gender = self._noun_after(i)
@@ -1342,6 +1354,17 @@ class _TokenReader:
         core = tok.core
         if not any(c.isdecimal() for c in core):
             return None, 0
+        if m := _IPV4_RE.fullmatch(core):  # "192.168.1.1": each number digit by digit, "dot" between
+            if all(int(part) <= 255 for part in m.groups()):
+                return f" {r.symbol_words['.']} ".join(r.digits(part) for part in m.groups()), 0
+        if m := _RESOLUTION_RE.fullmatch(core):  # "1080p": a video resolution, said as a name ("ten eighty p")
+            return f"{r.digit_pairs(m.group(1)) or r.read_integer(m.group(1))} p", 0
+        prev = self.tokens[i - 1] if i > 0 else None
+        m = _PRESSURE_RE.fullmatch(core)
+        if m and prev is not None and not prev.trail and prev.core.lower() in r.pressure_lead_words:
+            # "BP 120/80": "one twenty over eighty"
+            high, low = m.group(1), m.group(2)
+            return f"{r.digit_pairs(high) or r.read_integer(high)} {r.pressure_word} {r.read_integer(low)}", 0
         m = _PLAN_NAME_RE.fullmatch(core)  # "401(k)", "403b": US retirement plans, named by their tax code section
         if m and (not m.group("open") or tok.trail.startswith(")")):
             if m.group("open"):  # the bracket is the name's, not punctuation

@@ -43,6 +43,7 @@ class EnglishRules(LanguageRules):
         a an the and or nor but to per for of in on at by with from off each every plus minus
         more less than is was will would""".split())
     date_lead_words = frozenset({"on", "since", "until"})
+    pressure_lead_words = frozenset({"bp", "pressure"})
     roman_lead_words = frozenset({
         "chapter", "part", "volume", "act", "book", "phase", "type", "class", "section", "stage", "level", "round",
         "episode", "title", "article", "appendix", "schedule", "tier", "grade", "category", "step", "world war",

@@ -75,6 +75,8 @@ class SpanishRules(LanguageRules):
     more_than_words = "más de"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"el", "del", "al", "día", "desde", "hasta"})
+    pressure_lead_words = frozenset({"presión", "tensión", "ta"})
+    pressure_word = "sobre"
     roman_lead_words = frozenset({
         "capítulo", "parte", "volumen", "tomo", "acto", "libro", "fase", "tipo", "clase", "sección", "nivel",
         "título", "artículo", "siglo", "grado", "categoría",

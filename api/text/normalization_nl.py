@@ -59,6 +59,7 @@ class DutchRules(LanguageRules):
     neuter_units = frozenset({"uur", "pond", "ons", "jaar"})
     date_lead_words = frozenset({"op", "tot", "vanaf"})
     dash_date_lead_words = frozenset({"op", "vanaf"})  # "tot 10-12 personen" is a range
+    pressure_lead_words = frozenset({"bloeddruk"})
     roman_lead_words = frozenset({"hoofdstuk", "deel", "boek", "fase", "type", "klasse", "sectie", "niveau", "titel",
                                   "artikel", "categorie", "bedrijf"})
     weekday_abbreviations = {

@@ -74,6 +74,8 @@ class PortugueseRules(LanguageRules):
     more_than_words = "mais de"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"dia", "em", "até", "desde"})
+    pressure_lead_words = frozenset({"pressão", "pa"})
+    pressure_word = "por"
     roman_lead_words = frozenset({
         "capítulo", "parte", "volume", "tomo", "ato", "livro", "fase", "tipo", "classe", "seção", "secção", "nível",
         "título", "artigo", "século", "grau", "categoria",

@@ -292,6 +292,9 @@ class LanguageRules:
     #: Elsewhere one stays as written: "I", "V", "XL", "MIX" are words or sizes, and after a name
     #: it may be a monarch's ordinal ("Henry VIII") or a sequel's number ("Rocky III").
     roman_lead_words: frozenset[str] = frozenset()
+    #: Words after which "120/80" is a blood pressure, said "<high> <pressure_word> <low>".
+    pressure_lead_words: frozenset[str] = frozenset()
+    pressure_word = "over"
     #: Words after which a 5-digit number is a postal code, read digit by digit (en: US states).
     postcode_lead_words: frozenset[str] = frozenset()
     #: Words (lowercase) after which a number of three digits or more is read digit by digit:

@@ -299,6 +299,25 @@ def test_time_ranges_and_times_per_unit(language, text, expected):
     assert_reads(language, text, expected)
 
 
+@pytest.mark.parametrize("language, text, expected", [
+    # health, tech and finance: what support and healthcare agents read out
+    ("en", "BP 120/80, pulse 72 bpm, glucose 100 mg/dL or 5.5 mmol/L",
+     "BP one twenty over eighty, pulse seventy-two beats per minute, glucose one hundred milligrams per "
+     "deciliter or five point five millimoles per liter"),
+    ("es", "presión 120/80", "presión ciento veinte sobre ochenta"),
+    ("pt", "pressão 12/8", "pressão doze por oito"),
+    ("en", "IP 192.168.1.1, port 8080, HTTP 404, error 500", "IP one nine two dot one six eight dot one dot one, "
+     "port eight zero eight zero, HTTP four oh four, error five hundred"),
+    ("en", "1080p at 60fps", "ten eighty p at sixty frames per second"),
+    ("en", "$1.2T, $2-3T", "one point two trillion dollars, two to three trillion dollars"),
+    # not those: a number after another word, four numbers past 255, a fraction with no pressure before it
+    ("en", "Room 404, 10.0.0.256, 120/80", "Room four hundred and four, ten point zero point zero point two hundred "
+     "and fifty-six, one hundred and twenty eighty"),
+])
+def test_health_tech_and_finance_readings(language, text, expected):
+    assert_reads(language, text, expected)
+
+
 def test_whitespace_between_tokens_is_kept():
     norm = normalize("  Pay\n$5\tnow ", "en")
     assert norm.text == "  Pay\nfive dollars\tnow "
