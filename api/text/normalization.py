@@ -30,11 +30,10 @@ this order: abbreviation, short day or month name, a Roman numeral after a numbe
 ("Chapter IV"), address, currency, ordinal, duration, time, time range, date, percent, measure,
 amount per unit, scale, a whole number and a fraction ("2 1/2"), years (and English month-day and
 day-month, decades), area code, plain number (an id digit by digit, "HTTP 404" in pairs), simple
-fraction, rating,
-powers and formulas ("x²", "H₂O"), a number with a sign ("#1", "<5"), dimensions, a number and
-unit joined by a dash ("30-min"), mixed digits ("COVID-19", "24/7"; phone numbers and codes such as
-"555-1234" digit by digit; "401(k)", an IP address, "1080p", "BP 120/80"), "&", "+", "=", "×" and
-comparison signs before a number.
+fraction, rating, powers and formulas ("x²", "H₂O"), a number with a sign ("#1", "<5"), dimensions,
+a number and unit joined by a dash ("30-min"), mixed digits ("COVID-19", "24/7"; phone numbers and
+codes such as "555-1234" digit by digit; "401(k)", an IP address, "1080p", "BP 120/80"), "&", "+",
+"=", "×" and comparison signs before a number.
 
 Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\\d`` accept,
 Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers: a power
