@@ -81,6 +81,16 @@ _RULES: dict[str, LanguageRules] = {
     r.code: r for r in (EnglishRules(), SpanishRules(), PortugueseRules(), DutchRules())
 }
 
+# Markdown at a word's edges: "**" (or "*", "__", "_", "`", "~~") opening before what it marks,
+# after any opening brackets or quotes, or closing after a word, before any closing punctuation
+_MARK = r"(?:\*{1,3}|_{1,3}|`{1,3}|~~)"
+_MARKDOWN_EDGES_RE = re.compile(
+    rf"^(?P<lead>[\"'(\[{{]*){_MARK}(?=[^\s*_`~])"
+    rf"|(?<=[\w.,;:!?%)\]]){_MARK}(?P<trail>[.,;:!?)\]}}\"']*)$"
+)
+_HEADING_RE = re.compile(r"#{1,6}")
+_LINK_TARGET_RE = re.compile(r"\]\((?:[^()\s]|\([^()\s]*\))*\)")  # "](https://example.com/a_(b))"
+_LINK_MAX_WORDS = 12  # how far back a link's "[" is looked for
 _LOCALE_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
 _LEAD = "\"'([{¿¡«“‘„‹"
 _TRAIL = "\"'.,;:!?)]}»”’›…"
@@ -268,13 +278,19 @@ def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") 
         logger.warning("normalisation (%s) failed outside its rules; text kept as written", lang, exc_info=True)
         return _unchanged(text, lang, matches)
     # Rebuild: original whitespace between tokens, each token replaced by its words; a token
-    # that became no words takes the whitespace before it along.
+    # that became no words takes the whitespace before it along, or, when nothing was said before
+    # it (a heading's "#"), the whitespace after it.
     parts, pos = [], 0
     for m, words in zip(matches, readings):
         if words:
             parts.append(text[pos : m.start()])
             parts.append(" ".join(words))
-        pos = m.end()
+            pos = m.end()
+        elif not any(parts):
+            parts.append(text[pos : m.start()])
+            pos = m.end() + len(text[m.end():]) - len(text[m.end():].lstrip())
+        else:
+            pos = m.end()
     parts.append(text[pos:])
     alignment = tuple(
         WordAlignment(m.group(), tuple(words), m.start()) for m, words in zip(matches, readings)
@@ -307,6 +323,26 @@ def _split_token(raw: str) -> _Token:
     return _Token(raw, raw[:i], raw[i:j], raw[j:])
 
 
+def _without_markdown(raws: list[str]) -> list[str]:
+    """The tokens with the Markdown an LLM writes into a reply taken out, as nothing of it is said:
+    emphasis and code marks at a word's edges ("**very**", "`pip`", "_so_", "~~no~~"), a heading's
+    "#"s before a word, and a link's target ("[our site](https://...)" is "our site"). A mark that
+    touches no word ("5 * 3", "**" alone) and marks inside a word ("snake_case") stay."""
+    out = [_MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) for raw in raws]
+    for k, raw in enumerate(out):
+        if _HEADING_RE.fullmatch(raw) and k + 1 < len(out) and out[k + 1][:1].isalpha():
+            out[k] = ""
+        target = _LINK_TARGET_RE.search(raw)
+        if target is None:
+            continue
+        out[k] = raw[: target.start()] + raw[target.end():]
+        for j in range(k, max(-1, k - _LINK_MAX_WORDS), -1):  # its text's "[" ends the link's marks
+            if "[" in out[j]:
+                out[j] = out[j].replace("[", "", 1)
+                break
+    return out
+
+
 def _starts_upper(token: Optional[_Token]) -> bool:
     return token is not None and token.core[:1].isupper()
 
@@ -331,13 +367,17 @@ class _TokenReader:
 
     def __init__(self, rules: LanguageRules, raws: list[str]) -> None:
         self.rules = rules
-        self.tokens = [_split_token(r) for r in raws]
+        self.tokens = [_split_token(r) for r in _without_markdown(raws)]
         self.phone_groups = _phone_groups(self.tokens)
 
     def read_all(self) -> list[list[str]]:
         out: list[list[str]] = []
         i = 0
         while i < len(self.tokens):
+            if not self.tokens[i].raw:  # markup only ("#" of a heading): no words
+                out.append([])
+                i += 1
+                continue
             reading, consumed = self._read(i)
             tok = self.tokens[i]  # an abbreviation may have adjusted its trailing punctuation
             if reading is None:

@@ -318,6 +318,24 @@ def test_health_tech_and_finance_readings(language, text, expected):
     assert_reads(language, text, expected)
 
 
+@pytest.mark.parametrize("text, expected", [
+    # what an LLM's reply carries of Markdown is not said
+    ("This is **very** important, *Note:* use `pip install` (**now**)!",
+     "This is very important, Note: use pip install (now)!"),
+    ("## Step 2\nSee [our site](https://example.com/a_(b)) for **$5** off.",
+     "Step two\nSee our site for five dollars off."),
+    # marks that touch no word, or sit inside one, stay
+    ("5 * 3, ** alone, snake_case_name, C# code", "five * three, ** alone, snake_case_name, C# code"),
+])
+def test_markdown_is_not_read_aloud(text, expected):
+    norm = assert_reads("en", text, expected)
+    assert norm.original_words == text.split()  # timestamps still report the words as written
+
+
+def test_markdown_stays_when_normalisation_is_off():
+    assert normalize("**very**", "en", "off").text == "**very**"
+
+
 def test_whitespace_between_tokens_is_kept():
     norm = normalize("  Pay\n$5\tnow ", "en")
     assert norm.text == "  Pay\nfive dollars\tnow "
