@@ -31,9 +31,9 @@ this order: abbreviation, short day or month name, a Roman numeral after a numbe
 amount per unit, scale, a whole number and a fraction ("2 1/2"), years (and English month-day and
 day-month, decades), area code, plain number (an id digit by digit, "HTTP 404" in pairs), simple
 fraction, rating, powers and formulas ("x²", "H₂O"), a number with a sign ("#1", "<5"), dimensions,
-a number and unit joined by a dash ("30-min"), mixed digits ("COVID-19", "24/7"; phone numbers and
-codes such as "555-1234" digit by digit; "401(k)", an IP address, "1080p", "BP 120/80"), "&", "+",
-"=", "×" and comparison signs before a number.
+a number and unit joined by a dash ("30-min"), digits that name a thing (an IP address, "1080p",
+"BP 120/80", "401(k)"), mixed digits ("COVID-19", "24/7"; phone numbers and codes such as
+"555-1234" digit by digit), "&", "+", "=", "×" and comparison signs before a number.
 
 Never failing. Digits are decimal digits (``str.isdecimal``, what ``int()`` and ``\\d`` accept,
 Arabic-Indic "٣" included); "²", "½" or "①" pass ``str.isdigit`` but are not numbers: a power
@@ -89,6 +89,7 @@ _MARKDOWN_EDGES_RE = re.compile(
     rf"|(?<=[\w.,;:!?%)\]]){_MARK}(?P<trail>[.,;:!?)\]}}\"']*)$"
 )
 _HEADING_RE = re.compile(r"#{1,6}")
+_SPACES_RE = re.compile(r"\s*")
 _LINK_TARGET_RE = re.compile(r"\]\((?:[^()\s]|\([^()\s]*\))*\)")  # "](https://example.com/a_(b))"
 _LINK_MAX_WORDS = 12  # how far back a link's "[" is looked for
 _LOCALE_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
@@ -288,7 +289,7 @@ def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") 
             pos = m.end()
         elif not any(parts):
             parts.append(text[pos : m.start()])
-            pos = m.end() + len(text[m.end():]) - len(text[m.end():].lstrip())
+            pos = _SPACES_RE.match(text, m.end()).end()
         else:
             pos = m.end()
     parts.append(text[pos:])
@@ -466,6 +467,7 @@ class _TokenReader:
             self._read_dimensions,
             self._read_sum,
             self._read_compound_measure,
+            self._read_named_number,
             self._read_mixed,
         ):
             reading, consumed = self._guarded(reader, i) or (None, 0)
@@ -539,7 +541,7 @@ class _TokenReader:
         if value is None:
             return None
         leads = self.rules.roman_lead_words
-        before = [t for t in self.tokens[max(0, i - 2):i]]
+        before = self.tokens[max(0, i - 2):i]
         if not before or before[-1].trail:
             return None
         one = before[-1].core.lower()
@@ -1159,7 +1161,7 @@ class _TokenReader:
         if prev is None or prev.trail not in ("", ","):
             return False
         r = self.rules
-        if prev.core.lower() in {day.lower() for day in r.weekday_abbreviations.values()}:
+        if prev.core.lower() in _weekday_names(r):
             return True
         return r.code == "en" and prev.core in _EN_SHORT_DAYS
 
@@ -1386,6 +1388,31 @@ class _TokenReader:
             return None, 0
         return r.read_measure(num, UNIT_SYMBOLS[m.group("unit")], singular=True), 0
 
+    def _read_named_number(self, i: int) -> tuple[Optional[str], int]:
+        """Digits that name a thing, said as people say that thing: an IP address ("192.168.1.1":
+        each number digit by digit, "dot" between), a video resolution ("1080p": "ten eighty p"), a
+        blood pressure after the language's word for it ("BP 120/80": "one twenty over eighty") and
+        the US retirement plans named by their tax code section ("401(k)": "four oh one k")."""
+        r, tok = self.rules, self.tokens[i]
+        core = tok.core
+        if (m := _IPV4_RE.fullmatch(core)) and all(int(part) <= 255 for part in m.groups()):
+            return f" {r.symbol_words['.']} ".join(r.digits(part) for part in m.groups()), 0
+        if m := _RESOLUTION_RE.fullmatch(core):
+            return f"{r.digit_pairs(m.group(1)) or r.read_integer(m.group(1))} p", 0
+        prev = self.tokens[i - 1] if i > 0 else None
+        m = _PRESSURE_RE.fullmatch(core)
+        if m and prev is not None and not prev.trail and prev.core.lower() in r.pressure_lead_words:
+            high, low = m.group(1), m.group(2)
+            return f"{r.digit_pairs(high) or r.read_integer(high)} {r.pressure_word} {r.read_integer(low)}", 0
+        m = _PLAN_NAME_RE.fullmatch(core)
+        if m and (not m.group("open") or tok.trail.startswith(")")):
+            if m.group("open"):  # the bracket is the name's, not punctuation
+                self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, tok.trail[1:])
+            section = m.group("section")  # digit by digit, English saying "oh" for 0: "four oh one k"
+            said = " ".join("oh" if d == "0" else r.cardinal(int(d)) for d in section) if r.code == "en" else r.digits(section)
+            return f"{said} {m.group('letter')}", 0
+        return None, 0
+
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty",
         "555-1234" -> "five five five, one two three four" (see ``_is_code``)."""
@@ -1393,24 +1420,6 @@ class _TokenReader:
         core = tok.core
         if not any(c.isdecimal() for c in core):
             return None, 0
-        if m := _IPV4_RE.fullmatch(core):  # "192.168.1.1": each number digit by digit, "dot" between
-            if all(int(part) <= 255 for part in m.groups()):
-                return f" {r.symbol_words['.']} ".join(r.digits(part) for part in m.groups()), 0
-        if m := _RESOLUTION_RE.fullmatch(core):  # "1080p": a video resolution, said as a name ("ten eighty p")
-            return f"{r.digit_pairs(m.group(1)) or r.read_integer(m.group(1))} p", 0
-        prev = self.tokens[i - 1] if i > 0 else None
-        m = _PRESSURE_RE.fullmatch(core)
-        if m and prev is not None and not prev.trail and prev.core.lower() in r.pressure_lead_words:
-            # "BP 120/80": "one twenty over eighty"
-            high, low = m.group(1), m.group(2)
-            return f"{r.digit_pairs(high) or r.read_integer(high)} {r.pressure_word} {r.read_integer(low)}", 0
-        m = _PLAN_NAME_RE.fullmatch(core)  # "401(k)", "403b": US retirement plans, named by their tax code section
-        if m and (not m.group("open") or tok.trail.startswith(")")):
-            if m.group("open"):  # the bracket is the name's, not punctuation
-                self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, tok.trail[1:])
-            section = m.group("section")  # digit by digit, English saying "oh" for 0: "four oh one k"
-            said = " ".join("oh" if d == "0" else r.cardinal(int(d)) for d in section) if r.code == "en" else r.digits(section)
-            return f"{said} {m.group('letter')}", 0
         # "1,000-2,000" (en) / "1.000-2.000" (es): grouped numbers are one number each, so the run
         # is a range of two, not four digit groups read as a code
         pieces = _PIECE_RE.findall(_ungroup_numbers(core, r.group_sep))
@@ -1574,6 +1583,12 @@ def _is_code(groups: list[str], separators: set[str]) -> bool:
     if separators == {"."}:  # phone numbers only: the last two groups are 3 and 4 digits long
         return len(groups) >= 3 and len(groups[-2]) == 3 and len(groups[-1]) == 4
     return False  # mixed separators ("1,000-2,000"): no code
+
+
+@lru_cache(maxsize=None)
+def _weekday_names(rules: LanguageRules) -> frozenset[str]:
+    """The language's full day names, lowercase ("monday", "martes")."""
+    return frozenset(day.lower() for day in rules.weekday_abbreviations.values())
 
 
 def _roman_value(core: str) -> Optional[int]:
