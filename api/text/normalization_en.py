@@ -35,7 +35,7 @@ class EnglishRules(LanguageRules):
         "m": ("million", "million"),
         "b": ("billion", "billion"),
         "bn": ("billion", "billion"),
-        "t": ("trillion", "trillion"),  # written out only: "$4 trillion" ("$4T" is no amount read)
+        "t": ("trillion", "trillion"),  # "$4 trillion", "$1.2T" (money only: "4T" alone is no amount)
     }
     spelled_scales = {"thousand": "k", "million": "m", "billion": "b", "trillion": "t"}
     adjective_articles = frozenset({"a", "an"})

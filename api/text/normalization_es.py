@@ -56,7 +56,7 @@ class SpanishRules(LanguageRules):
         "m": ("millón", "millones"),
         "b": ("mil millones", "mil millones"),
         "bn": ("mil millones", "mil millones"),
-        "t": ("billón", "billones"),  # 10**12, written out only
+        "t": ("billón", "billones"),  # 10**12: "$4 billones", "$1,2T" (money only)
     }
     spelled_scales = {"mil": "k", "millón": "m", "millones": "m", "mil millones": "b", "billón": "t", "billones": "t"}
     power_words = {2: "al cuadrado", 3: "al cubo"}

@@ -43,7 +43,7 @@ class DutchRules(LanguageRules):
         "bn": ("miljard", "miljard"),
         "mln": ("miljoen", "miljoen"),
         "mld": ("miljard", "miljard"),
-        "t": ("biljoen", "biljoen"),  # 10**12, written out only
+        "t": ("biljoen", "biljoen"),  # 10**12: "€4 biljoen", "€1,2T" (money only)
     }
     spelled_scales = {"duizend": "k", "miljoen": "m", "miljard": "b", "biljoen": "t"}
     power_words = {2: "kwadraat", 3: "tot de derde macht"}

@@ -54,7 +54,7 @@ class PortugueseRules(LanguageRules):
         "m": ("milhão", "milhões"),
         "b": ("bilhão", "bilhões"),
         "bn": ("bilhão", "bilhões"),
-        "t": ("trilhão", "trilhões"),  # written out only
+        "t": ("trilhão", "trilhões"),  # "R$ 4 trilhões", "R$1,2T" (money only)
     }
     spelled_scales = {"mil": "k", "milhão": "m", "milhões": "m", "bilhão": "b", "bilhões": "b", "trilhão": "t",
                       "trilhões": "t"}
