@@ -232,6 +232,22 @@ async def test_normalization_is_honoured_on_the_socket(gateway, default_voice_id
     assert [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]] == words
 
 
+@pytest.mark.parametrize("normalized, words", [
+    (True, ["Your", "plan:", "five", "million", "dollars,", "BP", "one", "twenty", "over", "eighty."]),
+    (False, ["Your", "plan:", "**$5", "million**,", "BP", "120/80."]),  # the words as the client sent them
+])
+async def test_an_llm_reply_streamed_in_pieces_is_read_whole(gateway, default_voice_id, normalized, words):
+    """A reply streamed token by token, Markdown and all: the pieces join before the sentence is
+    read, so a reading that spans tokens ("$5" + "million") and the marks around it come out whole."""
+    async with connect(ws_url(gateway)) as ws:
+        for piece in ["Your plan: **$5", " million**, BP", " 120/80."]:
+            await send(ws, gen("llm", piece, default_voice_id, add_timestamps=True,
+                               use_normalized_timestamps=normalized))
+        await send(ws, gen("llm", "", default_voice_id, cont=False))
+        msgs = await read_until_terminal(ws, ["llm"])
+    assert [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]] == words
+
+
 async def test_input_to_a_closing_context_ends_it_with_one_error_after_its_audio(gateway, default_voice_id):
     """Issue 9.5: a second continue:false (or any input) while the context is still speaking is not
     spoken, and the context's one terminal event is a context_closed error sent after all the audio
