@@ -4,7 +4,7 @@
 English, Spanish, Portuguese and Dutch (other languages, and ``mode="off"``, pass through
 unchanged): cardinals with the locale's separators ("1,234.5" en, "1.234,5" es/pt/nl), ordinals
 ("1st", "2.º", "1e"), money ("$5", "€3,50", "£10", "5 USD", "$2.5M", "$1.5 million", "$10-$20"),
-percentages, dates ("2024-03-05", "03/05/2024", "5.3.2024"), times ("3:30 pm", "15:45", "15h30"), English years
+percentages, dates ("2024-03-05", "03/05/2024", "5.3.2024", "2026-12-05T10:30Z"), times ("3:30 pm", "15:45", "15h30"), English years
 ("1999" -> "nineteen ninety-nine", "1990s"), units of measure ("30°C", "50 km/h", "20 m²", "16GB";
 api/text/normalization_units.py), email and web addresses (api/text/normalization_web.py), signs
 said as words ("2 + 2 = 4", "#1", "~$20", "+1", "50+", "1.5x"), amounts per unit ("$9.99/month"),
@@ -136,6 +136,10 @@ _MERIDIEM_TOKENS = {"am": "am", "pm": "pm", "a.m": "am", "p.m": "pm", "a.m.": "a
 # "9 a.m.–5 p.m.", "9 AM-5 PM": a meridiem that runs on, through a dash, into the range's end
 _MERIDIEM_THEN_RE = re.compile(r"(?P<meridiem>[ap]\.?m\.?)[-–](?P<rest>\d.*)", re.IGNORECASE)
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
+_ISO_DATETIME_RE = re.compile(r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})T(?P<h>\d{2}):(?P<mi>\d{2})(?::\d{2}(?:\.\d+)?)?"
+                              r"(?P<zone>Z|[+-]\d{2}:?\d{2})?")
+# the word before a time of day (the second where the hour is one): "at ten", "a la una", "à uma"
+_AT_WORDS = {"en": ("at", "at"), "es": ("a las", "a la"), "pt": ("às", "à"), "nl": ("om", "om")}
 _DAY_MONTH_RE = re.compile(r"(\d{1,2})-(\d{1,2})")
 _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
 _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
@@ -855,6 +859,8 @@ class _TokenReader:
 
     def _read_date(self, i: int) -> tuple[Optional[str], int]:
         r, core = self.rules, self.tokens[i].core
+        if stamp := _ISO_DATETIME_RE.fullmatch(core):
+            return self._date_and_time(stamp), 0
         m = _ISO_DATE_RE.fullmatch(core)
         prev = self.tokens[i - 1] if i > 0 else None
         if (not m and prev is not None and not prev.trail and prev.core.lower() in r.dash_date_lead_words
@@ -882,6 +888,27 @@ class _TokenReader:
         except ValueError:
             return None, 0
         return r.read_date(year, month, day), 0
+
+    def _date_and_time(self, stamp: re.Match[str]) -> Optional[str]:
+        """An ISO 8601 date and time ("2026-12-05T10:30:00Z", as tools write them and an LLM may
+        pass on): "December fifth twenty twenty-six at ten thirty UTC"; seconds and fractions are
+        not said, an offset is ("UTC plus five thirty"). None for a date or time that is none."""
+        r = self.rules
+        year, month, day, hour, minute = (int(stamp.group(k)) for k in ("y", "mo", "d", "h", "mi"))
+        try:
+            datetime.datetime(year, month, day, hour, minute)
+        except ValueError:
+            return None
+        at = _AT_WORDS[r.code][1 if hour == 1 else 0]
+        said = f"{r.read_date(year, month, day)} {at} {r.read_time(hour, minute, None)}"
+        zone = stamp.group("zone")
+        if zone is None:
+            return said
+        if zone == "Z" or not int(zone[1:3] + zone[-2:]):
+            return f"{said} UTC"
+        sign = r.symbol_words["+"] if zone[0] == "+" else r.minus_word
+        offset = r.cardinal(int(zone[1:3])) + (f" {r.cardinal(int(zone[-2:]))}" if int(zone[-2:]) else "")
+        return f"{said} UTC {sign} {offset}"
 
     def _read_percent(self, i: int) -> tuple[Optional[str], int]:
         tok, nxt = self.tokens[i], self._next(i)

@@ -277,6 +277,20 @@ def test_hours_minutes_and_seconds(language, text, expected):
     assert_reads(language, text, expected)
 
 
+@pytest.mark.parametrize("language, text, expected", [
+    # an ISO date and time, as a tool writes it and an LLM may pass it on
+    ("en", "Due 2026-12-05T10:30:00Z, or 2026-12-05T10:30:15.123+05:30.",
+     "Due December fifth twenty twenty-six at ten thirty UTC, or December fifth twenty twenty-six at ten "
+     "thirty UTC plus five thirty."),
+    ("en", "on 2026-12-05T00:00", "on December fifth twenty twenty-six at midnight"),
+    ("es", "2026-12-05T01:30Z", "cinco de diciembre de dos mil veintiséis a la una y treinta UTC"),
+    ("nl", "2026-12-05T10:30+01:00", "vijf december tweeduizendzesentwintig om tien uur dertig UTC plus één"),
+    ("en", "2026-13-05T10:30", "two zero two six, one three, zero five T ten thirty"),  # no such month: a code
+])
+def test_iso_dates_with_their_time(language, text, expected):
+    assert_reads(language, text, expected)
+
+
 @pytest.mark.parametrize("text, expected", [
     ("Book min. 3 nights, max. 10 people; qty 5, 10 pcs.", "Book minimum three nights, maximum ten people; quantity five, ten pieces."),
     ("Acme Corp., a.k.a. Acme, Lakers vs Celtics", "Acme Corporation, also known as Acme, Lakers versus Celtics"),
