@@ -1486,6 +1486,8 @@ class _TokenReader:
                     words.append(_RANGE_WORD[r.code])
                 elif piece == ".":
                     words.append(_DOT_WORD[r.code])
+            elif piece in _DASHES and _between_labels(pieces, k):
+                words.append(_RANGE_WORD[r.code])  # "Q1-Q3", "FY24-FY26": a range of labelled numbers
             elif piece == "&":
                 words.append(r.ampersand_word)
             elif piece in "-–/_" or piece.isspace():
@@ -1508,6 +1510,12 @@ def _ungroup_numbers(core: str, group_sep: str) -> str:
 
 def _between_digits(pieces: list[str], k: int) -> bool:
     return 0 < k < len(pieces) - 1 and pieces[k - 1].isdecimal() and pieces[k + 1].isdecimal()
+
+
+def _between_labels(pieces: list[str], k: int) -> bool:
+    """Whether the piece at ``k`` joins two numbers with the same letters before them: "Q1-Q3"."""
+    return (2 <= k < len(pieces) - 2 and pieces[k - 1].isdecimal() and pieces[k + 2].isdecimal()
+            and pieces[k + 1].isalpha() and pieces[k + 1] == pieces[k - 2])
 
 
 _DASHES = frozenset("-–")

@@ -424,6 +424,8 @@ def test_phone_numbers_and_codes_are_read_digit_by_digit(language, text, expecte
     ("en", "2018/2020", "two thousand and eighteen two thousand and twenty"),  # no season: two numbers
     ("nl", "1990-1995", "negentien honderd negentig tot negentien honderd vijfennegentig"),
     ("es", "1990-1995", "mil novecientos noventa a mil novecientos noventa y cinco"),  # Spanish years are cardinals
+    # a range of labelled numbers; different labels are two names
+    ("en", "Q1-Q3, FY24–FY26, A1-B2", "Q one to Q three, FY twenty-four to FY twenty-six, A one B two"),
     ("en", "pp. 123-145", "pages one hundred and twenty-three to one hundred and forty-five"),
     ("en", "500-1000 words", "five hundred to one thousand words"),
     ("es", "10-20 veces", "diez a veinte veces"),
