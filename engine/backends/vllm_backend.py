@@ -689,9 +689,13 @@ class VllmEngine(TtsEngine):
 
     def _declare_dead(self, reason: str) -> None:
         """Mark the engine dead the way vLLM does when its engine core exits: the client refuses
-        new work, and every waiting stream gets vLLM's EngineDeadError (ours, with ``reason``, here)."""
-        from vllm.v1.engine.exceptions import EngineDeadError as VllmEngineDeadError
+        new work, and every waiting stream gets vLLM's EngineDeadError (ours, with ``reason``, here).
 
+        ``_dead_reason`` alone already fails the health check and refuses new requests. The rest
+        reaches into vLLM 0.32's AsyncLLM (its core client's resources, its output handler, its
+        output processor): on a vLLM whose internals moved (the PyPI build a GPU runs may be
+        another version) what is missing is skipped and named in the log, never raised from the
+        watchdog, whose death would leave the engine looking alive."""
         self._dead_reason = reason
         logger.error("%s: declaring the engine dead (GEPARD_ENGINE_STALL_TIMEOUT_S=%g); restart the server",
                      reason, self.config.stall_timeout_s)
@@ -701,7 +705,16 @@ class VllmEngine(TtsEngine):
         handler = getattr(self._llm, "output_handler", None)
         if handler is not None:
             handler.cancel()  # it waits on the hung core; AsyncLLM.is_running turns False
-        self._llm.output_processor.propagate_error(VllmEngineDeadError())
+        propagate = getattr(getattr(self._llm, "output_processor", None), "propagate_error", None)
+        try:
+            from vllm.v1.engine.exceptions import EngineDeadError as VllmEngineDeadError
+        except ImportError:
+            propagate = None
+        if propagate is None:
+            logger.error("this vLLM has no output_processor.propagate_error: streams waiting on the hung engine core "
+                         "are not woken; they end when their clients give up")
+            return
+        propagate(VllmEngineDeadError())
 
     def compress_reference(self, ref_codes: torch.Tensor) -> torch.Tensor:
         return self._frontend.compress(ref_codes)

@@ -7,6 +7,7 @@ an engine started for this module (the stall kills it, so the other modules' eng
 """
 
 import asyncio
+import logging
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
@@ -80,6 +82,42 @@ def test_the_stall_limit_comes_from_the_engine_options():
     assert VllmEngineConfig.from_options(EngineOptions(model="m")).stall_timeout_s == 60.0
     assert VllmEngineConfig.from_options(EngineOptions(model="m", stall_timeout_s=0)).stall_timeout_s == 0
     assert VllmEngineConfig.from_options(EngineOptions(model="m", stall_timeout_s=2.5)).stall_timeout_s == 2.5
+
+
+# -- declaring the engine dead on a vLLM whose internals moved ----------------------------------------
+def engine_over(llm) -> VllmEngine:
+    """A VllmEngine over a stand-in for AsyncLLM: only ``_declare_dead`` runs, no vLLM starts."""
+    import torch
+
+    llm.vllm_config = SimpleNamespace(model_config=SimpleNamespace(dtype=torch.float32))
+    return VllmEngine(llm, frontend=None, config=VllmEngineConfig(model="m", stall_timeout_s=STALL_S), probe=None,
+                      runner=None)
+
+
+def test_declaring_the_engine_dead_wakes_the_waiting_streams_through_vllm():
+    from vllm.v1.engine.exceptions import EngineDeadError as VllmEngineDeadError
+
+    woken, cancelled = [], []
+    llm = SimpleNamespace(engine_core=SimpleNamespace(resources=SimpleNamespace(engine_dead=False)),
+                          output_handler=SimpleNamespace(cancel=lambda: cancelled.append(True)),
+                          output_processor=SimpleNamespace(propagate_error=woken.append))
+    eng = engine_over(llm)
+    eng._declare_dead("vLLM engine core made no step for 3 s")
+    assert llm.engine_core.resources.engine_dead and cancelled == [True]
+    assert len(woken) == 1 and isinstance(woken[0], VllmEngineDeadError)
+
+
+def test_a_vllm_without_those_internals_still_has_its_engine_declared_dead(caplog):
+    """The watchdog must not die on an AttributeError (the engine would then look alive): what is
+    missing is skipped and said, and the health check still fails."""
+    eng = engine_over(SimpleNamespace(errored=False))  # no core client, no handler, no output processor
+    with caplog.at_level(logging.ERROR, logger="engine.backends.vllm_backend"):
+        eng._declare_dead("vLLM engine core made no step for 3 s")
+    assert eng._dead_reason == "vLLM engine core made no step for 3 s"
+    assert "has no output_processor.propagate_error: streams waiting on the hung engine core are not woken" \
+        in caplog.text
+    with pytest.raises(EngineDeadError, match="made no step"):
+        asyncio.run(eng.check_health())
 
 
 # -- a hung engine core ---------------------------------------------------------------------------
