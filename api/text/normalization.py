@@ -1363,6 +1363,12 @@ class _TokenReader:
             said = self.rules.read_number(num, self.rules.noun_gender(sign) or "m")
             if num == ParsedNumber("1", ""):
                 sign = self.rules.sign_singulars.get(sign, sign)  # "1x" -> "una vez"
+        elif not before and consumed == 0 and (span := _AMOUNT_RANGE_RE.fullmatch(rest)):
+            # "1-2x": both ends count it ("una a dos veces")
+            ends = [self.rules.parse_number(span.group(k)) for k in ("low", "high")]
+            if None not in ends:
+                gender = self.rules.noun_gender(sign) or "m"
+                said = f" {_RANGE_WORD[self.rules.code]} ".join(self.rules.read_number(n, gender) for n in ends)
         return (f"{sign} {said}".strip() if before else f"{said} {sign}"), consumed
 
     def _read_dimensions(self, i: int) -> tuple[Optional[str], int]:

@@ -307,7 +307,7 @@ def test_english_short_forms(text, expected):
     ("en", "10 - 20, 9 AM-X", "ten - twenty, nine AM-X"),  # no times on both sides: as written
     # times a unit, per a unit
     ("en", "3x/week, 1-2x daily", "three times per week, one to two times daily"),
-    ("es", "2x/semana", "dos veces por semana"),
+    ("es", "2x/semana, 1-2x al día", "dos veces por semana, una a dos veces al día"),
 ])
 def test_time_ranges_and_times_per_unit(language, text, expected):
     assert_reads(language, text, expected)
