@@ -100,14 +100,18 @@ _SENTENCE_END = set(".!?…")
 _SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR"}
 _CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR"}
 _SYM = r"US\$|R\$|MX\$|[$€£¥₹]"
+_MONEY_SCALE = "k|K|m|M|bn|b|B|T|mln|mld"  # "$5M", "€2,5mld": keys of ``scale_words``, any case
+# what a money scale multiplies by, to tell a range's order ("$500K-$1M" rises)
+_SCALE_VALUES = {"k": 10**3, "m": 10**6, "mln": 10**6, "b": 10**9, "bn": 10**9, "mld": 10**9, "t": 10**12}
 # ",-" after a whole amount is the Dutch/German "no cents": "€5,-".
 _PREFIX_MONEY_RE = re.compile(
-    rf"(?P<sign>[-\u2212])?(?P<sym>{_SYM})(?P<num>\d[\d.,]*?)(?:,--?)?(?P<scale>k|K|m|M|bn|b|B|T|mln|mld)?"
+    rf"(?P<sign>[-\u2212])?(?P<sym>{_SYM})(?P<num>\d[\d.,]*?)(?:,--?)?(?P<scale>{_MONEY_SCALE})?"
 )
 _SUFFIX_MONEY_RE = re.compile(rf"(?P<num>[-\u2212]?\d[\d.,]*?)(?:,--?)?\s?(?P<sym>{_SYM})")
-# "$10-$20", "$10-20", "€5–€10", "$1-2M": a range of amounts with its symbol in front
+# "$10-$20", "$10-20", "€5–€10", "$1-2M", "$80K-$120K": a range of amounts with its symbol in front
 _PREFIX_MONEY_RANGE_RE = re.compile(
-    rf"(?P<sym>{_SYM})(?P<low>\d[\d.,]*?)[-–](?:(?P=sym))?(?P<high>\d[\d.,]*?)(?P<scale>k|K|m|M|bn|b|B|T|mln|mld)?"
+    rf"(?P<sym>{_SYM})(?P<low>\d[\d.,]*?)(?P<low_scale>{_MONEY_SCALE})?[-–](?:(?P=sym))?"
+    rf"(?P<high>\d[\d.,]*?)(?P<scale>{_MONEY_SCALE})?"
 )
 _AMOUNT_RANGE_RE = re.compile(r"(?P<low>\d[\d.,]*?)[-–](?P<high>\d[\d.,]*)")  # "10-20 €"
 _TIME_RE = re.compile(r"(\d{1,2}):(\d{2})(?:\s?([ap])\.?m\.?)?", re.IGNORECASE)
@@ -605,10 +609,11 @@ class _TokenReader:
                 scale, consumed = (scale.lower(), 0) if scale else self._spelled_scale(i, 0, code)
                 return r.read_currency(num, code, scale, singular=self._adjective_amount(i, consumed)), consumed
         m = _PREFIX_MONEY_RANGE_RE.fullmatch(tok.core)
-        if m:
-            code, scale = _SYMBOLS[m.group("sym")], m.group("scale")
+        if m and all(s is None or s.lower() in r.scale_words for s in m.group("low_scale", "scale")):
+            code, scale, low_scale = _SYMBOLS[m.group("sym")], m.group("scale"), m.group("low_scale")
             scale, consumed = (scale.lower(), 0) if scale else self._spelled_scale(i, 0, code)
-            said = self._money_range(m.group("low"), m.group("high"), code, scale, i, consumed)
+            said = self._money_range(m.group("low"), m.group("high"), code, scale, i, consumed,
+                                     low_scale.lower() if low_scale else None)
             if said is not None:
                 return said, consumed
         m = _SUFFIX_MONEY_RE.fullmatch(tok.core)
@@ -665,18 +670,29 @@ class _TokenReader:
         return None, consumed
 
     def _money_range(self, low_text: str, high_text: str, code: str, scale: Optional[str], i: int,
-                     consumed: int) -> Optional[str]:
+                     consumed: int, low_scale: Optional[str] = None) -> Optional[str]:
         """"$10-$20" -> "ten to twenty dollars", "$9.99-$19.99" with both amounts in full, "$1-2M"
-        -> "one to two million dollars"; None unless both are amounts and the first is the lower."""
+        and "$1M-$2M" -> "one to two million dollars", "$500K-$1M" -> "five hundred thousand to one
+        million dollars". A first amount that is not the lower ("$20-$10", "$5-$5") is no range of
+        prices: both amounts are said in full, "twenty dollars to ten dollars". None unless both
+        are amounts. ``scale``, ``low_scale``: keys of ``scale_words`` (an unscaled first amount
+        shares the second's scale, as in "$1-2M")."""
         r = self.rules
         low, high = r.parse_amount(low_text), r.parse_amount(high_text)
         names = r.currencies.get(code)
-        if low is None or high is None or names is None or _amount_value(low) >= _amount_value(high):
+        if low is None or high is None or names is None:
             return None
         said_high = r.read_currency(high, code, scale, singular=self._adjective_amount(i, consumed))
-        said_low = (r.read_currency(low, code) if low.fraction and scale is None
-                    else r.read_number(low, names.unit_gender))
-        return f"{said_low} {_RANGE_WORD[r.code]} {said_high}"
+        low_value = _amount_value(low) * _SCALE_VALUES.get(low_scale or scale or "", 1)
+        if low_value >= _amount_value(high) * _SCALE_VALUES.get(scale or "", 1):
+            said_low = r.read_currency(low, code, low_scale)
+        elif low_scale is not None and low_scale != scale:
+            said_low = self._scaled(low_text, low_scale)
+        elif low.fraction and scale is None:
+            said_low = r.read_currency(low, code)
+        else:
+            said_low = r.read_number(low, names.unit_gender)
+        return f"{said_low} {_RANGE_WORD[r.code]} {said_high}" if said_low and said_high else None
 
     def _adjective_amount(self, i: int, consumed: int) -> bool:
         """Whether the amount at token ``i`` (and ``consumed`` more) stands between "a" and a

@@ -199,8 +199,11 @@ class LanguageRules:
         if scale is not None:  # "$2.5M" -> "two point five million dollars"
             one = num.integer.lstrip("0") == "1" and not num.fraction
             scale_word = self.scale_words[scale][0 if one else 1]
+            # the number is said before the scale: a noun from a million up, masculine in the
+            # languages with genders ("un millón de libras", "doscientos millones de rupias")
+            gender = names.unit_gender if scale == "k" else "m"
             return (
-                f"{self.read_number(num, names.unit_gender)} {scale_word} "
+                f"{self.read_number(num, gender, before_noun=True)} {scale_word} "
                 f"{self.scale_connector(scale)}{names.unit[0 if singular else 1]}"
             )
         if singular and not num.fraction and not num.negative and len(num.integer) <= MAX_CARDINAL_DIGITS:

@@ -228,6 +228,21 @@ def test_alignment_of_a_multi_token_unit_and_punctuation():
     ("en", "£5-£10 each", "five to ten pounds each"),
     ("es", "10-20 € al mes, £21-£30", "diez a veinte euros al mes, veintiuna a treinta libras"),
     ("nl", "€10-€20", "tien tot twintig euro"),
+    # scales on both ends: said once when they agree, each where they differ
+    ("en", "a salary of $80K-$120K, $80k-120k", "a salary of eighty to one hundred and twenty thousand dollars, "
+                                               "eighty to one hundred and twenty thousand dollars"),
+    ("en", "$500K-$1M, $2.5M-$3M", "five hundred thousand to one million dollars, two point five to three million dollars"),
+    ("es", "$500K-$1M", "quinientos mil a un millón de dólares"),
+    ("pt", "€10k-€20k", "dez a vinte mil euros"),
+    ("nl", "€1,5mld-€2mld", "één komma vijf tot twee miljard euro"),
+    # not rising: no range of prices (a drop, a sum), so both amounts in full, never a stray "$"
+    ("en", "from $20-$10, $20-10", "from twenty dollars to ten dollars, twenty dollars to ten dollars"),
+    ("en", "$1M-$500K, $5-$5", "one million dollars to five hundred thousand dollars, five dollars to five dollars"),
+    ("es", "20-10 €", "veinte euros a diez euros"),
+    # before a scale from a million up the number agrees with it, a masculine noun
+    ("es", "$1M, $21M, ₹200M, ₹21k", "un millón de dólares, veintiún millones de dólares, "
+                                     "doscientos millones de rupias, veintiuna mil rupias"),
+    ("es", "$21 millones", "veintiún millones de dólares"),
 ])
 def test_money_with_a_written_scale_and_ranges_of_money(language, text, expected):
     assert_reads(language, text, expected)
