@@ -89,6 +89,8 @@ _MARKDOWN_EDGES_RE = re.compile(
     rf"|(?<=[\w.,;:!?%)\]]){_MARK}(?P<trail>[.,;:!?)\]}}\"']*)$"
 )
 _HEADING_RE = re.compile(r"#{1,6}")
+_BULLETS = frozenset("-*+•")  # a Markdown list item's mark, and the bullet LLMs also write
+_NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)]")  # "1. First", "2) Second"
 _SPACES_RE = re.compile(r"\s*")
 _LINK_TARGET_RE = re.compile(r"\]\((?:[^()\s]|\([^()\s]*\))*\)")  # "](https://example.com/a_(b))"
 _LINK_MAX_WORDS = 12  # how far back a link's "[" is looked for
@@ -282,7 +284,7 @@ def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") 
     if rules is None:
         return _unchanged(text, lang, matches)
     try:
-        readings = _TokenReader(rules, [m.group() for m in matches]).read_all()
+        readings = _TokenReader(rules, [m.group() for m in matches], _line_starts(text, matches)).read_all()
     except Exception:  # the rules are guarded one by one (_TokenReader._read); this is the backstop
         logger.warning("normalisation (%s) failed outside its rules; text kept as written", lang, exc_info=True)
         return _unchanged(text, lang, matches)
@@ -305,6 +307,14 @@ def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") 
         WordAlignment(m.group(), tuple(words), m.start()) for m, words in zip(matches, readings)
     )
     return NormalizedText(text, "".join(parts), lang, alignment)
+
+
+def _line_starts(text: str, matches: list[re.Match[str]]) -> list[bool]:
+    """For each token, whether it starts a line: the text's first, or one after a line break. A
+    streamed text's segment starts where the last one ended, after whitespace, so its first token
+    counts too."""
+    ends = [0] + [m.end() for m in matches[:-1]]
+    return [k == 0 or "\n" in text[end: m.start()] for k, (end, m) in enumerate(zip(ends, matches))]
 
 
 def _unchanged(text: str, lang: str, matches: list[re.Match[str]]) -> NormalizedText:
@@ -332,14 +342,21 @@ def _split_token(raw: str) -> _Token:
     return _Token(raw, raw[:i], raw[i:j], raw[j:])
 
 
-def _without_markdown(raws: list[str]) -> list[str]:
+def _without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None) -> list[str]:
     """The tokens with the Markdown an LLM writes into a reply taken out, as nothing of it is said:
     emphasis and code marks at a word's edges ("**very**", "`pip`", "_so_", "~~no~~"), a heading's
-    "#"s before a word, and a link's target ("[our site](https://...)" is "our site"). A mark that
-    touches no word ("5 * 3", "**" alone) and marks inside a word ("snake_case") stay."""
+    "#"s before a word, a list item's bullet ("- ", "* ", "+ ", "• ") at the start of a line, and a
+    link's target ("[our site](https://...)" is "our site"). A mark that touches no word ("5 * 3",
+    "**" alone) and marks inside a word ("snake_case") stay. ``line_starts``: which tokens start a
+    line (none, without it); a list item or heading there that ends its line without punctuation
+    gets the pause a reader makes (``_pause_after_lines``)."""
     out = [_MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) for raw in raws]
+    line_starts = line_starts or [False] * len(out)
+    _pause_after_lines(out, line_starts)
     for k, raw in enumerate(out):
         if _HEADING_RE.fullmatch(raw) and k + 1 < len(out) and out[k + 1][:1].isalpha():
+            out[k] = ""
+        elif raw in _BULLETS and line_starts[k] and k + 1 < len(out) and not line_starts[k + 1]:
             out[k] = ""
         target = _LINK_TARGET_RE.search(raw)
         if target is None:
@@ -350,6 +367,29 @@ def _without_markdown(raws: list[str]) -> list[str]:
                 out[j] = out[j].replace("[", "", 1)
                 break
     return out
+
+
+def _pause_after_lines(out: list[str], line_starts: list[bool]) -> None:
+    """Ends a list item's or a heading's line with the pause a reader makes when the line has no
+    punctuation of its own and more text follows on the next: "," before another item, "." before
+    anything else ("Options:\n- Paris\n- Rome\nWhich one?" is said "Options: Paris, Rome. Which
+    one?"); without it the items run together. In place, on the tokens of ``_without_markdown``."""
+    starts = [k for k, start in enumerate(line_starts) if start]
+    for first, nxt in zip(starts, starts[1:]):
+        last = nxt - 1
+        if not _is_block_line(out, first, last) or not out[last][-1:].isalnum():
+            continue
+        out[last] += "," if _is_list_item(out, nxt, len(out) - 1) else "."
+
+
+def _is_list_item(out: list[str], first: int, last: int) -> bool:
+    """Whether the line of tokens ``first``..``last`` is a list item: a bullet or "1." / "2)"
+    first, and words after it."""
+    return last > first and (out[first] in _BULLETS or _NUMBERED_ITEM_RE.fullmatch(out[first]) is not None)
+
+
+def _is_block_line(out: list[str], first: int, last: int) -> bool:
+    return _is_list_item(out, first, last) or (last > first and _HEADING_RE.fullmatch(out[first]) is not None)
 
 
 def _starts_upper(token: Optional[_Token]) -> bool:
@@ -374,9 +414,9 @@ def _pluralize(words: str) -> str:
 class _TokenReader:
     """Reads the tokens of one text; ``read_all()[i]`` is the word list of token i."""
 
-    def __init__(self, rules: LanguageRules, raws: list[str]) -> None:
+    def __init__(self, rules: LanguageRules, raws: list[str], line_starts: Optional[list[bool]] = None) -> None:
         self.rules = rules
-        self.tokens = [_split_token(r) for r in _without_markdown(raws)]
+        self.tokens = [_split_token(r) for r in _without_markdown(raws, line_starts)]
         self.phone_groups = _phone_groups(self.tokens)
 
     def read_all(self) -> list[list[str]]:

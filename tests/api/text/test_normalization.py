@@ -352,9 +352,16 @@ def test_health_tech_and_finance_readings(language, text, expected):
     ("This is **very** important, *Note:* use `pip install` (**now**)!",
      "This is very important, Note: use pip install (now)!"),
     ("## Step 2\nSee [our site](https://example.com/a_(b)) for **$5** off.",
-     "Step two\nSee our site for five dollars off."),
-    # marks that touch no word, or sit inside one, stay
+     "Step two.\nSee our site for five dollars off."),
+    # a list: its bullets unsaid, a pause after each item that has none ("," between items)
+    ("Options:\n- Paris\n- Rome\n* **Berlin**\nWhich one?", "Options: Paris, Rome, Berlin.\nWhich one?"),
+    ("\u2022 Fast\n\u2022 Cheap.\n+ 5 eggs", "Fast, Cheap. five eggs"),
+    ("Steps:\n1. Mix it\n2) Bake 20 min\n3. Serve.", "Steps:\none. Mix it,\ntwo) Bake twenty minutes,\nthree. Serve."),
+    ("- item one\n  - item two: done", "item one, item two: done"),  # a nested item; punctuation of its own kept
+    # marks that touch no word, or sit inside one, stay; so does a dash inside a line, and a line's
+    # end outside lists and headings
     ("5 * 3, ** alone, snake_case_name, C# code", "five * three, ** alone, snake_case_name, C# code"),
+    ("5 - 3 = 2\nWait - what\nok", "five - three equals two\nWait - what\nok"),
 ])
 def test_markdown_is_not_read_aloud(text, expected):
     norm = assert_reads("en", text, expected)
