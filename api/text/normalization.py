@@ -1519,9 +1519,9 @@ class _TokenReader:
         ):
             code.add(0)
         words: list[str] = []
-        ordinal_suffixes: set[int] = set()
+        said_before: set[int] = set()  # pieces said with the one before them: "st" of "1st", "s" of "1990s"
         for k, piece in enumerate(pieces):
-            if k in ordinal_suffixes:
+            if k in said_before:
                 continue
             if k in code:
                 if piece.isdecimal():
@@ -1534,12 +1534,15 @@ class _TokenReader:
                            if k + 1 < len(pieces) and pieces[k + 1].isalpha()
                            and (k + 2 == len(pieces) or pieces[k + 2] in _DASHES or pieces[k + 2] == "/") else None)
                 if ordinal is not None:
-                    ordinal_suffixes.add(k + 1)
+                    said_before.add(k + 1)
+                year = _year_after_word(pieces, k, r)
+                if year is not None and k + 1 < len(pieces):
+                    said_before.add(k + 1)
                 # "UA1234", "A380", "RX7900": three or four digits after capitals name a flight or
                 # a model, read in pairs where the language does ("UA twelve thirty-four")
                 named = (r.digit_pairs(piece) if k > 0 and _CAPITALS_RE.fullmatch(pieces[k - 1])
                          and (k + 1 == len(pieces) or not pieces[k + 1].isalpha()) else None)
-                words.append(ordinal or named or _year_of_range(pieces, k, r) or r.read_integer(piece))
+                words.append(ordinal or named or year or _year_of_range(pieces, k, r) or r.read_integer(piece))
             elif piece.isalpha():
                 words.append(piece)
             elif piece in "-–.,:" and _between_digits(pieces, k):
@@ -1650,7 +1653,8 @@ def _id_digits(pieces: list[str]) -> set[int]:
     """Indices of the digit groups of an id of letters and digits (a dash between them or not),
     read digit by digit: five digits or more ("A12345", "A-12345", "1Z999AA1"), or three or more
     with letters on both sides ("ABC123DEF", "ABC-1234-XYZ").
-    Short groups after letters are names and numbers: "MP3", "COVID-19", "B12", "UA1234"."""
+    Short groups after letters are names and numbers: "MP3", "COVID-19", "B12", "UA1234"; so is
+    a decade ("mid-1990s")."""
     out: set[int] = set()
     for k, piece in enumerate(pieces):
         if not piece.isdecimal():
@@ -1658,6 +1662,8 @@ def _id_digits(pieces: list[str]) -> set[int]:
         before = k > 0 and (pieces[k - 1].isalpha() or (k > 1 and pieces[k - 1] in _DASHES and pieces[k - 2].isalpha()))
         after = k + 1 < len(pieces) and (pieces[k + 1].isalpha()
                                          or (k + 2 < len(pieces) and pieces[k + 1] in _DASHES and pieces[k + 2].isalpha()))
+        if pieces[k + 1:] == ["s"] and len(piece) == 4 and piece.endswith("0"):
+            after = False  # a decade's "s": "mid-1990s"
         if (before or after) and (len(piece) >= 5 or (before and after and len(piece) >= 3)):
             out.add(k)
     return out
@@ -1722,6 +1728,20 @@ def _year_of_range(pieces: list[str], k: int, rules: LanguageRules) -> Optional[
         (len(after) == 2 and int(after) == (int(year) + 1) % 100) or (len(after) == 4 and int(after) == int(year) + 1))
     ) or (before is not None and pieces[k - 1] == "/" and len(before) == 4 and int(year) == int(before) + 1)
     return rules.bare_year(int(year)) if in_range or season else None
+
+
+def _year_after_word(pieces: list[str], k: int, rules: LanguageRules) -> Optional[str]:
+    """``pieces[k]`` read as a year (``bare_year``, as a lone "2024" is) where it ends the token
+    after a word and a dash ("mid-2024", "pre-2020", "Class-of-2024"), and with an "s" after it as
+    an English decade ("mid-1990s" -> "mid nineteen nineties"); None elsewhere, and in the
+    languages whose years are cardinals."""
+    year, rest = pieces[k], pieces[k + 1:]
+    if len(year) != 4 or not year.isdecimal() or k < 2 or pieces[k - 1] not in _DASHES or not pieces[k - 2].isalpha():
+        return None
+    said = rules.bare_year(int(year))
+    if said is None or not rest:
+        return said
+    return _pluralize(said) if rest == ["s"] and year.endswith("0") and rules.code == "en" else None
 
 
 def _is_range(a: str, b: str) -> bool:

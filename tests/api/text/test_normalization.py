@@ -459,6 +459,13 @@ def test_phone_numbers_and_codes_are_read_digit_by_digit(language, text, expecte
     ("en", "1,000-2,000 people", "one thousand to two thousand people"),
     ("en", "10,000-20,000", "ten thousand to twenty thousand"),
     ("es", "1.000-2.000 personas", "mil a dos mil personas"),
+    # a year joined to the word before it is read as a lone year is, and a decade as a decade
+    ("en", "by mid-2024, pre-2020, Class-of-2024", "by mid twenty twenty-four, pre twenty twenty, Class of twenty twenty-four"),
+    ("en", "the mid-1990s, late-1980s.", "the mid nineteen nineties, late nineteen eighties."),
+    ("nl", "mid-1995", "mid negentien honderd vijfennegentig"),
+    ("es", "pre-2020", "pre dos mil veinte"),  # Spanish years are cardinals
+    # not those: no word before the dash, not a decade, an id
+    ("en", "mid-1995s, A-12345", "mid one nine nine five s, A one two three four five"),
 ])
 def test_ranges_decimals_and_versions_keep_their_numbers(language, text, expected):
     assert normalize(text, language).text == expected
