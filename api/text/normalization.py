@@ -180,6 +180,9 @@ _R = TypeVar("_R")  # what a guarded reader returns
 _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3])} | {"sept"}
 # capitalised short days and months said in full before a date ("Sat 10-2", "Nov 3"); "May" is itself
 _EN_SHORT_DAYS = frozenset(day.title() for day in EnglishRules.weekday_abbreviations)
+# words after which a short day name is one ("on Fri.", "by Wed"): "Sat" and "Sun" stay words elsewhere
+_EN_DAY_LEADS = frozenset("on by every next this last until till from through before after since each".split())
+_EN_TIMES_OF_DAY = frozenset("morning afternoon evening night at".split())
 _EN_SHORT_MONTHS = {full[:3]: full for full in EnglishRules.months if len(full) > 3} | {"Sept": "September"}
 _DAY_SPAN_RE = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?[-–](\d{1,2})(?:st|nd|rd|th)?")  # "1-5", "24th-26th"
 _DAY_RANGE_RE = re.compile(r"(?P<first>[^\W\d_]{2,5})\.?[-–](?P<last>[^\W\d_]{2,5})")
@@ -599,7 +602,8 @@ class _TokenReader:
     def _read_calendar_word(self, i: int) -> Optional[str]:
         """Short day and month names: a range of days in every language ("Mon-Fri" -> "Monday
         to Friday", "lun-vie" -> "lunes a viernes"), and in English a capitalised one before a
-        date or time ("Sat 10-2", "Mon, Nov 3" -> "Monday, November third"). Elsewhere "Sat",
+        date or time ("Sat 10-2", "Mon, Nov 3" -> "Monday, November third"), and a capitalised
+        day after a word that leads one ("on Fri.", "by Wed", "every Tues"). Elsewhere "Sat",
         "Sun", "mar" and "do" are words."""
         r, tok = self.rules, self.tokens[i]
         days = r.weekday_abbreviations
@@ -614,7 +618,7 @@ class _TokenReader:
             # "Nov. 3" is an abbreviation ("nov."); "Tue. 5" has none
             and (tok.core in _EN_SHORT_DAYS or (tok.core in _EN_SHORT_MONTHS and not tok.trail))
             and tok.trail in ("", ".", ",", ".,")
-            and self._before_date(i)
+            and (self._before_date(i) or (tok.core in _EN_SHORT_DAYS and self._after_day_lead(i)))
         ):
             said = days.get(tok.core.lower()) or _EN_SHORT_MONTHS[tok.core]
         else:
@@ -1115,6 +1119,27 @@ class _TokenReader:
                 self.tokens[i] = _Token(tok.raw, tok.lead[:-1], tok.core, tok.trail)
             return (_pluralize(base) if base else None), 0
         return None, 0
+
+    def _after_day_lead(self, i: int) -> bool:
+        """Whether the short day at token ``i`` follows a word that leads a day ("on Fri.", "by
+        Wed", "every Tues"), or another day of a list ("on Sat, Sun", "Tues and Thurs"). "Sat"
+        and "Sun" then still need a day's end after them: a stop, the text's end, or a time of
+        day ("on Sun morning"), as "on Sun loungers" is no day."""
+        tok, prev = self.tokens[i], self.tokens[i - 1] if i > 0 else None
+        if prev is None or tok.lead:
+            return False
+        if prev.core in _EN_SHORT_DAYS and prev.trail == ",":
+            led = True
+        elif prev.trail:
+            led = False
+        elif prev.core.lower() in ("and", "or", "&"):
+            led = i > 1 and self.tokens[i - 2].core in _EN_SHORT_DAYS and self.tokens[i - 2].trail in ("", ".")
+        else:
+            led = prev.core.lower() in _EN_DAY_LEADS
+        if not led or tok.core not in ("Sat", "Sun") or tok.trail:
+            return led
+        nxt = self._next(i)
+        return nxt is None or nxt.core.lower() in _EN_TIMES_OF_DAY
 
     def _month_after(self, i: int) -> Optional[str]:
         """The English month named, capitalised, right after token ``i`` ("March", "Sept."), in full."""

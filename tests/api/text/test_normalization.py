@@ -511,6 +511,12 @@ def test_sentence_final_abbreviations_keep_a_full_stop():
     ("nl", "Open ma-vr", "Open maandag tot vrijdag"),
     # not before a date, or not a pair of days: words
     ("en", "the Sun is hot, we Sat down, a mid-Jan meeting, up-to-date", "the Sun is hot, we Sat down, a mid-Jan meeting, up-to-date"),
+    # a day after a word that leads one, and the days of a list after it
+    ("en", "See you on Fri. Bye. Due by Wed", "See you on Friday. Bye. Due by Wednesday"),
+    ("en", "every Tues and Thurs, on Mon, Wed and Fri", "every Tuesday and Thursday, on Monday, Wednesday and Friday"),
+    ("en", "on Sun morning, next Sat.", "on Sunday morning, next Saturday."),
+    # "Sat" and "Sun" with a noun after them are words
+    ("en", "we lay on Sun loungers", "we lay on Sun loungers"),
     ("es", "el mar, el Mar-Sol", "el mar, el Mar-Sol"),
     ("nl", "do-re-mi", "do-re-mi"),
 ])
