@@ -28,7 +28,10 @@ good prosody:
 - ``take_ready(force=True)`` (flush, end of input) also returns the remainder.
   ``take_whole_words()`` (the buffer timer: the client paused) returns it up to its last
   whitespace: the word after it may still be arriving ("fo" "x"), so it stays, unless it is all
-  the buffer holds. Whitespace-only segments are dropped, never returned.
+  the buffer holds. Nor does that cut part words that are read together ("$5 million", "9 AM",
+  "Dr. Smith", "March 5"): it falls between two plain lowercase words, a few words further back
+  if need be, and only where none is near does it fall before the last word as before.
+  Whitespace-only segments are dropped, never returned.
 - **Transcript tags** (api/text/markup.py): no segment is cut inside a tag or a
   ``<spell>...</spell>`` span (it may hold ". " and spaces). A ``<break>`` ends a segment, with any
   breaks right after it (its pause follows that segment's speech); a segment ends before a
@@ -70,6 +73,8 @@ _IN_WORD = str.maketrans("", "", "'’-")  # "don't", "well-known" are still ord
 _SHORT_WORD_MAX = 4
 _LIST_NUMBER_RE = re.compile(r"\d+\.(?!\d)")  # "2. Second", not "2.5"
 _CUT_BEFORE = (TagKind.SPEED, TagKind.VOLUME)  # a segment has one speed and one volume
+_WORD_RE = re.compile(r"\S+")
+_CUT_BACKOFF_WORDS = 6  # how far the timer's cut moves back to fall between plain words
 
 
 class TextBuffer:
@@ -155,6 +160,7 @@ class TextBuffer:
         start = len(rest)
         while start > 0 and not rest[start - 1].isspace():
             start -= 1  # the unfinished word is rest[start:] (empty when rest ends in whitespace)
+        start = _cut_between_plain_words(rest, start)
         inside = _span_around(found.spans, start)
         if inside is not None:  # a space inside a tag or a spell span: the span is the last word
             start = inside.start
@@ -320,6 +326,41 @@ def _cap_cut(buf: str, max_chars: int, marks: _Marks) -> int:
 
 def _last_space(text: str, end: int) -> int:
     return max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end))
+
+
+def _cut_between_plain_words(rest: str, start: int) -> int:
+    """Where the buffer timer's cut goes in ``rest``, whose unfinished word starts at ``start``.
+
+    A reading spans words only from a number, a symbol or a capitalised word on: "$5 million
+    dollars" and "$2 mil millones" three, "9 AM", "Dr. Smith", "March 5" two. So a cut is safe
+    after a plain lowercase word (``_plain``) when the two before it have no digits or symbols
+    either (``_lettered``). Best, the word after it is plain too; failing that, it may start a
+    reading ("It costs | $5 million"; a lead word before it, as in "a | $20 gift card", then
+    loses what it added). The nearest such cut at most ``_CUT_BACKOFF_WORDS`` back from
+    ``start`` is taken, the best first; where there is none (a run of numbers, a text without
+    case), ``start``, the cut before the last word."""
+    words = list(_WORD_RE.finditer(rest, 0, start))
+    tail = rest[start:]
+    n = len(words)
+    lettered = [_lettered(m.group()) for m in words]
+    plain = [_plain(m.group()) for m in words] + [not tail or _plain(tail)]
+    # cuts before word k (k == n: before the unfinished one), nearest first
+    safe = [k for k in range(n, max(0, n - _CUT_BACKOFF_WORDS), -1)
+            if plain[k - 1] and all(lettered[j] for j in range(max(0, k - 3), k - 1))]
+    best = next((k for k in safe if plain[k]), safe[0] if safe else n)
+    return start if best == n else words[best].start()
+
+
+def _lettered(word: str) -> bool:
+    """A word of letters, of any case ("Total", "don't"), maybe with a clause mark after it."""
+    return word.rstrip(",;:").translate(_IN_WORD).isalpha()
+
+
+def _plain(word: str) -> bool:
+    """A lowercase word of letters ("price", "well-known"), maybe with a clause mark after it:
+    nothing that a reading joins to the words after it."""
+    core = word.rstrip(",;:")
+    return core.translate(_IN_WORD).isalpha() and core.islower()
 
 
 def _span_around(spans: tuple[Span, ...], pos: int) -> Optional[Span]:

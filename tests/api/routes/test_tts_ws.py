@@ -333,6 +333,18 @@ async def test_the_timer_cuts_between_words_not_inside_one(gateway, default_voic
     assert segment_words(msgs) == [["The", "quick", "brown"], ["fox", "jumps."]]
 
 
+async def test_the_timer_does_not_part_words_read_together(gateway, default_voice_id):
+    """An LLM that stalls after "$5 million" has "$5" and "million" said together, as "five
+    million dollars", once its next words come: the timer cuts before them, between plain words."""
+    opts = {"add_timestamps": True, "max_buffer_delay_ms": 1500}
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("scale", "The price is $5 million", default_voice_id, **opts))
+        await asyncio.sleep(2.2)  # the timer fired at 1.5 s
+        await send(ws, gen("scale", " for the plan.", default_voice_id, cont=False, **opts))
+        msgs = await read_until_terminal(ws, ["scale"])
+    assert segment_words(msgs) == [["The", "price"], ["is", "$5", "million", "for", "the", "plan."]]
+
+
 async def test_text_left_after_a_sentence_gets_its_own_buffer_delay(gateway, default_voice_id):
     """The timer runs from the first text buffered since the last cut: text left over after a
     sentence is not cut early on the deadline of the sentence that went before it."""

@@ -155,6 +155,28 @@ def test_take_whole_words_keeps_the_word_being_typed():
     assert buf.take_whole_words() == [] and buf.pending == ""
 
 
+@pytest.mark.parametrize("text, said, kept", [
+    # words read together stay together: the cut falls between plain words before them
+    ("The total for the order is $5 million", "The total for the order ", "is $5 million"),
+    ("costs $5 million dollars", "costs ", "$5 million dollars"),
+    ("a price of $2 mil millones", "a price ", "of $2 mil millones"),
+    ("I will see you at 9 AM", "I will see you ", "at 9 AM"),
+    ("we meet on March 5", "we meet ", "on March 5"),
+    ("It costs $5 ", "It costs ", "$5 "),  # a number just ended may have its scale still coming
+    ("It costs $5 million", "It costs ", "$5 million"),  # no plain pair: before the number
+    # plain words: before the last one, as ever; none near, or no case: as ever too
+    ("the price is about", "the price is ", "about"),
+    ("1 2 3 4 5 6 7 8 9", "1 2 3 4 5 6 7 8 ", "9"),
+    ("$5 million", "$5 ", "million"),
+])
+def test_the_timer_cut_keeps_words_read_together_whole(text, said, kept):
+    buf = TextBuffer()
+    buf.append(text)
+    assert buf.take_whole_words() == [said] and buf.pending == kept
+    buf.append(" more")  # what was kept is said with what follows it
+    assert buf.take_ready(force=True) == [kept + " more"]
+
+
 def test_closing_quotes_and_brackets_stay_with_the_sentence():
     out, _ = feed(['He said "Stop." Then (he left.) Done'])
     assert out == ['He said "Stop." ', "Then (he left.) "]
