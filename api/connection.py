@@ -172,6 +172,7 @@ class WsContext:
         self.speed = conn.service.speed(first)  # fixed by the first message, as the volume is
         self.markup = MarkupState()  # what the transcript's <speed>/<volume> tags set, from segment to segment
         self._timer: Optional[asyncio.TimerHandle] = None
+        self._kept_by_timer: Optional[str] = None  # the text the last timer cut left pending
         self._buffer_delay_s = first.max_buffer_delay_ms / 1000.0  # the latest message's, for the timer
         self._segments = 0
         # Time to first audio counts from when the first spoken segment's text was complete, not
@@ -253,9 +254,16 @@ class WsContext:
 
     def _on_timer(self) -> None:
         self._timer = None
-        if self.state is ContextState.OPEN:
+        if self.state is not ContextState.OPEN:
+            return
+        if self.buffer.pending == self._kept_by_timer:
+            # nothing came to finish what the last timer kept back: the client is quiet, say it all
+            self._cut(force=True, hold_markup=True)
+        else:
             # the client paused: say what it sent, but not a word it may be half-way through ("fo")
+            # nor words read together ("$5 million": api/text/segmentation.py)
             self._cut(force=False, whole_words=True)
+        self._kept_by_timer = self.buffer.pending
 
     def _cut(self, force: bool, whole_words: bool = False, hold_markup: bool = False) -> None:
         """Queue the buffer's complete segments (``force``: all of it, bar a tag still arriving with

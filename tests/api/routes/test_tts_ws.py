@@ -345,6 +345,21 @@ async def test_the_timer_does_not_part_words_read_together(gateway, default_voic
     assert segment_words(msgs) == [["The", "price"], ["is", "$5", "million", "for", "the", "plan."]]
 
 
+async def test_what_the_timer_kept_back_is_said_at_the_next_one(gateway, default_voice_id):
+    """A client that goes quiet after "$5 million" hears it one delay later, all of it at once,
+    not a word more per delay."""
+    opts = {"add_timestamps": True, "max_buffer_delay_ms": 1000}
+    async with connect(ws_url(gateway)) as ws:
+        await send(ws, gen("quiet", "The price is $5 million", default_voice_id, **opts))
+        heard: list[dict] = []
+        deadline = time.monotonic() + 20
+        while len(segment_words(heard)) < 2 and time.monotonic() < deadline:  # before any close
+            heard += await read_for(ws, 0.5)
+        await send(ws, gen("quiet", "", default_voice_id, cont=False))
+        msgs = heard + await read_until_terminal(ws, ["quiet"])
+    assert segment_words(msgs) == [["The", "price"], ["is", "$5", "million"]]
+
+
 async def test_text_left_after_a_sentence_gets_its_own_buffer_delay(gateway, default_voice_id):
     """The timer runs from the first text buffered since the last cut: text left over after a
     sentence is not cut early on the deadline of the sentence that went before it."""
