@@ -106,9 +106,11 @@ _MONEY_SCALE = "k|K|m|M|bn|b|B|T|mln|mld"  # "$5M", "€2,5mld": keys of ``scale
 # what a money scale multiplies by, to tell a range's order ("$500K-$1M" rises)
 _SCALE_VALUES = {"k": 10**3, "m": 10**6, "mln": 10**6, "b": 10**9, "bn": 10**9, "mld": 10**9, "t": 10**12}
 # ",-" after a whole amount is the Dutch/German "no cents": "€5,-".
+# "$.99": cents alone, as prices are written
 _PREFIX_MONEY_RE = re.compile(
-    rf"(?P<sign>[-\u2212])?(?P<sym>{_SYM})(?P<num>\d[\d.,]*?)(?:,--?)?(?P<scale>{_MONEY_SCALE})?"
+    rf"(?P<sign>[-\u2212])?(?P<sym>{_SYM})(?P<num>\d[\d.,]*?|[.,]\d{{1,2}})(?:,--?)?(?P<scale>{_MONEY_SCALE})?"
 )
+_CENTS_RE = re.compile(r"(?P<num>\d{1,3})\s?¢")  # "99¢": cents of a dollar
 _SUFFIX_MONEY_RE = re.compile(rf"(?P<num>[-\u2212]?\d[\d.,]*?)(?:,--?)?\s?(?P<sym>{_SYM})")
 # "$10-$20", "$10-20", "€5–€10", "$1-2M", "$80K-$120K": a range of amounts with its symbol in front
 _PREFIX_MONEY_RANGE_RE = re.compile(
@@ -173,7 +175,8 @@ _WHOLE_RATING_RE = re.compile(r"(?P<score>\d{1,3})/(?P<scale>\d{1,3})")  # "10/1
 _STARS = frozenset({"star", "stars", "estrella", "estrellas", "estrela", "estrelas", "ster", "sterren"})
 _FRACTION_OF = frozenset({"of", "de", "do", "da", "del", "van"})
 # "$9.99/month", "5€/kg", "20km/day": an amount, "/" and a word (_read_per)
-_PER_AMOUNT_RE = re.compile(r"(?:US\$|R\$|MX\$|[$€£¥₹])?\d[\d.,]*(?P<suffix>[$€£¥₹]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
+_PER_AMOUNT_RE = re.compile(
+    r"(?:US\$|R\$|MX\$|[$€£¥₹])?(?:\d[\d.,]*|[.,]\d{1,2})(?P<suffix>[$€£¥₹¢]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
 # a word after "/" is "per" it when lowercase ("month", "mes"): "3D/VR", "10/Jan", "101/B" are not
 _PER_WORD_RE = re.compile(r"[^\W\d_A-Z]{2,12}")
 _R = TypeVar("_R")  # what a guarded reader returns
@@ -665,6 +668,9 @@ class _TokenReader:
             num = r.parse_amount(m.group("num"))
             if num is not None:
                 return r.read_currency(num, _SYMBOLS[m.group("sym")], singular=self._adjective_amount(i, 0)), 0
+        m = _CENTS_RE.fullmatch(tok.core)
+        if m or (nxt is not None and nxt.core == "¢" and not tok.trail and not nxt.lead and _CENTS_RE.fullmatch(tok.core + "¢")):
+            return self._cents(int((m or _CENTS_RE.fullmatch(tok.core + "¢")).group("num")), i, 0 if m else 1)
         if nxt is None or tok.trail:
             return None, 0
         nxt_core, per = self._split_per(nxt.core)  # "€ 5/kg", "9,99 €/mes"
@@ -689,6 +695,16 @@ class _TokenReader:
         m = _AMOUNT_RANGE_RE.fullmatch(tok.core)  # "10-20 €"
         said = self._money_range(m.group("low"), m.group("high"), code, None, i, 1) if m else None
         return (said + per, 1) if said is not None else (None, 0)
+
+    def _cents(self, n: int, i: int, consumed: int) -> tuple[Optional[str], int]:
+        """"99¢" -> "ninety-nine cents", "a 50¢ stamp" -> "a fifty cent stamp": the language's
+        cents of a dollar."""
+        names = self.rules.currencies.get("USD")
+        if names is None:
+            return None, 0
+        if self._adjective_amount(i, consumed):
+            return f"{self.rules.cardinal(n)} {names.cent[0]}", consumed
+        return self.rules.count_noun(n, names.cent, names.cent_gender), consumed
 
     def _spelled_scale(self, i: int, consumed: int, code: str) -> tuple[Optional[str], int]:
         """The scale written as a word after the amount at token ``i`` (and ``consumed`` tokens

@@ -249,6 +249,19 @@ def test_money_with_a_written_scale_and_ranges_of_money(language, text, expected
 
 
 @pytest.mark.parametrize("language, text, expected", [
+    # cents alone: "$.99", and the cent sign, in the language's cents of a dollar
+    ("en", "Pay $.50 now, $.99/lb", "Pay fifty cents now, ninety-nine cents per pound"),
+    ("en", "99¢, only 99 ¢ each, 1¢, 99¢/lb", "ninety-nine cents, only ninety-nine cents each, one cent, "
+                                               "ninety-nine cents per pound"),
+    ("en", "a 50¢ stamp", "a fifty cent stamp"),
+    ("es", "99¢, 1¢", "noventa y nueve centavos, un centavo"),
+    ("nl", "99¢", "negenennegentig cent"),
+])
+def test_cents_alone(language, text, expected):
+    assert_reads(language, text, expected)
+
+
+@pytest.mark.parametrize("language, text, expected", [
     # a whole number and a fraction written apart are read as "2½" is
     ("en", "2 1/2 cups", "two and a half cups"),
     ("en", "Add 1 3/4, then 2 1/3 cup", "Add one and three quarters, then two and one third cup"),
