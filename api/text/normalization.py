@@ -99,9 +99,11 @@ _LEAD = "\"'([{¿¡«“‘„‹"
 _TRAIL = "\"'.,;:!?)]}»”’›…"
 _SENTENCE_END = set(".!?…")
 
-_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR"}
-_CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR"}
-_SYM = r"US\$|R\$|MX\$|[$€£¥₹]"
+_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR",
+            "C$": "CAD", "CA$": "CAD", "A$": "AUD", "AU$": "AUD"}
+_CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR", "CAD", "AUD"}
+_DOLLAR_CODES = frozenset({"USD", "MXN", "CAD", "AUD"})  # what a bare "$" may be: "$1.500 MXN" is pesos
+_SYM = r"US\$|R\$|MX\$|CA?\$|AU?\$|[$€£¥₹]"
 _MONEY_SCALE = "k|K|m|M|bn|b|B|T|mln|mld"  # "$5M", "€2,5mld": keys of ``scale_words``, any case
 # what a money scale multiplies by, to tell a range's order ("$500K-$1M" rises)
 _SCALE_VALUES = {"k": 10**3, "m": 10**6, "mln": 10**6, "b": 10**9, "bn": 10**9, "mld": 10**9, "t": 10**12}
@@ -176,7 +178,7 @@ _STARS = frozenset({"star", "stars", "estrella", "estrellas", "estrela", "estrel
 _FRACTION_OF = frozenset({"of", "de", "do", "da", "del", "van"})
 # "$9.99/month", "5€/kg", "20km/day": an amount, "/" and a word (_read_per)
 _PER_AMOUNT_RE = re.compile(
-    r"(?:US\$|R\$|MX\$|[$€£¥₹])?(?:\d[\d.,]*|[.,]\d{1,2})(?P<suffix>[$€£¥₹¢]|[A-Za-z]{1,3})?/[^\W\d_]{1,12}")
+    rf"(?:{_SYM})?(?:\d[\d.,]*|[.,]\d{{1,2}})(?P<suffix>[$€£¥₹¢]|[A-Za-z]{{1,3}})?/[^\W\d_]{{1,12}}")
 # a word after "/" is "per" it when lowercase ("month", "mes"): "3D/VR", "10/Jan", "101/B" are not
 _PER_WORD_RE = re.compile(r"[^\W\d_A-Z]{2,12}")
 _R = TypeVar("_R")  # what a guarded reader returns
@@ -654,11 +656,13 @@ class _TokenReader:
                     num = ParsedNumber(num.integer, num.fraction, True)
                 code = _SYMBOLS[m.group("sym")]
                 scale, consumed = (scale.lower(), 0) if scale else self._spelled_scale(i, 0, code)
+                code, consumed = self._code_after(i, consumed, m.group("sym"), code)
                 return r.read_currency(num, code, scale, singular=self._adjective_amount(i, consumed)), consumed
         m = _PREFIX_MONEY_RANGE_RE.fullmatch(tok.core)
         if m and all(s is None or s.lower() in r.scale_words for s in m.group("low_scale", "scale")):
             code, scale, low_scale = _SYMBOLS[m.group("sym")], m.group("scale"), m.group("low_scale")
             scale, consumed = (scale.lower(), 0) if scale else self._spelled_scale(i, 0, code)
+            code, consumed = self._code_after(i, consumed, m.group("sym"), code)
             said = self._money_range(m.group("low"), m.group("high"), code, scale, i, consumed,
                                      low_scale.lower() if low_scale else None)
             if said is not None:
@@ -695,6 +699,18 @@ class _TokenReader:
         m = _AMOUNT_RANGE_RE.fullmatch(tok.core)  # "10-20 €"
         said = self._money_range(m.group("low"), m.group("high"), code, None, i, 1) if m else None
         return (said + per, 1) if said is not None else (None, 0)
+
+    def _code_after(self, i: int, consumed: int, symbol: str, code: str) -> tuple[str, int]:
+        """The currency an ISO code right after an amount with a symbol names, and the tokens read
+        with it: "$100 USD" says "dollars" once; "$1.500 MXN" is pesos and "$20 CAD" Canadian
+        dollars, as a bare "$" is the sign of many dollars and pesos. (code, consumed) when no
+        code follows, or one the symbol cannot mean ("€5 USD")."""
+        last, nxt = self.tokens[i + consumed], self._next(i + consumed)
+        if nxt is None or last.trail or nxt.lead or nxt.core not in _CODES:
+            return code, consumed
+        if nxt.core == code or (symbol == "$" and nxt.core in _DOLLAR_CODES):
+            return nxt.core, consumed + 1
+        return code, consumed
 
     def _cents(self, n: int, i: int, consumed: int) -> tuple[Optional[str], int]:
         """"99¢" -> "ninety-nine cents", "a 50¢ stamp" -> "a fifty cent stamp": the language's

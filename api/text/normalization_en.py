@@ -29,6 +29,8 @@ class EnglishRules(LanguageRules):
         "BRL": CurrencyNames(("real", "reais"), ("centavo", "centavos")),
         "MXN": CurrencyNames(("peso", "pesos"), ("centavo", "centavos")),
         "INR": CurrencyNames(("rupee", "rupees"), ("paisa", "paise")),
+        "CAD": CurrencyNames(("Canadian dollar", "Canadian dollars"), ("cent", "cents")),
+        "AUD": CurrencyNames(("Australian dollar", "Australian dollars"), ("cent", "cents")),
     }
     scale_words = {
         "k": ("thousand", "thousand"),

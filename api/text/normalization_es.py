@@ -50,6 +50,8 @@ class SpanishRules(LanguageRules):
         "BRL": CurrencyNames(("real", "reales"), ("centavo", "centavos")),
         "MXN": CurrencyNames(("peso", "pesos"), ("centavo", "centavos")),
         "INR": CurrencyNames(("rupia", "rupias"), ("paisa", "paisas"), unit_gender="f", cent_gender="f"),
+        "CAD": CurrencyNames(("dólar canadiense", "dólares canadienses"), ("centavo", "centavos")),
+        "AUD": CurrencyNames(("dólar australiano", "dólares australianos"), ("centavo", "centavos")),
     }
     scale_words = {
         "k": ("mil", "mil"),

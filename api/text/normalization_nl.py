@@ -35,6 +35,8 @@ class DutchRules(LanguageRules):
         "BRL": CurrencyNames(("real", "reais"), ("centavo", "centavos")),
         "MXN": CurrencyNames(("peso", "peso"), ("centavo", "centavo")),
         "INR": CurrencyNames(("roepie", "roepie"), ("paisa", "paise")),
+        "CAD": CurrencyNames(("Canadese dollar", "Canadese dollar"), ("cent", "cent")),
+        "AUD": CurrencyNames(("Australische dollar", "Australische dollar"), ("cent", "cent")),
     }
     scale_words = {
         "k": ("duizend", "duizend"),

@@ -48,6 +48,8 @@ class PortugueseRules(LanguageRules):
         "BRL": CurrencyNames(("real", "reais"), ("centavo", "centavos")),
         "MXN": CurrencyNames(("peso", "pesos"), ("centavo", "centavos")),
         "INR": CurrencyNames(("rupia", "rupias"), ("paisa", "paisas"), unit_gender="f", cent_gender="f"),
+        "CAD": CurrencyNames(("dólar canadense", "dólares canadenses"), ("centavo", "centavos")),
+        "AUD": CurrencyNames(("dólar australiano", "dólares australianos"), ("centavo", "centavos")),
     }
     scale_words = {
         "k": ("mil", "mil"),

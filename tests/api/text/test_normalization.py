@@ -262,6 +262,23 @@ def test_cents_alone(language, text, expected):
 
 
 @pytest.mark.parametrize("language, text, expected", [
+    # a code after an amount: said once, and it names the currency a bare "$" is
+    ("en", "$100 USD, a $20 USD fee, $5 million USD.", "one hundred dollars, a twenty dollar fee, five million dollars."),
+    ("en", "$1,500 MXN, $20 CAD, $10-$20 AUD", "one thousand five hundred pesos, twenty Canadian dollars, "
+                                              "ten to twenty Australian dollars"),
+    ("en", "C$100, CA$5, A$50, 1 CAD", "one hundred Canadian dollars, five Canadian dollars, fifty Australian dollars, "
+                                        "one Canadian dollar"),
+    ("es", "$1.500 MXN y $20 CAD", "mil quinientos pesos y veinte dólares canadienses"),
+    ("pt", "A$ 100", "cem dólares australianos"),
+    ("nl", "$100 CAD", "honderd Canadese dollar"),
+    # a code the symbol cannot mean stays
+    ("en", "€5 USD", "five euros USD"),
+])
+def test_a_currency_code_after_an_amount(language, text, expected):
+    assert_reads(language, text, expected)
+
+
+@pytest.mark.parametrize("language, text, expected", [
     # a whole number and a fraction written apart are read as "2½" is
     ("en", "2 1/2 cups", "two and a half cups"),
     ("en", "Add 1 3/4, then 2 1/3 cup", "Add one and three quarters, then two and one third cup"),
