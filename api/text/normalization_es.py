@@ -154,6 +154,7 @@ class SpanishRules(LanguageRules):
         "pág.": Abbreviation("página", before_number=True),
         "núm.": Abbreviation("número", before_number=True),
         "tel.": Abbreviation("teléfono"),
+        "ee.uu.": Abbreviation("Estados Unidos", can_end=True),
     }
 
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:

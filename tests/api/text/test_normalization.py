@@ -95,6 +95,7 @@ SPANISH = [
     ('Ud. sabe', 'Usted sabe'),
     ('etc.', 'etcétera.'),
     ('p.ej. esto', 'por ejemplo esto'),
+    ('vive en EE.UU. desde 2019', 'vive en Estados Unidos desde dos mil diecinueve'),
     ('tenía 3.5 puntos', 'tenía tres coma cinco puntos'),
     ('21000 personas', 'veintiún mil personas'),
     ('hace 21 años', 'hace veintiún años'),
