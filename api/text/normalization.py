@@ -102,6 +102,7 @@ _SENTENCE_END = set(".!?…")
 _SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR",
             "C$": "CAD", "CA$": "CAD", "A$": "AUD", "AU$": "AUD"}
 _CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR", "CAD", "AUD"}
+_SHORT_SCALES = frozenset({"mln", "mld"})  # scales written apart as short forms: "€5 mln."
 _DOLLAR_CODES = frozenset({"USD", "MXN", "CAD", "AUD"})  # what a bare "$" may be: "$1.500 MXN" is pesos
 _SYM = r"US\$|R\$|MX\$|CA?\$|AU?\$|[$€£¥₹]"
 _MONEY_SCALE = "k|K|m|M|bn|b|B|T|mln|mld"  # "$5M", "€2,5mld": keys of ``scale_words``, any case
@@ -463,8 +464,9 @@ class _TokenReader:
             if key.startswith(meridiem):
                 return self._abbreviation_trail(tok.raw[len(meridiem) :], j, title=False, can_end=True)
         if tok.trail.startswith(".") and (tok.core in UNIT_SYMBOLS or tok.core in _SQUARE_UNITS
-                                          or tok.core in _EN_SHORT_MONTHS):
-            # "5 lbs. of flour", "21 Sept. at noon": a short form's own period, a full stop only where one ends
+                                          or tok.core in _EN_SHORT_MONTHS or tok.core.lower() in _SHORT_SCALES):
+            # "5 lbs. of flour", "21 Sept. at noon", "€5 mln. voor": a short form's own period, a
+            # full stop only where one ends
             return self._abbreviation_trail(tok.trail[1:], j, title=False, can_end=True)
         return tok.trail
 

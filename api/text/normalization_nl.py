@@ -47,7 +47,8 @@ class DutchRules(LanguageRules):
         "mld": ("miljard", "miljard"),
         "t": ("biljoen", "biljoen"),  # 10**12: "€4 biljoen", "€1,2T" (money only)
     }
-    spelled_scales = {"duizend": "k", "miljoen": "m", "miljard": "b", "biljoen": "t"}
+    # "€5 mln", "€2,5 mld.": the short forms written apart too
+    spelled_scales = {"duizend": "k", "miljoen": "m", "miljard": "b", "biljoen": "t", "mln": "mln", "mld": "mld"}
     power_words = {2: "kwadraat", 3: "tot de derde macht"}
     power_word = "tot de macht"
     symbol_words = {"@": "apenstaartje", ".": "punt", "/": "slash", "-": "streepje", "_": "underscore",

@@ -222,6 +222,9 @@ def test_alignment_of_a_multi_token_unit_and_punctuation():
     ("es", "€2 mil", "dos mil euros"),
     ("pt", "R$ 2 bilhões", "dois bilhões de reais"),
     ("nl", "€1,5 miljoen", "één komma vijf miljoen euro"),
+    # Dutch short forms written apart; their period ends a sentence only where one ends
+    ("nl", "€5 mln. voor de bouw, €2,5 mld", "vijf miljoen euro voor de bouw, twee komma vijf miljard euro"),
+    ("nl", "Het kost €5 mln. Dat is veel.", "Het kost vijf miljoen euro. Dat is veel."),
     # ranges of amounts: the currency once, at the end, unless the first has cents
     ("en", "$10-$20, $10–20", "ten to twenty dollars, ten to twenty dollars"),
     ("en", "$9.99-$19.99", "nine dollars and ninety-nine cents to nineteen dollars and ninety-nine cents"),
