@@ -89,7 +89,8 @@ _MARKDOWN_EDGES_RE = re.compile(
     rf"|(?<=[\w.,;:!?%)\]]){_MARK}(?P<trail>[.,;:!?)\]}}\"']*)$"
 )
 _HEADING_RE = re.compile(r"#{1,6}")
-_BULLETS = frozenset("-*+•")  # a Markdown list item's mark, and the bullet LLMs also write
+_BULLETS = frozenset("-*+•")
+_RULE_RE = re.compile(r"-{3,}|\*{3,}|_{3,}")  # a Markdown horizontal rule: "---", "***", "___"  # a Markdown list item's mark, and the bullet LLMs also write
 _NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)]")  # "1. First", "2) Second"
 _SPACES_RE = re.compile(r"\s*")
 _LINK_TARGET_RE = re.compile(r"\]\((?:[^()\s]|\([^()\s]*\))*\)")  # "](https://example.com/a_(b))"
@@ -102,6 +103,10 @@ _SENTENCE_END = set(".!?…")
 _SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR",
             "C$": "CAD", "CA$": "CAD", "A$": "AUD", "AU$": "AUD"}
 _CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR", "CAD", "AUD"}
+# a mask of three or more "*", "•", "x" or "X" (more groups of two or more may follow, joined by
+# "-"), then the digits it leaves: "****1234", "XXXX-XXXX-1234", "xxx-xx-1234"
+_MASK_RE = re.compile(r"(?:[*•]{3,}|x{3,}|X{3,})(?:-?(?:[*•]{2,}|x{2,}|X{2,}))*")
+_MASKED_DIGITS_RE = re.compile(rf"{_MASK_RE.pattern}[-\s]?(?P<digits>\d{{2,6}})")
 _SHORT_SCALES = frozenset({"mln", "mld"})  # scales written apart as short forms: "€5 mln."
 _DOLLAR_CODES = frozenset({"USD", "MXN", "CAD", "AUD"})  # what a bare "$" may be: "$1.500 MXN" is pesos
 _SYM = r"US\$|R\$|MX\$|CA?\$|AU?\$|[$€£¥₹]"
@@ -131,6 +136,8 @@ _DOT_TIME_RE = re.compile(r"(\d{1,2})\.(\d{2})")  # "14.30 uur": a time only bef
 # signs written two ways: stuck to a number "×" is "x" ("2×": "two times"); "+/-" is "±"
 _SIGN_ALIASES = {"×": "x", "+/-": "±", "<=": "≤", ">=": "≥"}
 _COMPARISONS = frozenset({"<", ">", "≤", "≥", "<=", ">="})
+_FLIGHT_WORDS = frozenset({"flight", "flights", "flt", "flt."})
+_AIRLINE_CODE_RE = re.compile(r"[A-Z]{2}|[A-Z]\d|\d[A-Z]")  # "DL", "B6", "9W"
 _STATUS_LEADS = frozenset({"http", "error", "status"})
 _IPV4_RE = re.compile(r"(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})")
 _RESOLUTION_RE = re.compile(r"(480|576|720|1080|1440|2160|4320)p")
@@ -354,12 +361,12 @@ def _split_token(raw: str) -> _Token:
 def _without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None) -> list[str]:
     """The tokens with the Markdown an LLM writes into a reply taken out, as nothing of it is said:
     emphasis and code marks at a word's edges ("**very**", "`pip`", "_so_", "~~no~~"), a heading's
-    "#"s before a word, a list item's bullet ("- ", "* ", "+ ", "• ") at the start of a line, and a
-    link's target ("[our site](https://...)" is "our site"). A mark that touches no word ("5 * 3",
+    "#"s before a word, a list item's bullet ("- ", "* ", "+ ", "• ") at the start of a line, a
+    horizontal rule ("---" alone on its line), and a link's target ("[our site](https://...)" is "our site"). A mark that touches no word ("5 * 3",
     "**" alone) and marks inside a word ("snake_case") stay. ``line_starts``: which tokens start a
     line (none, without it); a list item or heading there that ends its line without punctuation
     gets the pause a reader makes (``_pause_after_lines``)."""
-    out = [_MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) for raw in raws]
+    out = [raw if _is_mask(raw) else _MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) for raw in raws]
     line_starts = line_starts or [False] * len(out)
     _pause_after_lines(out, line_starts)
     for k, raw in enumerate(out):
@@ -367,6 +374,8 @@ def _without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None)
             out[k] = ""
         elif raw in _BULLETS and line_starts[k] and k + 1 < len(out) and not line_starts[k + 1]:
             out[k] = ""
+        elif _RULE_RE.fullmatch(raw) and line_starts[k] and (k + 1 == len(out) or line_starts[k + 1]):
+            out[k] = ""  # a horizontal rule, a line of its own
         target = _LINK_TARGET_RE.search(raw)
         if target is None:
             continue
@@ -376,6 +385,13 @@ def _without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None)
                 out[j] = out[j].replace("[", "", 1)
                 break
     return out
+
+
+def _is_mask(raw: str) -> bool:
+    """Whether ``raw`` is masked digits or their mask ("***-**-6789", "****"), whose stars are no
+    emphasis."""
+    core = raw.rstrip(".,;:!?")
+    return _MASKED_DIGITS_RE.fullmatch(core) is not None or _MASK_RE.fullmatch(core) is not None
 
 
 def _pause_after_lines(out: list[str], line_starts: list[bool]) -> None:
@@ -425,6 +441,7 @@ class _TokenReader:
 
     def __init__(self, rules: LanguageRules, raws: list[str], line_starts: Optional[list[bool]] = None) -> None:
         self.rules = rules
+        self.line_starts = line_starts or [False] * len(raws)
         self.tokens = [_split_token(r) for r in _without_markdown(raws, line_starts)]
         self.phone_groups = _phone_groups(self.tokens)
 
@@ -526,6 +543,7 @@ class _TokenReader:
             self._read_sum,
             self._read_compound_measure,
             self._read_named_number,
+            self._read_masked_digits,
             self._read_mixed,
         ):
             reading, consumed = self._guarded(reader, i) or (None, 0)
@@ -1115,7 +1133,7 @@ class _TokenReader:
         fifth" and "1990s" -> "nineteen nineties"."""
         r, core = self.rules, self.tokens[i].core
         if core.isdecimal() and len(core) == 4:  # "PIN 1999" is no year: its digits, decided once here
-            return (r.digits(core) if self._is_id(i) else r.bare_year(int(core))), 0
+            return (r.digits(core) if self._is_id(i) else self._flight_number(i) or r.bare_year(int(core))), 0
         if r.code != "en":
             return None, 0
         prev = self.tokens[i - 1] if i > 0 else None
@@ -1200,6 +1218,9 @@ class _TokenReader:
             return None, 0
         if core.isdecimal() and self._is_id(i):
             return self.rules.digits(core), 0
+        flight = self._flight_number(i)
+        if flight is not None:
+            return flight, 0
         prev = self.tokens[i - 1] if i > 0 else None
         if (  # "HTTP 404", "error 503": a status code is a name, said in pairs where the language does
             len(core) == 3 and core.isdecimal() and 100 <= int(core) <= 599 and prev is not None and not prev.trail
@@ -1212,6 +1233,22 @@ class _TokenReader:
         if gender is not None:
             return self.rules.read_number(num, gender, before_noun=True), 0
         return self.rules.read_number(num, self._noun_across(i) or self._article_before(i)), 0
+
+    def _flight_number(self, i: int) -> Optional[str]:
+        """A flight's number, said in pairs where the language does ("Flight 2005", "flight DL
+        2345" -> "twenty oh five", "DL twenty-three forty-five"), as "DL2345" written together is:
+        three or four digits after "flight", or after an airline's code that follows it."""
+        core = self.tokens[i].core
+        if not (core.isdecimal() and len(core) in (3, 4)) or i == 0 or self.tokens[i].lead:
+            return None
+        before = self.tokens[max(0, i - 2): i]
+        if before[-1].trail:
+            return None
+        if before[-1].core.lower() not in _FLIGHT_WORDS:
+            if (len(before) < 2 or before[0].trail or before[0].core.lower() not in _FLIGHT_WORDS
+                    or not _AIRLINE_CODE_RE.fullmatch(before[-1].core)):
+                return None
+        return self.rules.digit_pairs(core)
 
     def _is_id(self, i: int) -> bool:
         """Digits that name rather than count, read one by one: six or more written with no
@@ -1560,6 +1597,26 @@ class _TokenReader:
             said = " ".join("oh" if d == "0" else r.cardinal(int(d)) for d in section) if r.code == "en" else r.digits(section)
             return f"{said} {m.group('letter')}", 0
         return None, 0
+
+    def _read_masked_digits(self, i: int) -> tuple[Optional[str], int]:
+        """The last digits of a card or account shown behind a mask: "****1234", "XXXX-1234",
+        "•••• 1234" -> "ending in one two three four" (the mask is not said; nor is the phrase again
+        after "ending in")."""
+        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        m = _MASKED_DIGITS_RE.fullmatch(tok.core)
+        consumed = 0
+        if (m is None and _MASK_RE.fullmatch(tok.core) and nxt is not None and not tok.trail and not nxt.lead
+                and not self.line_starts[i + 1]):  # "***" alone on its line is a Markdown rule
+            m, consumed = _MASKED_DIGITS_RE.fullmatch(tok.core + nxt.core), 1
+        if m is None:
+            return None, 0
+        said = r.digits(m.group("digits"))
+        prev = self.tokens[i - 2: i]
+        after_phrase = (len(prev) == 2 and not prev[0].trail and not prev[1].trail
+                        and f"{prev[0].core} {prev[1].core}".lower() in r.last_digits_phrases)
+        if r.masked_digits_phrase and not after_phrase:
+            said = f"{r.masked_digits_phrase} {said}"
+        return said, consumed
 
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty",

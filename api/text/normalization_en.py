@@ -56,6 +56,7 @@ class EnglishRules(LanguageRules):
     }
     digits_lead_words = frozenset({"pin", "zip", "otp", "ext.", "ext", "extension", "port"})
     last_digits_phrases = frozenset({"ending in", "ending with"})
+    masked_digits_phrase = "ending in"
     dial_words = frozenset({"call", "called", "calling", "dial", "dialed", "dialled", "dialing", "text", "phone", "ring"})
     copulas = frozenset({"is", "was"})
     short_code_links = frozenset({"to"})

@@ -89,6 +89,7 @@ class SpanishRules(LanguageRules):
     }
     digits_lead_words = frozenset({"pin", "cp"})
     last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en"})
+    masked_digits_phrase = "terminada en"  # la tarjeta, la cuenta
     dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar"})
     dial_articles = frozenset({"al", "el"})
     copulas = frozenset({"es", "era"})

@@ -71,6 +71,7 @@ class DutchRules(LanguageRules):
     }
     digits_lead_words = frozenset({"pin", "pincode", "postcode"})
     last_digits_phrases = frozenset({"eindigend op", "eindigt op"})
+    masked_digits_phrase = "eindigend op"
     dial_words = frozenset({"bel", "belt", "bellen"})
     dial_articles = frozenset({"naar"})
     copulas = frozenset({"is", "was"})

@@ -88,6 +88,7 @@ class PortugueseRules(LanguageRules):
     }
     digits_lead_words = frozenset({"pin", "cep"})
     last_digits_phrases = frozenset({"terminado em", "terminada em", "termina em", "acaba em"})
+    masked_digits_phrase = "final"  # "cartão final 1234"
     dial_words = frozenset({"ligue", "liga", "ligar", "liguem", "disque", "disca", "discar"})
     dial_articles = frozenset({"para", "pro", "pra", "o"})
     copulas = frozenset({"é", "era"})

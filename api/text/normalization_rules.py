@@ -305,6 +305,9 @@ class LanguageRules:
     digits_lead_words: frozenset[str] = frozenset()
     #: Two-word phrases (lowercase) after which four digits are a card's last: "ending in 4242".
     last_digits_phrases: frozenset[str] = frozenset()
+    #: What masked digits are said with: "****1234" is a card or account "ending in one two three
+    #: four" (None: the digits alone).
+    masked_digits_phrase: Optional[str] = None
     #: Verbs (lowercase) that dial a number, and the words that may stand between them and it:
     #: "Call 911", "llama al 112", "ligue para o 190" read the number digit by digit.
     dial_words: frozenset[str] = frozenset()

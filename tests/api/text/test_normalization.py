@@ -392,6 +392,8 @@ def test_health_tech_and_finance_readings(language, text, expected):
     ("\u2022 Fast\n\u2022 Cheap.\n+ 5 eggs", "Fast, Cheap. five eggs"),
     ("Steps:\n1. Mix it\n2) Bake 20 min\n3. Serve.", "Steps:\none. Mix it,\ntwo) Bake twenty minutes,\nthree. Serve."),
     ("- item one\n  - item two: done", "item one, item two: done"),  # a nested item; punctuation of its own kept
+    # a horizontal rule, a line of its own
+    ("Intro.\n---\nMore.\n***", "Intro.\nMore."),
     # marks that touch no word, or sit inside one, stay; so does a dash inside a line, and a line's
     # end outside lists and headings
     ("5 * 3, ** alone, snake_case_name, C# code", "five * three, ** alone, snake_case_name, C# code"),
@@ -584,6 +586,13 @@ def test_punctuation_after_an_abbreviation_is_the_sentences_own():
     ("es", "Tu tarjeta terminada en 4242", "Tu tarjeta terminada en cuatro dos cuatro dos"),
     ("pt", "cartão terminado em 4242", "cartão terminado em quatro dois quatro dois"),
     ("nl", "kaart eindigend op 4242", "kaart eindigend op vier twee vier twee"),
+    # masked digits: the mask unsaid, the digits left said as a card's last are
+    ("en", "Sent to acct. ****1234, card •••• 4821.", "Sent to acct. ending in one two three four, card ending in four eight two one."),
+    ("en", "XXXX-XXXX-XXXX-1234, SSN ***-**-6789, card ending in xxxx4242", "ending in one two three four, SSN ending "
+     "in six seven eight nine, card ending in four two four two"),
+    ("es", "tarjeta ****1234", "tarjeta terminada en uno dos tres cuatro"),
+    ("pt", "cartão ****1234", "cartão final um dois três quatro"),
+    ("nl", "rekening ****1234", "rekening eindigend op één twee drie vier"),
     ("es", "Pedido 4815162342", "Pedido cuatro ocho uno cinco uno seis dos tres cuatro dos"),
     # what counts stays a number: round, grouped, short, or a name with a number
     ("en", "1000000 people, 1,234,567 users, 12345 fans", "one million people, one million two hundred and thirty-four thousand five hundred and sixty-seven users, twelve thousand three hundred and forty-five fans"),
@@ -604,6 +613,10 @@ def test_ids_are_read_digit_by_digit_and_counts_as_numbers(language, text, expec
     ("en", "The A380, an F150, a GTX1080, the RX7900, H264", "The A three eighty, an F one fifty, a GTX ten eighty, the RX seventy-nine hundred, H two sixty-four"),
     ("en", "A1000, iOS17, SAVE20, COVID-19", "A one thousand, iOS seventeen, SAVE twenty, COVID nineteen"),  # lowercase or short: counts
     ("es", "El vuelo UA1234", "El vuelo UA mil doscientos treinta y cuatro"),  # pairs are English
+    # so are they after "flight", and after an airline's code that follows it
+    ("en", "Flight DL 2345, flight 2005, Flight B6 905", "Flight DL twenty-three forty-five, flight twenty oh five, "
+     "Flight B six nine oh five"),
+    ("en", "the flight 3 hours, flights 100 and 200", "the flight three hours, flights one hundred and two hundred"),
     # a size with a four-digit side, as screens are said; smaller sizes are counts
     ("en", "1920x1080, 1024x768 pixels, 3840×2160", "nineteen twenty by ten eighty, ten twenty-four by seven sixty-eight pixels, thirty-eight forty by twenty-one sixty"),
     ("en", "1200x800 mm, 100x200 cm, 1000x2000", "twelve hundred by eight hundred millimeters, one hundred by two hundred centimeters, one thousand by two thousand"),
