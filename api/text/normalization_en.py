@@ -122,6 +122,11 @@ class EnglishRules(LanguageRules):
         "pcs": Abbreviation("pieces"),
         "corp.": Abbreviation("corporation", can_end=True),
         "dept.": Abbreviation("department", can_end=True),
+        "acct.": Abbreviation("account", can_end=True),
+        "appt.": Abbreviation("appointment", can_end=True),
+        "ea.": Abbreviation("each", can_end=True),  # "$9.99 ea."
+        "tel.": Abbreviation("telephone"),
+        "approx": Abbreviation("approximately"),
         "bldg.": Abbreviation("building", can_end=True),
         "incl.": Abbreviation("including"),
         "excl.": Abbreviation("excluding"),

@@ -343,6 +343,9 @@ def test_iso_dates_with_their_time(language, text, expected):
 @pytest.mark.parametrize("text, expected", [
     ("Book min. 3 nights, max. 10 people; qty 5, 10 pcs.", "Book minimum three nights, maximum ten people; quantity five, ten pieces."),
     ("Acme Corp., a.k.a. Acme, Lakers vs Celtics", "Acme Corporation, also known as Acme, Lakers versus Celtics"),
+    ("Your appt. for acct. 5, tel. 555-1234, approx 5 min", "Your appointment for account five, telephone five five five, "
+     "one two three four, approximately five minutes"),
+    ("$9.99 ea. Order now", "nine dollars and ninety-nine cents each. Order now"),  # its period ends the sentence too
     ("It took 5 min. then more, the max. That", "It took five minutes then more, the max. That"),  # "min." after a number is minutes
 ])
 def test_english_short_forms(text, expected):
@@ -587,7 +590,7 @@ def test_punctuation_after_an_abbreviation_is_the_sentences_own():
     ("pt", "cartão terminado em 4242", "cartão terminado em quatro dois quatro dois"),
     ("nl", "kaart eindigend op 4242", "kaart eindigend op vier twee vier twee"),
     # masked digits: the mask unsaid, the digits left said as a card's last are
-    ("en", "Sent to acct. ****1234, card •••• 4821.", "Sent to acct. ending in one two three four, card ending in four eight two one."),
+    ("en", "Sent to acct. ****1234, card •••• 4821.", "Sent to account ending in one two three four, card ending in four eight two one."),
     ("en", "XXXX-XXXX-XXXX-1234, SSN ***-**-6789, card ending in xxxx4242", "ending in one two three four, SSN ending "
      "in six seven eight nine, card ending in four two four two"),
     ("es", "tarjeta ****1234", "tarjeta terminada en uno dos tres cuatro"),
