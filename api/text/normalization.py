@@ -163,6 +163,7 @@ _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
 _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
 _MIXED_DENOMINATORS = frozenset({2, 3, 4, 8, 16})  # "2 1/2 cups", "5 3/8 in"
 _ROUND_PLURALS = {"100s": "hundreds", "1000s": "thousands", "1000000s": "millions"}  # English
+_SHORT_DECADE_RE = re.compile(r"’?([1-9]0)s")  # "90s" outside English: "los noventa"
 _DECADE_RE = re.compile(r"’?(\d{3}0|\d0)s")  # "1990s", "90s", "’90s" (an apostrophe of elision)
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 # "~20", "~$20", "~5km", "+1"; "#1" ("#" before a number only: "#2024goals" is a hashtag)
@@ -646,12 +647,32 @@ class _TokenReader:
             and (self._before_date(i) or (tok.core in _EN_SHORT_DAYS and self._after_day_lead(i)))
         ):
             said = days.get(tok.core.lower()) or _EN_SHORT_MONTHS[tok.core]
+        elif r.code != "en" and tok.trail in (".", ".,") and (said := self._short_date_word(i)) is not None:
+            pass
         else:
             return None
         if tok.trail.startswith("."):  # the short form's own dot: a full stop only where one ends
             trail = self._abbreviation_trail(tok.trail[1:], i, title=False, can_end=True)
             self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, trail)
         return said
+
+    def _short_date_word(self, i: int) -> Optional[str]:
+        """Outside English, a short month after its day ("8 de dic.", "8 dec.") or a short day before
+        a date ("mar. 8", "seg., 8") in full, as written in capitals or not; None elsewhere."""
+        r, tok = self.rules, self.tokens[i]
+        key = tok.core.lower()
+        month = r.month_abbreviations.get(key)
+        if month is not None:
+            link = 1 if r.day_month_link else 0
+            before = self.tokens[i - 1 - link: i] if i > link else []
+            if (len(before) == 1 + link and not any(t.trail or t.lead for t in before)
+                    and (not link or before[1].core.lower() == r.day_month_link)
+                    and before[0].core.isdecimal() and 1 <= int(before[0].core) <= 31):
+                return _capitalize_like(month, tok.core)
+        day = r.weekday_abbreviations.get(key)
+        if day is not None and _starts_digit(self._next(i)):
+            return _capitalize_like(day, tok.core)
+        return None
 
     def _before_date(self, i: int) -> bool:
         """Whether the next token is a day, a time or a month: "3", "10-2", "5pm", "Nov"."""
@@ -1135,7 +1156,8 @@ class _TokenReader:
         if core.isdecimal() and len(core) == 4:  # "PIN 1999" is no year: its digits, decided once here
             return (r.digits(core) if self._is_id(i) else self._flight_number(i) or r.bare_year(int(core))), 0
         if r.code != "en":
-            return None, 0
+            m = _SHORT_DECADE_RE.fullmatch(core)  # "los 90s", "os anos 80s": the decade is its number
+            return (r.cardinal(int(m.group(1))) if m else None), 0
         prev = self.tokens[i - 1] if i > 0 else None
         if (
             core.isdecimal()

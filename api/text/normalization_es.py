@@ -83,6 +83,12 @@ class SpanishRules(LanguageRules):
         "capítulo", "parte", "volumen", "tomo", "acto", "libro", "fase", "tipo", "clase", "sección", "nivel",
         "título", "artículo", "siglo", "grado", "categoría",
     })
+    month_abbreviations = {
+        "ene": "enero", "feb": "febrero", "mar": "marzo", "abr": "abril", "may": "mayo", "jun": "junio",
+        "jul": "julio", "ago": "agosto", "sep": "septiembre", "sept": "septiembre", "set": "septiembre",
+        "oct": "octubre", "nov": "noviembre", "dic": "diciembre",
+    }
+    day_month_link = "de"
     weekday_abbreviations = {
         "lun": "lunes", "mar": "martes", "mié": "miércoles", "mie": "miércoles", "jue": "jueves",
         "vie": "viernes", "sáb": "sábado", "sab": "sábado", "dom": "domingo",
@@ -156,6 +162,7 @@ class SpanishRules(LanguageRules):
         "núm.": Abbreviation("número", before_number=True),
         "tel.": Abbreviation("teléfono"),
         "ee.uu.": Abbreviation("Estados Unidos", can_end=True),
+        "incl.": Abbreviation("incluido", can_end=True),  # "IVA incl."
     }
 
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:

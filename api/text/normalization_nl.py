@@ -65,6 +65,11 @@ class DutchRules(LanguageRules):
     pressure_lead_words = frozenset({"bloeddruk"})
     roman_lead_words = frozenset({"hoofdstuk", "deel", "boek", "fase", "type", "klasse", "sectie", "niveau", "titel",
                                   "artikel", "categorie", "bedrijf"})
+    month_abbreviations = {
+        "jan": "januari", "feb": "februari", "mrt": "maart", "apr": "april", "jun": "juni", "jul": "juli",
+        "aug": "augustus", "sep": "september", "sept": "september", "okt": "oktober", "nov": "november",
+        "dec": "december",
+    }
     weekday_abbreviations = {
         "ma": "maandag", "di": "dinsdag", "wo": "woensdag", "do": "donderdag", "vr": "vrijdag",
         "za": "zaterdag", "zo": "zondag",

@@ -82,6 +82,11 @@ class PortugueseRules(LanguageRules):
         "capítulo", "parte", "volume", "tomo", "ato", "livro", "fase", "tipo", "classe", "seção", "secção", "nível",
         "título", "artigo", "século", "grau", "categoria",
     })
+    month_abbreviations = {
+        "jan": "janeiro", "fev": "fevereiro", "mar": "março", "abr": "abril", "mai": "maio", "jun": "junho",
+        "jul": "julho", "ago": "agosto", "set": "setembro", "out": "outubro", "nov": "novembro", "dez": "dezembro",
+    }
+    day_month_link = "de"
     weekday_abbreviations = {
         "seg": "segunda", "ter": "terça", "qua": "quarta", "qui": "quinta", "sex": "sexta",
         "sáb": "sábado", "sab": "sábado", "dom": "domingo",

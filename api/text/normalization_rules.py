@@ -105,6 +105,11 @@ class LanguageRules:
     abbreviations: dict[str, Abbreviation] = {}  # lowercase, with the dots: "dr.", "e.g."
     #: Short day names (lowercase, no dot) -> the day: "Mon-Fri", "lun-vie" are read in full.
     weekday_abbreviations: dict[str, str] = {}
+    #: Short month names (lowercase, no dot) -> the month, read in a date outside English: "8 de
+    #: dic." (es, pt), "8 dec." (nl). English has its own rules (``_EN_SHORT_MONTHS``).
+    month_abbreviations: dict[str, str] = {}
+    #: The word between a day and its month ("8 de diciembre"; None: none, as in Dutch "8 december").
+    day_month_link: Optional[str] = None
     # a unit key of api/text/normalization_units.py -> its names (a key left out is not read: "mi"
     # is "my" in Spanish); none at all: no units are read
     units: dict[str, UnitNames] = {}

@@ -96,6 +96,7 @@ SPANISH = [
     ('etc.', 'etcétera.'),
     ('p.ej. esto', 'por ejemplo esto'),
     ('vive en EE.UU. desde 2019', 'vive en Estados Unidos desde dos mil diecinueve'),
+    ('precio con IVA incl.', 'precio con IVA incluido.'),
     ('tenía 3.5 puntos', 'tenía tres coma cinco puntos'),
     ('21000 personas', 'veintiún mil personas'),
     ('hace 21 años', 'hace veintiún años'),
@@ -557,6 +558,15 @@ def test_sentence_final_abbreviations_keep_a_full_stop():
     # "Sat" and "Sun" with a noun after them are words
     ("en", "we lay on Sun loungers", "we lay on Sun loungers"),
     ("es", "el mar, el Mar-Sol", "el mar, el Mar-Sol"),
+    # outside English: a short month after its day, a short day before a date
+    ("es", "Llega el mar. 8 de dic. a las 5", "Llega el martes ocho de diciembre a las cinco"),
+    ("es", "Lun., 3 de feb.", "Lunes, tres de febrero."),
+    ("pt", "Chega seg. 8 de dez.", "Chega segunda oito de dezembro."),
+    ("nl", "za. 8 mrt. om 9 uur", "zaterdag acht maart om negen uur"),
+    ("es", "voy al mar. Es azul, el mar. está", "voy al mar. Es azul, el mar. está"),  # the sea
+    # a decade outside English is its number
+    ("es", "en los 90s, los años 80s", "en los noventa, los años ochenta"),
+    ("pt", "nos anos 90s", "nos anos noventa"),
     ("nl", "do-re-mi", "do-re-mi"),
 ])
 def test_short_day_and_month_names(language, text, expected):
