@@ -90,6 +90,7 @@ _MARKDOWN_EDGES_RE = re.compile(
 )
 _HEADING_RE = re.compile(r"#{1,6}")
 _BULLETS = frozenset("-*+•")
+_KEYPAD_CODE_RE = re.compile(r"\*(?P<digits>\d{2,3})#?")  # "*67", "*69": a service code, dialled
 _RULE_RE = re.compile(r"-{3,}|\*{3,}|_{3,}")  # a Markdown horizontal rule: "---", "***", "___"  # a Markdown list item's mark, and the bullet LLMs also write
 _NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)]")  # "1. First", "2) Second"
 _SPACES_RE = re.compile(r"\s*")
@@ -361,17 +362,19 @@ def _split_token(raw: str) -> _Token:
 
 def _without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None) -> list[str]:
     """The tokens with the Markdown an LLM writes into a reply taken out, as nothing of it is said:
-    emphasis and code marks at a word's edges ("**very**", "`pip`", "_so_", "~~no~~"), a heading's
-    "#"s before a word, a list item's bullet ("- ", "* ", "+ ", "• ") at the start of a line, a
+    emphasis and code marks at a word's edges ("**very**", "`pip`", "_so_", "~~no~~", but not the
+    star of a keypad code, "*67"), a heading's "#"s before a word at the start of a line ("Press #
+    to confirm" keeps its key), a list item's bullet ("- ", "* ", "+ ", "• ") at the start of a line, a
     horizontal rule ("---" alone on its line), and a link's target ("[our site](https://...)" is "our site"). A mark that touches no word ("5 * 3",
     "**" alone) and marks inside a word ("snake_case") stay. ``line_starts``: which tokens start a
     line (none, without it); a list item or heading there that ends its line without punctuation
     gets the pause a reader makes (``_pause_after_lines``)."""
-    out = [raw if _is_mask(raw) else _MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) for raw in raws]
+    out = [raw if _is_mask(raw) or _KEYPAD_CODE_RE.fullmatch(raw.rstrip(".,;:!?"))
+           else _MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) for raw in raws]
     line_starts = line_starts or [False] * len(out)
     _pause_after_lines(out, line_starts)
     for k, raw in enumerate(out):
-        if _HEADING_RE.fullmatch(raw) and k + 1 < len(out) and out[k + 1][:1].isalpha():
+        if _HEADING_RE.fullmatch(raw) and line_starts[k] and k + 1 < len(out) and out[k + 1][:1].isalpha():
             out[k] = ""
         elif raw in _BULLETS and line_starts[k] and k + 1 < len(out) and not line_starts[k + 1]:
             out[k] = ""
@@ -396,16 +399,21 @@ def _is_mask(raw: str) -> bool:
 
 
 def _pause_after_lines(out: list[str], line_starts: list[bool]) -> None:
-    """Ends a list item's or a heading's line with the pause a reader makes when the line has no
-    punctuation of its own and more text follows on the next: "," before another item, "." before
-    anything else ("Options:\n- Paris\n- Rome\nWhich one?" is said "Options: Paris, Rome. Which
-    one?"); without it the items run together. In place, on the tokens of ``_without_markdown``."""
+    """Ends a line that has no punctuation of its own with the pause a reader makes where a list
+    or a heading starts or ends: after a list item "," before another item and "." before anything
+    else, after a heading ".", and before a list ":" or, before a heading, "." ("Options\n- Paris\n-
+    Rome\nWhich one?" is said "Options: Paris, Rome. Which one?"); without them the lines run
+    together. Other lines are left as written. In place, on the tokens of ``_without_markdown``."""
     starts = [k for k, start in enumerate(line_starts) if start]
     for first, nxt in zip(starts, starts[1:]):
         last = nxt - 1
-        if not _is_block_line(out, first, last) or not out[last][-1:].isalnum():
+        if not out[last][-1:].isalnum():
             continue
-        out[last] += "," if _is_list_item(out, nxt, len(out) - 1) else "."
+        next_item = _is_list_item(out, nxt, len(out) - 1)
+        if _is_list_item(out, first, last):
+            out[last] += "," if next_item else "."
+        elif _is_block_line(out, first, last) or _is_block_line(out, nxt, len(out) - 1):
+            out[last] += ":" if next_item and not _is_block_line(out, first, last) else "."
 
 
 def _is_list_item(out: list[str], first: int, last: int) -> bool:
@@ -519,6 +527,7 @@ class _TokenReader:
         if tok.core.isalpha():  # a word of letters only: no rule below reads one (most tokens are)
             return None, 0
         for reader in (
+            self._read_keypad,
             self._read_address,
             self._read_money,
             self._read_ordinal,
@@ -1238,23 +1247,33 @@ class _TokenReader:
         num = self.rules.parse_number(core)
         if num is None:
             return None, 0
+        prev = self.tokens[i - 1] if i > 0 else None
+        if (  # "HTTP 404", "error 503", "error code 500": a status code is a name, said in pairs where the language does
+            len(core) == 3 and core.isdecimal() and 100 <= int(core) <= 599 and prev is not None and not prev.trail
+            and (prev.core.lower() in _STATUS_LEADS
+                 or (prev.core.lower() == "code" and i > 1 and not self.tokens[i - 2].trail
+                     and self.tokens[i - 2].core.lower() in _STATUS_LEADS))
+            and (pairs := self.rules.digit_pairs(core)) is not None
+        ):
+            return pairs, 0
         if core.isdecimal() and self._is_id(i):
             return self.rules.digits(core), 0
         flight = self._flight_number(i)
         if flight is not None:
             return flight, 0
-        prev = self.tokens[i - 1] if i > 0 else None
-        if (  # "HTTP 404", "error 503": a status code is a name, said in pairs where the language does
-            len(core) == 3 and core.isdecimal() and 100 <= int(core) <= 599 and prev is not None and not prev.trail
-            and prev.core.lower() in _STATUS_LEADS and (pairs := self.rules.digit_pairs(core)) is not None
-        ):
-            return pairs, 0
         # A number agrees with the noun it counts ("veintiuna horas", "duas semanas"), and Spanish
         # shortens "uno" before one ("veintiún años", but "el veintiuno de mayo").
         gender = self._noun_after(i)
         if gender is not None:
             return self.rules.read_number(num, gender, before_noun=True), 0
         return self.rules.read_number(num, self._noun_across(i) or self._article_before(i)), 0
+
+    def _after_digits_lead(self, i: int) -> bool:
+        """Whether token ``i`` follows a word after which digits are read one by one ("PIN 4821",
+        "your code is 123-456", "OTP: 4821"), past a copula."""
+        lead = self._word_back(i, self.rules.copulas) if i > 0 and not self.tokens[i].lead else None
+        return (lead is not None and self.tokens[lead].trail in ("", ":")
+                and self.tokens[lead].core.lower() in self.rules.digits_lead_words)
 
     def _flight_number(self, i: int) -> Optional[str]:
         """A flight's number, said in pairs where the language does ("Flight 2005", "flight DL
@@ -1289,8 +1308,8 @@ class _TokenReader:
             if len(core) == 4 and lead > 0 and not self.tokens[lead - 1].trail:  # a card's last four
                 if f"{self.tokens[lead - 1].core.lower()} {word}" in r.last_digits_phrases:
                     return True
-            if word in r.digits_lead_words:
-                return True
+        if self._after_digits_lead(i):
+            return True
         if prev.trail:
             return False
         if len(core) == 5 and prev.core in r.postcode_lead_words:
@@ -1620,6 +1639,21 @@ class _TokenReader:
             return f"{said} {m.group('letter')}", 0
         return None, 0
 
+    def _read_keypad(self, i: int) -> tuple[Optional[str], int]:
+        """Keys of a phone's keypad: a service code ("*67" -> "star six seven", dialled digit by
+        digit) and a lone "*" or "#" after a verb that presses it ("press #" -> "press pound")."""
+        r, tok = self.rules, self.tokens[i]
+        if not r.keypad_words:
+            return None, 0
+        m = _KEYPAD_CODE_RE.fullmatch(tok.core)
+        if m:
+            said = f"{r.keypad_words['*']} {r.digits(m.group('digits'))}"
+            return (f"{said} {r.keypad_words['#']}" if tok.core.endswith("#") else said), 0
+        prev = self.tokens[i - 1] if i > 0 else None
+        if tok.core in r.keypad_words and prev is not None and not prev.trail and prev.core.lower() in r.keypad_verbs:
+            return r.keypad_words[tok.core], 0
+        return None, 0
+
     def _read_masked_digits(self, i: int) -> tuple[Optional[str], int]:
         """The last digits of a card or account shown behind a mask: "****1234", "XXXX-1234",
         "•••• 1234" -> "ending in one two three four" (the mask is not said; nor is the phrase again
@@ -1651,6 +1685,8 @@ class _TokenReader:
         # is a range of two, not four digit groups read as a code
         pieces = _PIECE_RE.findall(_ungroup_numbers(core, r.group_sep))
         code = _code_pieces(pieces) | _id_digits(pieces)
+        if self._after_digits_lead(i) and all(p.isdecimal() or p in _DASHES for p in pieces):
+            code = set(range(len(pieces)))  # "your code is 123-456": digit groups, not a range
         if (  # "(555)123-4567": the area code belongs to the number
             tok.lead.endswith("(") and len(pieces) > 2 and len(pieces[0]) == 3 and pieces[0].isdecimal()
             and pieces[1] == ")" and _is_phone_number("".join(pieces[2:]))

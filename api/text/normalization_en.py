@@ -54,9 +54,11 @@ class EnglishRules(LanguageRules):
         "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
         "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
     }
-    digits_lead_words = frozenset({"pin", "zip", "otp", "ext.", "ext", "extension", "port"})
+    digits_lead_words = frozenset({"pin", "zip", "otp", "ext.", "ext", "extension", "port", "code", "passcode"})
     last_digits_phrases = frozenset({"ending in", "ending with"})
     masked_digits_phrase = "ending in"
+    keypad_words = {"*": "star", "#": "pound"}
+    keypad_verbs = frozenset({"press", "hit", "dial", "enter", "tap", "push"})
     dial_words = frozenset({"call", "called", "calling", "dial", "dialed", "dialled", "dialing", "text", "phone", "ring"})
     copulas = frozenset({"is", "was"})
     short_code_links = frozenset({"to"})

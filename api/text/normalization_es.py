@@ -93,9 +93,11 @@ class SpanishRules(LanguageRules):
         "lun": "lunes", "mar": "martes", "mié": "miércoles", "mie": "miércoles", "jue": "jueves",
         "vie": "viernes", "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
-    digits_lead_words = frozenset({"pin", "cp"})
+    digits_lead_words = frozenset({"pin", "cp", "código", "otp", "postal"})  # "código postal 28001"
     last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en"})
     masked_digits_phrase = "terminada en"  # la tarjeta, la cuenta
+    keypad_words = {"*": "asterisco", "#": "almohadilla"}
+    keypad_verbs = frozenset({"pulse", "presione", "marque", "oprima", "teclee"})
     dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar"})
     dial_articles = frozenset({"al", "el"})
     copulas = frozenset({"es", "era"})

@@ -74,9 +74,11 @@ class DutchRules(LanguageRules):
         "ma": "maandag", "di": "dinsdag", "wo": "woensdag", "do": "donderdag", "vr": "vrijdag",
         "za": "zaterdag", "zo": "zondag",
     }
-    digits_lead_words = frozenset({"pin", "pincode", "postcode"})
+    digits_lead_words = frozenset({"pin", "pincode", "postcode", "code", "otp"})
     last_digits_phrases = frozenset({"eindigend op", "eindigt op"})
     masked_digits_phrase = "eindigend op"
+    keypad_words = {"*": "sterretje", "#": "hekje"}
+    keypad_verbs = frozenset({"op", "toets", "kies"})  # "druk op #"
     dial_words = frozenset({"bel", "belt", "bellen"})
     dial_articles = frozenset({"naar"})
     copulas = frozenset({"is", "was"})

@@ -91,9 +91,11 @@ class PortugueseRules(LanguageRules):
         "seg": "segunda", "ter": "terça", "qua": "quarta", "qui": "quinta", "sex": "sexta",
         "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
-    digits_lead_words = frozenset({"pin", "cep"})
+    digits_lead_words = frozenset({"pin", "cep", "código", "otp"})
     last_digits_phrases = frozenset({"terminado em", "terminada em", "termina em", "acaba em"})
     masked_digits_phrase = "final"  # "cartão final 1234"
+    keypad_words = {"*": "asterisco", "#": "jogo da velha"}
+    keypad_verbs = frozenset({"tecle", "digite", "pressione", "aperte", "disque"})
     dial_words = frozenset({"ligue", "liga", "ligar", "liguem", "disque", "disca", "discar"})
     dial_articles = frozenset({"para", "pro", "pra", "o"})
     copulas = frozenset({"é", "era"})

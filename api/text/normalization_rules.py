@@ -317,6 +317,10 @@ class LanguageRules:
     #: "Call 911", "llama al 112", "ligue para o 190" read the number digit by digit.
     dial_words: frozenset[str] = frozenset()
     dial_articles: frozenset[str] = frozenset()
+    #: The keypad's "*" and "#" as said ("star", "pound"): "*67", "press #" (none: left as written).
+    keypad_words: dict[str, str] = {}
+    #: Verbs (lowercase) after which a lone "*" or "#" is a key: "press #", "pulse #".
+    keypad_verbs: frozenset[str] = frozenset()
     #: "to" in "Text STOP to 55555": between a dial word's keyword and a short code
     short_code_links: frozenset[str] = frozenset()
     #: Whether "6'2\"" is a height in feet and inches ("six foot two")

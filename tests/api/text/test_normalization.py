@@ -396,6 +396,9 @@ def test_health_tech_and_finance_readings(language, text, expected):
     ("\u2022 Fast\n\u2022 Cheap.\n+ 5 eggs", "Fast, Cheap. five eggs"),
     ("Steps:\n1. Mix it\n2) Bake 20 min\n3. Serve.", "Steps:\none. Mix it,\ntwo) Bake twenty minutes,\nthree. Serve."),
     ("- item one\n  - item two: done", "item one, item two: done"),  # a nested item; punctuation of its own kept
+    # a line without punctuation before a list or a heading, and a heading's own line, end with a pause
+    ("Here are the options\n- Paris\n- Rome", "Here are the options: Paris, Rome"),
+    ("Intro\n## Part 1\nText here\nand here", "Intro. Part one.\nText here\nand here"),
     # a horizontal rule, a line of its own
     ("Intro.\n---\nMore.\n***", "Intro.\nMore."),
     # marks that touch no word, or sit inside one, stay; so does a dash inside a line, and a line's
@@ -606,6 +609,12 @@ def test_punctuation_after_an_abbreviation_is_the_sentences_own():
     ("es", "tarjeta ****1234", "tarjeta terminada en uno dos tres cuatro"),
     ("pt", "cartão ****1234", "cartão final um dois três quatro"),
     ("nl", "rekening ****1234", "rekening eindigend op één twee drie vier"),
+    # a code is read digit by digit, digit groups too (not a range); a status code in pairs
+    ("en", "Your verification code is 4821, your OTP is 123-456.", "Your verification code is four eight two one, "
+     "your OTP is one two three, four five six."),
+    ("en", "area code 415, error code 404, pages 123-145", "area code four one five, error code four oh four, "
+     "pages one hundred and twenty-three to one hundred and forty-five"),
+    ("es", "Su código es 4821, código postal 28001", "Su código es cuatro ocho dos uno, código postal dos ocho cero cero uno"),
     ("es", "Pedido 4815162342", "Pedido cuatro ocho uno cinco uno seis dos tres cuatro dos"),
     # what counts stays a number: round, grouped, short, or a name with a number
     ("en", "1000000 people, 1,234,567 users, 12345 fans", "one million people, one million two hundred and thirty-four thousand five hundred and sixty-seven users, twelve thousand three hundred and forty-five fans"),
@@ -639,6 +648,18 @@ def test_ids_are_read_digit_by_digit_and_counts_as_numbers(language, text, expec
     ("en", "It's 6'2 maybe, or 6' tall", "It's six' two maybe, or six' tall"),
 ])
 def test_flight_and_model_numbers_sizes_and_heights(language, text, expected):
+    assert normalize(text, language).text == expected
+
+
+@pytest.mark.parametrize("language, text, expected", [
+    # the keypad: a service code, and a key after a verb that presses it
+    ("en", "Dial *67 first. Press # to confirm, *69#", "Dial star six seven first. Press pound to confirm, star six nine pound"),
+    ("es", "Pulse # para confirmar", "Pulse almohadilla para confirmar"),
+    ("nl", "Druk op # of toets *31", "Druk op hekje of toets sterretje drie één"),
+    # not keys: a sign between numbers, a heading, a name
+    ("en", "5 * 3, C# code\n## Step 2", "five * three, C# code. Step two"),
+])
+def test_keypad_keys(language, text, expected):
     assert normalize(text, language).text == expected
 
 
