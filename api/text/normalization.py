@@ -175,7 +175,8 @@ _NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*|[A-Z]{1,3}-?\d[A-Z\
 _SIGN_AFTER_RE = re.compile(
     r"(?P<rest>\d(?:[\d.,]*\d)?(?:[-–]\d(?:[\d.,]*\d)?)?|[$€£¥₹]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
 # "1.2k", "2.5M", "3bn": a whole number before "k" or "M" is often a name ("401k", "4k TV", "a 5k race", "3M")
-_SCALED_RE = re.compile(r"(?P<num>\d+[.,]\d+)(?P<scale>k|M)|(?P<whole>\d[\d.,]*)(?P<bn>bn)")
+_SCALED_RE = re.compile(r"(?P<num>\d+[.,]\d+)(?P<scale>k|M|B)|(?P<whole>\d[\d.,]*)(?P<bn>bn)")
+_PERCENT_BEFORE_DASH_RE = re.compile(r"\s?%(?=\s?[-–])")
 _HOURS_MINUTES_RE = re.compile(r"(?P<h>\d{1,3})h(?P<m>[0-5]?\d)(?P<unit>m|min)?")
 _HOURS_RE = re.compile(r"(?P<h>\d{1,3})h")
 _MINUTES_RE = re.compile(r"(?P<m>[0-5]?\d)(?:m|min)")
@@ -1068,6 +1069,7 @@ class _TokenReader:
         num = r.parse_number(written)
         if num is not None:
             return r.read_percent(num)
+        written = _PERCENT_BEFORE_DASH_RE.sub("", written)  # "6.75%–7%": the sign on both ends
         parts = number_range(written)  # the same ranges as before a unit ("100-120 km/h")
         low, high = (r.parse_number(parts[0]), r.parse_number(parts[1])) if parts else (None, None)
         if low is None or high is None:
@@ -1464,8 +1466,9 @@ class _TokenReader:
 
     def _read_scaled(self, i: int) -> tuple[Optional[str], int]:
         """A number with a scale: "1.2k" -> "one point two thousand", "2.5M" -> "two point five
-        million", "3bn". Only a decimal before lowercase "k" or uppercase "M": "10k", "401k", "4k",
-        "3M" are as often names, races or resolutions, and "5m" may be meters (``_SCALED_RE``);
+        million", "8.1B", "3bn". Only a decimal before lowercase "k" or uppercase "M" or "B": "10k",
+        "401k", "4k", "3M", "8B" are as often names, races, resolutions or seats, and "5m" may be
+        meters (``_SCALED_RE``);
         a whole number with a "+" after its scale is a count ("1M+ users", "100k+")."""
         core = self.tokens[i].core
         if m := _SCALED_RE.fullmatch(core):
@@ -1921,12 +1924,14 @@ def _year_after_word(pieces: list[str], k: int, rules: LanguageRules) -> Optiona
 def _is_range(a: str, b: str) -> bool:
     """Whether "a-b" is a range of numbers. Short ones are ("10-20", "9-5", "1990-95"); between
     numbers of three digits or more only an ascending pair of three-digit numbers ("pages
-    123-145"), years ("1990-1995") or a round upper bound ("500-1000") is: phone numbers
+    123-145"), a pair below 200 either way (a score: "112-108"), years ("1990-1995") or a round upper bound ("500-1000") is: phone numbers
     ("555-1234"), ZIP+4 ("94103-1234") and ids are not ranges, nor is anything with a leading 0."""
     if any(len(g) > 1 and int(g[0]) == 0 for g in (a, b)):
         return False
     if min(len(a), len(b)) < 3:
         return True
+    if len(a) == len(b) == 3 and int(a) < 200 and int(b) < 200:
+        return True  # a score, whichever side won: "112-108"
     if (len(a), a) >= (len(b), b):  # no leading zeros: the longer number is the larger (no int() of 5,000 digits)
         return False
     years = all(len(g) == 4 and 1000 <= int(g) <= 2099 for g in (a, b))

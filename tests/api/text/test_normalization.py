@@ -502,6 +502,9 @@ def test_phone_numbers_and_codes_are_read_digit_by_digit(language, text, expecte
     ("en", "1,000-2,000 people", "one thousand to two thousand people"),
     ("en", "10,000-20,000", "ten thousand to twenty thousand"),
     ("es", "1.000-2.000 personas", "mil a dos mil personas"),
+    ("en", "The Lakers won 112-108, then 99-101.", "The Lakers won one hundred and twelve to one hundred and eight, "
+     "then ninety-nine to one hundred and one."),  # a score, not a code
+    ("en", "ID 123-045, call 555-123", "ID one two three, zero four five, call five five five, one two three"),
     # a year joined to the word before it is read as a lone year is, and a decade as a decade
     ("en", "by mid-2024, pre-2020, Class-of-2024", "by mid twenty twenty-four, pre twenty twenty, Class of twenty twenty-four"),
     ("en", "the mid-1990s, late-1980s.", "the mid nineteen nineties, late nineteen eighties."),
@@ -684,6 +687,10 @@ def test_keypad_keys(language, text, expected):
     # "+" after a count: before it in Spanish and Portuguese, once
     ("es", "más de 50+ personas, 10k+ seguidores", "más de cincuenta personas, más de diez mil seguidores"),
     ("en", "50+ people, 1M+ users", "fifty plus people, one million plus users"),
+    ("en", "Mortgage rates: 6.75%–7.0%, 5%-10%", "Mortgage rates: six point seven five to seven point zero percent, "
+     "five to ten percent"),
+    ("en", "~8.1B people, a 7.5B model, seat 8B", "about eight point one billion people, a seven point five billion model, "
+     "seat eight B"),
     # sums written without spaces
     ("es", "2+2=4 y 1,5+1,5=3", "dos más dos igual a cuatro y uno coma cinco más uno coma cinco igual a tres"),
     ("en", "+34 600", "plus thirty-four six hundred"),  # a sign before a number is no sum
