@@ -186,6 +186,10 @@ _RATING_RE = re.compile(r"(?P<score>\d+[.,]\d+)/(?P<scale>\d{1,3})")  # "4.5/5"
 _WHOLE_RATING_RE = re.compile(r"(?P<score>\d{1,3})/(?P<scale>\d{1,3})")  # "10/10", when ``_is_score``
 # After a whole "a/10" these make it a fraction: "3/10 of the budget", "3/10 de"
 _STARS = frozenset({"star", "stars", "estrella", "estrellas", "estrela", "estrelas", "ster", "sterren"})
+# measures a recipe counts in halves and quarters: after one, "3/4" is a fraction even where a date
+# could stand ("Tuesday 3/4 cup"); the other units are in the languages' unit tables
+_FRACTION_NOUNS = frozenset("""cup cups taza tazas cucharada cucharadas cucharadita cucharaditas xícara xícaras
+    colher colheres kop kopje kopjes theelepel theelepels eetlepel eetlepels""".split())
 _FRACTION_OF = frozenset({"of", "de", "do", "da", "del", "van"})
 # "$9.99/month", "5€/kg", "20km/day": an amount, "/" and a word (_read_per)
 _PER_AMOUNT_RE = re.compile(
@@ -1362,7 +1366,8 @@ class _TokenReader:
         a, b = int(m.group(1)), int(m.group(2))
         prev = self.tokens[i - 1] if i > 0 else None
         nxt = self._next(i) if not self.tokens[i].trail else None
-        of_a_unit = nxt is not None and not nxt.lead and self._is_unit_word(nxt.core)  # "el 1/2 litro"
+        of_a_unit = nxt is not None and not nxt.lead and (  # "el 1/2 litro", "Tuesday 3/4 cup", "on 3/4 of it"
+            self._is_unit_word(nxt.core) or nxt.core.lower() in _FRACTION_NOUNS or nxt.core.lower() in _FRACTION_OF)
         dated = (prev is not None and not prev.trail and prev.core.lower() in r.date_lead_words) or self._after_weekday(i)
         if dated and not of_a_unit:
             month, day = (a, b) if r.date_order == "mdy" else (b, a)

@@ -547,6 +547,10 @@ def test_sentence_final_abbreviations_keep_a_full_stop():
     ("en", "Fri 9/12, Tuesday, 3/4", "Friday September twelfth, Tuesday, March fourth"),
     ("en", "Jan 1-5, Dec. 24th-26th", "January first to fifth, December twenty-fourth to twenty-sixth"),
     ("en", "I sat 3/4 of the way, Jan 1-50", "I sat three quarters of the way, January one to fifty"),  # no day, no date
+    # a measure or "of" after it: a fraction even after a day's name or "on"
+    ("en", "On Tuesday 3/4 cup of flour, on 3/4 of the budget", "On Tuesday three quarters cup of flour, "
+     "on three quarters of the budget"),
+    ("es", "el martes 1/2 taza", "el martes media taza"),
     ("es", "el martes 3/4, mar 3/4", "el martes tres de abril, mar tres cuartos"),
     # the day before the month, as British English writes it
     ("en", "On 3 March 2026, Wed 3 Dec and the 21 Sept. meeting", "On the third of March twenty twenty-six, "
