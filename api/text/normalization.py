@@ -90,6 +90,7 @@ _MARKDOWN_EDGES_RE = re.compile(
 )
 _HEADING_RE = re.compile(r"#{1,6}")
 _BULLETS = frozenset("-*+•")
+_EXTENSION_RE = re.compile(r"x(\d{1,5})")  # "555-0100 x123"
 _KEYPAD_CODE_RE = re.compile(r"\*(?P<digits>\d{2,3})#?")  # "*67", "*69": a service code, dialled
 _RULE_RE = re.compile(r"-{3,}|\*{3,}|_{3,}")  # a Markdown horizontal rule: "---", "***", "___"  # a Markdown list item's mark, and the bullet LLMs also write
 _NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)]")  # "1. First", "2) Second"
@@ -473,6 +474,9 @@ class _TokenReader:
                 out.append([tok.raw])
                 i += 1
                 continue
+            if self._after_between(i) and any(d in t.core for t in self.tokens[i: i + 1 + consumed] for d in _DASHES):
+                # "between 1-2 p.m.": "between one and two", not "between one to two"
+                reading = reading.replace(f" {_RANGE_WORD[self.rules.code]} ", f" {_BETWEEN_AND[self.rules.code]} ", 1)
             words, last_trail = reading.split(), tok.trail
             if consumed:
                 last_trail = self._consumed_trail(i + consumed)
@@ -486,6 +490,10 @@ class _TokenReader:
             out.extend([] for _ in range(consumed))
             i += 1 + consumed
         return out
+
+    def _after_between(self, i: int) -> bool:
+        prev = self.tokens[i - 1] if i > 0 else None
+        return prev is not None and not prev.trail and prev.core.lower() == _BETWEEN[self.rules.code]
 
     def _consumed_trail(self, j: int) -> str:
         """Trailing punctuation of a token read together with the one before it."""
@@ -533,6 +541,7 @@ class _TokenReader:
             return None, 0
         for reader in (
             self._read_keypad,
+            self._read_extension,
             self._read_address,
             self._read_money,
             self._read_ordinal,
@@ -1662,6 +1671,19 @@ class _TokenReader:
             return r.keypad_words[tok.core], 0
         return None, 0
 
+    def _read_extension(self, i: int) -> tuple[Optional[str], int]:
+        """A phone number's extension written "x123" right after it: "extension one two three"
+        (in the languages with an "ext." abbreviation)."""
+        r, tok = self.rules, self.tokens[i]
+        m = _EXTENSION_RE.fullmatch(tok.core)
+        ext = r.abbreviations.get("ext.")
+        prev = self.tokens[i - 1] if i > 0 else None
+        if m is None or ext is None or prev is None or prev.trail.strip(",") or tok.lead:
+            return None, 0
+        if sum(c.isdecimal() for c in prev.core) < 7:  # "x123" after anything but a phone number is no extension
+            return None, 0
+        return f"{ext.expansion} {r.digits(m.group(1))}", 0
+
     def _read_masked_digits(self, i: int) -> tuple[Optional[str], int]:
         """The last digits of a card or account shown behind a mask: "****1234", "XXXX-1234",
         "•••• 1234" -> "ending in one two three four" (the mask is not said; nor is the phrase again
@@ -1944,6 +1966,9 @@ def _is_range(a: str, b: str) -> bool:
 
 
 _RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}
+# "between 1-2 p.m." is "between one and two": the range's "to" after "between" is its "and"
+_BETWEEN = {"en": "between", "es": "entre", "pt": "entre", "nl": "tussen"}
+_BETWEEN_AND = {"en": "and", "es": "y", "pt": "e", "nl": "en"}
 _BY_WORD = {"en": "by", "es": "por", "pt": "por", "nl": "bij"}  # "3x4": dimensions
 # "30-min", "5-km": a unit of two letters or more ("4-H" is a name)
 _COMPOUND_MEASURE_RE = re.compile(r"(?P<num>\d+(?:\.\d+)?)-(?P<unit>[A-Za-z]{2,3})")

@@ -44,7 +44,7 @@ class EnglishRules(LanguageRules):
     amount_link_words = frozenset("""
         a an the and or nor but to per for of in on at by with from off each every plus minus
         more less than is was will would""".split())
-    date_lead_words = frozenset({"on", "since", "until"})
+    date_lead_words = frozenset({"on", "since", "until", "due"})  # "due 12/1"
     pressure_lead_words = frozenset({"bp", "pressure"})
     roman_lead_words = frozenset({
         "chapter", "part", "volume", "act", "book", "phase", "type", "class", "section", "stage", "level", "round",

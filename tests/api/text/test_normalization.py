@@ -502,6 +502,12 @@ def test_phone_numbers_and_codes_are_read_digit_by_digit(language, text, expecte
     ("en", "1,000-2,000 people", "one thousand to two thousand people"),
     ("en", "10,000-20,000", "ten thousand to twenty thousand"),
     ("es", "1.000-2.000 personas", "mil a dos mil personas"),
+    # after "between" a range's "to" is "and"
+    ("en", "between 1–2 p.m., between $10-$20, between 9 a.m.–5 p.m.", "between one and two p m, between ten and "
+     "twenty dollars, between nine a m and five p m."),
+    ("en", "between Mon-Fri, from 1-2", "between Monday and Friday, from one to two"),
+    ("es", "entre 5-10 días", "entre cinco y diez días"),
+    ("nl", "tussen 9-17 uur", "tussen negen en zeventien uur"),
     ("en", "The Lakers won 112-108, then 99-101.", "The Lakers won one hundred and twelve to one hundred and eight, "
      "then ninety-nine to one hundred and one."),  # a score, not a code
     ("en", "ID 123-045, call 555-123", "ID one two three, zero four five, call five five five, one two three"),
@@ -547,6 +553,7 @@ def test_sentence_final_abbreviations_keep_a_full_stop():
     ("en", "Fri 9/12, Tuesday, 3/4", "Friday September twelfth, Tuesday, March fourth"),
     ("en", "Jan 1-5, Dec. 24th-26th", "January first to fifth, December twenty-fourth to twenty-sixth"),
     ("en", "I sat 3/4 of the way, Jan 1-50", "I sat three quarters of the way, January one to fifty"),  # no day, no date
+    ("en", "Your bill (due 12/1).", "Your bill (due December first)."),
     # a measure or "of" after it: a fraction even after a day's name or "on"
     ("en", "On Tuesday 3/4 cup of flour, on 3/4 of the budget", "On Tuesday three quarters cup of flour, "
      "on three quarters of the budget"),
@@ -630,6 +637,8 @@ def test_punctuation_after_an_abbreviation_is_the_sentences_own():
     # a short code after "text KEYWORD to", and an extension, are dialled; a number sent elsewhere counts
     ("en", "Text STOP to 55555, or text \"HELP\" to 12345.", "Text STOP to five five five five five, or text \"HELP\" to one two three four five."),
     ("en", "Call ext. 204 or extension 2045.", "Call extension two zero four or extension two zero four five."),
+    ("en", "Call (800) 555-0100 x123, a x123 model", "Call (eight zero zero) five five five, zero one zero zero extension "
+     "one two three, a x one hundred and twenty-three model"),  # "x" after a phone number only
     ("en", "Send 55555 to me, go to 12345, text stop to 55555", "Send fifty-five thousand five hundred and fifty-five to me, go to twelve thousand three hundred and forty-five, text stop to fifty-five thousand five hundred and fifty-five"),
 ])
 def test_ids_are_read_digit_by_digit_and_counts_as_numbers(language, text, expected):
