@@ -537,6 +537,8 @@ class _TokenReader:
         roman = self._guarded(self._read_roman, i)
         if roman is not None:
             return roman, 0
+        if tok.core in ("x", "×") and self._between_measures(i):  # '12" x 8"', "10 cm x 20 cm"
+            return _BY_WORD[self.rules.code], 0
         if tok.core.isalpha():  # a word of letters only: no rule below reads one (most tokens are)
             return None, 0
         for reader in (
@@ -548,6 +550,7 @@ class _TokenReader:
             self._read_duration,
             self._read_clock_duration,
             self._read_height,
+            self._read_inch_mark,
             self._read_time,
             self._read_time_range,
             self._read_date,
@@ -942,6 +945,40 @@ class _TokenReader:
             self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, tok.trail[1:])  # the mark is said
         r = self.rules
         return f"{r.cardinal(int(m.group('feet')))} foot {r.cardinal(int(m.group('inches')))}", 0
+
+    def _read_inch_mark(self, i: int) -> tuple[Optional[str], int]:
+        """A number with an inch mark, as sizes are written: '4.7" display', '12" x 8"' -> "four
+        point seven inches", "twelve inches"; not a number that closes a quotation ('"I am 12"').
+        Where a language has a name for inches."""
+        r, tok = self.rules, self.tokens[i]
+        if not tok.trail.startswith(_INCH_MARKS) or tok.lead or "in" not in r.units:
+            return None, 0
+        num = r.parse_number(tok.core)
+        if num is None or self._inside_quotation(i):
+            return None, 0
+        self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, tok.trail[1:])  # the mark is said
+        return r.read_measure(num, "in", singular=self._adjective_amount(i, 0)), 0
+
+    def _between_measures(self, i: int) -> bool:
+        """Whether token ``i`` stands alone between a measure and a number: '12" x 8"', "10 cm x 20
+        cm", "10cm x 20cm" (not "2 x Widget", "1 x 23kg")."""
+        tok = self.tokens[i]
+        if tok.lead or tok.trail or i == 0 or i + 1 >= len(self.tokens):
+            return False
+        prev, nxt = self.tokens[i - 1], self.tokens[i + 1]
+        measured = (prev.raw.endswith(_INCH_MARKS) or prev.core in UNIT_SYMBOLS
+                    or attached_unit(prev.core) is not None)
+        return measured and not prev.trail.strip("".join(_INCH_MARKS)) and _starts_digit(nxt)
+
+    def _inside_quotation(self, i: int) -> bool:
+        """Whether a double quotation mark opened before token ``i`` is still open."""
+        open_ = False
+        for tok in self.tokens[:i]:
+            if '"' in tok.lead or "“" in tok.lead:
+                open_ = True
+            elif open_ and ('"' in tok.trail or "”" in tok.trail):
+                open_ = False
+        return open_
 
     def _read_time(self, i: int) -> tuple[Optional[str], int]:
         r, core = self.rules, self.tokens[i].core

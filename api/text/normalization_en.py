@@ -73,6 +73,7 @@ class EnglishRules(LanguageRules):
         key: UnitNames(one, many) for key, (one, many) in {
             "km": ("kilometer", "kilometers"), "m": ("meter", "meters"), "cm": ("centimeter", "centimeters"),
             "mm": ("millimeter", "millimeters"), "mi": ("mile", "miles"), "ft": ("foot", "feet"),
+            "in": ("inch", "inches"),
             "kg": ("kilogram", "kilograms"), "g": ("gram", "grams"), "mg": ("milligram", "milligrams"),
             "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"), "l": ("liter", "liters"),
             "ml": ("milliliter", "milliliters"),

@@ -105,6 +105,7 @@ class SpanishRules(LanguageRules):
         key: UnitNames(*names) for key, names in {
             "km": ("kilómetro", "kilómetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),
             "mm": ("milímetro", "milímetros"), "ft": ("pie", "pies"),  # no "mi": it is "my"
+            "in": ("pulgada", "pulgadas", "f"),
             "kg": ("kilogramo", "kilogramos"), "g": ("gramo", "gramos"), "mg": ("miligramo", "miligramos"),
             "lb": ("libra", "libras", "f"), "oz": ("onza", "onzas", "f"), "l": ("litro", "litros"),
             "ml": ("mililitro", "mililitros"),

@@ -86,6 +86,7 @@ class DutchRules(LanguageRules):
         key: UnitNames(one, many) for key, (one, many) in {
             "km": ("kilometer", "kilometer"), "m": ("meter", "meter"), "cm": ("centimeter", "centimeter"),
             "mm": ("millimeter", "millimeter"), "mi": ("mijl", "mijl"), "ft": ("voet", "voet"),
+            "in": ("inch", "inch"),
             "kg": ("kilogram", "kilogram"), "g": ("gram", "gram"), "mg": ("milligram", "milligram"),
             "lb": ("pond", "pond"), "oz": ("ons", "ons"), "l": ("liter", "liter"),
             "ml": ("milliliter", "milliliter"),

@@ -103,6 +103,7 @@ class PortugueseRules(LanguageRules):
         key: UnitNames(*names) for key, names in {
             "km": ("quilômetro", "quilômetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),
             "mm": ("milímetro", "milímetros"), "ft": ("pé", "pés"),  # no "mi": "5 mi" is 5 million
+            "in": ("polegada", "polegadas", "f"),
             "kg": ("quilograma", "quilogramas"), "g": ("grama", "gramas"), "mg": ("miligrama", "miligramas"),
             "lb": ("libra", "libras", "f"), "oz": ("onça", "onças", "f"), "l": ("litro", "litros"),
             "ml": ("mililitro", "mililitros"),

@@ -28,6 +28,7 @@ __all__ = ["ATTACHED_ONLY", "SPACED_ONLY", "STANDALONE", "UNIT_KEYS", "UNIT_SYMB
 UNIT_SYMBOLS: dict[str, str] = {
     # length, mass, volume
     "km": "km", "m": "m", "cm": "cm", "mm": "mm", "mi": "mi", "ft": "ft",
+    "″": "in",  # the double prime; an ASCII '"' after a number is read apart (_read_inch_mark)
     "kg": "kg", "g": "g", "mg": "mg", "lb": "lb", "lbs": "lb", "oz": "oz",
     "l": "l", "L": "l", "ml": "ml", "mL": "ml",
     # area, volume

@@ -662,6 +662,12 @@ def test_ids_are_read_digit_by_digit_and_counts_as_numbers(language, text, expec
     # feet and inches, with the inch mark only
     ("en", "He is 6'2\", she is 5′11″ and I'm 5'9\".", "He is six foot two, she is five foot eleven and I'm five foot nine."),
     ("en", "It's 6'2 maybe, or 6' tall", "It's six' two maybe, or six' tall"),
+    # inches: the mark after a number, not one closing a quotation; sizes are "by"
+    ("en", "Dimensions: 12\" x 8\" x 4\", a 12\" pizza, a 4.7″ display", "Dimensions: twelve inches by eight inches by four "
+     "inches, a twelve inch pizza, a four point seven inch display"),
+    ("en", "He said \"I am 12\", 10cm x 20cm, 2 x Widget", "He said \"I am twelve\", ten centimeters by twenty centimeters, "
+     "two x Widget"),
+    ("es", "pantalla de 6,1\"", "pantalla de seis coma uno pulgadas"),
 ])
 def test_flight_and_model_numbers_sizes_and_heights(language, text, expected):
     assert normalize(text, language).text == expected
