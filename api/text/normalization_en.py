@@ -44,7 +44,8 @@ class EnglishRules(LanguageRules):
     amount_link_words = frozenset("""
         a an the and or nor but to per for of in on at by with from off each every plus minus
         more less than is was will would""".split())
-    date_lead_words = frozenset({"on", "since", "until", "due"})  # "due 12/1"
+    # "due 12/1", "offer ends 11/30", "valid through 12/31"
+    date_lead_words = frozenset({"on", "since", "until", "due", "ends", "starts", "begins", "through", "thru"})
     pressure_lead_words = frozenset({"bp", "pressure"})
     roman_lead_words = frozenset({
         "chapter", "part", "volume", "act", "book", "phase", "type", "class", "section", "stage", "level", "round",

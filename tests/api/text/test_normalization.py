@@ -553,7 +553,8 @@ def test_sentence_final_abbreviations_keep_a_full_stop():
     ("en", "Fri 9/12, Tuesday, 3/4", "Friday September twelfth, Tuesday, March fourth"),
     ("en", "Jan 1-5, Dec. 24th-26th", "January first to fifth, December twenty-fourth to twenty-sixth"),
     ("en", "I sat 3/4 of the way, Jan 1-50", "I sat three quarters of the way, January one to fifty"),  # no day, no date
-    ("en", "Your bill (due 12/1).", "Your bill (due December first)."),
+    ("en", "Your bill (due 12/1). Offer ends 11/30, valid through 12/31.", "Your bill (due December first). "
+     "Offer ends November thirtieth, valid through December thirty-first."),
     # a measure or "of" after it: a fraction even after a day's name or "on"
     ("en", "On Tuesday 3/4 cup of flour, on 3/4 of the budget", "On Tuesday three quarters cup of flour, "
      "on three quarters of the budget"),
