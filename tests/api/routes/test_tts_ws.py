@@ -248,6 +248,19 @@ async def test_an_llm_reply_streamed_in_pieces_is_read_whole(gateway, default_vo
     assert [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]] == words
 
 
+@pytest.mark.parametrize("normalized, words", [
+    (True, ["Options:", "Paris,", "Rome.", "Which", "one?"]),  # bullets unsaid, a pause after each item
+    (False, ["Options:", "-", "Paris", "-", "Rome", "Which", "one?"]),
+])
+async def test_an_llm_list_streamed_line_by_line_is_read_as_a_list(gateway, default_voice_id, normalized, words):
+    async with connect(ws_url(gateway)) as ws:
+        for piece in ["Options:\n", "- Paris\n", "- Rome\n", "Which one?"]:
+            await send(ws, gen("list", piece, default_voice_id, add_timestamps=True, use_normalized_timestamps=normalized))
+        await send(ws, gen("list", "", default_voice_id, cont=False))
+        msgs = await read_until_terminal(ws, ["list"])
+    assert [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]] == words
+
+
 async def test_input_to_a_closing_context_ends_it_with_one_error_after_its_audio(gateway, default_voice_id):
     """Issue 9.5: a second continue:false (or any input) while the context is still speaking is not
     spoken, and the context's one terminal event is a context_closed error sent after all the audio
