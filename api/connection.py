@@ -6,7 +6,8 @@ machine (``ContextState``) fed by the reader loop, with one worker task that run
     reader:  generation message -> ctx.on_input(): text into the context's TextBuffer, complete
              sentences and long clauses (or everything, on flush / continue:false /
              max_buffer_delay_ms=0; everything up to the word being typed, and before words
-             read together such as "$5 million", when the buffer timer fires) become ``segment`` jobs, followed by ``flush_done`` or ``done`` jobs
+             read together such as "$5 million", when the buffer timer fires) become
+             ``segment`` jobs, followed by ``flush_done`` or ``done`` jobs
     worker:  segment -> engine + codec -> ``chunk`` events, all of the segment's audio (each
              segment is one engine request and one codec stream, so it is resampled on its own and
              nothing of it waits for later text), then its ``timestamps`` and
