@@ -89,10 +89,10 @@ _MARKDOWN_EDGES_RE = re.compile(
     rf"|(?<=[\w.,;:!?%)\]]){_MARK}(?P<trail>[.,;:!?)\]}}\"']*)$"
 )
 _HEADING_RE = re.compile(r"#{1,6}")
-_BULLETS = frozenset("-*+•")
+_BULLETS = frozenset("-*+•")  # a Markdown list item's mark, and the bullet LLMs also write
 _EXTENSION_RE = re.compile(r"x(\d{1,5})")  # "555-0100 x123"
 _KEYPAD_CODE_RE = re.compile(r"\*(?P<digits>\d{2,3})#?")  # "*67", "*69": a service code, dialled
-_RULE_RE = re.compile(r"-{3,}|\*{3,}|_{3,}")  # a Markdown horizontal rule: "---", "***", "___"  # a Markdown list item's mark, and the bullet LLMs also write
+_RULE_RE = re.compile(r"-{3,}|\*{3,}|_{3,}")  # a Markdown horizontal rule: "---", "***", "___"
 _NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)]")  # "1. First", "2) Second"
 _SPACES_RE = re.compile(r"\s*")
 _LINK_TARGET_RE = re.compile(r"\]\((?:[^()\s]|\([^()\s]*\))*\)")  # "](https://example.com/a_(b))"
@@ -370,9 +370,10 @@ def _without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None)
     """The tokens with the Markdown an LLM writes into a reply taken out, as nothing of it is said:
     emphasis and code marks at a word's edges ("**very**", "`pip`", "_so_", "~~no~~", but not the
     star of a keypad code, "*67"), a heading's "#"s before a word at the start of a line ("Press #
-    to confirm" keeps its key), a list item's bullet ("- ", "* ", "+ ", "• ") at the start of a line, a
-    horizontal rule ("---" alone on its line), and a link's target ("[our site](https://...)" is "our site"). A mark that touches no word ("5 * 3",
-    "**" alone) and marks inside a word ("snake_case") stay. ``line_starts``: which tokens start a
+    to confirm" keeps its key), a list item's bullet ("- ", "* ", "+ ", "• ") at the start of a
+    line, a horizontal rule ("---" alone on its line), and a link's target ("[our site](https://...)"
+    is "our site"). A mark that touches no word ("5 * 3", "**" alone) and marks inside a word
+    ("snake_case") stay. ``line_starts``: which tokens start a
     line (none, without it); a list item or heading there that ends its line without punctuation
     gets the pause a reader makes (``_pause_after_lines``)."""
     out = [raw if _is_mask(raw) or _KEYPAD_CODE_RE.fullmatch(raw.rstrip(".,;:!?"))
@@ -739,9 +740,11 @@ class _TokenReader:
             num = r.parse_amount(m.group("num"))
             if num is not None:
                 return r.read_currency(num, _SYMBOLS[m.group("sym")], singular=self._adjective_amount(i, 0)), 0
-        m = _CENTS_RE.fullmatch(tok.core)
-        if m or (nxt is not None and nxt.core == "¢" and not tok.trail and not nxt.lead and _CENTS_RE.fullmatch(tok.core + "¢")):
-            return self._cents(int((m or _CENTS_RE.fullmatch(tok.core + "¢")).group("num")), i, 0 if m else 1)
+        m, consumed = _CENTS_RE.fullmatch(tok.core), 0
+        if m is None and nxt is not None and nxt.core == "¢" and not tok.trail and not nxt.lead:  # "99 ¢"
+            m, consumed = _CENTS_RE.fullmatch(tok.core + "¢"), 1
+        if m is not None:
+            return self._cents(int(m.group("num")), i, consumed)
         if nxt is None or tok.trail:
             return None, 0
         nxt_core, per = self._split_per(nxt.core)  # "€ 5/kg", "9,99 €/mes"
@@ -1300,7 +1303,9 @@ class _TokenReader:
         if num is None:
             return None, 0
         prev = self.tokens[i - 1] if i > 0 else None
-        if (  # "HTTP 404", "error 503", "error code 500": a status code is a name, said in pairs where the language does
+        # "HTTP 404", "error 503", "error code 500": a status code is a name, said in pairs where the
+        # language does
+        if (
             len(core) == 3 and core.isdecimal() and 100 <= int(core) <= 599 and prev is not None and not prev.trail
             and (prev.core.lower() in _STATUS_LEADS
                  or (prev.core.lower() == "code" and i > 1 and not self.tokens[i - 2].trail
@@ -1988,8 +1993,9 @@ def _year_after_word(pieces: list[str], k: int, rules: LanguageRules) -> Optiona
 def _is_range(a: str, b: str) -> bool:
     """Whether "a-b" is a range of numbers. Short ones are ("10-20", "9-5", "1990-95"); between
     numbers of three digits or more only an ascending pair of three-digit numbers ("pages
-    123-145"), a pair below 200 either way (a score: "112-108"), years ("1990-1995") or a round upper bound ("500-1000") is: phone numbers
-    ("555-1234"), ZIP+4 ("94103-1234") and ids are not ranges, nor is anything with a leading 0."""
+    123-145"), a pair below 200 either way (a score: "112-108"), years ("1990-1995") or a round
+    upper bound ("500-1000") is: phone numbers ("555-1234"), ZIP+4 ("94103-1234") and ids are not
+    ranges, nor is anything with a leading 0."""
     if any(len(g) > 1 and int(g[0]) == 0 for g in (a, b)):
         return False
     if min(len(a), len(b)) < 3:
