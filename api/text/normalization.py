@@ -373,9 +373,9 @@ def _without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None)
     to confirm" keeps its key), a list item's bullet ("- ", "* ", "+ ", "• ") at the start of a
     line, a horizontal rule ("---" alone on its line), and a link's target ("[our site](https://...)"
     is "our site"). A mark that touches no word ("5 * 3", "**" alone) and marks inside a word
-    ("snake_case") stay. ``line_starts``: which tokens start a
-    line (none, without it); a list item or heading there that ends its line without punctuation
-    gets the pause a reader makes (``_pause_after_lines``)."""
+    ("snake_case") stay. ``line_starts``: which tokens start a line (none, without it); where a
+    list or a heading starts or ends, a line without punctuation gets the pause a reader makes
+    (``_pause_after_lines``)."""
     out = [raw if _is_mask(raw) or _KEYPAD_CODE_RE.fullmatch(raw.rstrip(".,;:!?"))
            else _MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) for raw in raws]
     line_starts = line_starts or [False] * len(out)
@@ -477,7 +477,8 @@ class _TokenReader:
                 continue
             if self._after_between(i) and any(d in t.core for t in self.tokens[i: i + 1 + consumed] for d in _DASHES):
                 # "between 1-2 p.m.": "between one and two", not "between one to two"
-                reading = reading.replace(f" {_RANGE_WORD[self.rules.code]} ", f" {_BETWEEN_AND[self.rules.code]} ", 1)
+                code = self.rules.code
+                reading = reading.replace(f" {_RANGE_WORD[code]} ", f" {_BETWEEN_AND[code]} ", 1)
             words, last_trail = reading.split(), tok.trail
             if consumed:
                 last_trail = self._consumed_trail(i + consumed)
@@ -674,8 +675,10 @@ class _TokenReader:
             and (self._before_date(i) or (tok.core in _EN_SHORT_DAYS and self._after_day_lead(i)))
         ):
             said = days.get(tok.core.lower()) or _EN_SHORT_MONTHS[tok.core]
-        elif r.code != "en" and tok.trail in (".", ".,") and (said := self._short_date_word(i)) is not None:
-            pass
+        elif r.code != "en" and tok.trail in (".", ".,"):
+            said = self._short_date_word(i)  # "8 de dic.", "mar. 8"
+            if said is None:
+                return None
         else:
             return None
         if tok.trail.startswith("."):  # the short form's own dot: a full stop only where one ends
