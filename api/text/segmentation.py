@@ -11,9 +11,10 @@ good prosody:
 - A single ``.`` is *not* a sentence end after a known abbreviation ("Dr.", "e.g.", "Sra.",
   "St. Louis" - see ``normalization.known_abbreviations``; those that can close a sentence, like
   "etc.", end one only before an uppercase letter), after a single capital initial ("J. K."),
-  after an acronym ("U.S." only before an uppercase letter), after a list number ("1. First"),
-  after a short word before a number ("Jan. 5", "Fig. 3", "p. 12", "ext. 204"), or before a
-  lowercase letter ("approx. five", "wait... what"). "3.5" never splits (no space).
+  after an acronym ("U.S." only before an uppercase letter), after a list number starting the
+  text or a line ("1. First", "Steps:\n2. Bake"), after a short word before a number ("Jan. 5",
+  "Fig. 3", "p. 12", "ext. 204"), or before a lowercase letter ("approx. five", "wait... what").
+  "3.5" never splits (no space).
 - **At the end of the buffer** (no whitespace yet), with ``eager=True``: CJK marks end a
   sentence at once, and so do ``. ! ?`` after an ordinary word ("Hello world.", "Really?"), so
   the engine can start before the next piece arrives. After anything else they wait for the
@@ -254,8 +255,10 @@ class TextBuffer:
         if _ACRONYM_RE.fullmatch(word):
             return next_char is not None and next_char.isupper()
         if word.isdigit():
-            # "3." may become "3.5"; "1. First" is a list item, not a sentence.
-            return not at_end and buf[floor:i].strip() != word
+            # "3." may become "3.5"; "1. First" starting the text or a line is a list item, not a
+            # sentence ("Steps:\n1. Mix\n2. Bake")
+            before = buf[floor: i - len(word)]
+            return not at_end and bool(before.strip()) and not before.rstrip(" \t").endswith("\n")
         if at_end:
             # "$3." "3.11." "192.168." "me@example." are numbers and addresses in pieces: only an
             # ordinary word ends a sentence before its next piece ("Jan." waits as an abbreviation).

@@ -65,6 +65,10 @@ def test_number_then_period_waits_for_the_next_piece():
 
 def test_list_numbers_are_not_sentences():
     assert feed(["1. First item. 2. Second"]) == (["1. First item. "], "2. Second")
+    # a number starting a line is an item's, streamed or not: the list is one segment
+    steps = ["Here are the steps:\n", "1.", " Mix it\n2", ". Bake it\n", "Enjoy!"]
+    assert feed(steps) == (["Here are the steps:\n1. Mix it\n2. Bake it\nEnjoy!"], "")
+    assert feed(["I was number 1. Then more."]) == (["I was number 1. ", "Then more."], "")  # inside a line: a stop
 
 
 def test_abbreviation_that_can_end_a_sentence():
