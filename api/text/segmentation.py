@@ -22,6 +22,9 @@ good prosody:
   "me@example" "." "com", "example.com/search?" "q=tts"), so ``. ! ?`` after a word with a
   digit or a symbol in it, ``.`` after an abbreviation or a month ("Jan."), and ``...``/``…``
   all wait.
+- **List items**: a line that starts with a bullet or an item number ("- Paris", "2. Bake", "3)
+  Serve") starts a segment, so each item is said as soon as its line is complete (the normaliser
+  leaves the marks unsaid, api/text/normalization.py).
 - **Clause ends** ``, ; :`` (and ``、 ， ； ：``) followed by whitespace split too when
   ``clause_min_chars`` is set and the segment would be at least that long.
 - **Length cap**: with ``max_chars`` set, a buffer that has reached it without any boundary is
@@ -73,6 +76,8 @@ _IN_WORD = str.maketrans("", "", "'’-")  # "don't", "well-known" are still ord
 # starts a list item ("First item. 2. Second").
 _SHORT_WORD_MAX = 4
 _LIST_NUMBER_RE = re.compile(r"\d+\.(?!\d)")  # "2. Second", not "2.5"
+# a line that starts a list item, once its first word has begun: "- Paris", "2. Bake", "3) Serve"
+_LIST_ITEM_RE = re.compile(r"[ \t]*(?:[-*+•]|\d{1,2}[.)])[ \t]+\S")
 _CUT_BEFORE = (TagKind.SPEED, TagKind.VOLUME)  # a segment has one speed and one volume
 _WORD_RE = re.compile(r"\S+")
 _CUT_BACKOFF_WORDS = 6  # how far the timer's cut moves back to fall between plain words
@@ -193,6 +198,8 @@ class TextBuffer:
                 span = marks.next_from(i)
                 continue
             c = buf[i]
+            if c == "\n" and buf[floor:i].strip() and _LIST_ITEM_RE.match(buf, i + 1):
+                return i + 1  # a list item starts a segment of its own: "Steps:\n" | "1. Mix it\n"
             if c in _ALL_MARKS:
                 j = i
                 while j < n and buf[j] in _ALL_MARKS:

@@ -249,7 +249,7 @@ async def test_an_llm_reply_streamed_in_pieces_is_read_whole(gateway, default_vo
 
 
 @pytest.mark.parametrize("normalized, words", [
-    (True, ["Options:", "Paris,", "Rome.", "Which", "one?"]),  # bullets unsaid, a pause after each item
+    (True, ["Options:", "Paris", "Rome.", "Which", "one?"]),  # bullets unsaid, each item a segment
     (False, ["Options:", "-", "Paris", "-", "Rome", "Which", "one?"]),
 ])
 async def test_an_llm_list_streamed_line_by_line_is_read_as_a_list(gateway, default_voice_id, normalized, words):

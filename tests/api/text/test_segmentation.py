@@ -65,9 +65,12 @@ def test_number_then_period_waits_for_the_next_piece():
 
 def test_list_numbers_are_not_sentences():
     assert feed(["1. First item. 2. Second"]) == (["1. First item. "], "2. Second")
-    # a number starting a line is an item's, streamed or not: the list is one segment
+    # a number starting a line is an item's, streamed or not: each item is a segment, said as soon
+    # as its line is complete (a bullet's too; "-5" is no bullet)
     steps = ["Here are the steps:\n", "1.", " Mix it\n2", ". Bake it\n", "Enjoy!"]
-    assert feed(steps) == (["Here are the steps:\n1. Mix it\n2. Bake it\nEnjoy!"], "")
+    assert feed(steps) == (["Here are the steps:\n", "1. Mix it\n", "2. Bake it\nEnjoy!"], "")
+    assert feed(["Options:\n- Paris\n", "  * Rome\n-", "5 degrees\n- Oslo"]) == (
+        ["Options:\n", "- Paris\n", "  * Rome\n-5 degrees\n"], "- Oslo")
     assert feed(["I was number 1. Then more."]) == (["I was number 1. ", "Then more."], "")  # inside a line: a stop
 
 
