@@ -343,34 +343,24 @@ def _cut_between_plain_words(rest: str, start: int) -> int:
 
     A reading spans words only from a number, a symbol or a capitalised word on: "$5 million
     dollars" and "$2 mil millones" three, "9 AM", "Dr. Smith", "March 5" two. So a cut is safe
-    after a plain lowercase word (``_plain``) when the two before it have no digits or symbols
-    either (``_lettered``). Best, the word after it is plain too; failing that, it may start a
+    after a lowercase word of letters when the two before it have no digits or symbols either
+    (``_is_plain_word``, a clause mark after them allowed). Best, the word after it is lowercase
+    letters too; failing that, it may start a
     reading ("It costs | $5 million"; a lead word before it, as in "a | $20 gift card", then
     loses what it added). The nearest such cut at most ``_CUT_BACKOFF_WORDS`` back from
     ``start`` is taken, the best first; where there is none (a run of numbers, a text without
     case), ``start``, the cut before the last word."""
     words = list(_WORD_RE.finditer(rest, 0, start))
-    tail = rest[start:]
+    cores = [m.group().rstrip(",;:") for m in words] + [rest[start:]]  # the last: the unfinished word
     n = len(words)
-    lettered = [_lettered(m.group()) for m in words]
-    plain = [_plain(m.group()) for m in words] + [not tail or _plain(tail)]
+    lettered = [_is_plain_word(core) for core in cores]
+    plain = [letters and core.islower() for letters, core in zip(lettered, cores)]
+    plain[n] = plain[n] or not cores[n]  # nothing unfinished: the cut before the last word is fine
     # cuts before word k (k == n: before the unfinished one), nearest first
     safe = [k for k in range(n, max(0, n - _CUT_BACKOFF_WORDS), -1)
             if plain[k - 1] and all(lettered[j] for j in range(max(0, k - 3), k - 1))]
     best = next((k for k in safe if plain[k]), safe[0] if safe else n)
     return start if best == n else words[best].start()
-
-
-def _lettered(word: str) -> bool:
-    """A word of letters, of any case ("Total", "don't"), maybe with a clause mark after it."""
-    return word.rstrip(",;:").translate(_IN_WORD).isalpha()
-
-
-def _plain(word: str) -> bool:
-    """A lowercase word of letters ("price", "well-known"), maybe with a clause mark after it:
-    nothing that a reading joins to the words after it."""
-    core = word.rstrip(",;:")
-    return core.translate(_IN_WORD).isalpha() and core.islower()
 
 
 def _span_around(spans: tuple[Span, ...], pos: int) -> Optional[Span]:
