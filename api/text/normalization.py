@@ -70,6 +70,7 @@ __all__ = [
     "NormalizationMode",
     "NormalizedText",
     "WordAlignment",
+    "goes_on_after_meridiem",
     "known_abbreviations",
     "normalize",
     "rules_for",
@@ -205,6 +206,12 @@ _EN_SHORT_DAYS = frozenset(day.title() for day in EnglishRules.weekday_abbreviat
 _EN_DAY_LEADS = frozenset("on by every next this last until till from through before after since each".split())
 _EN_TIMES_OF_DAY = frozenset("morning afternoon evening night at".split())
 _EN_SHORT_MONTHS = {full[:3]: full for full in EnglishRules.months if len(full) > 3} | {"Sept": "September"}
+# Capitalised words that go on a time's sentence after "a.m."/"p.m." ("9 a.m. Monday through
+# Friday", "3 p.m. Eastern", "5 p.m. EST"): the abbreviation's period is no full stop before them.
+_AFTER_TIME_WORDS = frozenset(
+    {day.lower() for day in EnglishRules.weekday_abbreviations.values()} | {m.lower() for m in EnglishRules.months}
+    | set("eastern central mountain pacific atlantic alaska hawaii greenwich".split())
+    | set("et ct mt pt est cst mst pst edt cdt mdt pdt akst akdt hst gmt utc bst cet cest aest aedt ist jst".split()))
 _DAY_SPAN_RE = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?[-–](\d{1,2})(?:st|nd|rd|th)?")  # "1-5", "24th-26th"
 _DAY_RANGE_RE = re.compile(r"(?P<first>[^\W\d_]{2,5})\.?[-–](?P<last>[^\W\d_]{2,5})")
 
@@ -257,6 +264,12 @@ def rules_for(language: Optional[str]) -> Optional[LanguageRules]:
 
 
 @lru_cache(maxsize=1)
+def goes_on_after_meridiem(word: str) -> bool:
+    """Whether a capitalised ``word`` after "a.m." or "p.m." goes on with the time: a day, a month
+    or a time zone ("9 a.m. Monday", "3 p.m. Eastern", "5 p.m. EST"), so the period is no full stop."""
+    return word.lower() in _AFTER_TIME_WORDS
+
+
 def known_abbreviations() -> dict[str, bool]:
     """Every abbreviation of every supported language, lowercase with its dots ("e.g."), mapped
     to whether its period can also end a sentence (before an uppercase word: "etc.", "Inc.").
@@ -521,7 +534,14 @@ class _TokenReader:
         if title or rest:
             return rest
         nxt = self._next(i)
-        return "." + rest if nxt is None or (can_end and _starts_upper(nxt)) else rest
+        ends = nxt is None or (can_end and _starts_upper(nxt) and not self._goes_on_after_time(i, nxt))
+        return "." + rest if ends else rest
+
+    def _goes_on_after_time(self, i: int, nxt: _Token) -> bool:
+        """Whether ``nxt``, after the meridiem at token ``i``, goes on with the time ("9 a.m. Monday",
+        "3 p.m. Eastern", "5 p.m. EST") rather than starting a sentence."""
+        return (self.rules.code == "en" and self.tokens[i].raw.lower().startswith(("a.m.", "p.m."))
+                and not nxt.lead and goes_on_after_meridiem(nxt.core))
 
     # each reader returns (reading or None, number of following tokens consumed)
     def _read(self, i: int) -> tuple[Optional[str], int]:

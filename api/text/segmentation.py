@@ -10,7 +10,8 @@ good prosody:
   whitespace-only segments). CJK marks need no whitespace after them.
 - A single ``.`` is *not* a sentence end after a known abbreviation ("Dr.", "e.g.", "Sra.",
   "St. Louis" - see ``normalization.known_abbreviations``; those that can close a sentence, like
-  "etc.", end one only before an uppercase letter), after a single capital initial ("J. K."),
+  "etc.", end one only before an uppercase letter; "a.m." and "p.m." not before a day, a month or
+  a time zone: "9 a.m. Monday", "3 p.m. Eastern"), after a single capital initial ("J. K."),
   after an acronym ("U.S." only before an uppercase letter), after a list number starting the
   text or a line ("1. First", "Steps:\n2. Bake"), after a short word before a number ("Jan. 5",
   "Fig. 3", "p. 12", "ext. 204"), or before a lowercase letter ("approx. five", "wait... what").
@@ -56,7 +57,7 @@ import re
 from typing import Optional
 
 from api.text.markup import Span, TagKind, scan
-from api.text.normalization import known_abbreviations
+from api.text.normalization import goes_on_after_meridiem, known_abbreviations
 
 __all__ = ["TextBuffer"]
 
@@ -80,6 +81,7 @@ _LIST_NUMBER_RE = re.compile(r"\d+\.(?!\d)")  # "2. Second", not "2.5"
 _LIST_ITEM_RE = re.compile(r"[ \t]*(?:[-*+•]|\d{1,2}[.)])[ \t]+\S")
 _CUT_BEFORE = (TagKind.SPEED, TagKind.VOLUME)  # a segment has one speed and one volume
 _WORD_RE = re.compile(r"\S+")
+_LETTERS_RE = re.compile(r"[^\W\d_]*")
 _CUT_BACKOFF_WORDS = 6  # how far the timer's cut moves back to fall between plain words
 
 
@@ -256,6 +258,8 @@ class TextBuffer:
         abbreviations = known_abbreviations()
         key = (word + ".").lower()
         if key in abbreviations:
+            if key in ("a.m.", "p.m.") and next_at is not None and self._time_goes_on(buf, next_at):
+                return False  # "9 a.m. Monday through Friday", "3 p.m. Eastern"
             return abbreviations[key] and next_char is not None and next_char.isupper()
         if len(word) == 1 and word.isupper():
             return False  # an initial: "J. K. Rowling"
@@ -275,6 +279,15 @@ class TextBuffer:
             # but "First item. 2. Second" is a list going on
             return bool(_LIST_NUMBER_RE.match(buf, next_at))
         return True
+
+
+    @staticmethod
+    def _time_goes_on(buf: str, next_at: int) -> bool:
+        """Whether the word at ``next_at``, after "a.m."/"p.m.", goes on with the time; a word still
+        arriving at the buffer's end may ("Mon" of "Monday"), so it waits for the rest."""
+        word = _LETTERS_RE.match(buf, next_at)
+        assert word is not None  # the pattern matches the empty string
+        return word.end() == len(buf) or goes_on_after_meridiem(word.group())
 
 
 class _Marks:

@@ -98,6 +98,27 @@ def test_an_abbreviation_read_before_a_name_never_ends_a_sentence(text, language
     assert normalize(segments[0], language).text == reading
 
 
+@pytest.mark.parametrize(
+    ("pieces", "said"),
+    [
+        (["We're open 9 a.m. Monday through Friday. Ok"], "We're open nine a m Monday through Friday."),
+        (["Call at 3 p.m. Eastern time. Ok"], "Call at three p m Eastern time."),
+        (["It starts at 5 p.m. EST on Friday. Ok"], "It starts at five p m EST on Friday."),
+        (["See you at 4 p.m. Mon", "day morning. Ok"], "See you at four p m Monday morning."),  # a day still arriving
+    ],
+)
+def test_a_time_goes_on_after_its_meridiem_before_a_day_a_month_or_a_zone(pieces, said):
+    """A cut after "a.m." would have the first segment said as a sentence of its own ("nine a m.")
+    and the day or zone start the next."""
+    segments, rest = feed(pieces)
+    assert len(segments) == 1 and rest == "Ok"
+    assert normalize(segments[0].strip(), "en").text == said
+
+
+def test_a_meridiem_still_ends_a_sentence_before_another_word():
+    assert feed(["Meet me at 5 p.m. Then we eat. Ok"]) == (["Meet me at 5 p.m. ", "Then we eat. "], "Ok")
+
+
 def test_an_abbreviation_read_only_before_a_number_is_a_word_elsewhere():
     assert feed(["I said no. Then he left. No. 5 is mine. Ok"]) == (
         ["I said no. ", "Then he left. ", "No. 5 is mine. "], "Ok")
