@@ -1826,6 +1826,8 @@ class _TokenReader:
                 words.append(r.ampersand_word)
             elif piece in "-–/_" or piece.isspace():
                 continue  # a word break
+            elif piece in ("'", "’") and k + 1 < len(pieces) and _year_after_word(pieces, k + 1, r):
+                continue  # the elision of "mid-'70s"
             elif words:
                 words[-1] += piece  # other punctuation stays glued to the word before it
             else:
@@ -2002,10 +2004,16 @@ def _year_of_range(pieces: list[str], k: int, rules: LanguageRules) -> Optional[
 def _year_after_word(pieces: list[str], k: int, rules: LanguageRules) -> Optional[str]:
     """``pieces[k]`` read as a year (``bare_year``, as a lone "2024" is) where it ends the token
     after a word and a dash ("mid-2024", "pre-2020", "Class-of-2024"), and with an "s" after it as
-    an English decade ("mid-1990s" -> "mid nineteen nineties"); None elsewhere, and in the
-    languages whose years are cardinals."""
+    an English decade ("mid-1990s" -> "mid nineteen nineties", "mid-70s" and "mid-'70s" -> "mid
+    seventies"); None elsewhere, and in the languages whose years are cardinals."""
     year, rest = pieces[k], pieces[k + 1:]
-    if len(year) != 4 or not year.isdecimal() or k < 2 or pieces[k - 1] not in _DASHES or not pieces[k - 2].isalpha():
+    elided = k >= 3 and pieces[k - 1] in ("'", "’")  # "mid-'70s"
+    before = k - 1 - elided
+    if not year.isdecimal() or before < 1 or pieces[before] not in _DASHES or not pieces[before - 1].isalpha():
+        return None
+    if len(year) == 2 and rest == ["s"] and year.endswith("0") and year != "00" and rules.code == "en":
+        return _pluralize(rules.cardinal(int(year)))  # "mid-70s": a decade, or temperatures in the seventies
+    if len(year) != 4 or elided:
         return None
     said = rules.bare_year(int(year))
     if said is None or not rest:
