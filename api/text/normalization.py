@@ -214,6 +214,10 @@ _AFTER_TIME_WORDS = frozenset(
     | set("et ct mt pt est cst mst pst edt cdt mdt pdt akst akdt hst gmt utc bst cet cest aest aedt ist jst".split()))
 _DAY_SPAN_RE = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?[-–](\d{1,2})(?:st|nd|rd|th)?")  # "1-5", "24th-26th"
 _DAY_RANGE_RE = re.compile(r"(?P<first>[^\W\d_]{2,5})\.?[-–](?P<last>[^\W\d_]{2,5})")
+# English opening hours' one- and two-letter days: "M-F", "M–Th", "Tu-Sa"
+_EN_LETTER_DAYS = {"M": "Monday", "T": "Tuesday", "Tu": "Tuesday", "W": "Wednesday", "Th": "Thursday",
+                   "F": "Friday", "Sa": "Saturday", "Su": "Sunday"}
+_LETTER_DAY_RANGE_RE = re.compile(r"(?P<first>Tu|Th|Sa|Su|[MTWF])[-–](?P<last>Tu|Th|Sa|Su|[MTWF])")
 
 
 class NormalizationMode(str, enum.Enum):
@@ -675,14 +679,17 @@ class _TokenReader:
 
     def _read_calendar_word(self, i: int) -> Optional[str]:
         """Short day and month names: a range of days in every language ("Mon-Fri" -> "Monday
-        to Friday", "lun-vie" -> "lunes a viernes"), and in English a capitalised one before a
+        to Friday", "lun-vie" -> "lunes a viernes"; in English "M-F" too), and in English a capitalised one before a
         date or time ("Sat 10-2", "Mon, Nov 3" -> "Monday, November third"), and a capitalised
         day after a word that leads one ("on Fri.", "by Wed", "every Tues"). Elsewhere "Sat",
         "Sun", "mar" and "do" are words."""
         r, tok = self.rules, self.tokens[i]
         days = r.weekday_abbreviations
         m = _DAY_RANGE_RE.fullmatch(tok.core)
-        if m:
+        letters = _LETTER_DAY_RANGE_RE.fullmatch(tok.core) if r.code == "en" else None
+        if letters and letters.group("first") != letters.group("last"):
+            said = f"{_EN_LETTER_DAYS[letters.group('first')]} {_RANGE_WORD[r.code]} {_EN_LETTER_DAYS[letters.group('last')]}"
+        elif m:
             first, last = days.get(m.group("first").lower()), days.get(m.group("last").lower())
             if first is None or last is None:
                 return None
