@@ -160,10 +160,12 @@ _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _ISO_DATETIME_RE = re.compile(r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})T(?P<h>\d{2}):(?P<mi>\d{2})(?::\d{2}(?:\.\d+)?)?"
                               r"(?P<zone>Z|[+-]\d{2}:?\d{2})?")
 # the word before a time of day (the second where the hour is one): "at ten", "a la una", "à uma"
+_NAMED_TIMES = frozenset({"noon", "midnight", "mediodía", "medianoche", "meio-dia", "meia-noite", "middag", "middernacht"})
 _AT_WORDS = {"en": ("at", "at"), "es": ("a las", "a la"), "pt": ("às", "à"), "nl": ("om", "om")}
 _DAY_MONTH_RE = re.compile(r"(\d{1,2})-(\d{1,2})")
 _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
 _FRACTION_RE = re.compile(r"(\d{1,2})/(\d{1,2})")
+_MONTH_YEAR_RE = re.compile(r"(0?[1-9]|1[0-2])/((?:19|20)\d\d)")  # "12/2025", "03/2027": a month of a year
 _MIXED_DENOMINATORS = frozenset({2, 3, 4, 8, 16})  # "2 1/2 cups", "5 3/8 in"
 _ROUND_PLURALS = {"100s": "hundreds", "1000s": "thousands", "1000000s": "millions"}  # English
 _SHORT_DECADE_RE = re.compile(r"’?([1-9]0)s")  # "90s" outside English: "los noventa"
@@ -1102,7 +1104,8 @@ class _TokenReader:
         else:
             m = _NUMERIC_DATE_RE.fullmatch(core)
             if not m:
-                return None, 0
+                month_year = _MONTH_YEAR_RE.fullmatch(core)
+                return (r.read_month_year(int(month_year.group(1)), int(month_year.group(2))) if month_year else None), 0
             a, b, y = int(m.group(1)), int(m.group(3)), m.group(4)
             year = int(y) if len(y) == 4 else (2000 + int(y) if int(y) < 50 else 1900 + int(y))
             if r.date_order == "mdy" and a <= 12:
@@ -1449,8 +1452,7 @@ class _TokenReader:
         nxt = self._next(i) if not self.tokens[i].trail else None
         of_a_unit = nxt is not None and not nxt.lead and (  # "el 1/2 litro", "Tuesday 3/4 cup", "on 3/4 of it"
             self._is_unit_word(nxt.core) or nxt.core.lower() in _FRACTION_NOUNS or nxt.core.lower() in _FRACTION_OF)
-        dated = (prev is not None and not prev.trail and prev.core.lower() in r.date_lead_words) or self._after_weekday(i)
-        if dated and not of_a_unit:
+        if self._is_dated(i, a, b) and not of_a_unit:
             month, day = (a, b) if r.date_order == "mdy" else (b, a)
             try:
                 datetime.date(2000, month, day)  # a leap year: "29/2" is a day
@@ -1460,6 +1462,35 @@ class _TokenReader:
         if _is_score(a, b, nxt):
             return None, 0  # "10/10", "9/10 dentists": out of ten (``_read_rating``)
         return self._fraction_of(i, a, b)
+
+    def _is_dated(self, i: int, a: int, b: int) -> bool:
+        """Whether "a/b" at token ``i`` is a day and month: after a word that leads a date ("on 5/6",
+        "ships 12/15"), after one that leads a date or a fraction unless it is a plain fraction ("by
+        12/3", but "cut by 1/3"), after a day's name, before a time of day ("12/3 at noon"), or
+        ending a range that a date starts ("from 12/1 to 12/24")."""
+        r, prev = self.rules, self.tokens[i - 1] if i > 0 else None
+        lead = prev.core.lower() if prev is not None and not prev.trail else None
+        if lead in r.date_lead_words or self._after_weekday(i) or self._before_time_of_day(i):
+            return True
+        if lead in r.fraction_or_date_lead_words:
+            return not (a < b and b in (2, 3, 4))
+        if lead == _RANGE_WORD[r.code] and i >= 2 and (first := _FRACTION_RE.fullmatch(self.tokens[i - 2].core)):
+            return self._is_dated(i - 2, int(first.group(1)), int(first.group(2)))
+        return False
+
+    def _before_time_of_day(self, i: int) -> bool:
+        """Whether a time follows token ``i`` after the language's "at" ("12/3 at noon", "12/10 at
+        2:15 PM", "12/3 at 5 pm"), so that a day and month come first."""
+        after, nxt = self.tokens[i + 1: i + 4], self._next(i)
+        if len(after) < 2 or self.tokens[i].trail or nxt is None or nxt.trail:
+            return False
+        if nxt.core.lower() != _AT_WORDS[self.rules.code][0] or after[1].lead:
+            return False
+        time = after[1].core.lower()
+        meridiem = len(after) > 2 and any(word.lower() in _MERIDIEM_TOKENS
+                                          for word in (after[2].core, after[2].core + after[2].trail[:1]))
+        return (time in _NAMED_TIMES or bool(_TIME_RE.fullmatch(time) or _HOUR_MERIDIEM_RE.fullmatch(time))
+                or (meridiem and bool(_BARE_HOUR_RE.fullmatch(time))))
 
     def _after_weekday(self, i: int) -> bool:
         """Whether a day's name stands right before token ``i``, so that "3/4" after it is a date:

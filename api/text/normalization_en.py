@@ -45,7 +45,12 @@ class EnglishRules(LanguageRules):
         a an the and or nor but to per for of in on at by with from off each every plus minus
         more less than is was will would""".split())
     # "due 12/1", "offer ends 11/30", "valid through 12/31"
-    date_lead_words = frozenset({"on", "since", "until", "due", "ends", "starts", "begins", "through", "thru"})
+    date_lead_words = frozenset({
+        "on", "since", "until", "till", "til", "due", "ends", "starts", "begins", "through", "thru", "starting",
+        "effective", "opens", "closes", "arrives", "arriving", "ships", "shipping", "shipped", "delivered",
+        "expected", "scheduled", "dated",
+    })
+    fraction_or_date_lead_words = frozenset({"by", "before", "after", "from"})
     pressure_lead_words = frozenset({"bp", "pressure"})
     roman_lead_words = frozenset({
         "chapter", "part", "volume", "act", "book", "phase", "type", "class", "section", "stage", "level", "round",

@@ -77,6 +77,7 @@ class SpanishRules(LanguageRules):
     more_than_words = "más de"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"el", "del", "al", "día", "desde", "hasta"})
+    month_year_link = "de"
     pressure_lead_words = frozenset({"presión", "tensión", "ta"})
     pressure_word = "sobre"
     roman_lead_words = frozenset({

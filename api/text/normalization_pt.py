@@ -76,6 +76,7 @@ class PortugueseRules(LanguageRules):
     more_than_words = "mais de"
     degree_sign_ordinal = True
     date_lead_words = frozenset({"dia", "em", "até", "desde"})
+    month_year_link = "de"
     pressure_lead_words = frozenset({"pressão", "pa"})
     pressure_word = "por"
     roman_lead_words = frozenset({

@@ -263,6 +263,14 @@ class LanguageRules:
         """A year inside a date; plain 4-digit tokens are only read as years by ``bare_year``."""
         return self.cardinal(year)
 
+    #: what joins a month to its year ("diciembre de 2025"); "" where nothing does
+    month_year_link = ""
+
+    def read_month_year(self, month: int, year: int) -> str:
+        """A month of a year written "12/2025": "December twenty twenty-five"."""
+        link = f" {self.month_year_link}" if self.month_year_link else ""
+        return f"{self.month_name(month)}{link} {self.read_year(year)}"
+
     def bare_year(self, year: int) -> Optional[str]:
         """A lone 4-digit token read as a year ("1999" -> "nineteen ninety-nine"), or None to
         read it as a cardinal (the default)."""
@@ -293,6 +301,9 @@ class LanguageRules:
     degree_sign_ordinal = False
     # "el 5/6", "on 5/6": after these words d/m (m/d in English) is a date, not a fraction
     date_lead_words: frozenset[str] = frozenset()
+    #: words after which d/m is a date unless it is a plain fraction (a half, thirds, quarters):
+    #: "order by 12/3", but "cut by 1/3"
+    fraction_or_date_lead_words: frozenset[str] = frozenset()
     #: words after which a day and month joined by a dash are a date ("op 15-12"), not a range
     dash_date_lead_words: frozenset[str] = frozenset()
     #: Words (lowercase; two for "world war") after which a Roman numeral from I to XXXIX is a
