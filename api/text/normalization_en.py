@@ -159,6 +159,7 @@ class EnglishRules(LanguageRules):
         "vol.": Abbreviation("volume", before_number=True),
         "ch.": Abbreviation("chapter", before_number=True),
         "ext.": Abbreviation("extension", before_number=True),
+        "ext": Abbreviation("extension", before_number=True),  # "555-0100 ext 204"
         "apt.": Abbreviation("apartment", before_number=True),
         "jan.": Abbreviation("January", before_number=True),
         "feb.": Abbreviation("February", before_number=True),
