@@ -206,6 +206,19 @@ _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3]
 _EN_SHORT_DAYS = frozenset(day.title() for day in EnglishRules.weekday_abbreviations)
 # words after which a short day name is one ("on Fri.", "by Wed"): "Sat" and "Sun" stay words elsewhere
 _EN_DAY_LEADS = frozenset("on by every next this last until till from through before after since each".split())
+# Nouns after four digits that make them a count, not a year ("1999 people"); a year to 1899 is a
+# count before any plural (``_looks_plural``), a later one only before these: "2024 models" is a year
+_EN_COUNT_NOUNS = frozenset("""people persons men women children kids staff users customers clients employees
+members students participants patients applicants attendees guests visitors subscribers followers viewers
+listeners readers fans residents households families workers volunteers passengers voters votes units items
+products orders tickets calls messages emails texts reviews downloads copies pages words points miles
+kilometers steps calories seats rooms homes houses jobs cases books songs files records rows entries requests
+transactions accounts shares hours minutes seconds days weeks nights feet meters acres servings signatures
+registrations bookings reservations questions answers""".split())
+# Words before four digits that make them a year: "in 1999 people were", "the 2024 models"
+_EN_YEAR_LEADS = frozenset("""in since of from until till by the this that before after during circa ca c early
+late mid year years spring summer fall autumn winter class vintage model fiscal fy season""".split())
+_NOT_PLURALS = frozenset("was has his its this thus plus yes always perhaps across unless whereas besides".split())
 _EN_TIMES_OF_DAY = frozenset("morning afternoon evening night at".split())
 _EN_SHORT_MONTHS = {full[:3]: full for full in EnglishRules.months if len(full) > 3} | {"Sept": "September"}
 # Capitalised words that go on a time's sentence after "a.m."/"p.m." ("9 a.m. Monday through
@@ -1251,7 +1264,11 @@ class _TokenReader:
         fifth" and "1990s" -> "nineteen nineties"."""
         r, core = self.rules, self.tokens[i].core
         if core.isdecimal() and len(core) == 4:  # "PIN 1999" is no year: its digits, decided once here
-            return (r.digits(core) if self._is_id(i) else self._flight_number(i) or r.bare_year(int(core))), 0
+            if self._is_id(i):
+                return r.digits(core), 0
+            if self._counts_what_follows(i):
+                return None, 0  # "1234 people": a number, read as one (``_read_number``)
+            return self._flight_number(i) or r.bare_year(int(core)), 0
         if r.code != "en":
             m = _SHORT_DECADE_RE.fullmatch(core)  # "los 90s", "os anos 80s": the decade is its number
             return (r.cardinal(int(m.group(1))) if m else None), 0
@@ -1290,6 +1307,24 @@ class _TokenReader:
                 self.tokens[i] = _Token(tok.raw, tok.lead[:-1], tok.core, tok.trail)
             return (_pluralize(base) if base else None), 0
         return None, 0
+
+    def _counts_what_follows(self, i: int) -> bool:
+        """Whether the four digits at token ``i`` count the English plural after them rather than
+        name a year: "1234 people", "over 1999 customers", "1876 votes" (a year up to 1899 before
+        any plural), unless a word that leads a year is before them ("in 1999 people were", "the
+        2024 models"). A round hundred keeps its year's reading ("1500 units": "fifteen hundred")."""
+        tok, nxt = self.tokens[i], self._next(i)
+        value = int(tok.core)
+        if self.rules.code != "en" or value % 100 == 0 or tok.trail or nxt is None or nxt.lead:
+            return False
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is not None and not prev.trail and (
+                prev.core.lower() in _EN_YEAR_LEADS or prev.core.lower().rstrip(".") in _EN_MONTHS):
+            return False
+        noun = nxt.core
+        if noun.lower() in _EN_COUNT_NOUNS:
+            return True
+        return value < 1900 and _looks_plural(noun)
 
     def _after_day_lead(self, i: int) -> bool:
         """Whether the short day at token ``i`` follows a word that leads a day ("on Fri.", "by
@@ -1871,6 +1906,13 @@ class _TokenReader:
             else:
                 words.append(piece)
         return (" ".join(words) if words else None), 0
+
+
+def _looks_plural(word: str) -> bool:
+    """Whether an English ``word`` looks like a plural noun: lowercase letters ending in "s", not
+    "ss", "us" or "is", and not a word such as "was" or "always"."""
+    return (len(word) >= 4 and word.isalpha() and word.islower() and word.endswith("s")
+            and not word.endswith(("ss", "us", "is")) and word not in _NOT_PLURALS)
 
 
 def _ungroup_numbers(core: str, group_sep: str) -> str:

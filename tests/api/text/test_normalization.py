@@ -646,6 +646,22 @@ def test_ids_are_read_digit_by_digit_and_counts_as_numbers(language, text, expec
     assert normalize(text, language).text == expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("We have 1234 people waiting.", "We have one thousand two hundred and thirty-four people waiting."),
+    ("1876 votes were cast.", "one thousand eight hundred and seventy-six votes were cast."),  # to 1899: any plural
+    ("We sold 2025 tickets.", "We sold two thousand and twenty-five tickets."),
+    # a year: a word that leads one, a noun that does not only count, no plural, a round hundred
+    ("In 1876 votes were cast.", "In eighteen seventy-six votes were cast."),
+    ("In 1999 people were happy.", "In nineteen ninety-nine people were happy."),
+    ("Our 2024 models sold.", "Our twenty twenty-four models sold."),
+    ("Back in 1984 was the year.", "Back in nineteen eighty-four was the year."),
+    ("Since 1999, 1234 was the code.", "Since nineteen ninety-nine, twelve thirty-four was the code."),
+    ("We served 1200 customers.", "We served twelve hundred customers."),
+])
+def test_four_digits_before_a_plural_count_it(text, expected):
+    assert normalize(text, "en").text == expected
+
+
 @pytest.mark.parametrize("language, text, expected", [
     # three or four digits after capitals name a flight or a model: read in pairs, as English says them
     ("en", "Flight UA1234 and AA100 land; BA2005 is late.", "Flight UA twelve thirty-four and AA one hundred land; BA twenty oh five is late."),
