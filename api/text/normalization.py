@@ -1796,7 +1796,9 @@ class _TokenReader:
 
     def _read_keypad(self, i: int) -> tuple[Optional[str], int]:
         """Keys of a phone's keypad: a service code ("*67" -> "star six seven", dialled digit by
-        digit) and a lone "*" or "#" after a verb that presses it ("press #" -> "press pound")."""
+        digit), a lone "*" or "#" after a verb that presses it ("press #" -> "press pound"), before
+        or after the word for a key ("the # key", "la tecla #"), and one that goes on a list of keys that such a verb
+        began in its sentence ("press 1, then #", "press 1 or # to repeat")."""
         r, tok = self.rules, self.tokens[i]
         if not r.keypad_words:
             return None, 0
@@ -1804,10 +1806,26 @@ class _TokenReader:
         if m:
             said = f"{r.keypad_words['*']} {r.digits(m.group('digits'))}"
             return (f"{said} {r.keypad_words['#']}" if tok.core.endswith("#") else said), 0
-        prev = self.tokens[i - 1] if i > 0 else None
-        if tok.core in r.keypad_words and prev is not None and not prev.trail and prev.core.lower() in r.keypad_verbs:
+        if tok.core not in r.keypad_words or tok.lead or i == 0:
+            return None, 0
+        prev, nxt = self.tokens[i - 1], self._next(i)
+        if not prev.trail and (prev.core.lower() in r.keypad_verbs or prev.core.lower() in r.keypad_key_words):
+            return r.keypad_words[tok.core], 0  # "press #", "la tecla #"
+        if not tok.trail and nxt is not None and not nxt.lead and nxt.core.lower() in r.keypad_key_words:
             return r.keypad_words[tok.core], 0
-        return None, 0
+        goes_on = prev.trail == "," or (not prev.trail and prev.core.lower() in r.keypad_list_words)
+        return (r.keypad_words[tok.core] if goes_on and self._key_pressed_before(i) else None), 0
+
+    def _key_pressed_before(self, i: int) -> bool:
+        """Whether a verb that presses a key ("press", "dial") comes before token ``i`` in its
+        sentence, at most 12 tokens back."""
+        for j in range(i - 1, max(-1, i - 13), -1):
+            tok = self.tokens[j]
+            if j < i - 1 and any(mark in tok.trail for mark in _SENTENCE_END):
+                return False
+            if tok.core.lower() in self.rules.keypad_verbs:
+                return True
+        return False
 
     def _read_extension(self, i: int) -> tuple[Optional[str], int]:
         """A phone number's extension written "x123" right after it: "extension one two three"

@@ -65,6 +65,8 @@ class EnglishRules(LanguageRules):
     masked_digits_phrase = "ending in"
     keypad_words = {"*": "star", "#": "pound"}
     keypad_verbs = frozenset({"press", "hit", "dial", "enter", "tap", "push"})
+    keypad_key_words = frozenset({"key", "button"})
+    keypad_list_words = frozenset({"or", "then", "and"})
     dial_words = frozenset({"call", "called", "calling", "dial", "dialed", "dialled", "dialing", "text", "phone", "ring"})
     copulas = frozenset({"is", "was"})
     short_code_links = frozenset({"to"})

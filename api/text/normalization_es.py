@@ -99,6 +99,8 @@ class SpanishRules(LanguageRules):
     masked_digits_phrase = "terminada en"  # la tarjeta, la cuenta
     keypad_words = {"*": "asterisco", "#": "almohadilla"}
     keypad_verbs = frozenset({"pulse", "presione", "marque", "oprima", "teclee"})
+    keypad_key_words = frozenset({"tecla"})
+    keypad_list_words = frozenset({"o", "y", "luego", "después"})
     dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar"})
     dial_articles = frozenset({"al", "el"})
     copulas = frozenset({"es", "era"})

@@ -78,7 +78,9 @@ class DutchRules(LanguageRules):
     last_digits_phrases = frozenset({"eindigend op", "eindigt op"})
     masked_digits_phrase = "eindigend op"
     keypad_words = {"*": "sterretje", "#": "hekje"}
-    keypad_verbs = frozenset({"op", "toets", "kies"})  # "druk op #"
+    keypad_verbs = frozenset({"op", "toets", "kies"})
+    keypad_key_words = frozenset({"toets"})
+    keypad_list_words = frozenset({"of", "en", "dan"})  # "druk op #"
     dial_words = frozenset({"bel", "belt", "bellen"})
     dial_articles = frozenset({"naar"})
     copulas = frozenset({"is", "was"})

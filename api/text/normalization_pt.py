@@ -97,6 +97,8 @@ class PortugueseRules(LanguageRules):
     masked_digits_phrase = "final"  # "cartão final 1234"
     keypad_words = {"*": "asterisco", "#": "jogo da velha"}
     keypad_verbs = frozenset({"tecle", "digite", "pressione", "aperte", "disque"})
+    keypad_key_words = frozenset({"tecla"})
+    keypad_list_words = frozenset({"ou", "e", "depois"})
     dial_words = frozenset({"ligue", "liga", "ligar", "liguem", "disque", "disca", "discar"})
     dial_articles = frozenset({"para", "pro", "pra", "o"})
     copulas = frozenset({"é", "era"})

@@ -330,6 +330,10 @@ class LanguageRules:
     dial_articles: frozenset[str] = frozenset()
     #: The keypad's "*" and "#" as said ("star", "pound"): "*67", "press #" (none: left as written).
     keypad_words: dict[str, str] = {}
+    #: words after a key that make it one ("the # key"), and words that go on a list of keys
+    #: ("press 1, then #", "press 1 or #")
+    keypad_key_words: frozenset[str] = frozenset()
+    keypad_list_words: frozenset[str] = frozenset()
     #: Verbs (lowercase) after which a lone "*" or "#" is a key: "press #", "pulse #".
     keypad_verbs: frozenset[str] = frozenset()
     #: "to" in "Text STOP to 55555": between a dial word's keyword and a short code

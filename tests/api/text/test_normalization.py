@@ -697,6 +697,9 @@ def test_flight_and_model_numbers_sizes_and_heights(language, text, expected):
     ("nl", "Druk op # of toets *31", "Druk op hekje of toets sterretje drie één"),
     # not keys: a sign between numbers, a heading, a name
     ("en", "5 * 3, C# code\n## Step 2", "five * three, C# code. Step two"),
+    # a list of keys goes on only in the sentence a pressing verb began
+    ("en", "Press 1. Then # tags, or # signs.", "Press one. Then # tags, or # signs."),
+    ("en", "Add 5, then # symbols.", "Add five, then # symbols."),
 ])
 def test_keypad_keys(language, text, expected):
     assert normalize(text, language).text == expected
