@@ -580,6 +580,12 @@ class _TokenReader:
             return roman, 0
         if tok.core in ("x", "×") and self._between_measures(i):  # '12" x 8"', "10 cm x 20 cm"
             return _BY_WORD[self.rules.code], 0
+        named = _LETTERS_WITH_SIGNS.get(tok.core) or (_EN_CASED_ABBREVIATIONS.get(tok.core) if self.rules.code == "en" else None)
+        if named is not None:
+            return named, 0
+        graded = _GRADE_RE.fullmatch(tok.core)
+        if graded:  # "an A+", "O+ blood": the letter and "plus"
+            return f"{graded.group('letters')} {self.rules.symbol_words['+']}", 0
         if tok.core.isalpha():  # a word of letters only: no rule below reads one (most tokens are)
             return None, 0
         for reader in (
@@ -1182,6 +1188,12 @@ class _TokenReader:
         if not r.units:
             return None, 0
         joins_next = nxt is not None and not tok.trail and not nxt.lead
+        seconds = _DECIMAL_SECONDS_RE.fullmatch(tok.core)
+        if seconds and seconds.group("sep") == r.decimal_sep:  # not "1,000s" in English  # "in 3.2s": seconds ("5s" and "30s" may be plurals and decades)
+            return self._amount_of(None, seconds.group("num"), "s", self._after_article(i)), 0
+        if joins_next and nxt.core == "in" and r.code == "en" and self._after_feet(i) and self._ends_a_height(i + 1):
+            reading = self._amount_of(None, tok.core, "in")
+            return (reading, 1) if reading is not None else (None, 0)
         attached = attached_unit(tok.core)
         if attached is not None:
             low, written, symbol = attached
@@ -1212,6 +1224,19 @@ class _TokenReader:
             if reading is not None:
                 return reading, 2
         return None, 0
+
+    def _after_feet(self, i: int) -> bool:
+        """Whether a number of feet comes right before token ``i`` ("6 ft", "6 feet", "6ft")."""
+        before = [t for t in self.tokens[max(0, i - 2):i] if not t.trail and not t.lead]
+        if len(before) == 2 and before[1].core.lower() in ("ft", "feet", "foot"):
+            return before[0].core.isdecimal()
+        return len(before) >= 1 and bool(re.fullmatch(r"\d+ft", before[-1].core))
+
+    def _ends_a_height(self, j: int) -> bool:
+        """Whether the "in" at token ``j`` ends a measure ("6 ft 2 in.", "6 ft 2 in tall"), not
+        a preposition ("6 feet 2 in the morning")."""
+        after = self._next(j)
+        return bool(self.tokens[j].trail) or after is None or after.core.lower() in _AFTER_MEASURE_WORDS
 
     def _square_unit(self, j: int) -> Optional[str]:
         """The unit key of "sq ft", "sq. m" written as two tokens from ``j`` ("ft2"), or None."""
@@ -2146,6 +2171,13 @@ _BY_WORD = {"en": "by", "es": "por", "pt": "por", "nl": "bij"}  # "3x4": dimensi
 _COMPOUND_MEASURE_RE = re.compile(r"(?P<num>\d+(?:\.\d+)?)-(?P<unit>[A-Za-z]{2,3})")
 # "2+2=4", "1+1": numbers joined by "+" and "=" with no spaces (a phone's "+34" has none before it)
 _SUM_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[+=]\d+(?:[.,]\d+)?)+")
+_AFTER_MEASURE_WORDS = frozenset("tall long wide high deep thick and by x ×".split())  # "6 ft 2 in tall"
+# Names written with signs, said alike in every language: programming languages
+_LETTERS_WITH_SIGNS = {"C++": "C plus plus", "C#": "C sharp", "F#": "F sharp"}
+# English short forms that are words only in one case: "MoM" (not "Mom")
+_EN_CASED_ABBREVIATIONS = {"YoY": "year over year", "QoQ": "quarter over quarter", "MoM": "month over month"}
+_GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
+_DECIMAL_SECONDS_RE = re.compile(r"(?P<num>\d+(?P<sep>[.,])\d+)s")  # "3.2s", "0,8s"
 _DIMENSIONS_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[x×]\d+(?:[.,]\d+)?)+")
 # Words between two numbers that count the same noun: "1 o 2 personas", "1 a 3 semanas", "1 ou 2".
 _NUMBER_LINKS = frozenset({"o", "u", "y", "e", "a", "ou"})

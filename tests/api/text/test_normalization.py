@@ -403,7 +403,7 @@ def test_health_tech_and_finance_readings(language, text, expected):
     ("Intro.\n---\nMore.\n***", "Intro.\nMore."),
     # marks that touch no word, or sit inside one, stay; so does a dash inside a line, and a line's
     # end outside lists and headings
-    ("5 * 3, ** alone, snake_case_name, C# code", "five * three, ** alone, snake_case_name, C# code"),
+    ("5 * 3, ** alone, snake_case_name, C# code", "five * three, ** alone, snake_case_name, C sharp code"),
     ("5 - 3 = 2\nWait - what\nok", "five - three equals two\nWait - what\nok"),
 ])
 def test_markdown_is_not_read_aloud(text, expected):
@@ -696,7 +696,7 @@ def test_flight_and_model_numbers_sizes_and_heights(language, text, expected):
     ("es", "Pulse # para confirmar", "Pulse almohadilla para confirmar"),
     ("nl", "Druk op # of toets *31", "Druk op hekje of toets sterretje drie één"),
     # not keys: a sign between numbers, a heading, a name
-    ("en", "5 * 3, C# code\n## Step 2", "five * three, C# code. Step two"),
+    ("en", "5 * 3, C# code\n## Step 2", "five * three, C sharp code. Step two"),
     # a list of keys goes on only in the sentence a pressing verb began
     ("en", "Press 1. Then # tags, or # signs.", "Press one. Then # tags, or # signs."),
     ("en", "Add 5, then # symbols.", "Add five, then # symbols."),

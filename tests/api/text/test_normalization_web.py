@@ -85,7 +85,7 @@ def test_addresses_and_signs_are_read(language, text, expected):
     "I was done.So I left.",   # a missing space after a full stop: the "domain" is capitalised
     "node.js and index.html",  # file names: no common top-level domain
     "e.g. this",
-    "#hashtag, A+ grade, C++ code",
+    "#hashtag, E+ grade, A++ code",
     "a 4K video, 5m, a 3x4 grid",  # "K" (video), "m" (meters? minutes?) and dimensions are no scale or times
     "A 401k plan, a 4k TV, a 5k race, 3M makes tape.",  # a whole number and "k"/"M" is as often a name
     "3D/VR, 4K/HDR, 2FA/MFA, 3pm/EST, 10am/noon, Room 101/B, 10/Jan",  # no amount per unit
