@@ -169,6 +169,7 @@ _MONTH_YEAR_RE = re.compile(r"(0?[1-9]|1[0-2])/((?:19|20)\d\d)")  # "12/2025", "
 _MIXED_DENOMINATORS = frozenset({2, 3, 4, 8, 16})  # "2 1/2 cups", "5 3/8 in"
 _ROUND_PLURALS = {"100s": "hundreds", "1000s": "thousands", "1000000s": "millions"}  # English
 _SHORT_DECADE_RE = re.compile(r"’?([1-9]0)s")  # "90s" outside English: "los noventa"
+_ELIDED_YEAR_RE = re.compile(r"’?(0[1-9]|[1-9]\d)")  # "'23", "’05" (English)
 _DECADE_RE = re.compile(r"’?(\d{3}0|\d0)s")  # "1990s", "90s", "’90s" (an apostrophe of elision)
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 # "~20", "~$20", "~5km", "+1"; "#1" ("#" before a number only: "#2024goals" is a hashtag)
@@ -618,6 +619,7 @@ class _TokenReader:
             self._read_compound_measure,
             self._read_named_number,
             self._read_masked_digits,
+            self._read_ratio,
             self._read_mixed,
         ):
             reading, consumed = self._guarded(reader, i) or (None, 0)
@@ -625,6 +627,8 @@ class _TokenReader:
                 return reading, consumed
         if tok.core == "&":
             return self.rules.ampersand_word, 0
+        if tok.core == "#" and self._numbers_the_word_before(i):  # "account # is", "Order #: 123"
+            return self.rules.symbol_words["#"], 0
         if _AMPERSAND_WORDS_RE.fullmatch(tok.core):  # "Q&A", "AT&T", "R&D"
             return f" {self.rules.ampersand_word} ".join(tok.core.split("&")), 0
         if tok.core in ("+", "=", "×", "±", "+/-") and self._between_terms(i):  # "2 + 2 = 4", "5 ± 0.1"
@@ -634,6 +638,17 @@ class _TokenReader:
         if tok.core in _DASHES and not tok.trail and self._number_follows(i) and self._after_meridiem(i):
             return _RANGE_WORD[self.rules.code], 0  # "9am - 5pm", "9:00 AM – 5:00 PM"
         return None, 0
+
+    def _numbers_the_word_before(self, i: int) -> bool:
+        """Whether a lone "#" at token ``i`` stands for "number" after the word it numbers: before
+        its number ("Order # 12345"), a colon ("Order #:") or "is" ("your account # is")."""
+        tok, prev, nxt = self.tokens[i], self.tokens[i - 1] if i > 0 else None, self._next(i)
+        if prev is None or prev.trail or not prev.core.isalpha() or tok.lead:
+            return False
+        if tok.trail == ":":
+            return True
+        return not tok.trail and nxt is not None and not nxt.lead and (
+            nxt.core[:1].isdecimal() or nxt.core.lower() in self.rules.copulas)
 
     def _after_meridiem(self, i: int) -> bool:
         """Whether token ``i`` follows a time with its meridiem ("9am", "5:00 PM", "9 a.m.")."""
@@ -1297,6 +1312,14 @@ class _TokenReader:
         if r.code != "en":
             m = _SHORT_DECADE_RE.fullmatch(core)  # "los 90s", "os anos 80s": the decade is its number
             return (r.cardinal(int(m.group(1))) if m else None), 0
+        tok = self.tokens[i]
+        elided = _ELIDED_YEAR_RE.fullmatch(core)
+        if elided and (core[0] == "’" or tok.lead.endswith("'")) and not any(q in tok.trail for q in "'’"):
+            # "Q4 '23", "Class of '99", "Summer ’05": a year with its century elided
+            if core[0] != "’":
+                self.tokens[i] = _Token(tok.raw, tok.lead[:-1], tok.core, tok.trail)
+            year = elided.group(1)
+            return (f"oh {r.cardinal(int(year))}" if year[0] == "0" else r.cardinal(int(year))), 0
         prev = self.tokens[i - 1] if i > 0 else None
         if (
             core.isdecimal()
@@ -1527,15 +1550,20 @@ class _TokenReader:
         """Whether "a/b" at token ``i`` is a day and month: after a word that leads a date ("on 5/6",
         "ships 12/15"), after one that leads a date or a fraction unless it is a plain fraction ("by
         12/3", but "cut by 1/3"), after a day's name, before a time of day ("12/3 at noon"), or
-        ending a range that a date starts ("from 12/1 to 12/24")."""
+        ending a range or a list that a date starts ("from 12/1 to 12/24", "on 12/25 and 1/1",
+        "on 12/24, 12/31")."""
         r, prev = self.rules, self.tokens[i - 1] if i > 0 else None
         lead = prev.core.lower() if prev is not None and not prev.trail else None
         if lead in r.date_lead_words or self._after_weekday(i) or self._before_time_of_day(i):
             return True
         if lead in r.fraction_or_date_lead_words:
             return not (a < b and b in (2, 3, 4))
-        if lead == _RANGE_WORD[r.code] and i >= 2 and (first := _FRACTION_RE.fullmatch(self.tokens[i - 2].core)):
-            return self._is_dated(i - 2, int(first.group(1)), int(first.group(2)))
+        code = r.code
+        before = i - 2 if lead in (_RANGE_WORD[code], _BETWEEN_AND[code], _OR_WORD[code]) else None
+        if prev is not None and prev.trail == ",":
+            before = i - 1
+        if before is not None and before >= 0 and (first := _FRACTION_RE.fullmatch(self.tokens[before].core)):
+            return self._is_dated(before, int(first.group(1)), int(first.group(2)))
         return False
 
     def _before_time_of_day(self, i: int) -> bool:
@@ -1852,6 +1880,20 @@ class _TokenReader:
                 return True
         return False
 
+    def _read_ratio(self, i: int) -> tuple[Optional[str], int]:
+        """A ratio or odds whose second term has one digit, so no time: "3:1" -> "three to one",
+        "a 2:1 win". After a capitalised name inside a sentence it is a verse ("read Genesis 1:1")
+        and stays."""
+        m = _RATIO_RE.fullmatch(self.tokens[i].core)
+        if not m:
+            return None, 0
+        prev = self.tokens[i - 1] if i > 0 else None
+        starts_sentence = i < 2 or any(mark in self.tokens[i - 2].trail for mark in _SENTENCE_END)
+        if prev is not None and not prev.trail and prev.core[:1].isupper() and not starts_sentence:
+            return None, 0
+        r = self.rules
+        return f"{r.cardinal(int(m.group(1)))} {_RANGE_WORD[r.code]} {r.cardinal(int(m.group(2)))}", 0
+
     def _read_extension(self, i: int) -> tuple[Optional[str], int]:
         """A phone number's extension written "x123" right after it: "extension one two three"
         (in the languages with an "ext." abbreviation)."""
@@ -2166,6 +2208,7 @@ _RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}
 # "between 1-2 p.m." is "between one and two": the range's "to" after "between" is its "and"
 _BETWEEN = {"en": "between", "es": "entre", "pt": "entre", "nl": "tussen"}
 _BETWEEN_AND = {"en": "and", "es": "y", "pt": "e", "nl": "en"}
+_OR_WORD = {"en": "or", "es": "o", "pt": "ou", "nl": "of"}
 _BY_WORD = {"en": "by", "es": "por", "pt": "por", "nl": "bij"}  # "3x4": dimensions
 # "30-min", "5-km": a unit of two letters or more ("4-H" is a name)
 _COMPOUND_MEASURE_RE = re.compile(r"(?P<num>\d+(?:\.\d+)?)-(?P<unit>[A-Za-z]{2,3})")
@@ -2177,6 +2220,7 @@ _LETTERS_WITH_SIGNS = {"C++": "C plus plus", "C#": "C sharp", "F#": "F sharp"}
 # English short forms that are words only in one case: "MoM" (not "Mom")
 _EN_CASED_ABBREVIATIONS = {"YoY": "year over year", "QoQ": "quarter over quarter", "MoM": "month over month"}
 _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
+_RATIO_RE = re.compile(r"(\d{1,3}):(\d)")  # "3:1": one digit after the colon, so no time
 _DECIMAL_SECONDS_RE = re.compile(r"(?P<num>\d+(?P<sep>[.,])\d+)s")  # "3.2s", "0,8s"
 _DIMENSIONS_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[x×]\d+(?:[.,]\d+)?)+")
 # Words between two numbers that count the same noun: "1 o 2 personas", "1 a 3 semanas", "1 ou 2".
