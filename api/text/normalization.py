@@ -283,13 +283,13 @@ def rules_for(language: Optional[str]) -> Optional[LanguageRules]:
     return _RULES.get(language.lower().replace("_", "-").split("-")[0])
 
 
-@lru_cache(maxsize=1)
 def goes_on_after_meridiem(word: str) -> bool:
     """Whether a capitalised ``word`` after "a.m." or "p.m." goes on with the time: a day, a month
     or a time zone ("9 a.m. Monday", "3 p.m. Eastern", "5 p.m. EST"), so the period is no full stop."""
     return word.lower() in _AFTER_TIME_WORDS
 
 
+@lru_cache(maxsize=1)
 def known_abbreviations() -> dict[str, bool]:
     """Every abbreviation of every supported language, lowercase with its dots ("e.g."), mapped
     to whether its period can also end a sentence (before an uppercase word: "etc.", "Inc.").
