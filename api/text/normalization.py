@@ -65,6 +65,7 @@ from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumb
 from api.text.normalization_scripts import fraction_character, mixed_fraction, read_mixed_number, read_scripts
 from api.text.normalization_units import ATTACHED_ONLY, STANDALONE, UNIT_SYMBOLS, attached_unit, number_range
 from api.text.normalization_web import read_address
+from api.text.speech import without_pictographs
 
 __all__ = [
     "NormalizationMode",
@@ -338,10 +339,13 @@ def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") 
     lang = lang or "en"
     matches = list(re.finditer(r"\S+", text))
     rules = rules_for(lang) if enabled else None
-    if rules is None:
+    if not enabled:
         return _unchanged(text, lang, matches)
     try:
-        readings = _TokenReader(rules, [m.group() for m in matches], _line_starts(text, matches)).read_all()
+        if rules is None:  # a language without rules: only the pictographs are left out
+            readings = [[word] if word else [] for word in without_pictographs([m.group() for m in matches])]
+        else:
+            readings = _TokenReader(rules, [m.group() for m in matches], _line_starts(text, matches)).read_all()
     except Exception:  # the rules are guarded one by one (_TokenReader._read); this is the backstop
         logger.warning("normalisation (%s) failed outside its rules; text kept as written", lang, exc_info=True)
         return _unchanged(text, lang, matches)
@@ -491,7 +495,7 @@ class _TokenReader:
     def __init__(self, rules: LanguageRules, raws: list[str], line_starts: Optional[list[bool]] = None) -> None:
         self.rules = rules
         self.line_starts = line_starts or [False] * len(raws)
-        self.tokens = [_split_token(r) for r in _without_markdown(raws, line_starts)]
+        self.tokens = [_split_token(r) for r in _without_markdown(without_pictographs(raws), line_starts)]
         self.phone_groups = _phone_groups(self.tokens)
 
     def read_all(self) -> list[list[str]]:

@@ -1,0 +1,44 @@
+"""api/text/speech.py: what in a text is spoken; emoji and other pictographs are not read."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.text.normalization import normalize
+from api.text.speech import has_speech, is_pictograph, without_pictographs
+
+
+@pytest.mark.parametrize("ch", ["😊", "🚀", "✅", "❌", "★", "™", "☀", "\u200d", "\ufe0f", "\u20e3", "\U0001f3fd"])
+def test_emoji_their_parts_and_pictographic_symbols_are_pictographs(ch):
+    assert is_pictograph(ch)
+
+
+@pytest.mark.parametrize("ch", ["a", "7", ".", "°", "℃", "℉", "→", "$", "€", "%", "&", "é", "中"])
+def test_letters_digits_punctuation_signs_and_units_are_not(ch):
+    assert not is_pictograph(ch)
+
+
+def test_without_pictographs_keeps_words_and_hands_a_sentence_end_back():
+    assert without_pictographs(["love", "it", "😊."]) == ["love", "it.", ""]
+    assert without_pictographs(["Thanks🙏", "👍🏽", "so", "much!"]) == ["Thanks", "", "so", "much!"]
+    assert without_pictographs(["1️⃣", "or", "2️⃣"]) == ["1", "or", "2"]  # a keycap is its digit
+    assert without_pictographs(["😊."]) == ["."]  # nothing before it to take the stop
+    assert without_pictographs(["...", ":)"]) == ["...", ":)"]  # no pictograph: as written
+
+
+@pytest.mark.parametrize("language, text, said", [
+    ("en", "Great choice! 😊 Let's get started 🚀", "Great choice! Let's get started"),
+    ("en", "✅ Confirmed, see you at 3pm 👋.", "Confirmed, see you at three p m."),
+    ("en", "Press 1️⃣ for sales, it's 30°C ☀️", "Press one for sales, it's thirty degrees Celsius"),
+    ("es", "¡Gracias! 🙏 Hasta el lunes 😊", "¡Gracias! Hasta el lunes"),
+    ("fr", "Merci beaucoup 😊 !", "Merci beaucoup !"),  # a language without rules loses them too
+])
+def test_the_normaliser_leaves_pictographs_unsaid(language, text, said):
+    norm = normalize(text, language)
+    assert norm.text == said
+    assert norm.original_words == text.split()  # word timestamps still align with what was written
+    assert has_speech(norm.text)
+
+
+def test_with_normalisation_off_the_text_is_as_written():
+    assert normalize("Hi 😊", "en", "off").text == "Hi 😊"
