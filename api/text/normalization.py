@@ -1527,15 +1527,14 @@ class _TokenReader:
         return "f"
 
     def _read_fraction(self, i: int) -> tuple[Optional[str], int]:
-        """"3/4" -> "three quarters"; after a word that introduces a date ("el 5/6", "on 5/6") or a
-        day's name ("Fri 9/12", ``_after_weekday``) a day and month without a year ("el cinco de
-        junio", "Friday September twelfth")."""
+        """"3/4" -> "three quarters"; where it is dated (``_is_dated``: "el 5/6", "on 5/6", "Fri
+        9/12", "ships 12/15") a day and month without a year ("el cinco de junio", "Friday
+        September twelfth")."""
         r = self.rules
         m = _FRACTION_RE.fullmatch(self.tokens[i].core)
         if not m:
             return None, 0
         a, b = int(m.group(1)), int(m.group(2))
-        prev = self.tokens[i - 1] if i > 0 else None
         nxt = self._next(i) if not self.tokens[i].trail else None
         of_a_unit = nxt is not None and not nxt.lead and (  # "el 1/2 litro", "Tuesday 3/4 cup", "on 3/4 of it"
             self._is_unit_word(nxt.core) or nxt.core.lower() in _FRACTION_NOUNS or nxt.core.lower() in _FRACTION_OF)
