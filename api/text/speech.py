@@ -47,8 +47,11 @@ def without_pictographs(words: list[str]) -> list[str]:
     "it", "😊."] -> ["love", "it.", ""]."""
     out: list[str] = []
     for word in words:
-        kept = "".join(ch for ch in word if not is_pictograph(ch)) if any(map(is_pictograph, word)) else word
-        if kept and kept != word and all(ch in _CLOSING_PUNCTUATION for ch in kept):
+        if word.isascii() or not any(map(is_pictograph, word)):  # most words: nothing to look at
+            out.append(word)
+            continue
+        kept = "".join(ch for ch in word if not is_pictograph(ch))
+        if kept and all(ch in _CLOSING_PUNCTUATION for ch in kept):
             before = next((k for k in range(len(out) - 1, -1, -1) if out[k]), None)
             if before is not None:
                 out[before] += kept
