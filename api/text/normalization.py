@@ -585,14 +585,14 @@ class _TokenReader:
             return roman, 0
         if tok.core in ("x", "×") and self._between_measures(i):  # '12" x 8"', "10 cm x 20 cm"
             return _BY_WORD[self.rules.code], 0
-        named = _LETTERS_WITH_SIGNS.get(tok.core) or (_EN_CASED_ABBREVIATIONS.get(tok.core) if self.rules.code == "en" else None)
+        named = _LETTERS_WITH_SIGNS.get(tok.core) or (_EN_FIXED_READINGS.get(tok.core) if self.rules.code == "en" else None)
         if named is not None:
             return named, 0
         graded = _GRADE_RE.fullmatch(tok.core)
         if graded:  # "an A+", "O+ blood": the letter and "plus"
             return f"{graded.group('letters')} {self.rules.symbol_words['+']}", 0
-        if tok.core.isalpha():  # a word of letters only: no rule below reads one (most tokens are)
-            return None, 0
+        if tok.core.isalpha() and tok.core not in _CODES:  # a word of letters only: no rule below reads one
+            return None, 0  # (most tokens are); a currency's code may lead its amount ("USD 50")
         for reader in (
             self._read_keypad,
             self._read_extension,
@@ -782,7 +782,7 @@ class _TokenReader:
         return read_address(self.tokens[i].core, self.rules), 0
 
     def _read_money(self, i: int) -> tuple[Optional[str], int]:
-        """An amount of money: "$5", "-€3", "5 USD", "€ 5", "9,99 €/mes"; with its scale, a suffix
+        """An amount of money: "$5", "-€3", "5 USD", "€ 5", "USD 50", "9,99 €/mes"; with its scale, a suffix
         ("$2.5M") or a word ("$1.5 million": ``_spelled_scale``); a range ("$10-$20", "10-20 €")."""
         r, tok, nxt = self.rules, self.tokens[i], self._next(i)
         m = _PREFIX_MONEY_RE.fullmatch(tok.core)
@@ -818,13 +818,14 @@ class _TokenReader:
         if nxt is None or tok.trail:
             return None, 0
         nxt_core, per = self._split_per(nxt.core)  # "€ 5/kg", "9,99 €/mes"
-        if tok.core in _SYMBOLS:  # "€ 5"
+        if tok.core in _SYMBOLS or tok.core in _CODES:  # "€ 5", "USD 50"
             num = r.parse_amount(nxt_core)
+            code = _SYMBOLS.get(tok.core, tok.core)
             if num is not None and not nxt.lead:
                 if per:
-                    return r.read_currency(num, _SYMBOLS[tok.core]) + per, 1
-                scale, consumed = self._spelled_scale(i, 1, _SYMBOLS[tok.core])
-                return r.read_currency(num, _SYMBOLS[tok.core], scale, singular=self._adjective_amount(i, consumed)), consumed
+                    return r.read_currency(num, code) + per, 1
+                scale, consumed = self._spelled_scale(i, 1, code)
+                return r.read_currency(num, code, scale, singular=self._adjective_amount(i, consumed)), consumed
             return None, 0
         code = (
             _SYMBOLS.get(nxt_core)
@@ -2220,8 +2221,9 @@ _SUM_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[+=]\d+(?:[.,]\d+)?)+")
 _AFTER_MEASURE_WORDS = frozenset("tall long wide high deep thick and by x ×".split())  # "6 ft 2 in tall"
 # Names written with signs, said alike in every language: programming languages
 _LETTERS_WITH_SIGNS = {"C++": "C plus plus", "C#": "C sharp", "F#": "F sharp"}
-# English short forms that are words only in one case: "MoM" (not "Mom")
-_EN_CASED_ABBREVIATIONS = {"YoY": "year over year", "QoQ": "quarter over quarter", "MoM": "month over month"}
+# English short forms that are words only in one case ("MoM", not "Mom"), and an even split
+_EN_FIXED_READINGS = {"YoY": "year over year", "QoQ": "quarter over quarter", "MoM": "month over month",
+                      "50-50": "fifty-fifty", "50/50": "fifty-fifty"}
 _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
 _RATIO_RE = re.compile(r"(\d{1,3}):(\d)")  # "3:1": one digit after the colon, so no time
 _DECIMAL_SECONDS_RE = re.compile(r"(?P<num>\d+(?P<sep>[.,])\d+)s")  # "3.2s", "0,8s"
