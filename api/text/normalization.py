@@ -111,6 +111,7 @@ _CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR", "CAD", "AUD"}
 # "-"), then the digits it leaves: "****1234", "XXXX-XXXX-1234", "xxx-xx-1234"
 _MASK_RE = re.compile(r"(?:[*•]{3,}|x{3,}|X{3,})(?:-?(?:[*•]{2,}|x{2,}|X{2,}))*")
 _MASKED_DIGITS_RE = re.compile(rf"{_MASK_RE.pattern}[-\s]?(?P<digits>\d{{2,6}})")
+_ELLIPSIS_DIGITS_RE = re.compile(r"(?:\.{3}|…)(?P<digits>\d{4})")  # "checking (...4821)": an account's last four
 _SHORT_SCALES = frozenset({"mln", "mld"})  # scales written apart as short forms: "€5 mln."
 _DOLLAR_CODES = frozenset({"USD", "MXN", "CAD", "AUD"})  # what a bare "$" may be: "$1.500 MXN" is pesos
 _SYM = r"US\$|R\$|MX\$|CA?\$|AU?\$|[$€£¥₹]"
@@ -585,6 +586,8 @@ class _TokenReader:
             return roman, 0
         if tok.core in ("x", "×") and self._between_measures(i):  # '12" x 8"', "10 cm x 20 cm"
             return _BY_WORD[self.rules.code], 0
+        if tok.core in ("x", "×") and self._between_count_and_price(i):  # "2 x $19.99"
+            return self.rules.symbol_words["×"], 0
         named = _LETTERS_WITH_SIGNS.get(tok.core) or (_EN_FIXED_READINGS.get(tok.core) if self.rules.code == "en" else None)
         if named is not None:
             return named, 0
@@ -1043,6 +1046,20 @@ class _TokenReader:
         measured = (prev.raw.endswith(_INCH_MARKS) or prev.core in UNIT_SYMBOLS
                     or attached_unit(prev.core) is not None)
         return measured and not prev.trail.strip("".join(_INCH_MARKS)) and _starts_digit(nxt)
+
+    def _between_count_and_price(self, i: int) -> bool:
+        """Whether token ``i`` stands alone between a count and a price: "2 x $19.99", "3 × €5",
+        "2 x 5 €", "2 x 5€"."""
+        tok = self.tokens[i]
+        if tok.lead or tok.trail or i == 0 or i + 1 >= len(self.tokens):
+            return False
+        prev, nxt, after = self.tokens[i - 1], self.tokens[i + 1], self._next(i + 1)
+        if not prev.core.isdecimal() or prev.trail or nxt.lead:
+            return False
+        if _PREFIX_MONEY_RE.fullmatch(nxt.core) or _SUFFIX_MONEY_RE.fullmatch(nxt.core):
+            return True
+        return (_starts_digit(nxt) and not nxt.trail and after is not None and not after.lead
+                and (after.core in _SYMBOLS or after.core in _CODES))
 
     def _inside_quotation(self, i: int) -> bool:
         """Whether a double quotation mark opened before token ``i`` is still open."""
@@ -1913,10 +1930,10 @@ class _TokenReader:
 
     def _read_masked_digits(self, i: int) -> tuple[Optional[str], int]:
         """The last digits of a card or account shown behind a mask: "****1234", "XXXX-1234",
-        "•••• 1234" -> "ending in one two three four" (the mask is not said; nor is the phrase again
+        "•••• 1234", "(...1234)" -> "ending in one two three four" (the mask is not said; nor is the phrase again
         after "ending in")."""
         r, tok, nxt = self.rules, self.tokens[i], self._next(i)
-        m = _MASKED_DIGITS_RE.fullmatch(tok.core)
+        m = _MASKED_DIGITS_RE.fullmatch(tok.core) or _ELLIPSIS_DIGITS_RE.fullmatch(tok.core)
         consumed = 0
         if (m is None and _MASK_RE.fullmatch(tok.core) and nxt is not None and not tok.trail and not nxt.lead
                 and not self.line_starts[i + 1]):  # "***" alone on its line is a Markdown rule

@@ -163,6 +163,7 @@ class EnglishRules(LanguageRules):
         "ext.": Abbreviation("extension", before_number=True),
         "ext": Abbreviation("extension", before_number=True),  # "555-0100 ext 204"
         "apt.": Abbreviation("apartment", before_number=True),
+        "rm.": Abbreviation("room", before_number=True),
         "jan.": Abbreviation("January", before_number=True),
         "feb.": Abbreviation("February", before_number=True),
         "mar.": Abbreviation("March", before_number=True),
