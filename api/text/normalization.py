@@ -693,7 +693,7 @@ class _TokenReader:
             if abbr is None or any(c not in _TRAIL for c in rest[k:]):
                 continue
             nxt = self._next(i)
-            if abbr.before_number and not _starts_digit(nxt):
+            if abbr.before_number and not _starts_digit(nxt) and (nxt is None or nxt.core.lower() not in abbr.nouns):
                 return None, 0
             # "St. Louis" is Saint; "Main St., Springfield": punctuation after it ends a street name
             alternative = abbr.before_capital is not None and _starts_upper(nxt) and rest[k:] in ("", ".")

@@ -9,6 +9,10 @@ from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRu
 
 __all__ = ["EnglishRules"]
 
+# What "min." and "max." are the minimum and maximum of, before a noun ("your min. payment")
+_LIMITED_NOUNS = frozenset("""payment payments order orders purchase spend balance deposit amount fee charge stay
+age capacity occupancy guests people speed temperature temp weight load height length width size quantity qty
+price value score requirement""".split())
 _ORDINAL_RE = re.compile(r"(\d+)(st|nd|rd|th)", re.IGNORECASE)
 
 
@@ -151,8 +155,8 @@ class EnglishRules(LanguageRules):
         # "May", "march" are words, and "May." is one before a full stop.
         "fig.": Abbreviation("figure", before_number=True),
         # "min. 3 nights", "max. 10 people"; after a number "5 min." is minutes (a unit)
-        "min.": Abbreviation("minimum", before_number=True),
-        "max.": Abbreviation("maximum", before_number=True),
+        "min.": Abbreviation("minimum", before_number=True, nouns=_LIMITED_NOUNS),
+        "max.": Abbreviation("maximum", before_number=True, nouns=_LIMITED_NOUNS),
         # title: "P." is also an initial before a name ("J. P. Morgan"), so the segmenter must
         # not end a sentence at its period; before a number (the only place it is read) the flag
         # changes nothing.

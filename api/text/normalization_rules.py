@@ -61,7 +61,8 @@ class Abbreviation:
     can_end: it often closes a sentence ("etc.", "Inc.", "p.m."): before an uppercase word (or at
     the end of the text) its period also counts as the sentence's full stop. Other abbreviations
     ("e.g.", "vs.") only get a full stop at the very end of the text.
-    before_number: only expanded when the next token starts with a digit ("No. 5").
+    before_number: only expanded when the next token starts with a digit ("No. 5"), or is one of
+    ``nouns`` ("min. payment"; "wait a min. please" stays).
     before_capital: the expansion to use instead when the next token starts with an uppercase
     letter ("St." is "Saint" before a name, "Street" otherwise); None when there is one.
     """
@@ -71,6 +72,7 @@ class Abbreviation:
     can_end: bool = False
     before_number: bool = False
     before_capital: Optional[str] = None
+    nouns: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
