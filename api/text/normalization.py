@@ -644,6 +644,8 @@ class _TokenReader:
             return self.rules.symbol_words[_SIGN_ALIASES.get(tok.core, tok.core)], 0
         if tok.core in _DASHES and not tok.trail and self._number_follows(i) and self._after_meridiem(i):
             return _RANGE_WORD[self.rules.code], 0  # "9am - 5pm", "9:00 AM – 5:00 PM"
+        if tok.core in _DASHES and not tok.trail and i > 0 and self._in_day_range(i - 1):
+            return _RANGE_WORD[self.rules.code], 0  # "Mon. - Fri."
         return None, 0
 
     def _numbers_the_word_before(self, i: int) -> bool:
@@ -737,6 +739,8 @@ class _TokenReader:
             if first is None or last is None:
                 return None
             said = _capitalize_like(f"{first} {_RANGE_WORD[r.code]} {last}", tok.core)
+        elif tok.trail in ("", ".", ",", ".,") and self._in_day_range(i):
+            said = _capitalize_like(days[tok.core.lower()], tok.core)  # "Mon to Fri", "seg. a sex.", "ma t/m vr"
         elif (
             r.code == "en"
             # "Nov. 3" is an abbreviation ("nov."); "Tue. 5" has none
@@ -755,6 +759,24 @@ class _TokenReader:
             trail = self._abbreviation_trail(tok.trail[1:], i, title=False, can_end=True)
             self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, trail)
         return said
+
+    def _in_day_range(self, i: int) -> bool:
+        """Whether the short day name at token ``i`` is an end of a range of short day names
+        written apart: "Mon to Fri", "Mon. - Fri.", "lun. a vie.", "seg. a sex.", "ma t/m vr"."""
+        days, links = self.rules.weekday_abbreviations, _DAY_RANGE_LINKS[self.rules.code]
+
+        def day(k: int, last: bool) -> bool:  # in English capitalised only: "sun", "sat" are words
+            if not 0 <= k < len(self.tokens) or self.tokens[k].lead:
+                return False
+            tok = self.tokens[k]
+            named = tok.core in _EN_SHORT_DAYS if self.rules.code == "en" else tok.core.lower() in days
+            return named and (last or tok.trail in ("", "."))
+
+        def link(k: int) -> bool:
+            return 0 <= k < len(self.tokens) and self.tokens[k].raw.lower() in links
+
+        return ((day(i, False) and link(i + 1) and day(i + 2, True))
+                or (day(i, True) and link(i - 1) and day(i - 2, False)))
 
     def _short_date_word(self, i: int) -> Optional[str]:
         """Outside English, a short month after its day ("8 de dic.", "8 dec.") or a short day before
@@ -1057,6 +1079,8 @@ class _TokenReader:
         if not prev.core.isdecimal() or prev.trail or nxt.lead:
             return False
         if _PREFIX_MONEY_RE.fullmatch(nxt.core) or _SUFFIX_MONEY_RE.fullmatch(nxt.core):
+            return True
+        if nxt.core in _SYMBOLS and not nxt.trail and _starts_digit(after):  # "2 x € 5"
             return True
         return (_starts_digit(nxt) and not nxt.trail and after is not None and not after.lead
                 and (after.core in _SYMBOLS or after.core in _CODES))
@@ -2088,8 +2112,14 @@ def _phone_groups(tokens: list[_Token]) -> dict[int, str]:
             and not all(g.endswith("00") for g in groups)
         ):
             out.update((k, "," if k < j - 1 else "") for k in range(i, j))
+        elif (j == i and i + 1 < len(tokens) and _TRUNK_AREA_RE.fullmatch(tokens[i].core) and not tokens[i].trail
+              and not tokens[i + 1].lead and _is_digit_group(tokens[i + 1]) and len(tokens[i + 1].core) in (3, 4)):
+            out[i + 1] = ""  # "020-123 4567": the area code and exchange are read as a code, the rest digit by digit
         i = max(j, i + 1)
     return out
+
+
+_TRUNK_AREA_RE = re.compile(r"0\d{1,3}-\d{3,4}")  # a trunk "0", the area code and the first group: "020-123"
 
 
 def _is_digit_group(tok: _Token) -> bool:
@@ -2226,6 +2256,9 @@ def _is_range(a: str, b: str) -> bool:
 
 
 _RANGE_WORD = {"en": "to", "es": "a", "pt": "a", "nl": "tot"}
+# what joins two short day names written apart into a range: "Mon to Fri", "seg. a sex.", "ma t/m vr"
+_DAY_RANGE_LINKS = {"en": {"to", "through", "thru", "-", "–"}, "es": {"a", "-", "–"},
+                    "pt": {"a", "à", "até", "-", "–"}, "nl": {"t/m", "tot", "-", "–"}}
 # "between 1-2 p.m." is "between one and two": the range's "to" after "between" is its "and"
 _BETWEEN = {"en": "between", "es": "entre", "pt": "entre", "nl": "tussen"}
 _BETWEEN_AND = {"en": "and", "es": "y", "pt": "e", "nl": "en"}

@@ -137,7 +137,7 @@ PORTUGUESE = [
 DUTCH = [
     ('om 14.30 uur', 'om veertien uur dertig'),  # "." in a time, before "uur" only
     ('versie 1.20 is uit', 'versie één komma twee nul is uit'),
-    ('ma t/m vr, m.b.t. dat, i.p.v. dit, a.u.b.', 'ma tot en met vr, met betrekking tot dat, in plaats van dit, alstublieft.'),
+    ('ma t/m vr, m.b.t. dat, i.p.v. dit, a.u.b.', 'maandag tot en met vrijdag, met betrekking tot dat, in plaats van dit, alstublieft.'),
     ('€ 3,50', 'drie euro en vijftig cent'),
     ('1.234,5 euro', 'duizendtweehonderdvierendertig euro en vijftig cent'),
     ('5 EUR', 'vijf euro'),
