@@ -162,7 +162,8 @@ _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _ISO_DATETIME_RE = re.compile(r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})T(?P<h>\d{2}):(?P<mi>\d{2})(?::\d{2}(?:\.\d+)?)?"
                               r"(?P<zone>Z|[+-]\d{2}:?\d{2})?")
 # the word before a time of day (the second where the hour is one): "at ten", "a la una", "à uma"
-_NAMED_TIMES = frozenset({"noon", "midnight", "mediodía", "medianoche", "meio-dia", "meia-noite", "middag", "middernacht"})
+_NAMED_TIMES = frozenset({"noon", "midnight", "mediodía", "medianoche", "meio-dia", "meia-noite", "middag",
+                          "middernacht"})
 _AT_WORDS = {"en": ("at", "at"), "es": ("a las", "a la"), "pt": ("às", "à"), "nl": ("om", "om")}
 _DAY_MONTH_RE = re.compile(r"(\d{1,2})-(\d{1,2})")
 _NUMERIC_DATE_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})")
@@ -588,7 +589,9 @@ class _TokenReader:
             return _BY_WORD[self.rules.code], 0
         if tok.core in ("x", "×") and self._between_count_and_price(i):  # "2 x $19.99"
             return self.rules.symbol_words["×"], 0
-        named = _LETTERS_WITH_SIGNS.get(tok.core) or (_EN_FIXED_READINGS.get(tok.core) if self.rules.code == "en" else None)
+        named = _LETTERS_WITH_SIGNS.get(tok.core)
+        if named is None and self.rules.code == "en":
+            named = _EN_FIXED_READINGS.get(tok.core)
         if named is not None:
             return named, 0
         graded = _GRADE_RE.fullmatch(tok.core)
@@ -724,16 +727,17 @@ class _TokenReader:
 
     def _read_calendar_word(self, i: int) -> Optional[str]:
         """Short day and month names: a range of days in every language ("Mon-Fri" -> "Monday
-        to Friday", "lun-vie" -> "lunes a viernes"; in English "M-F" too), and in English a capitalised one before a
-        date or time ("Sat 10-2", "Mon, Nov 3" -> "Monday, November third"), and a capitalised
-        day after a word that leads one ("on Fri.", "by Wed", "every Tues"). Elsewhere "Sat",
-        "Sun", "mar" and "do" are words."""
+        to Friday", "lun-vie" -> "lunes a viernes", "seg. a sex."; in English "M-F" too), and in
+        English a capitalised one before a date or time ("Sat 10-2", "Mon, Nov 3" -> "Monday,
+        November third"), and a capitalised day after a word that leads one ("on Fri.", "by Wed",
+        "every Tues"). Elsewhere "Sat", "Sun", "mar" and "do" are words."""
         r, tok = self.rules, self.tokens[i]
         days = r.weekday_abbreviations
         m = _DAY_RANGE_RE.fullmatch(tok.core)
         letters = _LETTER_DAY_RANGE_RE.fullmatch(tok.core) if r.code == "en" else None
         if letters and letters.group("first") != letters.group("last"):
-            said = f"{_EN_LETTER_DAYS[letters.group('first')]} {_RANGE_WORD[r.code]} {_EN_LETTER_DAYS[letters.group('last')]}"
+            first, last = _EN_LETTER_DAYS[letters.group("first")], _EN_LETTER_DAYS[letters.group("last")]
+            said = f"{first} {_RANGE_WORD[r.code]} {last}"
         elif m:
             first, last = days.get(m.group("first").lower()), days.get(m.group("last").lower())
             if first is None or last is None:
@@ -1184,8 +1188,10 @@ class _TokenReader:
         else:
             m = _NUMERIC_DATE_RE.fullmatch(core)
             if not m:
-                month_year = _MONTH_YEAR_RE.fullmatch(core)
-                return (r.read_month_year(int(month_year.group(1)), int(month_year.group(2))) if month_year else None), 0
+                month_year = _MONTH_YEAR_RE.fullmatch(core)  # "12/2025"
+                if month_year is None:
+                    return None, 0
+                return r.read_month_year(int(month_year.group(1)), int(month_year.group(2))), 0
             a, b, y = int(m.group(1)), int(m.group(3)), m.group(4)
             year = int(y) if len(y) == 4 else (2000 + int(y) if int(y) < 50 else 1900 + int(y))
             if r.date_order == "mdy" and a <= 12:
@@ -1250,7 +1256,9 @@ class _TokenReader:
             return None, 0
         joins_next = nxt is not None and not tok.trail and not nxt.lead
         seconds = _DECIMAL_SECONDS_RE.fullmatch(tok.core)
-        if seconds and seconds.group("sep") == r.decimal_sep:  # not "1,000s" in English  # "in 3.2s": seconds ("5s" and "30s" may be plurals and decades)
+        # "in 3.2s": seconds, with the language's decimal sign ("1,000s" in English are thousands);
+        # "5s" and "30s" may be plurals and decades
+        if seconds and seconds.group("sep") == r.decimal_sep:
             return self._amount_of(None, seconds.group("num"), "s", self._after_article(i)), 0
         if joins_next and nxt.core == "in" and r.code == "en" and self._after_feet(i) and self._ends_a_height(i + 1):
             reading = self._amount_of(None, tok.core, "in")

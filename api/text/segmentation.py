@@ -280,7 +280,6 @@ class TextBuffer:
             return bool(_LIST_NUMBER_RE.match(buf, next_at))
         return True
 
-
     @staticmethod
     def _time_goes_on(buf: str, next_at: int) -> bool:
         """Whether the word at ``next_at``, after "a.m."/"p.m.", goes on with the time; a word still
