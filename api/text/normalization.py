@@ -94,6 +94,7 @@ _HEADING_RE = re.compile(r"#{1,6}")
 _BULLETS = frozenset("-*+•")  # a Markdown list item's mark, and the bullet LLMs also write
 _EXTENSION_RE = re.compile(r"x(\d{1,5})")  # "555-0100 x123"
 _KEYPAD_CODE_RE = re.compile(r"\*(?P<digits>\d{2,3})#?")  # "*67", "*69": a service code, dialled
+_PATH_ARROWS = frozenset({">", "→", "›", "»", "->", "=>", "⇒", "➜", "➔"})  # "Settings > Privacy"
 _RULE_RE = re.compile(r"-{3,}|\*{3,}|_{3,}")  # a Markdown horizontal rule: "---", "***", "___"
 _NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)]")  # "1. First", "2) Second"
 _SPACES_RE = re.compile(r"\s*")
@@ -437,6 +438,22 @@ def _without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None)
     return out
 
 
+def _without_path_arrows(raws: list[str]) -> list[str]:
+    """The tokens with the arrows of a path through menus or steps taken out, each said as the
+    pause after the word before it: "Settings > Privacy > Location", "Step 1 → Step 2 → done" ->
+    "Settings, Privacy, Location". A ">" counts between capitalised words only ("x > y" stays a
+    comparison, and "> 10" is one before a number)."""
+    out = list(raws)
+    for k in range(1, len(out) - 1):
+        arrow, before, after = out[k], out[k - 1], out[k + 1]
+        if arrow not in _PATH_ARROWS or not before or not before[-1].isalnum() or not after[:1].isalpha():
+            continue
+        if arrow == ">" and not (before[:1].isupper() and after[:1].isupper()):
+            continue
+        out[k - 1], out[k] = before + ",", ""
+    return out
+
+
 def _is_mask(raw: str) -> bool:
     """Whether ``raw`` is masked digits or their mask ("***-**-6789", "****"), whose stars are no
     emphasis."""
@@ -497,7 +514,8 @@ class _TokenReader:
     def __init__(self, rules: LanguageRules, raws: list[str], line_starts: Optional[list[bool]] = None) -> None:
         self.rules = rules
         self.line_starts = line_starts or [False] * len(raws)
-        self.tokens = [_split_token(r) for r in _without_markdown(without_pictographs(raws), line_starts)]
+        raws = _without_path_arrows(without_pictographs(raws))
+        self.tokens = [_split_token(r) for r in _without_markdown(raws, line_starts)]
         self.phone_groups = _phone_groups(self.tokens)
 
     def read_all(self) -> list[list[str]]:
@@ -589,7 +607,7 @@ class _TokenReader:
             return _BY_WORD[self.rules.code], 0
         if tok.core in ("x", "×") and self._between_count_and_price(i):  # "2 x $19.99"
             return self.rules.symbol_words["×"], 0
-        named = _LETTERS_WITH_SIGNS.get(tok.core)
+        named = _LETTERS_WITH_SIGNS.get(tok.core) or _read_keys(tok.core) or _read_hex(tok.core, self.rules)
         if named is None and self.rules.code == "en":
             named = _EN_FIXED_READINGS.get(tok.core)
         if named is not None:
@@ -2046,6 +2064,22 @@ class _TokenReader:
         return (" ".join(words) if words else None), 0
 
 
+def _read_keys(core: str) -> Optional[str]:
+    """A keyboard shortcut, its keys said in a row: "Ctrl+Shift+Delete" -> "Control Shift Delete",
+    "Cmd+C" -> "Command C"."""
+    if not _KEY_COMBO_RE.fullmatch(core):
+        return None
+    return " ".join(_KEY_NAMES.get(key.lower(), key) for key in core.split("+"))
+
+
+def _read_hex(core: str, rules: LanguageRules) -> Optional[str]:
+    """A hexadecimal number, as an error code is read: "0x80070005" -> "zero x eight zero zero
+    seven zero zero zero five", its letters as capitals ("0x1F" -> "zero x one F")."""
+    if not _HEX_RE.fullmatch(core):
+        return None
+    return " ".join([rules.digits("0"), "x"] + [rules.digits(c) if c.isdecimal() else c.upper() for c in core[2:]])
+
+
 def _looks_plural(word: str) -> bool:
     """Whether an English ``word`` looks like a plural noun: lowercase letters ending in "s", not
     "ss", "us" or "is", and not a word such as "was" or "always"."""
@@ -2284,6 +2318,11 @@ _EN_FIXED_READINGS = {"YoY": "year over year", "QoQ": "quarter over quarter", "M
                       "50-50": "fifty-fifty", "50/50": "fifty-fifty"}
 _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
 _RATIO_RE = re.compile(r"(\d{1,3}):(\d)")  # "3:1": one digit after the colon, so no time
+_KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": "Alt", "cmd": "Command",
+              "command": "Command", "opt": "Option", "option": "Option", "win": "Windows", "fn": "Function",
+              "del": "Delete", "esc": "Escape", "enter": "Enter", "tab": "Tab", "space": "Space"}
+_KEY_COMBO_RE = re.compile(r"(?i:ctrl|control|shift|alt|cmd|command|opt|option|win|fn)(?:\+[A-Za-z0-9]{1,6})+")
+_HEX_RE = re.compile(r"0x[0-9A-Fa-f]{2,16}")  # "0x80070005"
 _DECIMAL_SECONDS_RE = re.compile(r"(?P<num>\d+(?P<sep>[.,])\d+)s")  # "3.2s", "0,8s"
 _DIMENSIONS_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[x×]\d+(?:[.,]\d+)?)+")
 # Words between two numbers that count the same noun: "1 o 2 personas", "1 a 3 semanas", "1 ou 2".

@@ -8,7 +8,9 @@ Gepard says "support acme com" at best. ``read_address`` reads a whole token cor
   slash docs" (the scheme is not said, nor a query or fragment after "?" or "#");
 - a bare domain, only with a common top-level domain written in lowercase, so that a missing
   space after a full stop ("done.So", "end.Next") is not taken for one: "acme.com", "acme.co.uk",
-  "ups.com/track?id=1" (a query only after a path, and not said).
+  "ups.com/track?id=1" (a query only after a path, and not said);
+- a file's name with a common extension in lowercase: "report_v2.pdf" -> "report underscore v
+  two dot pdf" (its period is no full stop).
 
 Letters stay as written; digits are read one by one ("mp3" -> "mp three", port "8080" -> "eight
 zero eight zero"); ".", "@", "/", "-" and "_" are the language's words for them
@@ -38,11 +40,14 @@ _URL_RE = re.compile(rf"(?:(?P<scheme>https?://)(?P<host>{_DOMAIN})|(?P<www>www\
 # case kept: a lowercase top-level domain, so "done.So" (a missing space) is no address
 # a query or fragment only after a path ("ups.com/track?id=1"): "acme.com?" is a question
 _BARE_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.(?:{_COMMON_TLDS})(?:/[^\s?#]*(?:[?#]\S*)?)?")
+_FILE_EXTENSIONS = "pdf|docx?|xlsx?|pptx?|csv|txt|rtf|png|jpe?g|gif|svg|heic|zip|mp3|mp4|mov|wav|html?|json|xml|ics|apk|dmg|exe"
+_FILE_RE = re.compile(rf"[A-Za-z0-9][\w-]*(?:\.[\w-]+)*\.(?:{_FILE_EXTENSIONS})")
 _PIECE_RE = re.compile(r"[^\W\d_]+|\d+|.")
 
 
 def read_address(core: str, rules: LanguageRules) -> Optional[str]:
-    """The words for an email or web address (module docstring), or None when ``core`` is none."""
+    """The words for an email or web address or a file's name (module docstring), or None when
+    ``core`` is none."""
     if "." not in core:  # every form has one: most tokens are out at once
         return None
     if _EMAIL_RE.fullmatch(core):
@@ -52,6 +57,8 @@ def read_address(core: str, rules: LanguageRules) -> Optional[str]:
         return _say(_without_query(core[len(m.group("scheme") or ""):]), rules)
     if _BARE_RE.fullmatch(core):
         return _say(_without_query(core), rules)
+    if _FILE_RE.fullmatch(core):
+        return _say(core, rules)
     return None
 
 

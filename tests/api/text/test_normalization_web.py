@@ -21,6 +21,13 @@ READINGS = [
     # a query after a bare domain's path is not said; after the domain alone "?" is the question's
     ("en", "Track it at ups.com/track?id=1Z999 today.", "Track it at ups dot com slash track today."),
     ("en", "Is it acme.com?", "Is it acme dot com?"),
+    # a file's name with a common extension; "node.js" has none
+    ("en", "Open report_v2.pdf and index.html, not node.js.", "Open report underscore v two dot pdf and index dot "
+     "html, not node.js."),
+    # a hex code, a keyboard shortcut, a path through menus (not a comparison)
+    ("en", "Error 0x8007001F: press Ctrl+Shift+Esc", "Error zero x eight zero zero seven zero zero one F: press "
+     "Control Shift Escape"),
+    ("en", "Go to Settings > Privacy → Location; if x > y", "Go to Settings, Privacy, Location; if x > y"),
     # signs around numbers
     ("en", "2 + 2 = 4", "two plus two equals four"),
     ("en", "our #1 fan", "our number one fan"),
@@ -83,7 +90,7 @@ def test_addresses_and_signs_are_read(language, text, expected):
 
 @pytest.mark.parametrize("text", [
     "I was done.So I left.",   # a missing space after a full stop: the "domain" is capitalised
-    "node.js and index.html",  # file names: no common top-level domain
+    "node.js and index.htm1",  # no common top-level domain, nor a file's extension
     "e.g. this",
     "#hashtag, E+ grade, A++ code",
     "a 4K video, 5m, a 3x4 grid",  # "K" (video), "m" (meters? minutes?) and dimensions are no scale or times
