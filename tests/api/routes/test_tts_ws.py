@@ -232,6 +232,19 @@ async def test_normalization_is_honoured_on_the_socket(gateway, default_voice_id
     assert [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]] == words
 
 
+async def test_a_time_and_its_day_stay_one_sentence_and_emoji_are_not_spoken(gateway, default_voice_id):
+    """"9 a.m." streams in before "Monday": the segmenter waits for the word after the period, so
+    the sentence is not cut there (the model would say "nine a m." and start again), and the emoji
+    in it reaches the model as nothing."""
+    async with connect(ws_url(gateway)) as ws:
+        for piece in ["We're open 9 a.m.", " Mon", "day \U0001F60A through Friday. ", "Bye."]:
+            await send(ws, gen("hours", piece, default_voice_id, add_timestamps=True, use_normalized_timestamps=True))
+        await send(ws, gen("hours", "", default_voice_id, cont=False))
+        msgs = await read_until_terminal(ws, ["hours"])
+    words = [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]]
+    assert words == ["We're", "open", "nine", "a", "m", "Monday", "through", "Friday.", "Bye."]
+
+
 @pytest.mark.parametrize("normalized, words", [
     (True, ["Your", "plan:", "five", "million", "dollars,", "BP", "one", "twenty", "over", "eighty."]),
     (False, ["Your", "plan:", "**$5", "million**,", "BP", "120/80."]),  # the words as the client sent them
