@@ -95,6 +95,9 @@ _BULLETS = frozenset("-*+•")  # a Markdown list item's mark, and the bullet LL
 _EXTENSION_RE = re.compile(r"x(\d{1,5})")  # "555-0100 x123"
 _KEYPAD_CODE_RE = re.compile(r"\*(?P<digits>\d{2,3})#?")  # "*67", "*69": a service code, dialled
 _PATH_ARROWS = frozenset({">", "→", "›", "»", "->", "=>", "⇒", "➜", "➔"})  # "Settings > Privacy"
+_TABLE_RULE_RE = re.compile(r"\|?(?::?-{3,}:?\|)+(?::?-{3,}:?)?")  # "|---|:---:|", "|------|-------|"
+_TABLE_CELL_RULE_RE = re.compile(r":?-{3,}:?")  # "---" between a rule row's spaced "|"s
+_FENCE_RE = re.compile(r"```[\w+-]*")  # a code fence: "```", "```python"
 _RULE_RE = re.compile(r"-{3,}|\*{3,}|_{3,}")  # a Markdown horizontal rule: "---", "***", "___"
 _NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)]")  # "1. First", "2) Second"
 _SPACES_RE = re.compile(r"\s*")
@@ -419,6 +422,7 @@ def _without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None)
     out = [raw if _is_mask(raw) or _KEYPAD_CODE_RE.fullmatch(raw.rstrip(".,;:!?"))
            else _MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) for raw in raws]
     line_starts = line_starts or [False] * len(out)
+    _without_tables_and_fences(out, raws, line_starts)
     _pause_after_lines(out, line_starts)
     for k, raw in enumerate(out):
         if _HEADING_RE.fullmatch(raw) and line_starts[k] and k + 1 < len(out) and out[k + 1][:1].isalpha():
@@ -459,6 +463,31 @@ def _is_mask(raw: str) -> bool:
     emphasis."""
     core = raw.rstrip(".,;:!?")
     return _MASKED_DIGITS_RE.fullmatch(core) is not None or _MASK_RE.fullmatch(core) is not None
+
+
+def _without_tables_and_fences(out: list[str], raws: list[str], line_starts: list[bool]) -> None:
+    """Takes a Markdown table's marks out, in place: its rule row ("|---|:---:|") is not said, and
+    each cell's "|" is the pause after the cell: "," within a row, "." at its end ("| Plan | Price
+    |" is said "Plan, Price."). A code fence ("```", "```python") on a line of its own is not said
+    either (``raws``: the tokens as written, before their emphasis marks went). Only a "|"
+    standing alone counts, on a line that starts with one."""
+    table_line = False
+    for k, raw in enumerate(out):
+        ends_line = k + 1 == len(out) or line_starts[k + 1]
+        if line_starts[k]:
+            table_line = raw == "|" or bool(_TABLE_RULE_RE.fullmatch(raw))
+            if _FENCE_RE.fullmatch(raws[k]) and ends_line:
+                out[k] = ""
+                continue
+        if not table_line:
+            continue
+        if _TABLE_RULE_RE.fullmatch(raw) or _TABLE_CELL_RULE_RE.fullmatch(raw):
+            out[k] = ""  # the rule row, whole or a cell at a time
+        elif raw == "|":
+            out[k] = ""
+            before = next((j for j in range(k - 1, -1, -1) if out[j]), None)
+            if before is not None and not line_starts[k] and out[before][-1:].isalnum():
+                out[before] += "." if ends_line else ","
 
 
 def _pause_after_lines(out: list[str], line_starts: list[bool]) -> None:

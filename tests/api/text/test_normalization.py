@@ -401,6 +401,11 @@ def test_health_tech_and_finance_readings(language, text, expected):
     ("Intro\n## Part 1\nText here\nand here", "Intro. Part one.\nText here\nand here"),
     # a horizontal rule, a line of its own
     ("Intro.\n---\nMore.\n***", "Intro.\nMore."),
+    # a table: its rule row unsaid, a pause after each cell; a code fence on its own line unsaid
+    ("| Plan | Price |\n|------|:-----:|\n| Basic | $10 |\n| --- | --- |\n| Pro | $25 |\nPick one.",
+     "Plan, Price. Basic, ten dollars. Pro, twenty-five dollars.\nPick one."),
+    ("Run this:\n```bash\nnpm install\n```\nDone.", "Run this:\nnpm install\nDone."),
+    ("A | B, or Use a pipe | here.", "A | B, or Use a pipe | here."),  # not a table's line
     # marks that touch no word, or sit inside one, stay; so does a dash inside a line, and a line's
     # end outside lists and headings
     ("5 * 3, ** alone, snake_case_name, C# code", "five * three, ** alone, snake_case_name, C sharp code"),
