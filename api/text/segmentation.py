@@ -24,8 +24,8 @@ good prosody:
   digit or a symbol in it, ``.`` after an abbreviation or a month ("Jan."), and ``...``/``…``
   all wait.
 - **List items**: a line that starts with a bullet or an item number ("- Paris", "2. Bake", "3)
-  Serve") starts a segment, so each item is said as soon as its line is complete (the normaliser
-  leaves the marks unsaid, api/text/normalization.py).
+  Serve"), or a table's row ("| Basic | $10 |"), starts a segment, so each item or row is said as
+  soon as its line is complete (the normaliser leaves the marks unsaid, api/text/normalization.py).
 - **Clause ends** ``, ; :`` (and ``、 ， ； ：``) followed by whitespace split too when
   ``clause_min_chars`` is set and the segment would be at least that long.
 - **Length cap**: with ``max_chars`` set, a buffer that has reached it without any boundary is
@@ -77,8 +77,9 @@ _IN_WORD = str.maketrans("", "", "'’-")  # "don't", "well-known" are still ord
 # starts a list item ("First item. 2. Second").
 _SHORT_WORD_MAX = 4
 _LIST_NUMBER_RE = re.compile(r"\d+\.(?!\d)")  # "2. Second", not "2.5"
-# a line that starts a list item, once its first word has begun: "- Paris", "2. Bake", "3) Serve"
-_LIST_ITEM_RE = re.compile(r"[ \t]*(?:[-*+•]|\d{1,2}[.)])[ \t]+\S")
+# a line that starts a list item or a table's row, once its first word has begun: "- Paris", "2.
+# Bake", "3) Serve", "| Basic | $10 |" (a table's rule row, "|---|", stays with the row before it)
+_LIST_ITEM_RE = re.compile(r"[ \t]*(?:[-*+•|]|\d{1,2}[.)])[ \t]+\S")
 _CUT_BEFORE = (TagKind.SPEED, TagKind.VOLUME)  # a segment has one speed and one volume
 _WORD_RE = re.compile(r"\S+")
 _LETTERS_RE = re.compile(r"[^\W\d_]*")

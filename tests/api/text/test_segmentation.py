@@ -72,6 +72,12 @@ def test_list_numbers_are_not_sentences():
     assert feed(["Options:\n- Paris\n", "  * Rome\n-", "5 degrees\n- Oslo"]) == (
         ["Options:\n", "- Paris\n", "  * Rome\n-5 degrees\n"], "- Oslo")
     assert feed(["I was number 1. Then more."]) == (["I was number 1. ", "Then more."], "")  # inside a line: a stop
+    # a table's rows too, each read with a pause after each cell and a stop at its end
+    table = ["Plans:\n| Plan | Price |\n|---|---|\n| Ba", "sic | $10 |\n", "| Pro | $25 |"]
+    segments, rest = feed(table, force_at_end=True)
+    assert segments == ["Plans:\n", "| Plan | Price |\n|---|---|\n", "| Basic | $10 |\n", "| Pro | $25 |"]
+    assert [normalize(s, "en").text.strip() for s in segments] == [
+        "Plans:", "Plan, Price.", "Basic, ten dollars.", "Pro, twenty-five dollars."]
 
 
 def test_abbreviation_that_can_end_a_sentence():
