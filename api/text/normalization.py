@@ -641,6 +641,12 @@ class _TokenReader:
             named = _EN_FIXED_READINGS.get(tok.core)
         if named is not None:
             return named, 0
+        if self.rules.code == "en":
+            street = self._street_word(i)
+            if street is not None:
+                return street, 0
+        if tok.core[:1] == "@" and _HANDLE_RE.fullmatch(tok.core[1:]):  # "@AcmeSupport": a social media handle
+            return f"{self.rules.symbol_words['@']} {tok.core[1:]}", 0
         graded = _GRADE_RE.fullmatch(tok.core)
         if graded:  # "an A+", "O+ blood": the letter and "plus"
             return f"{graded.group('letters')} {self.rules.symbol_words['+']}", 0
@@ -697,6 +703,20 @@ class _TokenReader:
         if tok.core in _DASHES and not tok.trail and i > 0 and self._in_day_range(i - 1):
             return _RANGE_WORD[self.rules.code], 0  # "Mon. - Fri."
         return None, 0
+
+    def _street_word(self, i: int) -> Optional[str]:
+        """An English street's type written short without its period, after the street's name
+        ("Main St, Springfield", "5th Ave NW", "Elm Rd and"), and a compass point after one ("NW"
+        -> "Northwest"); None elsewhere: before a capitalised word "St" may be "Saint"."""
+        tok, prev, nxt = self.tokens[i], self.tokens[i - 1] if i > 0 else None, self._next(i)
+        if prev is None or prev.trail or tok.lead:
+            return None
+        if tok.core in _COMPASS_POINTS and prev.core in _STREET_TYPES:
+            return _COMPASS_POINTS[tok.core]
+        if tok.core not in _STREET_TYPES or not (prev.core[:1].isupper() or _EN_ORDINAL_RE.fullmatch(prev.core)):
+            return None
+        ends = bool(tok.trail) or nxt is None or nxt.core in _COMPASS_POINTS or nxt.core[:1].islower()
+        return _STREET_TYPES[tok.core] if ends else None
 
     def _numbers_the_word_before(self, i: int) -> bool:
         """Whether a lone "#" at token ``i`` stands for "number" after the word it numbers: before
@@ -1799,14 +1819,20 @@ class _TokenReader:
         return f"{r.read_number(num, before_noun=True)} {names[0] if one else names[1]}"  # "un millón"
 
     def _read_time_range(self, i: int) -> tuple[Optional[str], int]:
-        """Two times joined by a dash: "9am-5pm" -> "nine a m to five p m", "9:00-17:30", and
-        hours that share the meridiem after the last: "2-3pm", "2-3 pm" -> "two to three p m"."""
+        """Two times joined by a dash: "9am-5pm" -> "nine a m to five p m", "9:00-17:30", "10am-noon",
+        and hours that share the meridiem after the last: "2-3pm", "2-3 pm" -> "two to three p m",
+        "noon-2 pm"."""
         r = self.rules
         parts = re.split(r"[-–]", self.tokens[i].core)
         if len(parts) != 2 or not all(parts):
             return None, 0
-        said = [_TokenReader(r, [part])._read_time(0)[0] for part in parts]
+        said = [part if part.lower() in _NAMED_TIMES else _TokenReader(r, [part])._read_time(0)[0] for part in parts]
         consumed = 0
+        if said[0] is not None and said[1] is None and parts[0].lower() in _NAMED_TIMES \
+                and _BARE_HOUR_RE.fullmatch(parts[1]) and (meridiem := self._meridiem_after(i)):
+            said[1], consumed = r.read_time(int(parts[1]), 0, meridiem), 1  # "noon-2 pm"
+        if parts[0].lower() in _NAMED_TIMES and parts[1].lower() in _NAMED_TIMES:
+            return None, 0  # words only: no time written
         if said[0] is None and _BARE_HOUR_RE.fullmatch(parts[0]) and r.read_meridiem("am") is not None:
             if said[1] is not None and not parts[1][-1].isdigit():  # "2-3pm"
                 said[0] = r.read_integer(parts[0])
@@ -2352,6 +2378,12 @@ _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": 
               "del": "Delete", "esc": "Escape", "enter": "Enter", "tab": "Tab", "space": "Space"}
 _KEY_COMBO_RE = re.compile(r"(?i:ctrl|control|shift|alt|cmd|command|opt|option|win|fn)(?:\+[A-Za-z0-9]{1,6})+")
 _HEX_RE = re.compile(r"0x[0-9A-Fa-f]{2,16}")  # "0x80070005"
+_STREET_TYPES = {"St": "Street", "Ave": "Avenue", "Rd": "Road", "Blvd": "Boulevard", "Ln": "Lane", "Hwy": "Highway",
+                 "Pkwy": "Parkway"}
+_COMPASS_POINTS = {"N": "North", "S": "South", "E": "East", "W": "West", "NE": "Northeast", "NW": "Northwest",
+                   "SE": "Southeast", "SW": "Southwest"}
+_EN_ORDINAL_RE = re.compile(r"\d+(?:st|nd|rd|th)")  # "5th" before "Ave"
+_HANDLE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{1,29}")
 _DECIMAL_SECONDS_RE = re.compile(r"(?P<num>\d+(?P<sep>[.,])\d+)s")  # "3.2s", "0,8s"
 _DIMENSIONS_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[x×]\d+(?:[.,]\d+)?)+")
 # Words between two numbers that count the same noun: "1 o 2 personas", "1 a 3 semanas", "1 ou 2".

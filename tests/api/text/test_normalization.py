@@ -781,3 +781,12 @@ def test_never_fails_and_alignment_holds_on_arbitrary_token_soup(tokens, languag
     norm = normalize(text, language)
     assert norm.original_words == text.split()
     assert norm.normalized_words == norm.text.split()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("We saw St Louis and St. Louis.", "We saw St Louis and Saint Louis."),  # before a name "St" may be Saint
+    ("Route 66 W, Plan B, Vitamin E", "Route sixty-six W, Plan B, Vitamin E"),  # no street type before them
+    ("noon-midnight, email me @ home", "noon-midnight, email me @ home"),  # no time written, no handle
+])
+def test_street_types_times_and_handles_stay_where_they_are_not(text, expected):
+    assert normalize(text, "en").text == expected
