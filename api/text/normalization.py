@@ -1719,7 +1719,7 @@ class _TokenReader:
         r = self.rules
         fraction = r.read_fraction(a, b)
         nxt = self._next(i) if not self.tokens[i].trail else None
-        if fraction is None or nxt is None or nxt.lead:
+        if fraction is None or nxt is None or nxt.lead or not nxt.core:  # no word after it (an emoji left out)
             return fraction, 0
         unit = r.read_unit_name(UNIT_SYMBOLS[nxt.core]) if nxt.core in UNIT_SYMBOLS else None
         # a unit written as a word is a unit too ("1/2 hour" -> "half an hour"), and stays as written

@@ -42,3 +42,10 @@ def test_the_normaliser_leaves_pictographs_unsaid(language, text, said):
 
 def test_with_normalisation_off_the_text_is_as_written():
     assert normalize("Hi 😊", "en", "off").text == "Hi 😊"
+
+
+def test_a_word_left_out_is_no_noun_for_the_rule_before_it(caplog):
+    # "1/3 ✅": the emoji's token is empty; the fraction must not read it as the noun it counts
+    caplog.set_level("DEBUG", logger="api.text.normalization")
+    assert normalize("Añade 1/3 ✅", "es").text == "Añade un tercio"
+    assert not [r for r in caplog.records if "failed" in r.getMessage()]
