@@ -883,7 +883,7 @@ class _TokenReader:
         r, tok, nxt = self.rules, self.tokens[i], self._next(i)
         m = _PREFIX_MONEY_RE.fullmatch(tok.core)
         if m:
-            num = r.parse_amount(m.group("num"))
+            num = r.parse_amount(m.group("num"), dollar_sign="$" in m.group("sym"))
             scale = m.group("scale")
             if num is not None and (scale is None or scale.lower() in r.scale_words):
                 if m.group("sign"):
@@ -903,7 +903,7 @@ class _TokenReader:
                 return said, consumed
         m = _SUFFIX_MONEY_RE.fullmatch(tok.core)
         if m:
-            num = r.parse_amount(m.group("num"))
+            num = r.parse_amount(m.group("num"), dollar_sign="$" in m.group("sym"))
             if num is not None:
                 return r.read_currency(num, _SYMBOLS[m.group("sym")], singular=self._adjective_amount(i, 0)), 0
         m, consumed = _CENTS_RE.fullmatch(tok.core), 0
@@ -915,8 +915,8 @@ class _TokenReader:
             return None, 0
         nxt_core, per = self._split_per(nxt.core)  # "€ 5/kg", "9,99 €/mes"
         if tok.core in _SYMBOLS or tok.core in _CODES:  # "€ 5", "USD 50"
-            num = r.parse_amount(nxt_core)
             code = _SYMBOLS.get(tok.core, tok.core)
+            num = r.parse_amount(nxt_core, dollar_sign=code in _DOLLAR_CODES)
             if num is not None and not nxt.lead:
                 if per:
                     return r.read_currency(num, code) + per, 1
@@ -930,7 +930,7 @@ class _TokenReader:
         )
         if not code or nxt.lead:
             return None, 0
-        num = r.parse_amount(tok.core)
+        num = r.parse_amount(tok.core, dollar_sign=code in _DOLLAR_CODES)
         if num is not None:  # "5 USD", "3,50 €", "1.000.000 euros"
             return r.read_currency(num, code, singular=not per and self._adjective_amount(i, 1)) + per, 1
         m = _AMOUNT_RANGE_RE.fullmatch(tok.core)  # "10-20 €"
@@ -940,13 +940,15 @@ class _TokenReader:
     def _code_after(self, i: int, consumed: int, symbol: str, code: str) -> tuple[str, int]:
         """The currency an ISO code right after an amount with a symbol names, and the tokens read
         with it: "$100 USD" says "dollars" once; "$1.500 MXN" is pesos and "$20 CAD" Canadian
-        dollars, as a bare "$" is the sign of many dollars and pesos. (code, consumed) when no
-        code follows, or one the symbol cannot mean ("€5 USD")."""
+        dollars, as a bare "$" is the sign of many dollars and pesos. So does the currency's name
+        ("$1,234 pesos", "$5 dollars" say it once). (code, consumed) when neither follows, or one the
+        symbol cannot mean ("€5 USD")."""
         last, nxt = self.tokens[i + consumed], self._next(i + consumed)
-        if nxt is None or last.trail or nxt.lead or nxt.core not in _CODES:
+        if nxt is None or last.trail or nxt.lead:
             return code, consumed
-        if nxt.core == code or (symbol == "$" and nxt.core in _DOLLAR_CODES):
-            return nxt.core, consumed + 1
+        named = nxt.core if nxt.core in _CODES else self.rules.currency_by_name.get(nxt.core.lower())
+        if named is not None and (named == code or (symbol == "$" and named in _DOLLAR_CODES)):
+            return named, consumed + 1
         return code, consumed
 
     def _cents(self, n: int, i: int, consumed: int) -> tuple[Optional[str], int]:
@@ -991,7 +993,8 @@ class _TokenReader:
         are amounts. ``scale``, ``low_scale``: keys of ``scale_words`` (an unscaled first amount
         shares the second's scale, as in "$1-2M")."""
         r = self.rules
-        low, high = r.parse_amount(low_text), r.parse_amount(high_text)
+        dollars = code in _DOLLAR_CODES
+        low, high = r.parse_amount(low_text, dollar_sign=dollars), r.parse_amount(high_text, dollar_sign=dollars)
         names = r.currencies.get(code)
         if low is None or high is None or names is None:
             return None

@@ -134,6 +134,8 @@ class LanguageRules:
         self._number_re = re.compile(pattern.format(g=g, d=d))
         # The other convention, for amounts of money only: "€3,50" in English, "$5.99" in Spanish.
         self._swapped_re = re.compile(pattern.format(g=d, d=g))
+        # ... and grouped in it: "$1,234.56" and "$1,234,567" in Spanish (as Mexico writes them)
+        self._swapped_grouped_re = re.compile(rf"[-\u2212]?\d{{1,3}}(?:{d}\d{{3}})+(?:{g}\d{{1,2}})?")
         self.currency_by_name = {
             name.lower(): code
             for code, names in self.currencies.items()
@@ -142,14 +144,22 @@ class LanguageRules:
 
     # --- numbers ------------------------------------------------------------------------------
 
-    def parse_amount(self, text: str) -> Optional[ParsedNumber]:
+    def parse_amount(self, text: str, dollar_sign: bool = False) -> Optional[ParsedNumber]:
         """Like parse_number, but a money amount written in the other convention is accepted when
-        unambiguous: a single separator followed by exactly two digits ("3,50" in English)."""
+        unambiguous: a single separator followed by exactly two digits ("3,50" in English), or
+        groups of three in it ("1,234.56", "1,234,567" in Spanish). After a dollar sign, one group
+        of three is a group too outside English ("$1,234" in Spanish, as Mexico writes it); after
+        another symbol it stays a decimal ("1,459 €/l" is a Spanish fuel price)."""
         num = self.parse_number(text)
-        if num is None and re.fullmatch(r"[-\u2212]?\d+[.,]\d\d", text):
+        swapped_group = self._swapped_grouped_re.fullmatch(text) is not None
+        ambiguous = (num is not None and len(num.fraction) == 3 and self.group_sep not in text
+                     and dollar_sign and self.code != "en")
+        if (num is None and (swapped_group or re.fullmatch(r"[-\u2212]?\d+[.,]\d\d", text))) or (
+                ambiguous and swapped_group):
             m = self._swapped_re.fullmatch(text)
             if m:
-                num = ParsedNumber(m.group("int"), m.group("frac"), m.group("sign") is not None)
+                integer = (m.group("int") or "").replace(self.decimal_sep, "")
+                num = ParsedNumber(integer, m.group("frac") or "", m.group("sign") is not None)
         return num
 
     def parse_number(self, text: str) -> Optional[ParsedNumber]:
