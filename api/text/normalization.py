@@ -241,6 +241,10 @@ _DAY_RANGE_RE = re.compile(r"(?P<first>[^\W\d_]{2,5})\.?[-–](?P<last>[^\W\d_]{
 _EN_LETTER_DAYS = {"M": "Monday", "T": "Tuesday", "Tu": "Tuesday", "W": "Wednesday", "Th": "Thursday",
                    "F": "Friday", "Sa": "Saturday", "Su": "Sunday"}
 _LETTER_DAY_RANGE_RE = re.compile(r"(?P<first>Tu|Th|Sa|Su|[MTWF])[-–](?P<last>Tu|Th|Sa|Su|[MTWF])")
+# Spanish one-letter days, in the week's order ("X" is miércoles): "L-V", "L-S"; a range only forward
+_ES_LETTER_DAYS = {"L": "lunes", "M": "martes", "X": "miércoles", "J": "jueves", "V": "viernes", "S": "sábado",
+                   "D": "domingo"}
+_ES_LETTER_DAY_RANGE_RE = re.compile(r"(?P<first>[LMXJVSD])[-–](?P<last>[LMXJVSD])")
 
 
 class NormalizationMode(str, enum.Enum):
@@ -801,10 +805,9 @@ class _TokenReader:
         r, tok = self.rules, self.tokens[i]
         days = r.weekday_abbreviations
         m = _DAY_RANGE_RE.fullmatch(tok.core)
-        letters = _LETTER_DAY_RANGE_RE.fullmatch(tok.core) if r.code == "en" else None
-        if letters and letters.group("first") != letters.group("last"):
-            first, last = _EN_LETTER_DAYS[letters.group("first")], _EN_LETTER_DAYS[letters.group("last")]
-            said = f"{first} {_RANGE_WORD[r.code]} {last}"
+        letter_days = self._letter_day_range(tok.core)
+        if letter_days is not None:
+            said = letter_days
         elif m:
             first, last = days.get(m.group("first").lower()), days.get(m.group("last").lower())
             if first is None or last is None:
@@ -830,6 +833,21 @@ class _TokenReader:
             trail = self._abbreviation_trail(tok.trail[1:], i, title=False, can_end=True)
             self.tokens[i] = _Token(tok.raw, tok.lead, tok.core, trail)
         return said
+
+    def _letter_day_range(self, core: str) -> Optional[str]:
+        """A range of days written with their letters: English "M-F", "Tu-Sa"; Spanish "L-V", "L-S"
+        (forward in the week only, so that sizes such as "S-M" stay); None elsewhere."""
+        code = self.rules.code
+        if code == "en" and (m := _LETTER_DAY_RANGE_RE.fullmatch(core)) and m.group("first") != m.group("last"):
+            first, last = _EN_LETTER_DAYS[m.group("first")], _EN_LETTER_DAYS[m.group("last")]
+        elif code == "es" and (m := _ES_LETTER_DAY_RANGE_RE.fullmatch(core)):
+            order = list(_ES_LETTER_DAYS)
+            if order.index(m.group("first")) >= order.index(m.group("last")):
+                return None
+            first, last = _ES_LETTER_DAYS[m.group("first")], _ES_LETTER_DAYS[m.group("last")]
+        else:
+            return None
+        return f"{first} {_RANGE_WORD[code]} {last}"
 
     def _in_day_range(self, i: int) -> bool:
         """Whether the short day name at token ``i`` is an end of a range of short day names
