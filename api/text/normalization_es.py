@@ -158,8 +158,8 @@ class SpanishRules(LanguageRules):
         "c/": Abbreviation("calle", title=True),
         "izq.": Abbreviation("izquierda", can_end=True),
         "dcha.": Abbreviation("derecha", can_end=True),
-        "nº": Abbreviation("número", before_number=True),
-        "n.º": Abbreviation("número", before_number=True),
+        "nº": Abbreviation("número"),  # never a word of its own: "el nº de pedido"
+        "n.º": Abbreviation("número"),
         "etc.": Abbreviation("etcétera", can_end=True),
         "p.ej.": Abbreviation("por ejemplo"),
         "aprox.": Abbreviation("aproximadamente"),

@@ -149,13 +149,13 @@ class PortugueseRules(LanguageRules):
         "sta.": Abbreviation("santa", title=True),
         "av.": Abbreviation("avenida", title=True),
         "apto.": Abbreviation("apartamento", before_number=True),
-        "nº": Abbreviation("número", before_number=True),
+        "nº": Abbreviation("número"),  # never a word of its own: "el nº de pedido"
         "etc.": Abbreviation("etcétera", can_end=True),
         "p.ex.": Abbreviation("por exemplo"),
         "aprox.": Abbreviation("aproximadamente"),
         "vs.": Abbreviation("versus"),
         "pág.": Abbreviation("página", before_number=True),
-        "n.º": Abbreviation("número", before_number=True),
+        "n.º": Abbreviation("número"),
         "tel.": Abbreviation("telefone"),
     }
 
