@@ -625,8 +625,8 @@ class _TokenReader:
         tok = self.tokens[i]
         if not tok.core:
             return None, 0
-        if i in self.phone_groups:  # "912 345 678": digit by digit, a pause between groups
-            return self.rules.digits(tok.core) + self.phone_groups[i], 0
+        if i in self.phone_groups:  # "912 345 678", "020-123 4567": digit by digit, a pause between groups
+            return ", ".join(self.rules.digits(group) for group in tok.core.split("-")) + self.phone_groups[i], 0
         abbreviation = self._guarded(self._read_abbreviation, i)
         if abbreviation is not None:
             return abbreviation
@@ -932,9 +932,13 @@ class _TokenReader:
         if nxt is None or tok.trail:
             return None, 0
         nxt_core, per = self._split_per(nxt.core)  # "€ 5/kg", "9,99 €/mes"
-        if tok.core in _SYMBOLS or tok.core in _CODES:  # "€ 5", "USD 50"
-            code = _SYMBOLS.get(tok.core, tok.core)
+        negative = tok.core[:1] in "-\u2212" and tok.core[1:] in _SYMBOLS  # "-€ 23,50"
+        symbol = tok.core[1:] if negative else tok.core
+        if symbol in _SYMBOLS or symbol in _CODES:  # "€ 5", "USD 50"
+            code = _SYMBOLS.get(symbol, symbol)
             num = r.parse_amount(nxt_core, dollar_sign=code in _DOLLAR_CODES)
+            if num is not None and negative:
+                num = ParsedNumber(num.integer, num.fraction, True)
             if num is not None and not nxt.lead:
                 if per:
                     return r.read_currency(num, code) + per, 1
@@ -1198,7 +1202,8 @@ class _TokenReader:
             meridiem = m.group(3) and m.group(3).lower() + "m"
         elif r.time_unit and (m := _TIME_H_RE.fullmatch(core)):
             hour, minute, unit_attached = int(m.group(1)), int(m.group(2)), True
-        elif r.time_unit and (m := _DOT_TIME_RE.fullmatch(core)) and self._time_unit_after(i):
+        elif r.time_unit and (m := _DOT_TIME_RE.fullmatch(core)) and (
+                self._time_unit_after(i) or self._time_range_with_unit_after(i)):
             hour, minute = int(m.group(1)), int(m.group(2))
         elif r.read_meridiem("am") is not None and _HOUR_MERIDIEM_RE.fullmatch(core):
             m = _HOUR_MERIDIEM_RE.fullmatch(core)
@@ -1250,6 +1255,13 @@ class _TokenReader:
         if until is None:
             return None
         return f"{r.read_time(hour, minute, meridiem)} {_RANGE_WORD[r.code]} {until}", 1 + consumed
+
+    def _time_range_with_unit_after(self, i: int) -> bool:
+        """Whether token ``i`` starts a range whose end is a time with its unit: "9.00 tot 17.30 uur"."""
+        link, end = self.tokens[i + 1: i + 3] if i + 2 < len(self.tokens) else (None, None)
+        return (link is not None and end is not None and not self.tokens[i].trail and not link.trail
+                and link.core.lower() in (_RANGE_WORD[self.rules.code], "-", "–")
+                and bool(_DOT_TIME_RE.fullmatch(end.core)) and self._time_unit_after(i + 2))
 
     def _time_unit_after(self, i: int) -> bool:
         """Whether the language's word for "o'clock" ("uur", "horas") or "h" follows token i."""
@@ -1849,6 +1861,10 @@ class _TokenReader:
             return None, 0
         said = [part if part.lower() in _NAMED_TIMES else _TokenReader(r, [part])._read_time(0)[0] for part in parts]
         consumed = 0
+        dotted = [_DOT_TIME_RE.fullmatch(part) for part in parts]
+        if all(dotted) and self._time_unit_after(i):  # "9.00-17.30 uur": times before their unit, said with it
+            said = [r.read_time(int(m.group(1)), int(m.group(2)), None) for m in dotted]
+            consumed = 1
         if said[0] is not None and said[1] is None and parts[0].lower() in _NAMED_TIMES \
                 and _BARE_HOUR_RE.fullmatch(parts[1]) and (meridiem := self._meridiem_after(i)):
             said[1], consumed = r.read_time(int(parts[1]), 0, meridiem), 1  # "noon-2 pm"
@@ -2230,9 +2246,15 @@ def _phone_groups(tokens: list[_Token]) -> dict[int, str]:
             and not all(g.endswith("00") for g in groups)
         ):
             out.update((k, "," if k < j - 1 else "") for k in range(i, j))
-        elif (j == i and i + 1 < len(tokens) and _TRUNK_AREA_RE.fullmatch(tokens[i].core) and not tokens[i].trail
-              and not tokens[i + 1].lead and _is_digit_group(tokens[i + 1]) and len(tokens[i + 1].core) in (3, 4)):
-            out[i + 1] = ""  # "020-123 4567": the area code and exchange are read as a code, the rest digit by digit
+        elif j == i and _TRUNK_AREA_RE.fullmatch(tokens[i].core) and not tokens[i].trail:
+            # "020-123 4567", "085-123 45 67": a trunk "0" and the area code dashed to the first group,
+            # then the other groups, all digit by digit
+            k = i + 1
+            while (k < len(tokens) and k - i <= 3 and not tokens[k].lead and not tokens[k - 1].trail
+                   and _is_digit_group(tokens[k]) and 2 <= len(tokens[k].core) <= 4):
+                k += 1
+            if k > i + 1 and sum(len(t.core) for t in tokens[i:k]) >= 10:  # with the dash: 9 digits or more
+                out.update((m, "," if m < k - 1 else "") for m in range(i, k))
         i = max(j, i + 1)
     return out
 

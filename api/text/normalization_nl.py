@@ -135,6 +135,8 @@ class DutchRules(LanguageRules):
         "t.o.v.": Abbreviation("ten opzichte van"),
         "z.s.m.": Abbreviation("zo snel mogelijk"),
         "t/m": Abbreviation("tot en met"),
+        "p/m": Abbreviation("per maand"),  # "€ 19,95 p/m"
+        "p.p.": Abbreviation("per persoon"),
         "m.b.t.": Abbreviation("met betrekking tot"),
         "i.p.v.": Abbreviation("in plaats van"),
         "a.u.b.": Abbreviation("alstublieft", can_end=True),
