@@ -827,6 +827,8 @@ class _TokenReader:
             said = self._short_date_word(i)  # "8 de dic.", "mar. 8"
             if said is None:
                 return None
+        elif r.code != "en" and tok.trail in ("", ",") and tok.core.lower() in days and self._before_day_and_month(i):
+            said = _capitalize_like(days[tok.core.lower()], tok.core)  # "di 12 dec", "mar 8 de diciembre"
         else:
             return None
         if tok.trail.startswith("."):  # the short form's own dot: a full stop only where one ends
@@ -866,6 +868,18 @@ class _TokenReader:
 
         return ((day(i, False) and link(i + 1) and day(i + 2, True))
                 or (day(i, True) and link(i - 1) and day(i - 2, False)))
+
+    def _before_day_and_month(self, i: int) -> bool:
+        """Whether a day of the month and its month follow token ``i``: "12 dec", "8 de diciembre"."""
+        r, link = self.rules, 1 if self.rules.day_month_link else 0
+        after = self.tokens[i + 1: i + 3 + link]
+        if len(after) < 2 + link or any(t.lead for t in after) or any(t.trail for t in after[:-1]):
+            return False
+        day, month = after[0].core, after[-1].core.lower()
+        if link and after[1].core.lower() != r.day_month_link:
+            return False
+        return (day.isdecimal() and 1 <= int(day) <= 31
+                and (month in r.month_abbreviations or month in (name.lower() for name in r.months)))
 
     def _short_date_word(self, i: int) -> Optional[str]:
         """Outside English, a short month after its day ("8 de dic.", "8 dec.") or a short day before
