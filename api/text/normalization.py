@@ -829,6 +829,8 @@ class _TokenReader:
                 return None
         elif r.code != "en" and tok.trail in ("", ",") and tok.core.lower() in days and self._before_day_and_month(i):
             said = _capitalize_like(days[tok.core.lower()], tok.core)  # "di 12 dec", "mar 8 de diciembre"
+        elif r.code != "en" and not tok.trail.startswith(".") and (month := self._short_month_after_day(i)):
+            said = month  # "12 dec", "8 de dic": no period
         else:
             return None
         if tok.trail.startswith("."):  # the short form's own dot: a full stop only where one ends
@@ -881,19 +883,29 @@ class _TokenReader:
         return (day.isdecimal() and 1 <= int(day) <= 31
                 and (month in r.month_abbreviations or month in (name.lower() for name in r.months)))
 
+    def _short_month_after_day(self, i: int) -> Optional[str]:
+        """Outside English, the short month at token ``i`` in full after its day ("8 de dic", "12
+        dec"), with or without its period; None elsewhere."""
+        r, tok = self.rules, self.tokens[i]
+        month = r.month_abbreviations.get(tok.core.lower())
+        if month is None:
+            return None
+        link = 1 if r.day_month_link else 0
+        before = self.tokens[i - 1 - link: i] if i > link else []
+        if (len(before) == 1 + link and not any(t.trail or t.lead for t in before)
+                and (not link or before[1].core.lower() == r.day_month_link)
+                and before[0].core.isdecimal() and 1 <= int(before[0].core) <= 31):
+            return _capitalize_like(month, tok.core)
+        return None
+
     def _short_date_word(self, i: int) -> Optional[str]:
         """Outside English, a short month after its day ("8 de dic.", "8 dec.") or a short day before
         a date ("mar. 8", "seg., 8") in full, as written in capitals or not; None elsewhere."""
         r, tok = self.rules, self.tokens[i]
         key = tok.core.lower()
-        month = r.month_abbreviations.get(key)
+        month = self._short_month_after_day(i)
         if month is not None:
-            link = 1 if r.day_month_link else 0
-            before = self.tokens[i - 1 - link: i] if i > link else []
-            if (len(before) == 1 + link and not any(t.trail or t.lead for t in before)
-                    and (not link or before[1].core.lower() == r.day_month_link)
-                    and before[0].core.isdecimal() and 1 <= int(before[0].core) <= 31):
-                return _capitalize_like(month, tok.core)
+            return month
         day = r.weekday_abbreviations.get(key)
         if day is not None and _starts_digit(self._next(i)):
             return _capitalize_like(day, tok.core)
