@@ -58,6 +58,7 @@ from typing import Callable, Optional, TypeVar
 
 from api.text.errors import NormalizationModeError
 from api.text.normalization_en import EnglishRules
+from api.text.normalization_markdown import token_line_starts, without_markdown, without_path_arrows
 from api.text.normalization_es import SpanishRules
 from api.text.normalization_nl import DutchRules
 from api.text.normalization_pt import PortugueseRules
@@ -83,26 +84,9 @@ _RULES: dict[str, LanguageRules] = {
     r.code: r for r in (EnglishRules(), SpanishRules(), PortugueseRules(), DutchRules())
 }
 
-# Markdown at a word's edges: "**" (or "*", "__", "_", "`", "~~") opening before what it marks,
-# after any opening brackets or quotes, or closing after a word, before any closing punctuation
-_MARK = r"(?:\*{1,3}|_{1,3}|`{1,3}|~~)"
-_MARKDOWN_EDGES_RE = re.compile(
-    rf"^(?P<lead>[\"'(\[{{]*){_MARK}(?=[^\s*_`~])"
-    rf"|(?<=[\w.,;:!?%)\]]){_MARK}(?P<trail>[.,;:!?)\]}}\"']*)$"
-)
-_HEADING_RE = re.compile(r"#{1,6}")
-_BULLETS = frozenset("-*+•")  # a Markdown list item's mark, and the bullet LLMs also write
 _EXTENSION_RE = re.compile(r"x(\d{1,5})")  # "555-0100 x123"
 _KEYPAD_CODE_RE = re.compile(r"\*(?P<digits>\d{2,3})#?")  # "*67", "*69": a service code, dialled
-_PATH_ARROWS = frozenset({">", "→", "›", "»", "->", "=>", "⇒", "➜", "➔"})  # "Settings > Privacy"
-_TABLE_RULE_RE = re.compile(r"\|?(?::?-{3,}:?\|)+(?::?-{3,}:?)?")  # "|---|:---:|", "|------|-------|"
-_TABLE_CELL_RULE_RE = re.compile(r":?-{3,}:?")  # "---" between a rule row's spaced "|"s
-_FENCE_RE = re.compile(r"```[\w+-]*")  # a code fence: "```", "```python"
-_RULE_RE = re.compile(r"-{3,}|\*{3,}|_{3,}")  # a Markdown horizontal rule: "---", "***", "___"
-_NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)]")  # "1. First", "2) Second"
 _SPACES_RE = re.compile(r"\s*")
-_LINK_TARGET_RE = re.compile(r"\]\((?:[^()\s]|\([^()\s]*\))*\)")  # "](https://example.com/a_(b))"
-_LINK_MAX_WORDS = 12  # how far back a link's "[" is looked for
 _LOCALE_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
 _LEAD = "\"'([{¿¡«“‘„‹"
 _TRAIL = "\"'.,;:!?)]}»”’›…"
@@ -355,7 +339,7 @@ def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") 
         if rules is None:  # a language without rules: only the pictographs are left out
             readings = [[word] if word else [] for word in without_pictographs([m.group() for m in matches])]
         else:
-            readings = _TokenReader(rules, [m.group() for m in matches], _line_starts(text, matches)).read_all()
+            readings = _TokenReader(rules, [m.group() for m in matches], token_line_starts(text, matches)).read_all()
     except Exception:  # the rules are guarded one by one (_TokenReader._read); this is the backstop
         logger.warning("normalisation (%s) failed outside its rules; text kept as written", lang, exc_info=True)
         return _unchanged(text, lang, matches)
@@ -378,14 +362,6 @@ def normalize(text: str, language: Optional[str] = "en", mode: object = "auto") 
         WordAlignment(m.group(), tuple(words), m.start()) for m, words in zip(matches, readings)
     )
     return NormalizedText(text, "".join(parts), lang, alignment)
-
-
-def _line_starts(text: str, matches: list[re.Match[str]]) -> list[bool]:
-    """For each token, whether it starts a line: the text's first, or one after a line break. A
-    streamed text's segment starts where the last one ended, after whitespace, so its first token
-    counts too."""
-    ends = [0] + [m.end() for m in matches[:-1]]
-    return [k == 0 or "\n" in text[end: m.start()] for k, (end, m) in enumerate(zip(ends, matches))]
 
 
 def _unchanged(text: str, lang: str, matches: list[re.Match[str]]) -> NormalizedText:
@@ -413,53 +389,10 @@ def _split_token(raw: str) -> _Token:
     return _Token(raw, raw[:i], raw[i:j], raw[j:])
 
 
-def _without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None) -> list[str]:
-    """The tokens with the Markdown an LLM writes into a reply taken out, as nothing of it is said:
-    emphasis and code marks at a word's edges ("**very**", "`pip`", "_so_", "~~no~~", but not the
-    star of a keypad code, "*67"), a heading's "#"s before a word at the start of a line ("Press #
-    to confirm" keeps its key), a list item's bullet ("- ", "* ", "+ ", "• ") at the start of a
-    line, a horizontal rule ("---" alone on its line), and a link's target ("[our site](https://...)"
-    is "our site"). A mark that touches no word ("5 * 3", "**" alone) and marks inside a word
-    ("snake_case") stay. ``line_starts``: which tokens start a line (none, without it); where a
-    list or a heading starts or ends, a line without punctuation gets the pause a reader makes
-    (``_pause_after_lines``)."""
-    out = [raw if _is_mask(raw) or _KEYPAD_CODE_RE.fullmatch(raw.rstrip(".,;:!?"))
-           else _MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) for raw in raws]
-    line_starts = line_starts or [False] * len(out)
-    _without_tables_and_fences(out, raws, line_starts)
-    _pause_after_lines(out, line_starts)
-    for k, raw in enumerate(out):
-        if _HEADING_RE.fullmatch(raw) and line_starts[k] and k + 1 < len(out) and out[k + 1][:1].isalpha():
-            out[k] = ""
-        elif raw in _BULLETS and line_starts[k] and k + 1 < len(out) and not line_starts[k + 1]:
-            out[k] = ""
-        elif _RULE_RE.fullmatch(raw) and line_starts[k] and (k + 1 == len(out) or line_starts[k + 1]):
-            out[k] = ""  # a horizontal rule, a line of its own
-        target = _LINK_TARGET_RE.search(raw)
-        if target is None:
-            continue
-        out[k] = raw[: target.start()] + raw[target.end():]
-        for j in range(k, max(-1, k - _LINK_MAX_WORDS), -1):  # its text's "[" ends the link's marks
-            if "[" in out[j]:
-                out[j] = out[j].replace("[", "", 1)
-                break
-    return out
-
-
-def _without_path_arrows(raws: list[str]) -> list[str]:
-    """The tokens with the arrows of a path through menus or steps taken out, each said as the
-    pause after the word before it: "Settings > Privacy > Location", "Step 1 → Step 2 → done" ->
-    "Settings, Privacy, Location". A ">" counts between capitalised words only ("x > y" stays a
-    comparison, and "> 10" is one before a number)."""
-    out = list(raws)
-    for k in range(1, len(out) - 1):
-        arrow, before, after = out[k], out[k - 1], out[k + 1]
-        if arrow not in _PATH_ARROWS or not before or not before[-1].isalnum() or not after[:1].isalpha():
-            continue
-        if arrow == ">" and not (before[:1].isupper() and after[:1].isupper()):
-            continue
-        out[k - 1], out[k] = before + ",", ""
-    return out
+def _stars_are_literal(raw: str) -> bool:
+    """Whether the stars of ``raw`` are no Markdown: a keypad's service code ("*67") or masked
+    digits ("****1234")."""
+    return _is_mask(raw) or _KEYPAD_CODE_RE.fullmatch(raw.rstrip(".,;:!?")) is not None
 
 
 def _is_mask(raw: str) -> bool:
@@ -467,59 +400,6 @@ def _is_mask(raw: str) -> bool:
     emphasis."""
     core = raw.rstrip(".,;:!?")
     return _MASKED_DIGITS_RE.fullmatch(core) is not None or _MASK_RE.fullmatch(core) is not None
-
-
-def _without_tables_and_fences(out: list[str], raws: list[str], line_starts: list[bool]) -> None:
-    """Takes a Markdown table's marks out, in place: its rule row ("|---|:---:|") is not said, and
-    each cell's "|" is the pause after the cell: "," within a row, "." at its end ("| Plan | Price
-    |" is said "Plan, Price."). A code fence ("```", "```python") on a line of its own is not said
-    either (``raws``: the tokens as written, before their emphasis marks went). Only a "|"
-    standing alone counts, on a line that starts with one."""
-    table_line = False
-    for k, raw in enumerate(out):
-        ends_line = k + 1 == len(out) or line_starts[k + 1]
-        if line_starts[k]:
-            table_line = raw == "|" or bool(_TABLE_RULE_RE.fullmatch(raw))
-            if _FENCE_RE.fullmatch(raws[k]) and ends_line:
-                out[k] = ""
-                continue
-        if not table_line:
-            continue
-        if _TABLE_RULE_RE.fullmatch(raw) or _TABLE_CELL_RULE_RE.fullmatch(raw):
-            out[k] = ""  # the rule row, whole or a cell at a time
-        elif raw == "|":
-            out[k] = ""
-            before = next((j for j in range(k - 1, -1, -1) if out[j]), None)
-            if before is not None and not line_starts[k] and out[before][-1:].isalnum():
-                out[before] += "." if ends_line else ","
-
-
-def _pause_after_lines(out: list[str], line_starts: list[bool]) -> None:
-    """Ends a line that has no punctuation of its own with the pause a reader makes where a list
-    or a heading starts or ends: after a list item "," before another item and "." before anything
-    else, after a heading ".", and before a list ":" or, before a heading, "." ("Options\n- Paris\n-
-    Rome\nWhich one?" is said "Options: Paris, Rome. Which one?"); without them the lines run
-    together. Other lines are left as written. In place, on the tokens of ``_without_markdown``."""
-    starts = [k for k, start in enumerate(line_starts) if start]
-    for first, nxt in zip(starts, starts[1:]):
-        last = nxt - 1
-        if not out[last][-1:].isalnum():
-            continue
-        next_item = _is_list_item(out, nxt, len(out) - 1)
-        if _is_list_item(out, first, last):
-            out[last] += "," if next_item else "."
-        elif _is_block_line(out, first, last) or _is_block_line(out, nxt, len(out) - 1):
-            out[last] += ":" if next_item and not _is_block_line(out, first, last) else "."
-
-
-def _is_list_item(out: list[str], first: int, last: int) -> bool:
-    """Whether the line of tokens ``first``..``last`` is a list item: a bullet or "1." / "2)"
-    first, and words after it."""
-    return last > first and (out[first] in _BULLETS or _NUMBERED_ITEM_RE.fullmatch(out[first]) is not None)
-
-
-def _is_block_line(out: list[str], first: int, last: int) -> bool:
-    return _is_list_item(out, first, last) or (last > first and _HEADING_RE.fullmatch(out[first]) is not None)
 
 
 def _starts_upper(token: Optional[_Token]) -> bool:
@@ -547,8 +427,8 @@ class _TokenReader:
     def __init__(self, rules: LanguageRules, raws: list[str], line_starts: Optional[list[bool]] = None) -> None:
         self.rules = rules
         self.line_starts = line_starts or [False] * len(raws)
-        raws = _without_path_arrows(without_pictographs(raws))
-        self.tokens = [_split_token(r) for r in _without_markdown(raws, line_starts)]
+        raws = without_path_arrows(without_pictographs(raws))
+        self.tokens = [_split_token(r) for r in without_markdown(raws, line_starts, literal=_stars_are_literal)]
         self.phone_groups = _phone_groups(self.tokens)
 
     def read_all(self) -> list[list[str]]:
