@@ -592,7 +592,10 @@ class _TokenReader:
         """An English street's type written short without its period, after the street's name
         ("Main St, Springfield", "5th Ave NW", "Elm Rd and"), and a compass point after one ("NW"
         -> "Northwest"); None elsewhere: before a capitalised word "St" may be "Saint"."""
-        tok, prev, nxt = self.tokens[i], self.tokens[i - 1] if i > 0 else None, self._next(i)
+        tok = self.tokens[i]
+        if tok.core not in _STREET_TYPES and tok.core not in _COMPASS_POINTS:
+            return None
+        prev, nxt = self.tokens[i - 1] if i > 0 else None, self._next(i)
         if prev is None or prev.trail or tok.lead:
             return None
         if tok.core in _COMPASS_POINTS and prev.core in _STREET_TYPES:
@@ -737,6 +740,8 @@ class _TokenReader:
         """Whether the short day name at token ``i`` is an end of a range of short day names
         written apart: "Mon to Fri", "Mon. - Fri.", "lun. a vie.", "seg. a sex.", "ma t/m vr"."""
         days, links = self.rules.weekday_abbreviations, _DAY_RANGE_LINKS[self.rules.code]
+        if self.tokens[i].core.lower() not in days:
+            return False
 
         def day(k: int, last: bool) -> bool:  # in English capitalised only: "sun", "sat" are words
             if not 0 <= k < len(self.tokens) or self.tokens[k].lead:

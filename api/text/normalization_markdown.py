@@ -17,6 +17,7 @@ from typing import Callable, Optional
 __all__ = ["token_line_starts", "without_markdown", "without_path_arrows"]
 
 _MARK = r"(?:\*{1,3}|_{1,3}|`{1,3}|~~)"
+_MARK_CHARS = frozenset("*_`~")  # a token without any has no emphasis to take out
 # Markdown at a word's edges: "**" (or "*", "__", "_", "`", "~~") opening before what it marks,
 # after any opening brackets or quotes, or closing after a word, before any closing punctuation
 _MARKDOWN_EDGES_RE = re.compile(
@@ -56,7 +57,8 @@ def without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None,
     without it); where a list or a heading starts or ends, a line without punctuation gets the
     pause a reader makes (``_pause_after_lines``), and a table's cells theirs
     (``_without_tables_and_fences``)."""
-    out = [raw if literal(raw) else _MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) for raw in raws]
+    out = [_MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) if _MARK_CHARS.intersection(raw) and not literal(raw)
+           else raw for raw in raws]
     line_starts = line_starts or [False] * len(out)
     _without_tables_and_fences(out, raws, line_starts)
     _pause_after_lines(out, line_starts)
