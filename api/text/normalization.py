@@ -1513,6 +1513,31 @@ class _TokenReader:
         return (lead is not None and self.tokens[lead].trail in ("", ":")
                 and self.tokens[lead].core.lower() in self.rules.digits_lead_words)
 
+    def _numbers_a_record(self, i: int) -> bool:
+        """Whether the number at token ``i`` is a record's (an order's, a booking's, a case's):
+        after "<record> number" or "<record> #" or "no.", past "is" or a colon ("your order number
+        is 4821", "case no. 5521", "pedido nº 4821"), after "número de <record>" ("su número de
+        pedido es 4821"), after a Dutch "<record>nummer" ("klantnummer: 4821"), or written "#4821"
+        after the record's noun ("Order #4821"). A record's number is said digit by digit."""
+        r, tok = self.rules, self.tokens[i]
+        if not r.record_nouns:
+            return False
+        prev = self.tokens[i - 1]
+        if tok.raw[len(tok.lead):].startswith("#"):  # "Order #4821": the sign's rest, read in its place
+            return not prev.trail and prev.core.lower() in r.record_nouns
+        lead = self._word_back(i, r.copulas)
+        if lead is None or self.tokens[lead].trail not in ("", ":", ".", ".:"):
+            return False
+        word = self.tokens[lead].core.lower()
+        if r.code == "nl" and word.endswith("nummer") and word[:-6] in r.record_nouns:
+            return True  # "bestelnummer", "klantnummer"
+        before = [t.core.lower() for t in self.tokens[max(0, lead - 2): lead] if not t.trail]
+        if word in r.record_number_words:  # "order number", "pedido nº"
+            return bool(before) and before[-1] in r.record_nouns
+        # "número de pedido": the number's word, a link, the record
+        return (word in r.record_nouns and len(before) == 2 and before[0] in r.record_number_words
+                and before[1] in _FRACTION_OF)
+
     def _flight_number(self, i: int) -> Optional[str]:
         """A flight's number, said in pairs where the language does ("Flight 2005", "flight DL
         2345" -> "twenty oh five", "DL twenty-three forty-five"), as "DL2345" written together is:
@@ -1532,8 +1557,9 @@ class _TokenReader:
     def _is_id(self, i: int) -> bool:
         """Digits that name rather than count, read one by one: six or more written with no
         group separator and not round ("order 123456"; "1000000", "250500" count), a ZIP code after
-        its state ("IL 62704"), a number after "PIN" or "ZIP", and a number dialled ("Call 911",
-        "llama al 112"; a round one counts: "call 100 people")."""
+        its state ("IL 62704"), a number after "PIN" or "ZIP", a record's number ("your order
+        number is 4821", ``_numbers_a_record``), and a number dialled ("Call 911", "llama al 112";
+        a round one counts: "call 100 people")."""
         r, core = self.rules, self.tokens[i].core
         if len(core) >= 6 and not core.endswith("00"):
             return True
@@ -1546,7 +1572,7 @@ class _TokenReader:
             if len(core) == 4 and lead > 0 and not self.tokens[lead - 1].trail:  # a card's last four
                 if f"{self.tokens[lead - 1].core.lower()} {word}" in r.last_digits_phrases:
                     return True
-        if self._after_digits_lead(i):
+        if self._after_digits_lead(i) or self._numbers_a_record(i):
             return True
         if prev.trail:
             return False

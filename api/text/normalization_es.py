@@ -96,6 +96,9 @@ class SpanishRules(LanguageRules):
     }
     digits_lead_words = frozenset({"pin", "cp", "código", "otp", "postal"})  # "código postal 28001"
     last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en"})
+    record_nouns = frozenset("""pedido confirmación referencia reserva cliente cuenta factura póliza caso ticket
+    seguimiento socio expediente incidencia solicitud""".split())
+    record_number_words = frozenset({"número", "nº", "n.º", "núm", "núm.", "#"})
     masked_digits_phrase = "terminada en"  # la tarjeta, la cuenta
     keypad_words = {"*": "asterisco", "#": "almohadilla"}
     keypad_verbs = frozenset({"pulse", "presione", "marque", "oprima", "teclee"})

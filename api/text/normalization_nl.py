@@ -76,6 +76,10 @@ class DutchRules(LanguageRules):
     }
     digits_lead_words = frozenset({"pin", "pincode", "postcode", "code", "otp"})
     last_digits_phrases = frozenset({"eindigend op", "eindigt op"})
+    # "bestelnummer", "klantnummer" (a compound with "nummer"), "bestelling nr."
+    record_nouns = frozenset({"bestel", "bestelling", "klant", "factuur", "referentie", "reservering", "dossier",
+                              "order", "ticket", "polis", "zaak"})
+    record_number_words = frozenset({"nummer", "nr", "nr.", "#"})
     masked_digits_phrase = "eindigend op"
     keypad_words = {"*": "sterretje", "#": "hekje"}
     keypad_verbs = frozenset({"op", "toets", "kies"})

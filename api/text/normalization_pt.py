@@ -94,6 +94,9 @@ class PortugueseRules(LanguageRules):
     }
     digits_lead_words = frozenset({"pin", "cep", "código", "otp"})
     last_digits_phrases = frozenset({"terminado em", "terminada em", "termina em", "acaba em"})
+    record_nouns = frozenset("""pedido confirmação referência reserva cliente conta fatura apólice caso protocolo
+    rastreamento chamado solicitação""".split())
+    record_number_words = frozenset({"número", "nº", "n.º", "#"})
     masked_digits_phrase = "final"  # "cartão final 1234"
     keypad_words = {"*": "asterisco", "#": "jogo da velha"}
     keypad_verbs = frozenset({"tecle", "digite", "pressione", "aperte", "disque"})

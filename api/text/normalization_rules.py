@@ -333,6 +333,10 @@ class LanguageRules:
     digits_lead_words: frozenset[str] = frozenset()
     #: Two-word phrases (lowercase) after which four digits are a card's last: "ending in 4242".
     last_digits_phrases: frozenset[str] = frozenset()
+    #: Records whose numbers name them, and the words for their number: "your order number is 4821",
+    #: "su número de pedido es 4821" read the digits one by one (none: read as counts)
+    record_nouns: frozenset[str] = frozenset()
+    record_number_words: frozenset[str] = frozenset()
     #: What masked digits are said with: "****1234" is a card or account "ending in one two three
     #: four" (None: the digits alone).
     masked_digits_phrase: Optional[str] = None
