@@ -567,6 +567,7 @@ class _TokenReader:
             self._read_named_number,
             self._read_masked_digits,
             self._read_ratio,
+            self._read_date_range,
             self._read_mixed,
         ):
             reading, consumed = self._guarded(reader, i) or (None, 0)
@@ -1980,6 +1981,24 @@ class _TokenReader:
                 return True
         return False
 
+    def _read_date_range(self, i: int) -> tuple[Optional[str], int]:
+        """Two days of the year joined by a dash: "11/25–11/30" -> "November twenty-fifth to
+        November thirtieth" ("1/12-5/12" in Spanish: "uno de diciembre a cinco de diciembre"). Two
+        plain fractions ("1/2-3/4 cup") are no dates."""
+        m = _DATE_RANGE_RE.fullmatch(self.tokens[i].core)
+        if not m:
+            return None, 0
+        r = self.rules
+        a, b, c, d = (int(g) for g in m.groups())
+        if all(x < y and y in (2, 3, 4, 8, 16) for x, y in ((a, b), (c, d))):
+            return None, 0
+        (m1, d1), (m2, d2) = ((a, b), (c, d)) if r.date_order == "mdy" else ((b, a), (d, c))
+        try:
+            datetime.date(2000, m1, d1), datetime.date(2000, m2, d2)
+        except ValueError:
+            return None, 0
+        return f"{r.read_date(None, m1, d1)} {_RANGE_WORD[r.code]} {r.read_date(None, m2, d2)}", 0
+
     def _read_ratio(self, i: int) -> tuple[Optional[str], int]:
         """A ratio or odds whose second term has one digit, so no time: "3:1" -> "three to one",
         "a 2:1 win". After a capitalised name inside a sentence it is a verse ("read Genesis 1:1")
@@ -2350,8 +2369,9 @@ _AFTER_MEASURE_WORDS = frozenset("tall long wide high deep thick and by x ×".sp
 _LETTERS_WITH_SIGNS = {"C++": "C plus plus", "C#": "C sharp", "F#": "F sharp"}
 # English short forms that are words only in one case ("MoM", not "Mom"), and an even split
 _EN_FIXED_READINGS = {"YoY": "year over year", "QoQ": "quarter over quarter", "MoM": "month over month",
-                      "50-50": "fifty-fifty", "50/50": "fifty-fifty"}
+                      "50-50": "fifty-fifty", "50/50": "fifty-fifty", "24/7/365": "twenty-four seven three sixty-five"}
 _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
+_DATE_RANGE_RE = re.compile(r"(\d{1,2})/(\d{1,2})[-–](\d{1,2})/(\d{1,2})")  # "11/25–11/30"
 _RATIO_RE = re.compile(r"(\d{1,3}):(\d)")  # "3:1": one digit after the colon, so no time
 _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": "Alt", "cmd": "Command",
               "command": "Command", "opt": "Option", "option": "Option", "win": "Windows", "fn": "Function",
