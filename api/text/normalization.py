@@ -1984,14 +1984,15 @@ class _TokenReader:
     def _read_date_range(self, i: int) -> tuple[Optional[str], int]:
         """Two days of the year joined by a dash: "11/25–11/30" -> "November twenty-fifth to
         November thirtieth" ("1/12-5/12" in Spanish: "uno de diciembre a cinco de diciembre"). Two
-        plain fractions ("1/2-3/4 cup") are no dates."""
+        plain fractions are a range of them: "1/2-3/4 cup" -> "one half to three quarters cup"."""
         m = _DATE_RANGE_RE.fullmatch(self.tokens[i].core)
         if not m:
             return None, 0
         r = self.rules
         a, b, c, d = (int(g) for g in m.groups())
         if all(x < y and y in (2, 3, 4, 8, 16) for x, y in ((a, b), (c, d))):
-            return None, 0
+            low, high = r.read_fraction(a, b), r.read_fraction(c, d)
+            return (f"{low} {_RANGE_WORD[r.code]} {high}" if low and high else None), 0
         (m1, d1), (m2, d2) = ((a, b), (c, d)) if r.date_order == "mdy" else ((b, a), (d, c))
         try:
             datetime.date(2000, m1, d1), datetime.date(2000, m2, d2)
