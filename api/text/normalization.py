@@ -531,6 +531,8 @@ class _TokenReader:
                 return street, 0
         if tok.core[:1] == "@" and _HANDLE_RE.fullmatch(tok.core[1:]):  # "@AcmeSupport": a social media handle
             return f"{self.rules.symbol_words['@']} {tok.core[1:]}", 0
+        if tok.core == "@" and self.rules.code == "en" and not tok.trail and _starts_digit(self._next(i)):
+            return "at", 0  # "Tue 12/8 @ 3:15pm"
         graded = _GRADE_RE.fullmatch(tok.core)
         if graded:  # "an A+", "O+ blood": the letter and "plus"
             return f"{graded.group('letters')} {self.rules.symbol_words['+']}", 0
@@ -1938,7 +1940,11 @@ class _TokenReader:
         m = _PRESSURE_RE.fullmatch(core)
         if m and prev is not None and not prev.trail and prev.core.lower() in r.pressure_lead_words:
             high, low = m.group(1), m.group(2)
-            return f"{r.digit_pairs(high) or r.read_integer(high)} {r.pressure_word} {r.read_integer(low)}", 0
+            said = f"{r.digit_pairs(high) or r.read_integer(high)} {r.pressure_word} {r.read_integer(low)}"
+            nxt = self._next(i)
+            if nxt is not None and not tok.trail and not nxt.lead and UNIT_SYMBOLS.get(nxt.core) == "mmHg":
+                return f"{said} {r.units['mmHg'].many}", 1  # "120/80 mmHg": the unit after both numbers
+            return said, 0
         m = _PLAN_NAME_RE.fullmatch(core)
         if m and (not m.group("open") or tok.trail.startswith(")")):
             if m.group("open"):  # the bracket is the name's, not punctuation

@@ -108,6 +108,7 @@ class EnglishRules(LanguageRules):
             "Mbps": ("megabit per second", "megabits per second"),
             "Gbps": ("gigabit per second", "gigabits per second"),
             "fps": ("frame per second", "frames per second"), "bpm": ("beat per minute", "beats per minute"),
+            "mmHg": ("millimeter of mercury", "millimeters of mercury"),
             "mg/dL": ("milligram per deciliter", "milligrams per deciliter"),
             "mmol/L": ("millimole per liter", "millimoles per liter"),
             "W": ("watt", "watts"), "kW": ("kilowatt", "kilowatts"), "MW": ("megawatt", "megawatts"),
@@ -146,6 +147,7 @@ class EnglishRules(LanguageRules):
         "dept.": Abbreviation("department", can_end=True),
         "acct.": Abbreviation("account", can_end=True),
         "appt.": Abbreviation("appointment", can_end=True),
+        "appt": Abbreviation("appointment"),  # never a word of its own: "your appt is on Tue"
         "ea.": Abbreviation("each", can_end=True),  # "$9.99 ea."
         "tel.": Abbreviation("telephone"),
         "approx": Abbreviation("approximately"),

@@ -132,6 +132,7 @@ class SpanishRules(LanguageRules):
             "Gbps": ("gigabit por segundo", "gigabits por segundo"),
             "fps": ("fotograma por segundo", "fotogramas por segundo"),
             "bpm": ("latido por minuto", "latidos por minuto"),
+            "mmHg": ("milímetro de mercurio", "milímetros de mercurio"),
             "mg/dL": ("miligramo por decilitro", "miligramos por decilitro"),
             "mmol/L": ("milimol por litro", "milimoles por litro"),
             "W": ("vatio", "vatios"), "kW": ("kilovatio", "kilovatios"), "MW": ("megavatio", "megavatios"),

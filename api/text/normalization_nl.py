@@ -112,6 +112,7 @@ class DutchRules(LanguageRules):
             "Mbps": ("megabit per seconde", "megabit per seconde"),
             "Gbps": ("gigabit per seconde", "gigabit per seconde"),
             "fps": ("beeld per seconde", "beelden per seconde"), "bpm": ("slag per minuut", "slagen per minuut"),
+            "mmHg": ("millimeter kwik", "millimeter kwik"),
             "mg/dL": ("milligram per deciliter", "milligram per deciliter"),
             "mmol/L": ("millimol per liter", "millimol per liter"),
             "W": ("watt", "watt"), "kW": ("kilowatt", "kilowatt"), "MW": ("megawatt", "megawatt"),

@@ -130,6 +130,7 @@ class PortugueseRules(LanguageRules):
             "Gbps": ("gigabit por segundo", "gigabits por segundo"),
             "fps": ("quadro por segundo", "quadros por segundo"),
             "bpm": ("batimento por minuto", "batimentos por minuto"),
+            "mmHg": ("milímetro de mercúrio", "milímetros de mercúrio"),
             "mg/dL": ("miligrama por decilitro", "miligramas por decilitro"),
             "mmol/L": ("milimol por litro", "milimoles por litro"),
             "W": ("watt", "watts"), "kW": ("quilowatt", "quilowatts"), "MW": ("megawatt", "megawatts"),

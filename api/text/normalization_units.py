@@ -42,7 +42,7 @@ UNIT_SYMBOLS: dict[str, str] = {
     "Hz": "Hz", "kHz": "kHz", "KHz": "kHz", "MHz": "MHz", "GHz": "GHz",
     "kbps": "kbps", "Kbps": "kbps", "Mbps": "Mbps", "Gbps": "Gbps", "fps": "fps",
     # health: a pulse, blood sugar
-    "bpm": "bpm", "mg/dL": "mg/dL", "mg/dl": "mg/dL", "mmol/L": "mmol/L", "mmol/l": "mmol/L",
+    "bpm": "bpm", "mmHg": "mmHg", "mg/dL": "mg/dL", "mg/dl": "mg/dL", "mmol/L": "mmol/L", "mmol/l": "mmol/L",
     "W": "W", "kW": "kW", "MW": "MW", "kWh": "kWh",
     "ms": "ms", "sec": "s", "secs": "s", "min": "min", "mins": "min", "h": "h", "hr": "h", "hrs": "h",
     "wk": "wk", "wks": "wk", "mo": "mo", "mos": "mo", "yr": "yr", "yrs": "yr",
