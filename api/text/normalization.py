@@ -111,7 +111,7 @@ _SCALE_VALUES = {"k": 10**3, "m": 10**6, "mln": 10**6, "b": 10**9, "bn": 10**9, 
 _PREFIX_MONEY_RE = re.compile(
     rf"(?P<sign>[-\u2212])?(?P<sym>{_SYM})(?P<num>\d[\d.,]*?|[.,]\d{{1,2}})(?:,--?)?(?P<scale>{_MONEY_SCALE})?"
 )
-_CENTS_RE = re.compile(r"(?P<num>\d{1,3})\s?¢")  # "99¢": cents of a dollar
+_CENTS_RE = re.compile(r"(?P<num>\d{1,3}(?:\.\d{1,2})?)\s?¢")  # "99¢", "12.5¢": cents of a dollar
 _SUFFIX_MONEY_RE = re.compile(rf"(?P<num>[-\u2212]?\d[\d.,]*?)(?:,--?)?\s?(?P<sym>{_SYM})")
 # "$10-$20", "$10-20", "€5–€10", "$1-2M", "$80K-$120K": a range of amounts with its symbol in front
 _PREFIX_MONEY_RANGE_RE = re.compile(
@@ -531,6 +531,8 @@ class _TokenReader:
                 return street, 0
         if tok.core[:1] == "@" and _HANDLE_RE.fullmatch(tok.core[1:]):  # "@AcmeSupport": a social media handle
             return f"{self.rules.symbol_words['@']} {tok.core[1:]}", 0
+        if tok.core == "/" and i > 0 and self.tokens[i - 1].core.lower() in _ROOMS and _starts_digit(self._next(i)):
+            return self.rules.ampersand_word, 0  # "3 bd / 2 ba": "and"
         if tok.core == "@" and self.rules.code == "en" and not tok.trail and _starts_digit(self._next(i)):
             return "at", 0  # "Tue 12/8 @ 3:15pm"
         graded = _GRADE_RE.fullmatch(tok.core)
@@ -553,6 +555,7 @@ class _TokenReader:
             self._read_date,
             self._read_percent,
             self._read_measure,
+            self._read_rooms,
             self._read_per,
             self._read_scaled,
             self._read_mixed_number,
@@ -566,6 +569,7 @@ class _TokenReader:
             self._read_dimensions,
             self._read_sum,
             self._read_compound_measure,
+            self._read_decimal_before_word,
             self._read_named_number,
             self._read_masked_digits,
             self._read_ratio,
@@ -842,7 +846,7 @@ class _TokenReader:
         if m is None and nxt is not None and nxt.core == "¢" and not tok.trail and not nxt.lead:  # "99 ¢"
             m, consumed = _CENTS_RE.fullmatch(tok.core + "¢"), 1
         if m is not None:
-            return self._cents(int(m.group("num")), i, consumed)
+            return self._cents(m.group("num"), i, consumed)
         if nxt is None or tok.trail:
             return None, 0
         nxt_core, per = self._split_per(nxt.core)  # "€ 5/kg", "9,99 €/mes"
@@ -887,12 +891,16 @@ class _TokenReader:
             return named, consumed + 1
         return code, consumed
 
-    def _cents(self, n: int, i: int, consumed: int) -> tuple[Optional[str], int]:
-        """"99¢" -> "ninety-nine cents", "a 50¢ stamp" -> "a fifty cent stamp": the language's
-        cents of a dollar."""
+    def _cents(self, written: str, i: int, consumed: int) -> tuple[Optional[str], int]:
+        """"99¢" -> "ninety-nine cents", "a 50¢ stamp" -> "a fifty cent stamp", "12.5¢" -> "twelve
+        point five cents": the language's cents of a dollar."""
         names = self.rules.currencies.get("USD")
         if names is None:
             return None, 0
+        if "." in written:  # a decimal of cents (a rate per kilowatt hour), always many
+            num = ParsedNumber(*written.split("."))
+            return f"{self.rules.read_number(num, names.cent_gender)} {names.cent[1]}", consumed
+        n = int(written)
         if self._adjective_amount(i, consumed):
             return f"{self.rules.cardinal(n)} {names.cent[0]}", consumed
         return self.rules.count_noun(n, names.cent, names.cent_gender), consumed
@@ -1925,6 +1933,35 @@ class _TokenReader:
             return None, 0
         return r.read_measure(num, UNIT_SYMBOLS[m.group("unit")], singular=True), 0
 
+    def _read_decimal_before_word(self, i: int) -> tuple[Optional[str], int]:
+        """A decimal joined by a dash to the word it measures, an English adjective: "a 0.25-acre
+        lot" -> "a zero point two five acre lot" (digit by digit after the point, as a decimal)."""
+        m = _DECIMAL_BEFORE_WORD_RE.fullmatch(self.tokens[i].core)
+        prev = self.tokens[i - 1] if i > 0 else None
+        if m is None or self.rules.code != "en" or (prev is not None and prev.core.lower() in _VERSION_WORDS):
+            return None, 0  # "version 2.10-beta": a version's number, left to the mixed reading
+        return f"{self.rules.read_number(ParsedNumber(m.group('int'), m.group('frac')))} {m.group('word')}", 0
+
+    def _read_rooms(self, i: int) -> tuple[Optional[str], int]:
+        """A listing's rooms, in English: "3 bd" -> "three bedrooms", "2BR/1BA" -> "two bedrooms,
+        one bathroom", "1.5 ba". Only these short forms after a number of one or two digits."""
+        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        if r.code != "en":
+            return None, 0
+        parts = tok.core.split("/")
+        matches = [_ROOMS_RE.fullmatch(part) for part in parts]
+        if len(parts) <= 2 and all(m and m.group("abbr").lower() in _ROOMS for m in matches):
+            return ", ".join(self._rooms(m.group("num"), m.group("abbr")) for m in matches), 0
+        if (re.fullmatch(r"\d{1,2}(?:\.5)?", tok.core) and nxt is not None and not tok.trail and not nxt.lead
+                and nxt.core.lower() in _ROOMS):
+            return self._rooms(tok.core, nxt.core), 1
+        return None, 0
+
+    def _rooms(self, written: str, abbreviation: str) -> str:
+        num = self.rules.parse_number(written)
+        room = _ROOMS[abbreviation.lower()]
+        return f"{self.rules.read_number(num)} {room if num == ParsedNumber('1', '') else room + 's'}"
+
     def _read_named_number(self, i: int) -> tuple[Optional[str], int]:
         """Digits that name a thing, said as people say that thing: an IP address ("192.168.1.1":
         each number digit by digit, "dot" between), a video resolution ("1080p": "ten eighty p"), a
@@ -2378,6 +2415,12 @@ _LETTERS_WITH_SIGNS = {"C++": "C plus plus", "C#": "C sharp", "F#": "F sharp"}
 _EN_FIXED_READINGS = {"YoY": "year over year", "QoQ": "quarter over quarter", "MoM": "month over month",
                       "50-50": "fifty-fifty", "50/50": "fifty-fifty", "24/7/365": "twenty-four seven three sixty-five"}
 _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
+_DECIMAL_BEFORE_WORD_RE = re.compile(r"(?P<int>\d+)\.(?P<frac>\d+)-(?P<word>[A-Za-z]{2,})")  # "0.25-acre"
+_VERSION_WORDS = frozenset({"version", "ver", "v", "release", "build"})
+# A listing's rooms (English): "3 bd / 2 ba", "2BR/1BA", "1.5 baths"
+# ("4 beds", "2 baths" are words, and a bed is no bedroom)
+_ROOMS = {"bd": "bedroom", "br": "bedroom", "bdr": "bedroom", "bdrm": "bedroom", "ba": "bathroom", "bth": "bathroom"}
+_ROOMS_RE = re.compile(r"(?P<num>\d{1,2}(?:\.5)?)(?P<abbr>[A-Za-z]{2,4})")
 _DATE_RANGE_RE = re.compile(r"(\d{1,2})/(\d{1,2})[-–](\d{1,2})/(\d{1,2})")  # "11/25–11/30"
 _RATIO_RE = re.compile(r"(\d{1,3}):(\d)")  # "3:1": one digit after the colon, so no time
 _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": "Alt", "cmd": "Command",
