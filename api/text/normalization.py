@@ -616,8 +616,8 @@ class _TokenReader:
         """Whether a lone "#" at token ``i`` stands for "number" after the word it numbers: before
         its number ("Order # 12345"), a colon ("Order #:") or "is" ("your account # is")."""
         tok, prev, nxt = self.tokens[i], self.tokens[i - 1] if i > 0 else None, self._next(i)
-        if prev is None or prev.trail or not prev.core.isalpha() or tok.lead:
-            return False
+        if prev is None or prev.trail or not _WORD_RE.fullmatch(prev.core) or tok.lead:
+            return False  # after a word ("account", "e-ticket")
         if tok.trail == ":":
             return True
         return not tok.trail and nxt is not None and not nxt.lead and (
@@ -828,6 +828,11 @@ class _TokenReader:
                 scale, consumed = (scale.lower(), 0) if scale else self._spelled_scale(i, 0, code)
                 code, consumed = self._code_after(i, consumed, m.group("sym"), code)
                 return r.read_currency(num, code, scale, singular=self._adjective_amount(i, consumed)), consumed
+        if tok.core.count("/") == 1 and all(_PREFIX_MONEY_RE.fullmatch(part) for part in tok.core.split("/")):
+            # "$35/$45": two prices, each read as one ("first and second bag"), a pause between them
+            said = [_TokenReader(r, [part])._read_money(0)[0] for part in tok.core.split("/")]
+            if None not in said:
+                return ", ".join(said), 0
         m = _PREFIX_MONEY_RANGE_RE.fullmatch(tok.core)
         if m and all(s is None or s.lower() in r.scale_words for s in m.group("low_scale", "scale")):
             code, scale, low_scale = _SYMBOLS[m.group("sym")], m.group("scale"), m.group("low_scale")
@@ -2416,6 +2421,7 @@ _EN_FIXED_READINGS = {"YoY": "year over year", "QoQ": "quarter over quarter", "M
                       "50-50": "fifty-fifty", "50/50": "fifty-fifty", "24/7/365": "twenty-four seven three sixty-five"}
 _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
 _DECIMAL_BEFORE_WORD_RE = re.compile(r"(?P<int>\d+)\.(?P<frac>\d+)-(?P<word>[A-Za-z]{2,})")  # "0.25-acre"
+_WORD_RE = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")  # letters, maybe hyphenated: "e-ticket"
 _VERSION_WORDS = frozenset({"version", "ver", "v", "release", "build"})
 # A listing's rooms (English): "3 bd / 2 ba", "2BR/1BA", "1.5 baths"
 # ("4 beds", "2 baths" are words, and a bed is no bedroom)

@@ -67,7 +67,8 @@ class EnglishRules(LanguageRules):
     digits_lead_words = frozenset({"pin", "zip", "otp", "ext.", "ext", "extension", "port", "code", "passcode"})
     last_digits_phrases = frozenset({"ending in", "ending with", "ends in", "ends with"})
     record_nouns = frozenset("""order confirmation reference ref ticket case tracking member membership policy claim
-    booking reservation invoice account customer serial transaction incident request record loyalty""".split())
+    booking reservation invoice account customer serial transaction incident request record loyalty e-ticket
+    itinerary""".split())
     record_number_words = frozenset({"number", "#", "no", "no.", "nr", "nr.", "num", "num."})
     masked_digits_phrase = "ending in"
     keypad_words = {"*": "star", "#": "pound"}
