@@ -58,8 +58,8 @@ from typing import Callable, Optional, TypeVar
 
 from api.text.errors import NormalizationModeError
 from api.text.normalization_en import EnglishRules
-from api.text.normalization_markdown import token_line_starts, without_markdown, without_path_arrows
 from api.text.normalization_es import SpanishRules
+from api.text.normalization_markdown import token_line_starts, without_markdown, without_path_arrows
 from api.text.normalization_nl import DutchRules
 from api.text.normalization_pt import PortugueseRules
 from api.text.normalization_rules import Abbreviation, LanguageRules, ParsedNumber
@@ -532,7 +532,7 @@ class _TokenReader:
         if tok.core[:1] == "@" and _HANDLE_RE.fullmatch(tok.core[1:]):  # "@AcmeSupport": a social media handle
             return f"{self.rules.symbol_words['@']} {tok.core[1:]}", 0
         if tok.core == "/" and i > 0 and self.tokens[i - 1].core.lower() in _ROOMS and _starts_digit(self._next(i)):
-            return self.rules.ampersand_word, 0  # "3 bd / 2 ba": "and"
+            return _BETWEEN_AND[self.rules.code], 0  # "3 bd / 2 ba": "and"
         if tok.core == "@" and self.rules.code == "en" and not tok.trail and _starts_digit(self._next(i)):
             return "at", 0  # "Tue 12/8 @ 3:15pm"
         graded = _GRADE_RE.fullmatch(tok.core)
