@@ -2423,7 +2423,7 @@ _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a 
 _DECIMAL_BEFORE_WORD_RE = re.compile(r"(?P<int>\d+)\.(?P<frac>\d+)-(?P<word>[A-Za-z]{2,})")  # "0.25-acre"
 _WORD_RE = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")  # letters, maybe hyphenated: "e-ticket"
 _VERSION_WORDS = frozenset({"version", "ver", "v", "release", "build"})
-# A listing's rooms (English): "3 bd / 2 ba", "2BR/1BA", "1.5 baths"
+# A listing's rooms (English): "3 bd / 2 ba", "2BR/1BA", "1.5 ba"
 # ("4 beds", "2 baths" are words, and a bed is no bedroom)
 _ROOMS = {"bd": "bedroom", "br": "bedroom", "bdr": "bedroom", "bdrm": "bedroom", "ba": "bathroom", "bth": "bathroom"}
 _ROOMS_RE = re.compile(r"(?P<num>\d{1,2}(?:\.5)?)(?P<abbr>[A-Za-z]{2,4})")
