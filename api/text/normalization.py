@@ -570,6 +570,7 @@ class _TokenReader:
             self._read_sum,
             self._read_compound_measure,
             self._read_decimal_before_word,
+            self._read_fraction_before_word,
             self._read_named_number,
             self._read_masked_digits,
             self._read_ratio,
@@ -1073,8 +1074,8 @@ class _TokenReader:
         point seven inches", "twelve inches"; not a number that closes a quotation ('"I am 12"').
         Where a language has a name for inches."""
         r, tok = self.rules, self.tokens[i]
-        if not tok.trail.startswith(_INCH_MARKS) or tok.lead or "in" not in r.units:
-            return None, 0
+        if not tok.trail.startswith(_INCH_MARKS) or tok.lead.strip("([") or "in" not in r.units:
+            return None, 0  # a bracket may open before it ("(12")"), a quote may not
         num = r.parse_number(tok.core)
         if num is None or self._inside_quotation(i):
             return None, 0
@@ -1875,6 +1876,9 @@ class _TokenReader:
             if consumed == 0 and (num := self.rules.parse_number(rest)) is not None:
                 said = self.rules.read_number(num, self._noun_after(i) or "m", before_noun=True)
             return self._more_than(i, said), consumed
+        if (not before and m.group("sign") in ("x", "×") and consumed == 0 and self.rules.code == "en"
+                and _starts_upper(self._next(i)) and rest.isdecimal()):
+            return self.rules.read_integer(rest), 0  # "2x Margherita": an order's count of a dish
         if not before and consumed == 0 and (num := self.rules.parse_number(rest)) is not None:
             # "2x": the number counts the sign's word, so agrees with it ("duas vezes")
             said = self.rules.read_number(num, self.rules.noun_gender(sign) or "m")
@@ -1937,6 +1941,22 @@ class _TokenReader:
         if num is None:
             return None, 0
         return r.read_measure(num, UNIT_SYMBOLS[m.group("unit")], singular=True), 0
+
+    def _read_fraction_before_word(self, i: int) -> tuple[Optional[str], int]:
+        """A fraction dashed to the word it qualifies, in English: "1/2-price apps" -> "half price
+        apps", "3/4-inch pipe" -> "three quarter inch pipe"."""
+        m = _FRACTION_BEFORE_WORD_RE.fullmatch(self.tokens[i].core)
+        if m is None or self.rules.code != "en":
+            return None, 0
+        a, b = int(m.group(1)), int(m.group(2))
+        if not 0 < a < b:
+            return None, 0
+        said = "half" if (a, b) == (1, 2) else self.rules.read_fraction(a, b)
+        if said is None:
+            return None, 0
+        if a > 1 and said.endswith("s"):
+            said = said[:-1]  # "three quarter inch": an adjective, singular
+        return f"{said} {m.group(3)}", 0
 
     def _read_decimal_before_word(self, i: int) -> tuple[Optional[str], int]:
         """A decimal joined by a dash to the word it measures, an English adjective: "a 0.25-acre
@@ -2420,6 +2440,7 @@ _LETTERS_WITH_SIGNS = {"C++": "C plus plus", "C#": "C sharp", "F#": "F sharp"}
 _EN_FIXED_READINGS = {"YoY": "year over year", "QoQ": "quarter over quarter", "MoM": "month over month",
                       "50-50": "fifty-fifty", "50/50": "fifty-fifty", "24/7/365": "twenty-four seven three sixty-five"}
 _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
+_FRACTION_BEFORE_WORD_RE = re.compile(r"(\d{1,2})/(\d{1,2})-([A-Za-z]{2,})")  # "1/2-price"
 _DECIMAL_BEFORE_WORD_RE = re.compile(r"(?P<int>\d+)\.(?P<frac>\d+)-(?P<word>[A-Za-z]{2,})")  # "0.25-acre"
 _WORD_RE = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")  # letters, maybe hyphenated: "e-ticket"
 _VERSION_WORDS = frozenset({"version", "ver", "v", "release", "build"})
