@@ -21,6 +21,7 @@ class EnglishRules(LanguageRules):
     decimal_sep = "."
     group_sep = ","
     date_order = "mdy"
+    leading_point_alone = True  # ".312", ".5 mm": "point three one two"
     months = (
         "January", "February", "March", "April", "May", "June",
         "July", "August", "September", "October", "November", "December",
@@ -143,6 +144,7 @@ class EnglishRules(LanguageRules):
         "a.k.a.": Abbreviation("also known as"),
         "approx.": Abbreviation("approximately"),
         "qty": Abbreviation("quantity"),
+        "pts": Abbreviation("points"),
         "pcs": Abbreviation("pieces"),
         "corp.": Abbreviation("corporation", can_end=True),
         "dept.": Abbreviation("department", can_end=True),

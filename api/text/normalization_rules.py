@@ -127,6 +127,8 @@ class LanguageRules:
     # Other languages' separators still parse "3.5" as a decimal when the '.' is not followed by
     # exactly three digits ("1.234" stays a thousands group).
     lenient_dot_decimal = False
+    #: Whether a decimal written without its integer part (".5") is said without it ("point five")
+    leading_point_alone = False
 
     def __init__(self) -> None:
         g, d = re.escape(self.group_sep), re.escape(self.decimal_sep)
@@ -194,7 +196,11 @@ class LanguageRules:
         return self.cardinal(int(digits), gender, before_noun)
 
     def read_number(self, num: ParsedNumber, gender: str = "m", before_noun: bool = False) -> str:
-        """Integer part as a cardinal, fraction digit by digit: "3,25" -> "tres coma dos cinco"."""
+        """Integer part as a cardinal, fraction digit by digit: "3,25" -> "tres coma dos cinco".
+        Written without its integer part (".312"), English says none ("point three one two")."""
+        if not num.integer and num.fraction and self.leading_point_alone:
+            words = f"{self.decimal_word} {self.digits(num.fraction)}"
+            return f"{self.minus_word} {words}" if num.negative else words
         words = self.read_integer(num.integer or "0", gender, before_noun and not num.fraction)
         if num.fraction:
             words = f"{words} {self.decimal_word} {self.digits(num.fraction)}"

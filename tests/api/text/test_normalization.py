@@ -58,7 +58,7 @@ ENGLISH = [
     ('v3.5.1', 'v three point five point one'),
     ('12345678901234567890', 'one two three four five six seven eight nine zero one two three four five six seven eight nine zero'),
     ('0.5', 'zero point five'),
-    ('.5', 'zero point five'),
+    ('.5', 'point five'),  # as written: no integer part, none said
     ('-4', 'minus four'),
     ('He was 3.', 'He was three.'),
     ('Hello world!', 'Hello world!'),
