@@ -274,6 +274,18 @@ async def test_an_llm_list_streamed_line_by_line_is_read_as_a_list(gateway, defa
     assert [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]] == words
 
 
+async def test_an_llm_table_streamed_row_by_row_is_read_cell_by_cell(gateway, default_voice_id):
+    """Pipes and the rule row are not said; each row is a segment, a pause after each cell."""
+    pieces = ["Plans:\n", "| Plan | Price |\n", "|---|---|\n", "| Basic | $10 |\n", "| Pro | $25 |\n", "Pick one \U0001F60A"]
+    async with connect(ws_url(gateway)) as ws:
+        for piece in pieces:
+            await send(ws, gen("table", piece, default_voice_id, add_timestamps=True, use_normalized_timestamps=True))
+        await send(ws, gen("table", "", default_voice_id, cont=False))
+        msgs = await read_until_terminal(ws, ["table"])
+    assert [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]] == [
+        "Plans:", "Plan,", "Price.", "Basic,", "ten", "dollars.", "Pro,", "twenty-five", "dollars.", "Pick", "one"]
+
+
 async def test_input_to_a_closing_context_ends_it_with_one_error_after_its_audio(gateway, default_voice_id):
     """Issue 9.5: a second continue:false (or any input) while the context is still speaking is not
     spoken, and the context's one terminal event is a context_closed error sent after all the audio
