@@ -2154,9 +2154,13 @@ class _TokenReader:
                 if year is not None and k + 1 < len(pieces):
                     said_before.add(k + 1)
                 # "UA1234", "A380", "RX7900": three or four digits after capitals name a flight or
-                # a model, read in pairs where the language does ("UA twelve thirty-four")
+                # a model, read in pairs where the language does ("UA twelve thirty-four"); so do
+                # they after capitals and a dash when nothing else follows ("F-150", "A-380")
                 named = (r.digit_pairs(piece) if k > 0 and _CAPITALS_RE.fullmatch(pieces[k - 1])
                          and (k + 1 == len(pieces) or not pieces[k + 1].isalpha()) else None)
+                if (named is None and k == 2 == len(pieces) - 1 and pieces[1] in _DASHES
+                        and _CAPITALS_RE.fullmatch(pieces[0])):
+                    named = r.digit_pairs(piece)
                 words.append(ordinal or named or year or _year_of_range(pieces, k, r) or r.read_integer(piece))
             elif piece.isalpha():
                 words.append(piece)

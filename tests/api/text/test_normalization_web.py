@@ -32,7 +32,7 @@ READINGS = [
     ("en", "2 + 2 = 4", "two plus two equals four"),
     ("en", "our #1 fan", "our number one fan"),
     ("en", "Ticket #A12345 is open.", "Ticket number A one two three four five is open."),
-    ("en", "Order #A-12345, ref ABC-1234-XYZ; an F-150, COVID-19", "Order number A one two three four five, ref ABC one two three four XYZ; an F one hundred and fifty, COVID nineteen"),
+    ("en", "Order #A-12345, ref ABC-1234-XYZ; an F-150, COVID-19", "Order number A one two three four five, ref ABC one two three four XYZ; an F one fifty, COVID nineteen"),
     ("en", "±5%, 5 ± 0.1, 5 +/- 1 and +/-5", "plus or minus five percent, five plus or minus zero point one, five plus or minus one and plus or minus five"),
     ("es", "±5 %", "más o menos cinco por ciento"),
     ("en", "Q&A, AT&T, R&D", "Q and A, AT and T, R and D"),
