@@ -40,7 +40,7 @@ __all__ = ["read_markup", "spell_words"]
 
 _TOKEN_RE = re.compile(r"\S+")
 _BLANK_RUN_RE = re.compile(r"[ \t]{2,}")
-# punctuation written against a spell span belongs to it (normalization.py's _LEAD and _TRAIL)
+# punctuation written against a spell span belongs to it (normalization_tokens.py's _LEAD and TRAIL)
 _GLUE_BEFORE = frozenset("\"'([{¿¡«“‘„‹")
 _GLUE_AFTER = frozenset("\"'.,;:!?)]}»”’›…")
 

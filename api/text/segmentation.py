@@ -25,7 +25,7 @@ good prosody:
   all wait.
 - **List items**: a line that starts with a bullet or an item number ("- Paris", "2. Bake", "3)
   Serve"), or a table's row ("| Basic | $10 |"), starts a segment, so each item or row is said as
-  soon as its line is complete (the normaliser leaves the marks unsaid, api/text/normalization.py).
+  soon as its line is complete (the normaliser leaves the marks unsaid, api/text/normalization_markdown.py).
 - **Clause ends** ``, ; :`` (and ``、 ， ； ：``) followed by whitespace split too when
   ``clause_min_chars`` is set and the segment would be at least that long.
 - **Length cap**: with ``max_chars`` set, a buffer that has reached it without any boundary is

@@ -1,0 +1,202 @@
+"""Reading the clock: times of day ("3:30 pm", "15:45", "15h30", "9 a.m."), time ranges ("9am-5pm",
+"2-3pm", "noon-2pm") and durations ("2h 30m", "1:05:30"). A mixin of the token reader
+(``api/text/normalization.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from api.text.normalization_tokens import RANGE_WORD, Token, TokenContext
+
+TIME_RE = re.compile(r"(\d{1,2}):(\d{2})(?:\s?([ap])\.?m\.?)?", re.IGNORECASE)
+HOUR_MERIDIEM_RE = re.compile(r"(\d{1,2})\s?([ap])\.?m\.?", re.IGNORECASE)
+_CLOCK_DURATION_RE = re.compile(r"(\d{1,2}):(\d{2}):(\d{2})")  # "1:05:30"
+_CLOCK_LEADS = {"en": {"at"}, "es": {"las"}, "pt": {"às", "as"}, "nl": {"om"}}  # a time of day follows
+_H_TIME_RE = re.compile(r"(\d{1,2})h(\d{2})?")
+_TIME_H_RE = re.compile(r"(\d{1,2}):(\d{2})h")  # "9:00h" (es, pt): a time and its unit
+_DOT_TIME_RE = re.compile(r"(\d{1,2})\.(\d{2})")  # "14.30 uur": a time only before its unit
+BARE_HOUR_RE = re.compile(r"1[0-2]|0?[1-9]")  # an hour of a 12-hour clock, "2" in "2-3pm"
+MERIDIEM_TOKENS = {"am": "am", "pm": "pm", "a.m": "am", "p.m": "pm", "a.m.": "am", "p.m.": "pm"}
+# "9 a.m.–5 p.m.", "9 AM-5 PM": a meridiem that runs on, through a dash, into the range's end
+_MERIDIEM_THEN_RE = re.compile(r"(?P<meridiem>[ap]\.?m\.?)[-–](?P<rest>\d.*)", re.IGNORECASE)
+# times of day said by their names, which a range may start or end with: "noon-2pm", "10am-noon"
+NAMED_TIMES = frozenset({"noon", "midnight", "mediodía", "medianoche", "meio-dia", "meia-noite", "middag",
+                          "middernacht"})
+_HOURS_MINUTES_RE = re.compile(r"(?P<h>\d{1,3})h(?P<m>[0-5]?\d)(?P<unit>m|min)?")
+_HOURS_RE = re.compile(r"(?P<h>\d{1,3})h")
+_MINUTES_RE = re.compile(r"(?P<m>[0-5]?\d)(?:m|min)")
+
+
+class ClockReading(TokenContext):
+    """Times of day, time ranges and durations."""
+
+    def _after_meridiem(self, i: int) -> bool:
+        """Whether token ``i`` follows a time with its meridiem ("9am", "5:00 PM", "9 a.m.")."""
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is None or prev.trail not in ("", "."):
+            return False
+        word = (prev.core + prev.trail).lower()
+        return word in MERIDIEM_TOKENS or bool(HOUR_MERIDIEM_RE.fullmatch(prev.core))
+
+    def _read_duration(self, i: int) -> tuple[Optional[str], int]:
+        """Hours and minutes: "2h30m", "2h 30m", "2h 30min" -> "two hours thirty minutes" (the "m"
+        is minutes after hours, and says the "2h" is not a time of day); in English "1h30" too."""
+        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        if not r.units:
+            return None, 0
+        m = _HOURS_MINUTES_RE.fullmatch(tok.core)
+        consumed = 0
+        if m is None:
+            hours = _HOURS_RE.fullmatch(tok.core)
+            minutes = _MINUTES_RE.fullmatch(nxt.core) if nxt is not None and not tok.trail and not nxt.lead else None
+            if hours is None or minutes is None:
+                return None, 0
+            said = (hours.group("h"), minutes.group("m"))
+            consumed = 1
+        elif m.group("unit") or r.code == "en":  # "1h30" without its "m" is a time in es/pt/nl
+            said = (m.group("h"), m.group("m"))
+        else:
+            return None, 0
+        h, mins = self._amount_of(None, said[0], "h"), self._amount_of(None, said[1], "min")
+        return (f"{h} {mins}", consumed) if h and mins else (None, 0)
+
+    def _read_clock_duration(self, i: int) -> tuple[Optional[str], int]:
+        """Hours, minutes and seconds written as a clock: "1:05:30" -> "one hour, five minutes and
+        thirty seconds", "00:04:10" -> "four minutes and ten seconds" (a race, a video's position,
+        a time left); after "at" ("a las", "às", "om") a time of day: "at ten thirty and fifteen
+        seconds"."""
+        r = self.rules
+        m = _CLOCK_DURATION_RE.fullmatch(self.tokens[i].core)
+        if m is None or not r.units or int(m.group(2)) > 59 or int(m.group(3)) > 59:
+            return None, 0
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is not None and not prev.trail and prev.core.lower() in _CLOCK_LEADS.get(r.code, ()):
+            hour, minute, second = (int(g) for g in m.groups())
+            if hour > 24:
+                return None, 0
+            said = r.read_time(hour, minute, None)
+            seconds = self._amount_of(None, str(second), "s") if second else None
+            return (f"{said} {r.ampersand_word} {seconds}" if seconds else said), 0
+        parts = [self._amount_of(None, str(int(value)), unit)
+                 for value, unit in zip(m.groups(), ("h", "min", "s")) if int(value)]
+        if not parts:
+            return self._amount_of(None, "0", "s"), 0
+        if None in parts:
+            return None, 0
+        said = ", ".join(parts[:-1]) + f" {r.ampersand_word} {parts[-1]}" if len(parts) > 1 else parts[0]
+        return said, 0
+
+    def _meridiem_after(self, i: int) -> Optional[str]:
+        nxt = self._next(i)
+        if nxt is None or self.tokens[i].trail or nxt.lead:
+            return None
+        return MERIDIEM_TOKENS.get(nxt.core.lower())
+
+    def _read_time(self, i: int) -> tuple[Optional[str], int]:
+        r, core = self.rules, self.tokens[i].core
+        hour = minute = None
+        meridiem, consumed = None, 0
+        unit_attached = False
+        m = TIME_RE.fullmatch(core)
+        if m:
+            hour, minute = int(m.group(1)), int(m.group(2))
+            meridiem = m.group(3) and m.group(3).lower() + "m"
+        elif r.time_unit and (m := _TIME_H_RE.fullmatch(core)):
+            hour, minute, unit_attached = int(m.group(1)), int(m.group(2)), True
+        elif r.time_unit and (m := _DOT_TIME_RE.fullmatch(core)) and (
+                self._time_unit_after(i) or self._time_range_with_unit_after(i)):
+            hour, minute = int(m.group(1)), int(m.group(2))
+        elif r.read_meridiem("am") is not None and HOUR_MERIDIEM_RE.fullmatch(core):
+            m = HOUR_MERIDIEM_RE.fullmatch(core)
+            hour, minute, meridiem = int(m.group(1)), 0, m.group(2).lower() + "m"
+        elif r.code != "en" and _H_TIME_RE.fullmatch(core):
+            m = _H_TIME_RE.fullmatch(core)
+            hour, minute = int(m.group(1)), int(m.group(2) or 0)
+        elif core.isdecimal() and r.read_meridiem("am") is not None and (
+                self._meridiem_after(i) or self._meridiem_runs_on(i)):
+            hour, minute = int(core), 0
+        if hour is None:
+            return None, 0
+        if meridiem is None and r.read_meridiem("am") is not None:
+            meridiem = self._meridiem_after(i)
+            consumed = 1 if meridiem else 0
+            if meridiem is None and (until := self._range_after_meridiem(i, hour, minute)) is not None:
+                return until
+        if minute > 59 or hour > 24 or (meridiem and not 0 <= hour <= 12):
+            return None, 0
+        if meridiem and r.read_meridiem(meridiem) is None:
+            return None, 0
+        reading = r.read_time(hour, minute, meridiem)
+        if unit_attached or (r.time_unit and self._time_unit_after(i + consumed)):
+            # "9:00 uur", "15:00 horas", "14:30 h", "9:00h": the unit is said once, by the reading
+            consumed += 0 if unit_attached else 1
+            reading = reading.removesuffix(" en punto")
+            if r.time_unit not in reading.split():
+                reading = f"{reading} {r.time_unit}"
+        return reading, consumed
+
+    def _meridiem_runs_on(self, i: int) -> bool:
+        """Whether the token after ``i`` is a meridiem joined by a dash to a time ("a.m.–5")."""
+        nxt = self._next(i)
+        return nxt is not None and not self.tokens[i].trail and not nxt.lead and bool(_MERIDIEM_THEN_RE.fullmatch(nxt.core))
+
+    def _range_after_meridiem(self, i: int, hour: int, minute: int) -> Optional[tuple[str, int]]:
+        """"9 a.m.–5 p.m.": the time at token ``i``, its meridiem joined by a dash to the next time
+        in the token after it; read as "nine a m to five p m", with the tokens the end took."""
+        r, nxt = self.rules, self._next(i)
+        m = _MERIDIEM_THEN_RE.fullmatch(nxt.core) if self._meridiem_runs_on(i) else None
+        meridiem = MERIDIEM_TOKENS.get(m.group("meridiem").lower()) if m else None
+        if meridiem is None or hour > 12 or minute > 59 or r.read_meridiem(meridiem) is None:
+            return None
+        self.tokens[i + 1] = Token(nxt.raw, "", m.group("rest"), nxt.trail)  # the range's end, read as a time
+        try:
+            until, consumed = self._read_time(i + 1)
+        finally:
+            self.tokens[i + 1] = nxt
+        if until is None:
+            return None
+        return f"{r.read_time(hour, minute, meridiem)} {RANGE_WORD[r.code]} {until}", 1 + consumed
+
+    def _time_range_with_unit_after(self, i: int) -> bool:
+        """Whether token ``i`` starts a range whose end is a time with its unit: "9.00 tot 17.30 uur"."""
+        link, end = self.tokens[i + 1: i + 3] if i + 2 < len(self.tokens) else (None, None)
+        return (link is not None and end is not None and not self.tokens[i].trail and not link.trail
+                and link.core.lower() in (RANGE_WORD[self.rules.code], "-", "–")
+                and bool(_DOT_TIME_RE.fullmatch(end.core)) and self._time_unit_after(i + 2))
+
+    def _time_unit_after(self, i: int) -> bool:
+        """Whether the language's word for "o'clock" ("uur", "horas") or "h" follows token i."""
+        nxt, unit = self._next(i), self.rules.time_unit
+        return (unit is not None and nxt is not None and not self.tokens[i].trail and not nxt.lead
+                and nxt.core.lower() in (unit, "h"))
+
+    def _read_time_range(self, i: int) -> tuple[Optional[str], int]:
+        """Two times joined by a dash: "9am-5pm" -> "nine a m to five p m", "9:00-17:30", "10am-noon",
+        and hours that share the meridiem after the last: "2-3pm", "2-3 pm" -> "two to three p m",
+        "noon-2 pm"."""
+        r = self.rules
+        parts = re.split(r"[-–]", self.tokens[i].core)
+        if len(parts) != 2 or not all(parts):
+            return None, 0
+        said = [part if part.lower() in NAMED_TIMES else type(self)(r, [part])._read_time(0)[0] for part in parts]
+        consumed = 0
+        dotted = [_DOT_TIME_RE.fullmatch(part) for part in parts]
+        if all(dotted) and self._time_unit_after(i):  # "9.00-17.30 uur": times before their unit, said with it
+            said = [r.read_time(int(m.group(1)), int(m.group(2)), None) for m in dotted]
+            consumed = 1
+        if said[0] is not None and said[1] is None and parts[0].lower() in NAMED_TIMES \
+                and BARE_HOUR_RE.fullmatch(parts[1]) and (meridiem := self._meridiem_after(i)):
+            said[1], consumed = r.read_time(int(parts[1]), 0, meridiem), 1  # "noon-2 pm"
+        if parts[0].lower() in NAMED_TIMES and parts[1].lower() in NAMED_TIMES:
+            return None, 0  # words only: no time written
+        if said[0] is None and BARE_HOUR_RE.fullmatch(parts[0]) and r.read_meridiem("am") is not None:
+            if said[1] is not None and not parts[1][-1].isdigit():  # "2-3pm"
+                said[0] = r.read_integer(parts[0])
+            elif BARE_HOUR_RE.fullmatch(parts[1]) and (meridiem := self._meridiem_after(i)):  # "2-3 pm"
+                said = [r.read_integer(parts[0]), r.read_time(int(parts[1]), 0, meridiem)]
+                consumed = 1
+        if None in said:
+            return None, 0
+        return f"{said[0]} {RANGE_WORD[r.code]} {said[1]}", consumed
