@@ -391,8 +391,11 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             return self.rules.symbol_words["±" if tok.core == "+/-" else tok.core], 0
         if tok.core in _COMPARISONS and not tok.trail and self._number_follows(i):  # "> 10 items", "x < 5"
             return self.rules.symbol_words[SIGN_ALIASES.get(tok.core, tok.core)], 0
-        if tok.core in DASHES and not tok.trail and self._number_follows(i) and self._after_meridiem(i):
-            return RANGE_WORD[self.rules.code], 0  # "9am - 5pm", "9:00 AM – 5:00 PM"
+        if tok.core in DASHES and not tok.trail and (
+                (self._number_follows(i) and self._after_meridiem(i)) or self._between_percents(i)):
+            # "9am - 5pm", "9:00 AM – 5:00 PM", "5 % - 10 %"; "between 9 am - 5 pm": "and"
+            start = i - 2 if self.tokens[i - 1].core.lower() in ("%", "am", "pm", "a.m", "p.m") else i - 1
+            return (BETWEEN_AND if self._after_between(start) else RANGE_WORD)[self.rules.code], 0
         if tok.core in DASHES and not tok.trail and i > 0 and self._in_day_range(i - 1):
             return RANGE_WORD[self.rules.code], 0  # "Mon. - Fri."
         return None, 0

@@ -24,6 +24,9 @@ _MERIDIEM_THEN_RE = re.compile(r"(?P<meridiem>[ap]\.?m\.?)[-–](?P<rest>\d.*)",
 # times of day said by their names, which a range may start or end with: "noon-2pm", "10am-noon"
 NAMED_TIMES = frozenset({"noon", "midnight", "mediodía", "medianoche", "meio-dia", "meia-noite", "middag",
                           "middernacht"})
+# a range of 12-hour times with one-letter meridiems on both ends (English opening hours): "11a-10p"
+_ONE_LETTER_MERIDIEMS_RE = re.compile(r"(?P<start>(?:1[0-2]|0?[1-9])(?::[0-5]\d)?)(?P<start_m>[ap])[-–]"
+                                      r"(?P<end>(?:1[0-2]|0?[1-9])(?::[0-5]\d)?)(?P<end_m>[ap])")
 _HOURS_MINUTES_RE = re.compile(r"(?P<h>\d{1,3})h(?P<m>[0-5]?\d)(?P<unit>m|min)?")
 _HOURS_RE = re.compile(r"(?P<h>\d{1,3})h")
 _MINUTES_RE = re.compile(r"(?P<m>[0-5]?\d)(?:m|min)")
@@ -177,7 +180,11 @@ class ClockReading(TokenContext):
         and hours that share the meridiem after the last: "2-3pm", "2-3 pm" -> "two to three p m",
         "noon-2 pm"."""
         r = self.rules
-        parts = re.split(r"[-–]", self.tokens[i].core)
+        core = self.tokens[i].core
+        short = _ONE_LETTER_MERIDIEMS_RE.fullmatch(core) if r.code == "en" else None
+        if short:  # "11a-10p", "11:30a-9p": opening hours written short
+            core = f"{short['start']}{short['start_m']}m-{short['end']}{short['end_m']}m"
+        parts = re.split(r"[-–]", core)
         if len(parts) != 2 or not all(parts):
             return None, 0
         said = [part if part.lower() in NAMED_TIMES else type(self)(r, [part])._read_time(0)[0] for part in parts]

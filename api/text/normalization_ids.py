@@ -261,6 +261,13 @@ class IdReading(TokenContext):
                     words.append(r.digits(piece))
                 else:  # the break between groups is a short pause, as when it is said
                     words[-1] += ","
+            elif piece.isdecimal() and _is_quarter_of_year(pieces) and k == 3:
+                words.append(r.bare_year(int(piece)) or r.read_integer(piece))  # "Q3-2024": "Q three twenty twenty-four"
+            elif piece.isdecimal() and r.code == "en" and pieces[k + 1:] == ["ers"] and 10 < int(piece) < 100 \
+                    and int(piece) % 10:
+                said = r.read_integer(piece)  # "the 49ers", "the 76ers": "forty-niners", "seventy-sixers"
+                words.append(said + ("rs" if said.endswith("e") else "ers"))
+                said_before.add(k + 1)
             elif piece.isdecimal():
                 # "1st-class", "3rd-party": digits and the ordinal's letters, then a break
                 ordinal = (r.match_ordinal(piece + pieces[k + 1])
@@ -282,6 +289,8 @@ class IdReading(TokenContext):
                 words.append(ordinal or named or year or _year_of_range(pieces, k, r) or r.read_integer(piece))
             elif piece.isalpha():
                 words.append(piece)
+            elif piece in DASHES and _is_quarter_of_year(pieces):
+                continue  # a quarter or a half and its year, no range: "Q3-2024", "H1-2025"
             elif piece in "-–.,:" and _between_digits(pieces, k):
                 # between digits: "10-20" is a range, "3.5.1" a version; "," and ":" just separate
                 if piece in "-–":
@@ -301,6 +310,13 @@ class IdReading(TokenContext):
             else:
                 words.append(piece)
         return (" ".join(words) if words else None), 0
+
+
+def _is_quarter_of_year(pieces: list[str]) -> bool:
+    """Whether ``pieces`` are a quarter or a half of a year and the year, joined by a dash:
+    "Q3-2024", "H1-2025" (not a range from three to two thousand and twenty-four)."""
+    return (len(pieces) == 4 and pieces[2] in DASHES and len(pieces[3]) == 4 and pieces[3][:2] in ("19", "20")
+            and ((pieces[0] == "Q" and pieces[1] in ("1", "2", "3", "4")) or (pieces[0] == "H" and pieces[1] in ("1", "2"))))
 
 
 def _ungroup_numbers(core: str, group_sep: str) -> str:

@@ -16,6 +16,7 @@ from api.text.normalization_units import ATTACHED_ONLY, STANDALONE, UNIT_SYMBOLS
 
 SQUARE_UNITS = {"ft": "ft2", "m": "m2", "km": "km2", "cm": "cm2", "mm": "mm2"}  # after "sq"
 _PERCENT_BEFORE_DASH_RE = re.compile(r"\s?%(?=\s?[-–])")
+_PERCENT_RANGE_END_RE = re.compile(r"%[-–](?P<high>\d[\d.,]*)")  # the middle of "5 %-10 %"
 
 
 class MeasureReading(TokenContext):
@@ -92,7 +93,25 @@ class MeasureReading(TokenContext):
             reading = self._percent(tok.core)
             if reading is not None:
                 return reading, 1
+        end = _PERCENT_RANGE_END_RE.fullmatch(nxt.core) if nxt is not None and not nxt.trail else None
+        last = self.tokens[i + 2] if end and i + 2 < len(self.tokens) else None
+        if last is not None and last.core == "%" and not last.lead and not tok.trail and not nxt.lead:
+            reading = self._percent(f"{tok.core}-{end.group('high')}")  # "5 %-10 %", as written with spaces
+            if reading is not None:
+                return reading, 2
         return None, 0
+
+    def _between_percents(self, i: int) -> bool:
+        """Whether the dash at token ``i`` joins two percentages written apart: "5 % - 10 %",
+        "5% – 10%"."""
+        prev, nxt = self.tokens[i - 1] if i > 0 else None, self._next(i)
+        if prev is None or prev.trail or not prev.core.endswith("%") or nxt is None or nxt.lead:
+            return False
+        if nxt.core.endswith("%"):
+            return self.rules.parse_number(nxt.core[:-1].rstrip()) is not None
+        after = self.tokens[i + 2] if i + 2 < len(self.tokens) else None
+        return (not nxt.trail and self.rules.parse_number(nxt.core) is not None and after is not None
+                and after.core == "%" and not after.lead)
 
     def _percent(self, written: str) -> Optional[str]:
         """"5" -> "five percent"; a range "5-10" -> "five to ten percent"."""

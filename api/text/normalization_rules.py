@@ -156,7 +156,7 @@ class LanguageRules:
         swapped_group = self._swapped_grouped_re.fullmatch(text) is not None
         ambiguous = (num is not None and len(num.fraction) == 3 and self.group_sep not in text
                      and dollar_sign and self.code != "en")
-        if (num is None and (swapped_group or re.fullmatch(r"[-\u2212]?\d+[.,]\d\d", text))) or (
+        if (num is None and (swapped_group or re.fullmatch(r"[-\u2212]?\d*[.,]\d\d", text))) or (
                 ambiguous and swapped_group):
             m = self._swapped_re.fullmatch(text)
             if m:
