@@ -16,7 +16,8 @@ import asyncio
 import pytest
 from starlette.websockets import WebSocket
 
-from api.connection import ClientNotReadingError, ContextState, WsConnection, WsContext, WsLimits
+from api.connection import ClientNotReadingError, WsConnection, WsLimits
+from api.ws_context import ContextState, WsContext
 from api.protocol.events import DoneEvent, FlushDoneEvent
 
 
@@ -133,9 +134,9 @@ async def test_a_context_stuck_stopping_holds_the_reader_only_for_the_cancel_wai
     """A worker whose stopping hangs (say an engine abort that never returns) may not hold up the
     socket's reader: the cancel returns after CANCEL_WAIT_S, and the context is finished (its stream
     slot released) when the worker does stop, not before."""
-    import api.connection
+    import api.ws_context
 
-    monkeypatch.setattr(api.connection, "CANCEL_WAIT_S", 0.05)
+    monkeypatch.setattr(api.ws_context, "CANCEL_WAIT_S", 0.05)
     conn = await accepted_connection(HeldChannel())
     finished: list = []
     unstick = asyncio.Event()

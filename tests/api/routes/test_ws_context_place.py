@@ -16,7 +16,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from api.connection import WsContext
+from api.ws_context import WsContext
 from tests.api.conftest import gateway_settings
 from tests.api.live import LiveServer
 from tests.api.routes.ws_helpers import assert_ws_error, gen, read_until_terminal, recv, send
