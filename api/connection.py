@@ -73,7 +73,8 @@ from api.errors import (
 from api.lifecycle import Lifecycle
 from api.metrics import Metrics
 from api.protocol.events import ServerEvent
-from api.protocol.requests import ProtocolError, WsCancelRequest, WsGenerationRequest, parse_ws_message
+from api.protocol.errors import ProtocolError
+from api.protocol.requests import WsCancelRequest, WsGenerationRequest, parse_ws_message
 from api.segment_timing import check_timing_request
 from api.synthesis import SynthesisService
 from api.ws_context import ContextState, WsContext

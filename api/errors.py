@@ -57,9 +57,7 @@ from starlette.responses import JSONResponse
 
 from api.audio.errors import AudioFormatError
 from api.protocol.events import ErrorEvent
-from api.protocol.requests import (
-    MAX_CONTEXT_ID_CHARS,
-    UNROUTABLE_CONTEXT_ID,
+from api.protocol.errors import (
     EmptyTranscriptError,
     InvalidFieldError,
     InvalidJsonError,
@@ -68,6 +66,7 @@ from api.protocol.requests import (
     ProtocolError,
     UnsupportedVoiceModeError,
 )
+from api.protocol.requests import MAX_CONTEXT_ID_CHARS, UNROUTABLE_CONTEXT_ID
 from api.text.errors import (
     InvalidMarkupError,
     NormalizationModeError,

@@ -47,7 +47,7 @@ import torch
 from api.admission import Admission, LoadMeter, StreamTicket
 from api.audio.tempo import TimeStretch
 from api.errors import PronouncedTextTooLongError, RateLimitedError, TranscriptTooLongError
-from api.protocol.requests import EmptyTranscriptError
+from api.protocol.errors import EmptyTranscriptError
 from api.settings import Settings
 from api.stream_timing import StreamObserver, StreamTiming
 from api.text import NormalizedText, TextBuffer, has_speech

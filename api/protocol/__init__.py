@@ -1,4 +1,5 @@
-"""Wire models only: what clients send (``requests``) and what the server sends back (``events``).
+"""Wire models only: what clients send (``requests``), what the server sends back (``events``) and
+the errors of a message that cannot be served as sent (``errors``).
 
 Nothing here performs I/O; routes parse with ``parse_tts_request`` / ``parse_ws_message`` and
 serialise events with ``to_json()`` / ``sse_frame()``.
@@ -20,22 +21,24 @@ from api.protocol.events import (
     split_audio,
     sse_frame,
 )
+from api.protocol.errors import (
+    EmptyTranscriptError,
+    InvalidFieldError,
+    InvalidJsonError,
+    MissingFieldError,
+    ProtocolError,
+    UnsupportedVoiceModeError,
+)
 from api.protocol.requests import (
     DEFAULT_MAX_BUFFER_DELAY_MS,
     LEGACY_SPEED_FACTORS,
     MAX_CONTEXT_ID_CHARS,
     MAX_VOICE_ID_CHARS,
     AccessTokenRequest,
-    EmptyTranscriptError,
     GenerationConfig,
-    InvalidFieldError,
-    InvalidJsonError,
-    MissingFieldError,
-    ProtocolError,
     TokenGrantsSpec,
     TtsRequest,
     TtsSseRequest,
-    UnsupportedVoiceModeError,
     VoiceSpec,
     WsCancelRequest,
     WsGenerationRequest,

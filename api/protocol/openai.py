@@ -36,7 +36,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
-from api.protocol.requests import ProtocolError, load_json
+from api.protocol.errors import ProtocolError
+from api.protocol.json_body import load_json
 from engine.requests import SAMPLING_BOUNDS
 
 __all__ = [

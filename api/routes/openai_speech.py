@@ -52,7 +52,8 @@ from api.protocol.openai import (
     parse_speech_request,
     sse_event,
 )
-from api.protocol.requests import ProtocolError, parse_tts_request
+from api.protocol.errors import ProtocolError
+from api.protocol.requests import parse_tts_request
 from api.routes._common import (encoded_audio, note_mid_stream_failure, primed, read_body, runtime_of, since_start,
                                start_request)
 from api.settings import Settings

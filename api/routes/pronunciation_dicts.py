@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from api.auth import Principal
 from api.protocol import InvalidJsonError
-from api.protocol.requests import load_json
+from api.protocol.json_body import load_json
 from api.routes._common import read_body, runtime_of, start_request
 from api.routes.voices import PageQuery
 from voices.dictionaries import DictionaryStore, parse_items

@@ -45,7 +45,7 @@ from api.auth import Principal
 from api.disconnects import unless_client_leaves
 from api.errors import CloningUnavailableError, RateLimitedError
 from api.protocol import InvalidFieldError, InvalidJsonError
-from api.protocol.requests import load_json
+from api.protocol.json_body import load_json
 from api.routes._clone_form import FORM_OVERHEAD_BYTES, CloneForm, UploadBudget, UploadHold, read_clone_form
 from api.routes._common import read_body, runtime_of, start_request
 from voices.accents import ACCENTS, accent_id_problem

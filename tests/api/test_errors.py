@@ -33,7 +33,8 @@ from api.errors import (
     new_request_id,
     ws_close_code,
 )
-from api.protocol.requests import InvalidJsonError, UnsupportedVoiceModeError, parse_ws_message
+from api.protocol.errors import InvalidJsonError, UnsupportedVoiceModeError
+from api.protocol.requests import parse_ws_message
 from api.text.errors import NormalizationModeError
 from codec_worker import errors as codec_errors
 from engine import errors as engine_errors

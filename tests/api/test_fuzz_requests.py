@@ -35,8 +35,8 @@ from hypothesis import strategies as st
 
 from api.auth import TOKEN_PREFIX, Authenticator
 from api.errors import AuthenticationError, error_event, error_response
+from api.protocol.errors import ProtocolError
 from api.protocol.requests import (
-    ProtocolError,
     WsCancelRequest,
     parse_access_token_request,
     parse_tts_request,
@@ -232,7 +232,7 @@ _NESTED = st.recursive(
 def test_nesting_scan_agrees_with_the_real_depth(value, limit, ensure_ascii):
     """The linear pre-parse scan sees exactly the depth json.loads would (strings with brackets,
     quotes and backslashes in them included)."""
-    from api.protocol.requests import _nesting_exceeds
+    from api.protocol.json_body import _nesting_exceeds
 
     text = json.dumps(value, ensure_ascii=ensure_ascii)
     assert _nesting_exceeds(text, limit) == (_depth(value) > limit)

@@ -11,18 +11,20 @@ import pytest
 
 from api.audio.encoding import AudioEncoding
 from api.audio.formats import Container, OutputFormat
-from api.protocol.requests import (
-    DEFAULT_MAX_BUFFER_DELAY_MS,
-    MAX_VOICE_ID_CHARS,
-    AccessTokenRequest,
+from api.protocol.errors import (
     EmptyTranscriptError,
     InvalidFieldError,
     InvalidJsonError,
     MissingFieldError,
     ProtocolError,
+    UnsupportedVoiceModeError,
+)
+from api.protocol.requests import (
+    DEFAULT_MAX_BUFFER_DELAY_MS,
+    MAX_VOICE_ID_CHARS,
+    AccessTokenRequest,
     TtsRequest,
     TtsSseRequest,
-    UnsupportedVoiceModeError,
     WsCancelRequest,
     WsGenerationRequest,
     parse_access_token_request,
@@ -539,7 +541,7 @@ def _deep(depth: int, context_id: str = "deep-1") -> str:
 
 @pytest.mark.parametrize("depth", [33, 1100, 100_000])
 def test_deep_nesting_is_a_precise_error_on_every_entry_point(depth):
-    from api.protocol.requests import MAX_JSON_DEPTH
+    from api.protocol.json_body import MAX_JSON_DEPTH
 
     raw = _deep(depth)
     for parse in (parse_ws_message, parse_tts_request, parse_access_token_request):
@@ -551,7 +553,7 @@ def test_deep_nesting_is_a_precise_error_on_every_entry_point(depth):
 
 
 def test_nesting_limit_counts_only_brackets_outside_strings():
-    from api.protocol.requests import MAX_JSON_DEPTH, load_json
+    from api.protocol.json_body import MAX_JSON_DEPTH, load_json
 
     ok = _deep(MAX_JSON_DEPTH - 1)  # the message object itself is one level
     assert load_json(ok, "message")["x"] is not None
@@ -567,7 +569,8 @@ def test_nesting_limit_counts_only_brackets_outside_strings():
 
 
 def test_ws_message_over_the_size_limit_is_refused_before_parsing():
-    from api.protocol.requests import MAX_WS_MESSAGE_BYTES, MessageTooLargeError
+    from api.protocol.errors import MessageTooLargeError
+    from api.protocol.requests import MAX_WS_MESSAGE_BYTES
 
     big = json.dumps({**WS, "context_id": "big-1", "transcript": "a" * MAX_WS_MESSAGE_BYTES})
     err = error_of(parse_ws_message, big)

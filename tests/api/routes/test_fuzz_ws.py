@@ -29,7 +29,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from websockets.sync.client import ClientConnection, connect
 
-from api.protocol.requests import MAX_WS_MESSAGE_BYTES, ProtocolError, WsCancelRequest, parse_ws_message
+from api.protocol.errors import ProtocolError
+from api.protocol.requests import MAX_WS_MESSAGE_BYTES, WsCancelRequest, parse_ws_message
 from tests.api.routes.audio_checks import expected_bytes
 from tests.api.routes.ws_helpers import TERMINAL, audio_of, check_message, gen, short
 from tests.api.test_fuzz_requests import JSON_VALUES, VALID_TEXT, batches, bodies, render, tts_body

@@ -19,7 +19,8 @@ import pytest
 import soundfile as sf
 from websockets.asyncio.client import connect
 
-from api.protocol.requests import MAX_JSON_DEPTH, MAX_WS_MESSAGE_BYTES, UNROUTABLE_CONTEXT_ID
+from api.protocol.json_body import MAX_JSON_DEPTH
+from api.protocol.requests import MAX_WS_MESSAGE_BYTES, UNROUTABLE_CONTEXT_ID
 from tests.api.routes._voices_support import clone
 from tests.api.routes.audio_checks import expected_bytes
 from tests.api.routes.ws_helpers import assert_ws_error, audio_of, gen, read_until_terminal, recv, send
