@@ -408,14 +408,23 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         if tok.core not in _STREET_TYPES and tok.core not in _COMPASS_POINTS:
             return None
         prev, nxt = self.tokens[i - 1] if i > 0 else None, self._next(i)
-        if prev is None or prev.trail or tok.lead:
+        if prev is None or tok.lead:
             return None
-        if tok.core in _COMPASS_POINTS and prev.core in _STREET_TYPES:
-            return _COMPASS_POINTS[tok.core]
+        if tok.core in _COMPASS_POINTS and prev.core.removesuffix(".") in _STREET_TYPES and prev.trail in ("", "."):
+            return _COMPASS_POINTS[tok.core]  # "5th Ave NW", "Main St. NW"
+        if prev.trail:
+            return None
         if tok.core not in _STREET_TYPES or not (prev.core[:1].isupper() or _EN_ORDINAL_RE.fullmatch(prev.core)):
             return None
         ends = bool(tok.trail) or nxt is None or nxt.core in _COMPASS_POINTS or nxt.core[:1].islower()
         return _STREET_TYPES[tok.core] if ends else None
+
+    def _address_unit_after(self, i: int) -> bool:
+        """Whether an English address's unit or a compass point follows token ``i`` ("Oak St. Suite
+        200", "Elm St. Apt. 4B", "Main St. NW"): the street's name goes on."""
+        nxt = self._next(i)
+        return (self.rules.code == "en" and nxt is not None and not nxt.lead
+                and (nxt.core.lower() in _EN_ADDRESS_UNITS or nxt.core in _COMPASS_POINTS or nxt.core.startswith("#")))
 
     def _numbers_the_word_before(self, i: int) -> bool:
         """Whether a lone "#" at token ``i`` stands for "number" after the word it numbers: before
@@ -460,11 +469,15 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             if abbr.before_number and not starts_digit(nxt) and (nxt is None or nxt.core.lower() not in abbr.nouns):
                 return None, 0
             # "St. Louis" is Saint; "Main St., Springfield": punctuation after it ends a street name
-            alternative = abbr.before_capital is not None and starts_upper(nxt) and rest[k:] in ("", ".")
-            words = capitalize_like(abbr.before_capital if alternative else abbr.expansion, rest)
+            alternative = (abbr.before_capital is not None and starts_upper(nxt) and rest[k:] in ("", ".")
+                           and not self._address_unit_after(i))  # "Oak St. Suite 200": Street
+            at_end = abbr.at_end is not None and (nxt is None or rest[k:] != "")
+            words = capitalize_like(abbr.before_capital if alternative else abbr.at_end if at_end else abbr.expansion,
+                                    rest)
             trail = rest[k:]
             if rest[k - 1] == ".":
-                trail = self._abbreviation_trail(trail, i, abbr.title or alternative, abbr.can_end)
+                can_end = abbr.can_end and not self._address_unit_after(i)  # no full stop inside an address
+                trail = self._abbreviation_trail(trail, i, abbr.title or alternative, can_end)
             # The reader attaches tok.trail; hand back the adjusted one through a 1-token view.
             self.tokens[i] = Token(tok.raw, tok.lead, rest[:k], trail)
             return words, 0
@@ -532,5 +545,7 @@ _STREET_TYPES = {"St": "Street", "Ave": "Avenue", "Rd": "Road", "Blvd": "Bouleva
                  "Pkwy": "Parkway"}
 _COMPASS_POINTS = {"N": "North", "S": "South", "E": "East", "W": "West", "NE": "Northeast", "NW": "Northwest",
                    "SE": "Southeast", "SW": "Southwest"}
+# the parts of an English address after its street: "Oak St. Suite 200", "Elm St. Apt. 4B"
+_EN_ADDRESS_UNITS = frozenset("apt apartment suite ste unit fl floor bldg building rm room dept".split())
 _EN_ORDINAL_RE = re.compile(r"\d+(?:st|nd|rd|th)")  # "5th" before "Ave"
 _HANDLE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{1,29}")

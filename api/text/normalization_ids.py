@@ -246,6 +246,8 @@ class IdReading(TokenContext):
         code = _code_pieces(pieces) | _id_digits(pieces)
         if self._after_digits_lead(i) and all(p.isdecimal() or p in DASHES for p in pieces):
             code = set(range(len(pieces)))  # "your code is 123-456": digit groups, not a range
+        if _is_lettered_id(pieces):
+            code |= set(range(2, len(pieces)))  # "HO-3-449821": a policy's id, not a range
         if (  # "(555)123-4567": the area code belongs to the number
             tok.lead.endswith("(") and len(pieces) > 2 and len(pieces[0]) == 3 and pieces[0].isdecimal()
             and pieces[1] == ")" and _is_phone_number("".join(pieces[2:]))
@@ -286,6 +288,9 @@ class IdReading(TokenContext):
                 if (named is None and k == 2 == len(pieces) - 1 and pieces[1] in DASHES
                         and _CAPITALS_RE.fullmatch(pieces[0])):
                     named = r.digit_pairs(piece)
+                if (named is None and k == 0 and len(piece) == 4 and len(pieces) == 3 and pieces[1] in DASHES
+                        and re.fullmatch(r"[A-Z]{2,4}", pieces[2])):
+                    named = r.digit_pairs(piece)  # a form's name: "1099-INT", "1040-SR" ("ten ninety-nine")
                 words.append(ordinal or named or year or _year_of_range(pieces, k, r) or r.read_integer(piece))
             elif piece.isalpha():
                 words.append(piece)
@@ -310,6 +315,14 @@ class IdReading(TokenContext):
             else:
                 words.append(piece)
         return (" ".join(words) if words else None), 0
+
+
+def _is_lettered_id(pieces: list[str]) -> bool:
+    """Whether ``pieces`` are capitals, a dash and two or more digit groups joined by dashes: a
+    policy's or a claim's id ("HO-3-449821", "AB-12-345"), its digits read one by one."""
+    return (len(pieces) >= 5 and re.fullmatch(r"[A-Z]{1,4}", pieces[0]) is not None and pieces[1] in DASHES
+            and all(p.isdecimal() for p in pieces[2::2]) and all(p in DASHES for p in pieces[3::2])
+            and pieces[-1].isdecimal())
 
 
 def _is_quarter_of_year(pieces: list[str]) -> bool:
@@ -414,8 +427,10 @@ def _id_digits(pieces: list[str]) -> set[int]:
         if not piece.isdecimal():
             continue
         before = k > 0 and (pieces[k - 1].isalpha() or (k > 1 and pieces[k - 1] in DASHES and pieces[k - 2].isalpha()))
-        after = k + 1 < len(pieces) and (pieces[k + 1].isalpha()
-                                         or (k + 2 < len(pieces) and pieces[k + 1] in DASHES and pieces[k + 2].isalpha()))
+        # a lowercase word after a dash makes the number an adjective's count, no id: "100,000-mile"
+        after = k + 1 < len(pieces) and (pieces[k + 1].isalpha() or (
+            k + 2 < len(pieces) and pieces[k + 1] in DASHES and pieces[k + 2].isalpha()
+            and not (pieces[k + 2].islower() and len(pieces[k + 2]) >= 3)))
         if pieces[k + 1:] == ["s"] and len(piece) == 4 and piece.endswith("0"):
             after = False  # a decade's "s": "mid-1990s"
         if (before or after) and (len(piece) >= 5 or (before and after and len(piece) >= 3)):

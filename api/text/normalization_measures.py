@@ -243,16 +243,20 @@ class MeasureReading(TokenContext):
         parts = tok.core.split("/")
         matches = [_ROOMS_RE.fullmatch(part) for part in parts]
         if len(parts) <= 2 and all(m and m.group("abbr").lower() in ROOMS for m in matches):
-            return ", ".join(self._rooms(m.group("num"), m.group("abbr")) for m in matches), 0
+            return ", ".join(self._rooms(m.group("num"), m.group("abbr"), i) for m in matches), 0
         if (re.fullmatch(r"\d{1,2}(?:\.5)?", tok.core) and nxt is not None and not tok.trail and not nxt.lead
                 and nxt.core.lower() in ROOMS):
-            return self._rooms(tok.core, nxt.core), 1
+            return self._rooms(tok.core, nxt.core, i + 1), 1
         return None, 0
 
-    def _rooms(self, written: str, abbreviation: str) -> str:
+    def _rooms(self, written: str, abbreviation: str, i: int) -> str:
+        """"2 bedrooms"; "a 2BR unit" is "a two bedroom unit": the count describes the home after it."""
         num = self.rules.parse_number(written)
         room = ROOMS[abbreviation.lower()]
-        return f"{self.rules.read_number(num)} {room if num == ParsedNumber('1', '') else room + 's'}"
+        last = self.tokens[i]
+        nxt = self._next(i)
+        describes = not last.trail and nxt is not None and not nxt.lead and nxt.core.lower() in _HOMES
+        return f"{self.rules.read_number(num)} {room if num == ParsedNumber('1', '') or describes else room + 's'}"
 
 
 _INCH_MARKS = ('"', "″", "”")
@@ -265,6 +269,9 @@ _VERSION_WORDS = frozenset({"version", "ver", "v", "release", "build"})
 # A listing's rooms (English): "3 bd / 2 ba", "2BR/1BA", "1.5 ba"
 # ("4 beds", "2 baths" are words, and a bed is no bedroom)
 ROOMS = {"bd": "bedroom", "br": "bedroom", "bdr": "bedroom", "bdrm": "bedroom", "ba": "bathroom", "bth": "bathroom"}
+# homes a count of rooms describes: "a 2BR unit", "3 bd home"
+_HOMES = frozenset("""unit units apartment apartments apt condo condos home homes house houses townhouse townhome
+    rental rentals flat suite place cottage""".split())
 _ROOMS_RE = re.compile(r"(?P<num>\d{1,2}(?:\.5)?)(?P<abbr>[A-Za-z]{2,4})")
 _DECIMAL_SECONDS_RE = re.compile(r"(?P<num>\d+(?P<sep>[.,])\d+)s")  # "3.2s", "0,8s"
 _DIMENSIONS_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[x×]\d+(?:[.,]\d+)?)+")

@@ -65,6 +65,8 @@ class Abbreviation:
     ``nouns`` ("min. payment"; "wait a min. please" stays).
     before_capital: the expansion to use instead when the next token starts with an uppercase
     letter ("St." is "Saint" before a name, "Street" otherwise); None when there is one.
+    at_end: the expansion to use instead where nothing of its sentence follows: the end of the text,
+    or punctuation after it ("utilities incl." and "tax incl.," are "included"); None when there is one.
     """
 
     expansion: str
@@ -73,6 +75,7 @@ class Abbreviation:
     before_number: bool = False
     before_capital: Optional[str] = None
     nouns: frozenset[str] = frozenset()
+    at_end: Optional[str] = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ UNIT_SYMBOLS: dict[str, str] = {
     # area, volume
     "m²": "m2", "km²": "km2", "cm²": "cm2", "mm²": "mm2", "ft²": "ft2", "sqft": "ft2", "m³": "m3", "cm³": "cm3",
     # speed
-    "km/h": "km/h", "kph": "km/h", "kmh": "km/h", "mph": "mph", "m/s": "m/s",
+    "km/h": "km/h", "kph": "km/h", "kmh": "km/h", "mph": "mph", "m/s": "m/s", "mpg": "mpg",
     # temperature and angle; "º" (the ordinal indicator) is often typed for "°"
     "°C": "°C", "ºC": "°C", "℃": "°C", "°F": "°F", "ºF": "°F", "℉": "°F", "°": "°",
     # data, frequency, power, energy, time
