@@ -290,9 +290,9 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         """Trailing punctuation of a token read together with the one before it."""
         tok = self.tokens[j]
         key = tok.raw.lower()
-        for meridiem in ("a.m.", "p.m."):  # the abbreviation's own period is not punctuation
-            if key.startswith(meridiem):
-                return self._abbreviation_trail(tok.raw[len(meridiem) :], j, title=False, can_end=True)
+        for short in ("a.m.", "p.m.", "a.a."):  # the abbreviation's own period is not punctuation
+            if key.startswith(short):
+                return self._abbreviation_trail(tok.raw[len(short) :], j, title=False, can_end=True)
         if tok.trail.startswith(".") and (tok.core in UNIT_SYMBOLS or tok.core in SQUARE_UNITS
                                           or tok.core in EN_SHORT_MONTHS or tok.core.lower() in _SHORT_SCALES):
             # "5 lbs. of flour", "21 Sept. at noon", "€5 mln. voor": a short form's own period, a

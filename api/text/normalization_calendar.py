@@ -15,9 +15,11 @@ from api.text.normalization_clock import BARE_HOUR_RE, HOUR_MERIDIEM_RE, MERIDIE
 from api.text.normalization_en import EnglishRules
 from api.text.normalization_rules import LanguageRules
 from api.text.normalization_tokens import (
-    BETWEEN_AND, OR_WORD, RANGE_WORD, Token, TokenContext, capitalize_like, starts_digit,
+    BETWEEN_AND, FRACTION_OF, OR_WORD, RANGE_WORD, Token, TokenContext, capitalize_like, starts_digit,
 )
 
+# one time or a range of two, as opening hours are written: "9:00-17:00", "10-16", "8h-12h", "9.00"
+_OPENING_HOURS_RE = re.compile(r"(?:[01]?\d|2[0-3])(?P<clock>[:.h][0-5]\d|h)?(?:[-–](?:[01]?\d|2[0-3])(?:[:.h][0-5]\d|h)?)?")
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _ISO_DATETIME_RE = re.compile(r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})T(?P<h>\d{2}):(?P<mi>\d{2})(?::\d{2}(?:\.\d+)?)?"
                               r"(?P<zone>Z|[+-]\d{2}:?\d{2})?")
@@ -104,8 +106,9 @@ class CalendarReading(TokenContext):
             said = self._short_date_word(i)  # "8 de dic.", "mar. 8"
             if said is None:
                 return None
-        elif r.code != "en" and tok.trail in ("", ",") and tok.core.lower() in days and self._before_day_and_month(i):
-            said = capitalize_like(days[tok.core.lower()], tok.core)  # "di 12 dec", "mar 8 de diciembre"
+        elif r.code != "en" and tok.trail in ("", ",") and tok.core.lower() in days and (
+                self._before_day_and_month(i) or self._before_opening_hours(i)):
+            said = capitalize_like(days[tok.core.lower()], tok.core)  # "di 12 dec", "mar 8 de diciembre", "za 10-16 uur"
         elif r.code != "en" and not tok.trail.startswith(".") and (month := self._short_month_after_day(i)):
             said = month  # "12 dec", "8 de dic": no period
         else:
@@ -151,8 +154,17 @@ class CalendarReading(TokenContext):
                 or (day(i, True) and link(i - 1) and day(i - 2, False)))
 
     def _before_day_and_month(self, i: int) -> bool:
-        """Whether a day of the month and its month follow token ``i``: "12 dec", "8 de diciembre"."""
+        """Whether a day of the month and its month follow token ``i``: "12 dec", "8 de diciembre",
+        "11/12" (in the language's order)."""
         r, link = self.rules, 1 if self.rules.day_month_link else 0
+        nxt = self._next(i)
+        if nxt is not None and not nxt.lead and (numeric := FRACTION_RE.fullmatch(nxt.core)):
+            a, b = int(numeric.group(1)), int(numeric.group(2))
+            month, day = (a, b) if r.date_order == "mdy" else (b, a)
+            of = self.tokens[i + 2] if i + 2 < len(self.tokens) and not nxt.trail else None
+            # a plain fraction ("mar 3/4": the sea, three quarters) or a fraction of something is no date
+            return (1 <= month <= 12 and 1 <= day <= 31 and not (a < b and b in (2, 3, 4))
+                    and (of is None or of.core.lower() not in FRACTION_OF))
         after = self.tokens[i + 1: i + 3 + link]
         if len(after) < 2 + link or any(t.lead for t in after) or any(t.trail for t in after[:-1]):
             return False
@@ -161,6 +173,19 @@ class CalendarReading(TokenContext):
             return False
         return (day.isdecimal() and 1 <= int(day) <= 31
                 and (month in r.month_abbreviations or month in (name.lower() for name in r.months)))
+
+    def _before_opening_hours(self, i: int) -> bool:
+        """Whether a time or a range of hours follows token ``i``, with its unit where the hours are
+        bare: "ma 9:00-17:00", "za 10-16 uur", "sáb 9:00", "sex 8h-12h" (a short day's opening hours)."""
+        nxt = self._next(i)
+        if nxt is None or nxt.lead:
+            return False
+        m = _OPENING_HOURS_RE.fullmatch(nxt.core)
+        if m is None:
+            return False
+        after = self.tokens[i + 2] if i + 2 < len(self.tokens) and not nxt.trail else None
+        unit_after = after is not None and not after.lead and after.core.lower() in (self.rules.time_unit, "h")
+        return bool(m.group("clock")) or unit_after
 
     def _short_month_after_day(self, i: int) -> Optional[str]:
         """Outside English, the short month at token ``i`` in full after its day ("8 de dic", "12
@@ -394,12 +419,17 @@ class CalendarReading(TokenContext):
     def _after_weekday(self, i: int) -> bool:
         """Whether a day's name stands right before token ``i``, so that "3/4" after it is a date:
         "Tuesday 3/4", "Fri, 9/12", "martes 3/4". In English a short name counts capitalised only
-        ("Sat"; "sat" is a verb), elsewhere only full names ("mar" is also the sea)."""
+        ("Sat"; "sat" is a verb); elsewhere a short one with its period ("qui., 10/12") or, without
+        it, only where it is read as the day ("na sex 11/12"; "mar" is also the sea)."""
         prev = self.tokens[i - 1] if i > 0 else None
+        r = self.rules
+        if prev is not None and r.code != "en" and prev.trail in (".", ".,") and prev.core.lower() in r.weekday_abbreviations:
+            return True
         if prev is None or prev.trail not in ("", ","):
             return False
-        r = self.rules
         if prev.core.lower() in _weekday_names(r):
+            return True
+        if r.code != "en" and prev.core.lower() in r.weekday_abbreviations and self._before_day_and_month(i - 1):
             return True
         return r.code == "en" and prev.core in _EN_SHORT_DAYS
 

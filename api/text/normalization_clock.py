@@ -206,4 +206,8 @@ class ClockReading(TokenContext):
                 consumed = 1
         if None in said:
             return None, 0
+        if consumed == 0 and r.time_unit and self._time_unit_after(i):  # "9:00-17:00 uur": the unit said once
+            consumed = 1
+            if r.time_unit not in said[1].split():
+                said[1] = f"{said[1]} {r.time_unit}"
         return f"{said[0]} {RANGE_WORD[r.code]} {said[1]}", consumed

@@ -160,6 +160,7 @@ class SpanishRules(LanguageRules):
         "uds.": Abbreviation("ustedes"),
         "av.": Abbreviation("avenida", title=True),
         "avda.": Abbreviation("avenida", title=True),
+        "col.": Abbreviation("colonia", title=True),  # a Mexican address's neighbourhood: "Col. Juárez"
         "c/": Abbreviation("calle", title=True),
         "izq.": Abbreviation("izquierda", can_end=True),
         "dcha.": Abbreviation("derecha", can_end=True),

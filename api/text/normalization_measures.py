@@ -16,6 +16,7 @@ from api.text.normalization_units import ATTACHED_ONLY, STANDALONE, UNIT_SYMBOLS
 
 SQUARE_UNITS = {"ft": "ft2", "m": "m2", "km": "km2", "cm": "cm2", "mm": "mm2"}  # after "sq"
 _PERCENT_BEFORE_DASH_RE = re.compile(r"\s?%(?=\s?[-–])")
+_RATE_PERIODS = {"a.m": "ao mês", "a.a": "ao ano"}  # Portuguese: "1,99% a.m."
 _PERCENT_RANGE_END_RE = re.compile(r"%[-–](?P<high>\d[\d.,]*)")  # the middle of "5 %-10 %"
 
 
@@ -88,11 +89,14 @@ class MeasureReading(TokenContext):
     def _read_percent(self, i: int) -> tuple[Optional[str], int]:
         tok, nxt = self.tokens[i], self._next(i)
         if tok.core.endswith("%"):
-            return self._percent(tok.core[:-1].rstrip()), 0
+            reading = self._percent(tok.core[:-1].rstrip())
+            period = self._rate_period(i) if reading is not None else None
+            return (f"{reading} {period}", 1) if period else (reading, 0)
         if nxt is not None and nxt.core == "%" and not tok.trail and not nxt.lead:
             reading = self._percent(tok.core)
             if reading is not None:
-                return reading, 1
+                period = self._rate_period(i + 1)
+                return (f"{reading} {period}", 2) if period else (reading, 1)
         end = _PERCENT_RANGE_END_RE.fullmatch(nxt.core) if nxt is not None and not nxt.trail else None
         last = self.tokens[i + 2] if end and i + 2 < len(self.tokens) else None
         if last is not None and last.core == "%" and not last.lead and not tok.trail and not nxt.lead:
@@ -100,6 +104,14 @@ class MeasureReading(TokenContext):
             if reading is not None:
                 return reading, 2
         return None, 0
+
+    def _rate_period(self, i: int) -> Optional[str]:
+        """The period a rate is per, written short after the percentage at token ``i`` as Brazil
+        writes interest: "1,99% a.m." is "ao mês", "26,7% a.a." "ao ano"; None elsewhere."""
+        nxt = self._next(i)
+        if self.rules.code != "pt" or nxt is None or nxt.lead or self.tokens[i].trail:
+            return None
+        return _RATE_PERIODS.get(nxt.core.lower())
 
     def _between_percents(self, i: int) -> bool:
         """Whether the dash at token ``i`` joins two percentages written apart: "5 % - 10 %",

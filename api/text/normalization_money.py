@@ -94,7 +94,9 @@ class MoneyReading(TokenContext):
         symbol = tok.core[1:] if negative else tok.core
         if symbol in SYMBOLS or symbol in CODES:  # "€ 5", "USD 50"
             code = SYMBOLS.get(symbol, symbol)
-            num = r.parse_amount(nxt_core, dollar_sign=code in _DOLLAR_CODES)
+            whole = nxt_core.removesuffix("-").removesuffix("-").removesuffix(",")  # "€ 1.450,-": no cents
+            num = r.parse_amount(whole if whole != nxt_core and whole[-1:].isdecimal() else nxt_core,
+                                 dollar_sign=code in _DOLLAR_CODES)
             if num is not None and negative:
                 num = ParsedNumber(num.integer, num.fraction, True)
             if num is not None and not nxt.lead:

@@ -137,6 +137,8 @@ class DutchRules(LanguageRules):
         "enz.": Abbreviation("enzovoort", can_end=True),
         "etc.": Abbreviation("etcetera", can_end=True),
         "ca.": Abbreviation("circa"),
+        "incl.": Abbreviation("inclusief"),  # "€ 950 incl. btw"
+        "excl.": Abbreviation("exclusief"),
         "vs.": Abbreviation("versus"),
         "t.o.v.": Abbreviation("ten opzichte van"),
         "z.s.m.": Abbreviation("zo snel mogelijk"),

@@ -10,6 +10,9 @@ from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRu
 
 __all__ = ["PortugueseRules"]
 
+# Gepard's Portuguese voices are Brazilian (pt-BR): num2words' "pt" spells the teens and the
+# billions as Portugal does ("dezassete", "mil milhões"), "pt_BR" as Brazil does ("dezessete", "um bilhão")
+_SPELLING = "pt_BR"
 _ORDINAL_RE = re.compile(r"(\d+)\.?(º|ª)")
 _BIG = {"milhão", "milhões", "bilhão", "bilhões", "bilião", "biliões"}
 _FEMININE = {"um": "uma", "dois": "duas"}
@@ -154,6 +157,7 @@ class PortugueseRules(LanguageRules):
         "sta.": Abbreviation("santa", title=True),
         "av.": Abbreviation("avenida", title=True),
         "apto.": Abbreviation("apartamento", before_number=True),
+        "ap.": Abbreviation("apartamento", before_number=True),  # "Rua Augusta, 1500, ap. 42"
         "nº": Abbreviation("número"),  # never a word of its own: "el nº de pedido"
         "etc.": Abbreviation("etcétera", can_end=True),
         "p.ex.": Abbreviation("por exemplo"),
@@ -165,14 +169,14 @@ class PortugueseRules(LanguageRules):
     }
 
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:
-        words = spell(n, "pt").split()
+        words = spell(n, _SPELLING).split()
         if gender == "f":
             last_big = max((i for i, w in enumerate(words) if w in _BIG), default=-1)
             words = words[: last_big + 1] + [_feminine_word(w) for w in words[last_big + 1 :]]
         return " ".join(words)
 
     def ordinal(self, n: int, gender: str = "m") -> str:
-        words = spell(n, "pt", "ordinal")
+        words = spell(n, _SPELLING, "ordinal")
         if gender == "f":
             words = " ".join(w[:-1] + "a" if w.endswith("o") else w for w in words.split())
         return words
