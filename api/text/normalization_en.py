@@ -157,6 +157,8 @@ class EnglishRules(LanguageRules):
         "approx": Abbreviation("approximately"),
         "bldg.": Abbreviation("building", can_end=True),
         "incl.": Abbreviation("including", at_end="included"),
+        "int'l": Abbreviation("international"),
+        "rm": Abbreviation("room", before_number=True),
         "excl.": Abbreviation("excluding"),
         "w/": Abbreviation("with"),
         "w/o": Abbreviation("without"),

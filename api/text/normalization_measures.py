@@ -209,6 +209,16 @@ class MeasureReading(TokenContext):
         with a four-digit side is read in pairs, as screens are: "1920x1080" -> "nineteen twenty
         by ten eighty"."""
         r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        if _INCH_DIMENSIONS_RE.fullmatch(tok.core) and tok.trail.startswith(_INCH_MARKS) and "in" in r.units:
+            # '22"x14"x9"' (its last mark split off as punctuation): every side in inches, said once
+            parts = re.split("[x×]", tok.core.replace('"', "").replace("″", "").replace("”", ""))
+            nums = [r.parse_number(part) for part in parts]
+            if any(num is None for num in nums):
+                return None, 0
+            self.tokens[i] = Token(tok.raw, tok.lead, tok.core, tok.trail[1:])  # the mark is said
+            said = [r.read_number(num) for num in nums[:-1]]
+            said.append(r.read_measure(nums[-1], "in", singular=self._adjective_amount(i, 0)))  # "a 12"x8" frame"
+            return f" {BY_WORD[r.code]} ".join(said), 0
         if not _DIMENSIONS_RE.fullmatch(tok.core):
             return None, 0
         parts = re.split("[x×]", tok.core)
@@ -287,3 +297,5 @@ _HOMES = frozenset("""unit units apartment apartments apt condo condos home home
 _ROOMS_RE = re.compile(r"(?P<num>\d{1,2}(?:\.5)?)(?P<abbr>[A-Za-z]{2,4})")
 _DECIMAL_SECONDS_RE = re.compile(r"(?P<num>\d+(?P<sep>[.,])\d+)s")  # "3.2s", "0,8s"
 _DIMENSIONS_RE = re.compile(r"\d+(?:[.,]\d+)?(?:[x×]\d+(?:[.,]\d+)?)+")
+# sides with their inch marks, the last one's split off: '22"x14"x9' of '22"x14"x9"'
+_INCH_DIMENSIONS_RE = re.compile(r"(?:\d+(?:[.,]\d+)?[\"″”]\s?[x×]\s?)+\d+(?:[.,]\d+)?")

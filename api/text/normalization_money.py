@@ -213,8 +213,10 @@ class MoneyReading(TokenContext):
         tok = self.tokens[i]
         m = _PER_AMOUNT_RE.fullmatch(tok.core)
         suffix = m.group("suffix") if m else None
-        if m is None or (suffix is not None and suffix.isalpha() and suffix not in UNIT_SYMBOLS and suffix != "x"):
-            return None, 0  # "3pm/EST", "3D/VR": letters that are no unit
+        scaled_amount = suffix is not None and PREFIX_MONEY_RE.fullmatch(tok.core.rpartition("/")[0]) is not None
+        if m is None or (suffix is not None and suffix.isalpha() and suffix not in UNIT_SYMBOLS and suffix != "x"
+                         and not scaled_amount):
+            return None, 0  # "3pm/EST", "3D/VR": letters that are no unit; "$10k/month" is money
         amount, per = self._split_per(tok.core)
         if not per:
             return None, 0
