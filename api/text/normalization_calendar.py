@@ -87,6 +87,8 @@ class CalendarReading(TokenContext):
         letter_days = self._letter_day_range(tok.core)
         if letter_days is not None:
             said = letter_days
+        elif r.code == "es" and (letter_day := self._spanish_letter_day(i)):
+            said = letter_day
         elif m:
             first, last = days.get(m.group("first").lower()), days.get(m.group("last").lower())
             if first is None or last is None:
@@ -132,6 +134,28 @@ class CalendarReading(TokenContext):
         else:
             return None
         return f"{first} {RANGE_WORD[code]} {last}"
+
+    def _spanish_letter_day(self, i: int) -> Optional[str]:
+        """A Spanish day's letter in a range written apart after "de": "de L a V" -> "lunes",
+        "viernes" (forward in the week only); None elsewhere."""
+        order = list(_ES_LETTER_DAYS)
+
+        def letter(k: int) -> Optional[int]:
+            tok = self.tokens[k] if 0 <= k < len(self.tokens) else None
+            return order.index(tok.core) if tok is not None and not tok.lead and tok.core in _ES_LETTER_DAYS else None
+
+        def plain(k: int, word: str) -> bool:
+            return 0 <= k < len(self.tokens) and self.tokens[k].raw.lower() == word
+
+        here = letter(i)
+        if here is None:
+            return None
+        if self.tokens[i].trail == "" and plain(i - 1, "de") and plain(i + 1, "a") and (last := letter(i + 2)) is not None:
+            return _ES_LETTER_DAYS[order[here]] if here < last else None
+        if plain(i - 1, "a") and plain(i - 3, "de") and (first := letter(i - 2)) is not None \
+                and self.tokens[i - 2].trail == "":
+            return _ES_LETTER_DAYS[order[here]] if first < here else None
+        return None
 
     def _in_day_range(self, i: int) -> bool:
         """Whether the short day name at token ``i`` is an end of a range of short day names

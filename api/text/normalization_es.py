@@ -94,7 +94,7 @@ class SpanishRules(LanguageRules):
         "lun": "lunes", "mar": "martes", "mié": "miércoles", "mie": "miércoles", "jue": "jueves",
         "vie": "viernes", "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
-    digits_lead_words = frozenset({"pin", "cp", "código", "otp", "postal"})  # "código postal 28001"
+    digits_lead_words = frozenset({"pin", "cp", "código", "otp", "postal", "verificación", "confirmación", "clave"})  # "código postal 28001"
     last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en"})
     record_nouns = frozenset("""pedido confirmación referencia reserva cliente cuenta factura póliza caso ticket
     seguimiento socio expediente incidencia solicitud""".split())

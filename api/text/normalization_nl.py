@@ -74,7 +74,8 @@ class DutchRules(LanguageRules):
         "ma": "maandag", "di": "dinsdag", "wo": "woensdag", "do": "donderdag", "vr": "vrijdag",
         "za": "zaterdag", "zo": "zondag",
     }
-    digits_lead_words = frozenset({"pin", "pincode", "postcode", "code", "otp"})
+    digits_lead_words = frozenset({"pin", "pincode", "postcode", "code", "otp", "verificatiecode", "bevestigingscode",
+                                   "inlogcode", "beveiligingscode", "toegangscode"})
     last_digits_phrases = frozenset({"eindigend op", "eindigt op"})
     # "bestelnummer", "klantnummer" (a compound with "nummer"), "bestelling nr."
     record_nouns = frozenset({"bestel", "bestelling", "klant", "factuur", "referentie", "reservering", "dossier",

@@ -60,7 +60,8 @@ class NumberReading(TokenContext):
         ):
             return pairs, 0
         if core.isdecimal() and self._is_id(i):
-            return self.rules.digits(core), 0
+            groups = self._code_groups(i) if self._after_digits_lead(i) else [core]
+            return ", ".join(self.rules.digits(group) for group in groups), len(groups) - 1
         flight = self._flight_number(i)
         if flight is not None:
             return flight, 0
@@ -70,6 +71,17 @@ class NumberReading(TokenContext):
         if gender is not None:
             return self.rules.read_number(num, gender, before_noun=True), 0
         return self.rules.read_number(num, self._noun_across(i) or self._article_before(i)), 0
+
+    def _code_groups(self, i: int) -> list[str]:
+        """The digit groups of a code written apart, from token ``i``: "your code is 482 913" ->
+        ["482", "913"] (at most four groups of two to four digits, nothing between them)."""
+        groups = [self.tokens[i].core]
+        while 2 <= len(groups[0]) <= 4 and len(groups) < 4 and i + len(groups) < len(self.tokens):
+            last, nxt = self.tokens[i + len(groups) - 1], self.tokens[i + len(groups)]
+            if last.trail or nxt.lead or not (nxt.core.isdecimal() and 2 <= len(nxt.core) <= 4):
+                break
+            groups.append(nxt.core)
+        return groups
 
     def _read_fraction(self, i: int) -> tuple[Optional[str], int]:
         """"3/4" -> "three quarters"; where it is dated (``_is_dated``: "el 5/6", "on 5/6", "Fri

@@ -95,7 +95,7 @@ class PortugueseRules(LanguageRules):
         "seg": "segunda", "ter": "terça", "qua": "quarta", "qui": "quinta", "sex": "sexta",
         "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
-    digits_lead_words = frozenset({"pin", "cep", "código", "otp"})
+    digits_lead_words = frozenset({"pin", "cep", "código", "otp", "verificação", "confirmação", "senha"})
     last_digits_phrases = frozenset({"terminado em", "terminada em", "termina em", "acaba em"})
     record_nouns = frozenset("""pedido confirmação referência reserva cliente conta fatura apólice caso protocolo
     rastreamento chamado solicitação""".split())
