@@ -311,10 +311,16 @@ class CalendarReading(TokenContext):
             if self._counts_what_follows(i):
                 return None, 0  # "1234 people": a number, read as one (``_read_number``)
             return self._flight_number(i) or r.bare_year(int(core)), 0
+        tok = self.tokens[i]
         if r.code != "en":
             m = _SHORT_DECADE_RE.fullmatch(core)  # "los 90s", "os anos 80s": the decade is its number
-            return (r.cardinal(int(m.group(1))) if m else None), 0
-        tok = self.tokens[i]
+            elided = _ELIDED_YEAR_RE.fullmatch(core) if m is None else None
+            if elided and not (core[0] == "’" or tok.lead.endswith("'")) or elided and elided.group(1)[0] == "0":
+                elided = None  # a year written short is "'90", "’99" ("'05": left as written)
+            if (m or elided) and tok.lead.endswith("'") and not any(q in tok.trail for q in "'’"):
+                self.tokens[i] = Token(tok.raw, tok.lead[:-1], tok.core, tok.trail)  # "los años '80", "de jaren '90"
+            found = m or elided
+            return (r.cardinal(int(found.group(1))) if found else None), 0
         elided = _ELIDED_YEAR_RE.fullmatch(core)
         if elided and (core[0] == "’" or tok.lead.endswith("'")) and not any(q in tok.trail for q in "'’"):
             # "Q4 '23", "Class of '99", "Summer ’05": a year with its century elided
