@@ -246,7 +246,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
     def __init__(self, rules: LanguageRules, raws: list[str], line_starts: Optional[list[bool]] = None) -> None:
         self.rules = rules
         self.line_starts = line_starts or [False] * len(raws)
-        raws = without_path_arrows(without_pictographs(raws))
+        raws = without_path_arrows(without_pictographs(raws, keep_rating_stars=True))
         self.tokens = [split_token(r) for r in without_markdown(raws, line_starts, literal=stars_are_literal)]
         self.phone_groups = phone_groups(self.tokens)
 
@@ -533,7 +533,8 @@ def _roman_value(core: str) -> Optional[int]:
 _LETTERS_WITH_SIGNS = {"C++": "C plus plus", "C#": "C sharp", "F#": "F sharp"}
 # English short forms that are words only in one case ("MoM", not "Mom"), and an even split
 _EN_FIXED_READINGS = {"YoY": "year over year", "QoQ": "quarter over quarter", "MoM": "month over month",
-                      "50-50": "fifty-fifty", "50/50": "fifty-fifty", "24/7/365": "twenty-four seven three sixty-five"}
+                      "50-50": "fifty-fifty", "50/50": "fifty-fifty", "24/7/365": "twenty-four seven three sixty-five",
+                      "N/A": "not applicable"}
 _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
 _WORD_RE = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")  # letters, maybe hyphenated: "e-ticket"
 _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": "Alt", "cmd": "Command",

@@ -99,7 +99,7 @@ class EnglishRules(LanguageRules):
             "ft2": ("square foot", "square feet"), "m3": ("cubic meter", "cubic meters"),
             "cm3": ("cubic centimeter", "cubic centimeters"),
             "km/h": ("kilometer per hour", "kilometers per hour"), "mph": ("mile per hour", "miles per hour"),
-            "mpg": ("mile per gallon", "miles per gallon"),
+            "mpg": ("mile per gallon", "miles per gallon"), "star": ("star", "stars"),
             "m/s": ("meter per second", "meters per second"),
             "°C": ("degree Celsius", "degrees Celsius"), "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
             "°": ("degree", "degrees"),

@@ -120,7 +120,7 @@ class SpanishRules(LanguageRules):
             "mm2": ("milímetro cuadrado", "milímetros cuadrados"), "ft2": ("pie cuadrado", "pies cuadrados"),
             "m3": ("metro cúbico", "metros cúbicos"), "cm3": ("centímetro cúbico", "centímetros cúbicos"),
             "km/h": ("kilómetro por hora", "kilómetros por hora"), "mph": ("milla por hora", "millas por hora", "f"),
-            "mpg": ("milla por galón", "millas por galón", "f"),
+            "mpg": ("milla por galón", "millas por galón", "f"), "star": ("estrella", "estrellas", "f"),
             "m/s": ("metro por segundo", "metros por segundo"),
             "°C": ("grado Celsius", "grados Celsius"), "°F": ("grado Fahrenheit", "grados Fahrenheit"),
             "°": ("grado", "grados"),

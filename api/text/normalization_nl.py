@@ -102,7 +102,7 @@ class DutchRules(LanguageRules):
             "mm2": ("vierkante millimeter", "vierkante millimeter"), "ft2": ("vierkante voet", "vierkante voet"),
             "m3": ("kubieke meter", "kubieke meter"), "cm3": ("kubieke centimeter", "kubieke centimeter"),
             "km/h": ("kilometer per uur", "kilometer per uur"), "mph": ("mijl per uur", "mijl per uur"),
-            "mpg": ("mijl per gallon", "mijl per gallon"),
+            "mpg": ("mijl per gallon", "mijl per gallon"), "star": ("ster", "sterren"),
             "m/s": ("meter per seconde", "meter per seconde"),
             "°C": ("graad Celsius", "graden Celsius"), "°F": ("graad Fahrenheit", "graden Fahrenheit"),
             "°": ("graad", "graden"),

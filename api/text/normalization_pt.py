@@ -121,7 +121,7 @@ class PortugueseRules(LanguageRules):
             "mm2": ("milímetro quadrado", "milímetros quadrados"), "ft2": ("pé quadrado", "pés quadrados"),
             "m3": ("metro cúbico", "metros cúbicos"), "cm3": ("centímetro cúbico", "centímetros cúbicos"),
             "km/h": ("quilômetro por hora", "quilômetros por hora"), "mph": ("milha por hora", "milhas por hora", "f"),
-            "mpg": ("milha por galão", "milhas por galão", "f"),
+            "mpg": ("milha por galão", "milhas por galão", "f"), "star": ("estrela", "estrelas", "f"),
             "m/s": ("metro por segundo", "metros por segundo"),
             "°C": ("grau Celsius", "graus Celsius"), "°F": ("grau Fahrenheit", "graus Fahrenheit"),
             "°": ("grau", "graus"),

@@ -48,6 +48,8 @@ UNIT_SYMBOLS: dict[str, str] = {
     "wk": "wk", "wks": "wk", "mo": "mo", "mos": "mo", "yr": "yr", "yrs": "yr",
     # kitchen
     "tbsp": "tbsp", "Tbsp": "tbsp", "tsp": "tsp",
+    # a rating: "4.8★" (api/text/speech.py keeps the star after a number for the rules to read)
+    "★": "star", "⭐": "star",
 }
 
 #: every key a language's ``units`` table must name

@@ -14,6 +14,7 @@ transcripts, which have none, so it has no reading for them.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 # Cc: control characters (NUL, ESC, DEL...); Cf: format characters (zero-width space and joiners,
@@ -25,6 +26,8 @@ _READ_SYMBOLS = frozenset("°℃℉")
 # style), the keycap ("1️⃣") and the skin tones
 _EMOJI_PARTS = frozenset({0x200D, 0xFE0E, 0xFE0F, 0x20E3, *range(0x1F3FB, 0x1F400)})
 _CLOSING_PUNCTUATION = frozenset(".,;:!?…)]}\"'”’»")
+# a rating's star: "4.8★", "5⭐", or a star alone after a number ("4.8 ★")
+_RATED_RE = re.compile(r"[(\[]?(?P<number>\d+(?:[.,]\d+)?)?[★⭐][.,;:!?)\]]*")
 
 
 def is_blank(text: str) -> bool:
@@ -40,15 +43,19 @@ def is_pictograph(ch: str) -> bool:
             or 0xE0020 <= code <= 0xE007F)
 
 
-def without_pictographs(words: list[str]) -> list[str]:
+def without_pictographs(words: list[str], keep_rating_stars: bool = False) -> list[str]:
     """``words`` (a text's whitespace-separated tokens) with the pictographs taken out
     ("started🚀" -> "started", "😊" -> ""). A token left with closing punctuation only ("😊.")
     gives it to the last word before it that kept any, so its sentence keeps its end: ["love",
-    "it", "😊."] -> ["love", "it.", ""]."""
+    "it", "😊."] -> ["love", "it.", ""]. ``keep_rating_stars``: a star right after a number stays,
+    as a rating's unit the normaliser reads ("4.8★" -> "4.8★", "4.8 ⭐️" -> "4.8 ⭐")."""
     out: list[str] = []
     for word in words:
         if word.isascii() or not any(map(is_pictograph, word)):  # most words: nothing to look at
             out.append(word)
+            continue
+        if keep_rating_stars and (rated := _rating_star(word, out[-1] if out else "")):
+            out.append(rated)
             continue
         kept = "".join(ch for ch in word if not is_pictograph(ch))
         if kept and all(ch in _CLOSING_PUNCTUATION for ch in kept):
@@ -58,6 +65,16 @@ def without_pictographs(words: list[str]) -> list[str]:
                 kept = ""
         out.append(kept)
     return out
+
+
+def _rating_star(word: str, before: str) -> str | None:
+    """``word`` with its dressing taken out when it is a rating's star: after digits in the same
+    word ("4.8★"), or alone after a word that ends in one ("4.8 ★"); None elsewhere."""
+    bare = "".join(ch for ch in word if ord(ch) not in _EMOJI_PARTS)  # "⭐️": the star, its selector gone
+    m = _RATED_RE.fullmatch(bare)
+    if m is None or not (m.group("number") or before.rstrip(".,")[-1:].isdecimal()):
+        return None
+    return bare
 
 
 def has_speech(text: str) -> bool:

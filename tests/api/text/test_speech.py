@@ -26,6 +26,15 @@ def test_without_pictographs_keeps_words_and_hands_a_sentence_end_back():
     assert without_pictographs(["...", ":)"]) == ["...", ":)"]  # no pictograph: as written
 
 
+def test_a_rating_star_after_a_number_stays_only_where_asked():
+    # for the normaliser, which reads it as a unit ("four point eight stars"); anywhere else it goes
+    assert without_pictographs(["4.8★", "(2k)"], keep_rating_stars=True) == ["4.8★", "(2k)"]
+    assert without_pictographs(["rated", "4.5", "⭐️."], keep_rating_stars=True) == ["rated", "4.5", "⭐."]
+    assert without_pictographs(["a", "⭐", "place"], keep_rating_stars=True) == ["a", "", "place"]
+    assert without_pictographs(["★★★★☆"], keep_rating_stars=True) == [""]
+    assert without_pictographs(["4.8★"]) == ["4.8"]
+
+
 @pytest.mark.parametrize("language, text, said", [
     ("en", "Great choice! 😊 Let's get started 🚀", "Great choice! Let's get started"),
     ("en", "✅ Confirmed, see you at 3pm 👋.", "Confirmed, see you at three p m."),
