@@ -165,8 +165,8 @@ class CalendarReading(TokenContext):
             return False
 
         def day(k: int, last: bool) -> bool:  # in English capitalised only: "sun", "sat" are words
-            if not 0 <= k < len(self.tokens) or self.tokens[k].lead:
-                return False
+            if not 0 <= k < len(self.tokens) or self.tokens[k].lead.strip("([") or (last and self.tokens[k].lead):
+                return False  # a bracket may open before the first: "(ma t/m vr 9-17u)"
             tok = self.tokens[k]
             named = tok.core in _EN_SHORT_DAYS if self.rules.code == "en" else tok.core.lower() in days
             return named and (last or tok.trail in ("", "."))

@@ -30,6 +30,8 @@ _PRESSURE_RE = re.compile(r"(\d{2,3})/(\d{1,3})")  # "120/80" after "BP"
 # "401k", "401(k" (its ")" is split off as trailing punctuation), "403b", "457(b"
 _PLAN_NAME_RE = re.compile(r"(?P<section>401|403|457)(?P<open>\(?)(?P<letter>[kb])")
 _COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")  # "+34" before a phone number's groups
+_IBAN_START_RE = re.compile(r"[A-Z]{2}\d{2}")  # "NL91", "ES91" before the account's groups of four
+_IBAN_GROUP_RE = re.compile(r"[A-Z0-9]{4}")
 _PIECE_RE = re.compile(r"\d+|[^\W\d_]+|\s+|.", re.UNICODE)
 
 
@@ -233,6 +235,13 @@ class IdReading(TokenContext):
             said = f"{r.masked_digits_phrase} {said}"
         return said, consumed
 
+    def _iban_groups_follow(self, i: int) -> bool:
+        """Whether three groups of four letters or digits follow token ``i``, nothing between them,
+        as an IBAN's account is written after its country and check digits ("NL91 ABNA 0417 1643 00")."""
+        groups = self.tokens[i: i + 4]
+        return (len(groups) == 4 and not any(t.trail for t in groups[:3]) and not any(t.lead for t in groups[1:])
+                and all(_IBAN_GROUP_RE.fullmatch(t.core) for t in groups[1:]))
+
     def _read_mixed(self, i: int) -> tuple[Optional[str], int]:
         """Digits inside other text: "COVID-19" -> "COVID nineteen", "10-20" -> "ten to twenty",
         "555-1234" -> "five five five, one two three four" (see ``_is_code``)."""
@@ -240,6 +249,8 @@ class IdReading(TokenContext):
         core = tok.core
         if not any(c.isdecimal() for c in core):
             return None, 0
+        if _IBAN_START_RE.fullmatch(core) and self._iban_groups_follow(i):
+            return f"{core[:2]} {r.digits(core[2:])}", 0  # an IBAN's country and check digits: "NL91 ABNA 0417..."
         # "1,000-2,000" (en) / "1.000-2.000" (es): grouped numbers are one number each, so the run
         # is a range of two, not four digit groups read as a code
         pieces = _PIECE_RE.findall(_ungroup_numbers(core, r.group_sep))
