@@ -235,8 +235,8 @@ class CalendarReading(TokenContext):
         if month is not None:
             return month
         day = r.weekday_abbreviations.get(key)
-        if day is not None and starts_digit(self._next(i)):
-            return capitalize_like(day, tok.core)
+        if day is not None and (starts_digit(self._next(i)) or self._before_opening_hours(i + 1)):
+            return capitalize_like(day, tok.core)  # "seg., 8", "sáb., das 9h às 15h"
         return None
 
     def _before_date(self, i: int) -> bool:

@@ -27,6 +27,8 @@ NAMED_TIMES = frozenset({"noon", "midnight", "mediodía", "medianoche", "meio-di
 # a range of 12-hour times with one-letter meridiems on both ends (English opening hours): "11a-10p"
 _ONE_LETTER_MERIDIEMS_RE = re.compile(r"(?P<start>(?:1[0-2]|0?[1-9])(?::[0-5]\d)?)(?P<start_m>[ap])[-–]"
                                       r"(?P<end>(?:1[0-2]|0?[1-9])(?::[0-5]\d)?)(?P<end_m>[ap])")
+# Portuguese "8/8h", "12/12h": every so many hours, as a dose is prescribed
+_EVERY_HOURS_RE = re.compile(r"(?P<a>\d{1,2})/(?P<b>\d{1,2})h")
 # Dutch hours with "u" for "uur" after the last: "9-17u", "10–16u"
 _DUTCH_HOURS_RE = re.compile(r"(?P<start>[01]?\d|2[0-3])[-–](?P<end>[01]?\d|2[0-4])u")
 _HOURS_MINUTES_RE = re.compile(r"(?P<h>\d{1,3})h(?P<m>[0-5]?\d)(?P<unit>m|min)?")
@@ -186,6 +188,9 @@ class ClockReading(TokenContext):
         short = _ONE_LETTER_MERIDIEMS_RE.fullmatch(core) if r.code == "en" else None
         if short:  # "11a-10p", "11:30a-9p": opening hours written short
             core = f"{short['start']}{short['start_m']}m-{short['end']}{short['end_m']}m"
+        if r.code == "pt" and (every := _EVERY_HOURS_RE.fullmatch(core)) and every["a"] == every["b"]:
+            n = r.cardinal(int(every["a"]), "f")  # "de 8/8h": a dose's interval, "de oito em oito horas"
+            return f"{n} em {n} horas", 0
         if r.code == "nl" and (hours := _DUTCH_HOURS_RE.fullmatch(core)):  # "9-17u": opening hours
             return f"{r.cardinal(int(hours['start']))} {RANGE_WORD['nl']} {r.cardinal(int(hours['end']))} uur", 0
         parts = re.split(r"[-–]", core)

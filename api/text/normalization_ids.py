@@ -235,6 +235,14 @@ class IdReading(TokenContext):
             said = f"{r.masked_digits_phrase} {said}"
         return said, consumed
 
+    def _after_last_digits_phrase(self, i: int) -> bool:
+        """Whether token ``i`` follows "ending in", "termina em" and the like: what follows is the
+        end of a number read digit by digit ("Seu CPF termina em 123-45")."""
+        if i < 2 or self.tokens[i].lead:
+            return False
+        before = self.tokens[i - 2: i]
+        return not any(t.trail for t in before) and " ".join(t.core.lower() for t in before) in self.rules.last_digits_phrases
+
     def _iban_groups_follow(self, i: int) -> bool:
         """Whether three groups of four letters or digits follow token ``i``, nothing between them,
         as an IBAN's account is written after its country and check digits ("NL91 ABNA 0417 1643 00")."""
@@ -255,7 +263,8 @@ class IdReading(TokenContext):
         # is a range of two, not four digit groups read as a code
         pieces = _PIECE_RE.findall(_ungroup_numbers(core, r.group_sep))
         code = _code_pieces(pieces) | _id_digits(pieces)
-        if self._after_digits_lead(i) and all(p.isdecimal() or p in DASHES for p in pieces):
+        if (self._after_digits_lead(i) or self._after_last_digits_phrase(i)) and all(
+                p.isdecimal() or p in DASHES for p in pieces):
             code = set(range(len(pieces)))  # "your code is 123-456": digit groups, not a range
         if _is_lettered_id(pieces):
             code |= set(range(2, len(pieces)))  # "HO-3-449821": a policy's id, not a range
