@@ -34,6 +34,8 @@ _RULE_RE = re.compile(r"-{3,}|\*{3,}|_{3,}")  # a Markdown horizontal rule: "---
 _NUMBERED_ITEM_RE = re.compile(r"\d{1,2}[.)]")  # "1. First", "2) Second"
 _LINK_TARGET_RE = re.compile(r"\]\((?:[^()\s]|\([^()\s]*\))*\)")  # "](https://example.com/a_(b))"
 _LINK_MAX_WORDS = 12  # how far back a link's "[" is looked for
+# a line's last token that ends with a pause of its own, maybe inside brackets or quotes: "users.)"
+_ENDS_WITH_PAUSE_RE = re.compile(r"[.,;:!?…][)\]}\"'”’»]*$")
 
 
 def token_line_starts(text: str, matches: list[re.Match[str]]) -> list[bool]:
@@ -54,7 +56,8 @@ def without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None,
     is "our site"). A mark that touches no word ("5 * 3", "**" alone) and marks inside a word
     ("snake_case") stay, and so do the stars of a token that ``literal`` says are no marks (a
     keypad's "*67", a card's "****1234"). ``line_starts``: which tokens start a line (none,
-    without it); where a list or a heading starts or ends, a line without punctuation gets the
+    without it), and a quotation's ">" at the start of a line; where a list or a heading starts or
+    ends, a line without punctuation gets the
     pause a reader makes (``_pause_after_lines``), and a table's cells theirs
     (``_without_tables_and_fences``)."""
     out = [_MARKDOWN_EDGES_RE.sub(r"\g<lead>\g<trail>", raw) if _MARK_CHARS.intersection(raw) and not literal(raw)
@@ -67,6 +70,9 @@ def without_markdown(raws: list[str], line_starts: Optional[list[bool]] = None,
             out[k] = ""
         elif raw in _BULLETS and line_starts[k] and k + 1 < len(out) and not line_starts[k + 1]:
             out[k] = ""
+        elif (raw == ">" and line_starts[k] and k + 1 < len(out) and not line_starts[k + 1]
+              and not out[k + 1][:1].isdecimal() and out[k + 1][:1] not in "$€£¥₹"):
+            out[k] = ""  # a quotation's mark ("> Tip: ..."); "> 10 items" is a comparison
         elif _RULE_RE.fullmatch(raw) and line_starts[k] and (k + 1 == len(out) or line_starts[k + 1]):
             out[k] = ""  # a horizontal rule, a line of its own
         target = _LINK_TARGET_RE.search(raw)
@@ -130,7 +136,7 @@ def _pause_after_lines(out: list[str], line_starts: list[bool]) -> None:
     starts = [k for k, start in enumerate(line_starts) if start]
     for first, nxt in zip(starts, starts[1:]):
         last = nxt - 1
-        if not out[last][-1:].isalnum():
+        if not out[last] or _ENDS_WITH_PAUSE_RE.search(out[last]):
             continue
         next_item = _is_list_item(out, nxt, len(out) - 1)
         if _is_list_item(out, first, last):

@@ -406,6 +406,10 @@ def test_health_tech_and_finance_readings(language, text, expected):
      "Plan, Price. Basic, ten dollars. Pro, twenty-five dollars.\nPick one."),
     ("Run this:\n```bash\nnpm install\n```\nDone.", "Run this:\nnpm install\nDone."),
     ("A | B, or Use a pipe | here.", "A | B, or Use a pipe | here."),  # not a table's line
+    # an item that ends in a bracket or a sign still gets its pause; a quotation's ">" is unsaid
+    ("Plans\n- Basic ($9.99/mo)\n- Pro 50%\nPick one.",
+     "Plans: Basic (nine dollars and ninety-nine cents per month), Pro fifty percent.\nPick one."),
+    ("> Tip: restart it.\n> 10 items ship free", "Tip: restart it.\nmore than ten items ship free"),
     # marks that touch no word, or sit inside one, stay; so does a dash inside a line, and a line's
     # end outside lists and headings
     ("5 * 3, ** alone, snake_case_name, C# code", "five * three, ** alone, snake_case_name, C sharp code"),
