@@ -352,6 +352,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             self._read_height,
             self._read_inch_mark,
             self._read_time,
+            self._read_military_time,
             self._read_time_range,
             self._read_date,
             self._read_percent,
@@ -471,9 +472,15 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             # "St. Louis" is Saint; "Main St., Springfield": punctuation after it ends a street name
             alternative = (abbr.before_capital is not None and starts_upper(nxt) and rest[k:] in ("", ".")
                            and not self._address_unit_after(i))  # "Oak St. Suite 200": Street
-            at_end = abbr.at_end is not None and (nxt is None or rest[k:] != "")
-            words = capitalize_like(abbr.before_capital if alternative else abbr.at_end if at_end else abbr.expansion,
-                                    rest)
+            if alternative:
+                said = abbr.before_capital
+            elif abbr.at_end is not None and (nxt is None or rest[k:] != ""):
+                said = abbr.at_end  # "utilities incl."
+            elif abbr.before_digit is not None and starts_digit(nxt) and rest[k:] in ("", "."):
+                said = abbr.before_digit  # "Est. 1998"
+            else:
+                said = abbr.expansion
+            words = capitalize_like(said, rest)
             trail = rest[k:]
             if rest[k - 1] == ".":
                 can_end = abbr.can_end and not self._address_unit_after(i)  # no full stop inside an address

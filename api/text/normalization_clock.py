@@ -27,6 +27,9 @@ NAMED_TIMES = frozenset({"noon", "midnight", "mediodía", "medianoche", "meio-di
 # a range of 12-hour times with one-letter meridiems on both ends (English opening hours): "11a-10p"
 _ONE_LETTER_MERIDIEMS_RE = re.compile(r"(?P<start>(?:1[0-2]|0?[1-9])(?::[0-5]\d)?)(?P<start_m>[ap])[-–]"
                                       r"(?P<end>(?:1[0-2]|0?[1-9])(?::[0-5]\d)?)(?P<end_m>[ap])")
+# English 24-hour times written as four digits ("0930", "1400") and the words that lead one
+_MILITARY_TIME_RE = re.compile(r"(?P<h>[01]\d|2[0-3])(?P<m>[0-5]\d)")
+_MILITARY_LEADS = frozenset("at by until till from before after since".split())
 # Portuguese "8/8h", "12/12h": every so many hours, as a dose is prescribed
 _EVERY_HOURS_RE = re.compile(r"(?P<a>\d{1,2})/(?P<b>\d{1,2})h")
 # Dutch hours with "u" for "uur" after the last: "9-17u", "10–16u"
@@ -178,6 +181,25 @@ class ClockReading(TokenContext):
         nxt, unit = self._next(i), self.rules.time_unit
         return (unit is not None and nxt is not None and not self.tokens[i].trail and not nxt.lead
                 and nxt.core.lower() in (unit, "h"))
+
+    def _read_military_time(self, i: int) -> tuple[Optional[str], int]:
+        """English 24-hour time written as four digits: "at 0930" -> "at oh nine thirty", "1400 hours"
+        -> "fourteen hundred hours". Only with a leading zero after a word that leads a time ("at",
+        "by", "until"...), or before "hours" ("at 1999" stays a year)."""
+        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
+        m = _MILITARY_TIME_RE.fullmatch(tok.core)
+        if r.code != "en" or m is None:
+            return None, 0
+        prev = self.tokens[i - 1] if i > 0 else None
+        led = tok.core[0] == "0" and prev is not None and not prev.trail and prev.core.lower() in _MILITARY_LEADS
+        hours_after = nxt is not None and not tok.trail and nxt.core.lower() in ("hours", "hrs")
+        if not (led or hours_after):
+            return None, 0
+        hour, minute = m.group("h"), m.group("m")
+        said_hour = f"oh {r.cardinal(int(hour))}" if hour[0] == "0" else r.cardinal(int(hour))
+        said_minute = ("hundred" if minute == "00" else f"oh {r.cardinal(int(minute))}" if minute[0] == "0"
+                       else r.cardinal(int(minute)))
+        return f"{said_hour} {said_minute}", 0
 
     def _read_time_range(self, i: int) -> tuple[Optional[str], int]:
         """Two times joined by a dash: "9am-5pm" -> "nine a m to five p m", "9:00-17:30", "10am-noon",

@@ -158,6 +158,7 @@ class EnglishRules(LanguageRules):
         "bldg.": Abbreviation("building", can_end=True),
         "incl.": Abbreviation("including", at_end="included"),
         "int'l": Abbreviation("international"),
+        "est.": Abbreviation("estimated", before_digit="established"),  # "Est. delivery", "Est. 1998"
         "rm": Abbreviation("room", before_number=True),
         "excl.": Abbreviation("excluding"),
         "w/": Abbreviation("with"),

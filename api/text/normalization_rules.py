@@ -67,6 +67,8 @@ class Abbreviation:
     letter ("St." is "Saint" before a name, "Street" otherwise); None when there is one.
     at_end: the expansion to use instead where nothing of its sentence follows: the end of the text,
     or punctuation after it ("utilities incl." and "tax incl.," are "included"); None when there is one.
+    before_digit: the expansion to use instead before a number ("Est. 1998" is "Established", "Est.
+    delivery" "Estimated"); None when there is one.
     """
 
     expansion: str
@@ -76,6 +78,7 @@ class Abbreviation:
     before_capital: Optional[str] = None
     nouns: frozenset[str] = frozenset()
     at_end: Optional[str] = None
+    before_digit: Optional[str] = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,7 @@ UNIT_SYMBOLS: dict[str, str] = {
     # health: a pulse, blood sugar
     "bpm": "bpm", "mmHg": "mmHg", "mg/dL": "mg/dL", "mg/dl": "mg/dL", "mmol/L": "mmol/L", "mmol/l": "mmol/L",
     "W": "W", "kW": "kW", "MW": "MW", "kWh": "kWh",
-    "ms": "ms", "sec": "s", "secs": "s", "min": "min", "mins": "min", "h": "h", "hr": "h", "hrs": "h",
+    "ms": "ms", "sec": "s", "secs": "s", "min": "min", "mins": "min", "h": "h", "hr": "h", "hrs": "h", "Hrs": "h", "HRS": "h", "HRs": "h",
     "wk": "wk", "wks": "wk", "mo": "mo", "mos": "mo", "yr": "yr", "yrs": "yr",
     # kitchen
     "tbsp": "tbsp", "Tbsp": "tbsp", "tsp": "tsp",
