@@ -53,8 +53,9 @@ class EnglishRules(LanguageRules):
     date_lead_words = frozenset({
         "on", "since", "until", "till", "til", "due", "ends", "starts", "begins", "through", "thru", "starting",
         "effective", "opens", "closes", "arrives", "arriving", "ships", "shipping", "shipped", "delivered",
-        "expected", "scheduled", "dated",
-    })
+        "expected", "scheduled", "dated", "departing", "departs", "returning", "returns", "leaving", "leaves",
+        "ending", "renews", "renewing", "check-in", "checkout", "check-out",
+    })  # not "expires": a card's "expires 12/27" is a month and a year, said "twelve twenty-seven"
     fraction_or_date_lead_words = frozenset({"by", "before", "after", "from"})
     pressure_lead_words = frozenset({"bp", "pressure"})
     roman_lead_words = frozenset({
