@@ -110,7 +110,8 @@ class CalendarReading(TokenContext):
                 return None
         elif r.code != "en" and tok.trail in ("", ",") and tok.core.lower() in days and (
                 self._before_day_and_month(i) or self._before_opening_hours(i)):
-            said = capitalize_like(days[tok.core.lower()], tok.core)  # "di 12 dec", "mar 8 de diciembre", "za 10-16 uur"
+            # "di 12 dec", "mar 8 de diciembre", "za 10-16 uur"
+            said = capitalize_like(days[tok.core.lower()], tok.core)
         elif r.code != "en" and not tok.trail.startswith(".") and (month := self._short_month_after_day(i)):
             said = month  # "12 dec", "8 de dic": no period
         else:
@@ -150,7 +151,8 @@ class CalendarReading(TokenContext):
         here = letter(i)
         if here is None:
             return None
-        if self.tokens[i].trail == "" and plain(i - 1, "de") and plain(i + 1, "a") and (last := letter(i + 2)) is not None:
+        if (self.tokens[i].trail == "" and plain(i - 1, "de") and plain(i + 1, "a")
+                and (last := letter(i + 2)) is not None):
             return _ES_LETTER_DAYS[order[here]] if here < last else None
         if plain(i - 1, "a") and plain(i - 3, "de") and (first := letter(i - 2)) is not None \
                 and self.tokens[i - 2].trail == "":

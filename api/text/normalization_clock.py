@@ -182,6 +182,14 @@ class ClockReading(TokenContext):
         return (unit is not None and nxt is not None and not self.tokens[i].trail and not nxt.lead
                 and nxt.core.lower() in (unit, "h"))
 
+    def _read_dose_interval(self, i: int) -> tuple[Optional[str], int]:
+        """Portuguese "de 8/8h": every so many hours, as a dose is prescribed ("de oito em oito horas")."""
+        every = _EVERY_HOURS_RE.fullmatch(self.tokens[i].core) if self.rules.code == "pt" else None
+        if every is None or every["a"] != every["b"]:
+            return None, 0
+        n = self.rules.cardinal(int(every["a"]), "f")  # "horas" is feminine: "de duas em duas horas"
+        return f"{n} em {n} horas", 0
+
     def _read_military_time(self, i: int) -> tuple[Optional[str], int]:
         """English 24-hour time written as four digits: "at 0930" -> "at oh nine thirty", "1400 hours"
         -> "fourteen hundred hours". Only with a leading zero after a word that leads a time ("at",
@@ -210,9 +218,6 @@ class ClockReading(TokenContext):
         short = _ONE_LETTER_MERIDIEMS_RE.fullmatch(core) if r.code == "en" else None
         if short:  # "11a-10p", "11:30a-9p": opening hours written short
             core = f"{short['start']}{short['start_m']}m-{short['end']}{short['end_m']}m"
-        if r.code == "pt" and (every := _EVERY_HOURS_RE.fullmatch(core)) and every["a"] == every["b"]:
-            n = r.cardinal(int(every["a"]), "f")  # "de 8/8h": a dose's interval, "de oito em oito horas"
-            return f"{n} em {n} horas", 0
         if r.code == "nl" and (hours := _DUTCH_HOURS_RE.fullmatch(core)):  # "9-17u": opening hours
             return f"{r.cardinal(int(hours['start']))} {RANGE_WORD['nl']} {r.cardinal(int(hours['end']))} uur", 0
         parts = re.split(r"[-–]", core)

@@ -94,7 +94,8 @@ class SpanishRules(LanguageRules):
         "lun": "lunes", "mar": "martes", "mié": "miércoles", "mie": "miércoles", "jue": "jueves",
         "vie": "viernes", "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
-    digits_lead_words = frozenset({"pin", "cp", "código", "otp", "postal", "verificación", "confirmación", "clave"})  # "código postal 28001"
+    # "código postal 28001", "su código de verificación es 482 913"
+    digits_lead_words = frozenset({"pin", "cp", "código", "otp", "postal", "verificación", "confirmación", "clave"})
     last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en"})
     record_nouns = frozenset("""pedido confirmación referencia reserva cliente cuenta factura póliza caso ticket
     seguimiento socio expediente incidencia solicitud""".split())

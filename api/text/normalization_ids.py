@@ -241,7 +241,8 @@ class IdReading(TokenContext):
         if i < 2 or self.tokens[i].lead:
             return False
         before = self.tokens[i - 2: i]
-        return not any(t.trail for t in before) and " ".join(t.core.lower() for t in before) in self.rules.last_digits_phrases
+        phrase = " ".join(t.core.lower() for t in before)
+        return not any(t.trail for t in before) and phrase in self.rules.last_digits_phrases
 
     def _iban_groups_follow(self, i: int) -> bool:
         """Whether three groups of four letters or digits follow token ``i``, nothing between them,
@@ -284,7 +285,8 @@ class IdReading(TokenContext):
                 else:  # the break between groups is a short pause, as when it is said
                     words[-1] += ","
             elif piece.isdecimal() and _is_quarter_of_year(pieces) and k == 3:
-                words.append(r.bare_year(int(piece)) or r.read_integer(piece))  # "Q3-2024": "Q three twenty twenty-four"
+                # "Q3-2024": "Q three twenty twenty-four"
+                words.append(r.bare_year(int(piece)) or r.read_integer(piece))
             elif piece.isdecimal() and r.code == "en" and pieces[k + 1:] == ["ers"] and 10 < int(piece) < 100 \
                     and int(piece) % 10:
                 said = r.read_integer(piece)  # "the 49ers", "the 76ers": "forty-niners", "seventy-sixers"
@@ -348,8 +350,9 @@ def _is_lettered_id(pieces: list[str]) -> bool:
 def _is_quarter_of_year(pieces: list[str]) -> bool:
     """Whether ``pieces`` are a quarter or a half of a year and the year, joined by a dash:
     "Q3-2024", "H1-2025" (not a range from three to two thousand and twenty-four)."""
-    return (len(pieces) == 4 and pieces[2] in DASHES and len(pieces[3]) == 4 and pieces[3][:2] in ("19", "20")
-            and ((pieces[0] == "Q" and pieces[1] in ("1", "2", "3", "4")) or (pieces[0] == "H" and pieces[1] in ("1", "2"))))
+    if len(pieces) != 4 or pieces[2] not in DASHES or len(pieces[3]) != 4 or pieces[3][:2] not in ("19", "20"):
+        return False
+    return (pieces[0] == "Q" and pieces[1] in ("1", "2", "3", "4")) or (pieces[0] == "H" and pieces[1] in ("1", "2"))
 
 
 def _ungroup_numbers(core: str, group_sep: str) -> str:
