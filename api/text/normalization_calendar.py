@@ -317,8 +317,9 @@ class CalendarReading(TokenContext):
         if r.code != "en":
             m = _SHORT_DECADE_RE.fullmatch(core)  # "los 90s", "os anos 80s": the decade is its number
             elided = _ELIDED_YEAR_RE.fullmatch(core) if m is None else None
-            if elided and not (core[0] == "’" or tok.lead.endswith("'")) or elided and elided.group(1)[0] == "0":
-                elided = None  # a year written short is "'90", "’99" ("'05": left as written)
+            written_short = core[0] == "’" or tok.lead.endswith("'")  # "'90", "’99"; "'05" is left as written
+            if elided is not None and (not written_short or elided.group(1)[0] == "0"):
+                elided = None
             if (m or elided) and tok.lead.endswith("'") and not any(q in tok.trail for q in "'’"):
                 self.tokens[i] = Token(tok.raw, tok.lead[:-1], tok.core, tok.trail)  # "los años '80", "de jaren '90"
             found = m or elided

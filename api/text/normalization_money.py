@@ -16,6 +16,7 @@ from api.text.normalization_units import UNIT_SYMBOLS
 SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR",
             "C$": "CAD", "CA$": "CAD", "A$": "AUD", "AU$": "AUD"}
 CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR", "CAD", "AUD"}
+_NO_CENTS_RE = re.compile(r"(.*\d),--?")  # a whole amount's ",-" (Dutch, German): "1.450,-"
 _DOLLAR_CODES = frozenset({"USD", "MXN", "CAD", "AUD"})  # what a bare "$" may be: "$1.500 MXN" is pesos
 _SYM = r"US\$|R\$|MX\$|CA?\$|AU?\$|[$€£¥₹]"
 _MONEY_SCALE = "k|K|m|M|bn|b|B|T|mln|mld"  # "$5M", "€2,5mld": keys of ``scale_words``, any case
@@ -94,9 +95,8 @@ class MoneyReading(TokenContext):
         symbol = tok.core[1:] if negative else tok.core
         if symbol in SYMBOLS or symbol in CODES:  # "€ 5", "USD 50"
             code = SYMBOLS.get(symbol, symbol)
-            whole = nxt_core.removesuffix("-").removesuffix("-").removesuffix(",")  # "€ 1.450,-": no cents
-            num = r.parse_amount(whole if whole != nxt_core and whole[-1:].isdecimal() else nxt_core,
-                                 dollar_sign=code in _DOLLAR_CODES)
+            no_cents = _NO_CENTS_RE.fullmatch(nxt_core)  # "€ 1.450,-"
+            num = r.parse_amount(no_cents.group(1) if no_cents else nxt_core, dollar_sign=code in _DOLLAR_CODES)
             if num is not None and negative:
                 num = ParsedNumber(num.integer, num.fraction, True)
             if num is not None and not nxt.lead:
