@@ -27,11 +27,15 @@ NAMED_TIMES = frozenset({"noon", "midnight", "mediodía", "medianoche", "meio-di
 # a range of 12-hour times with one-letter meridiems on both ends (English opening hours): "11a-10p"
 _ONE_LETTER_MERIDIEMS_RE = re.compile(r"(?P<start>(?:1[0-2]|0?[1-9])(?::[0-5]\d)?)(?P<start_m>[ap])[-–]"
                                       r"(?P<end>(?:1[0-2]|0?[1-9])(?::[0-5]\d)?)(?P<end_m>[ap])")
+# an English time with a one-letter meridiem: "10:15a", "5:25p" (without its minutes, "10a" may be a room)
+_ONE_LETTER_TIME_RE = re.compile(r"(1[0-2]|0?[1-9]):([0-5]\d)([ap])")
 # English 24-hour times written as four digits ("0930", "1400") and the words that lead one
 _MILITARY_TIME_RE = re.compile(r"(?P<h>[01]\d|2[0-3])(?P<m>[0-5]\d)")
 _MILITARY_LEADS = frozenset("at by until till from before after since".split())
 # Portuguese "8/8h", "12/12h": every so many hours, as a dose is prescribed
 _EVERY_HOURS_RE = re.compile(r"(?P<a>\d{1,2})/(?P<b>\d{1,2})h")
+# English "q6h", "q4-6h": every so many hours (a prescription's Latin "quaque")
+_EVERY_HOURS_EN_RE = re.compile(r"q(?P<a>\d{1,2})(?:[-–](?P<b>\d{1,2}))?h")
 # Dutch hours with "u" for "uur" after the last: "9-17u", "10–16u"
 _DUTCH_HOURS_RE = re.compile(r"(?P<start>[01]?\d|2[0-3])[-–](?P<end>[01]?\d|2[0-4])u")
 _HOURS_MINUTES_RE = re.compile(r"(?P<h>\d{1,3})h(?P<m>[0-5]?\d)(?P<unit>m|min)?")
@@ -124,6 +128,8 @@ class ClockReading(TokenContext):
         elif r.code != "en" and _H_TIME_RE.fullmatch(core):
             m = _H_TIME_RE.fullmatch(core)
             hour, minute = int(m.group(1)), int(m.group(2) or 0)
+        elif r.code == "en" and (m := _ONE_LETTER_TIME_RE.fullmatch(core)):  # "10:15a", "5:25p"
+            hour, minute, meridiem = int(m.group(1)), int(m.group(2)), m.group(3) + "m"
         elif core.isdecimal() and r.read_meridiem("am") is not None and (
                 self._meridiem_after(i) or self._meridiem_runs_on(i)):
             hour, minute = int(core), 0
@@ -183,11 +189,18 @@ class ClockReading(TokenContext):
                 and nxt.core.lower() in (unit, "h"))
 
     def _read_dose_interval(self, i: int) -> tuple[Optional[str], int]:
-        """Portuguese "de 8/8h": every so many hours, as a dose is prescribed ("de oito em oito horas")."""
-        every = _EVERY_HOURS_RE.fullmatch(self.tokens[i].core) if self.rules.code == "pt" else None
+        """How often a dose is taken, written as prescriptions write it: Portuguese "de 8/8h" ("de oito
+        em oito horas"), English "q6h", "q4-6h" ("every six hours", "every four to six hours")."""
+        r, core = self.rules, self.tokens[i].core
+        if r.code == "en" and (every := _EVERY_HOURS_EN_RE.fullmatch(core)):
+            hours = r.cardinal(int(every["a"]))
+            if every["b"]:
+                hours = f"{hours} {RANGE_WORD['en']} {r.cardinal(int(every['b']))}"
+            return f"every {hours} hours" if hours != "one" else "every hour", 0
+        every = _EVERY_HOURS_RE.fullmatch(core) if r.code == "pt" else None
         if every is None or every["a"] != every["b"]:
             return None, 0
-        n = self.rules.cardinal(int(every["a"]), "f")  # "horas" is feminine: "de duas em duas horas"
+        n = r.cardinal(int(every["a"]), "f")  # "horas" is feminine: "de duas em duas horas"
         return f"{n} em {n} horas", 0
 
     def _read_military_time(self, i: int) -> tuple[Optional[str], int]:
