@@ -58,7 +58,27 @@ class MeasureReading(TokenContext):
         prev, nxt = self.tokens[i - 1], self.tokens[i + 1]
         measured = (prev.raw.endswith(_INCH_MARKS) or prev.core in UNIT_SYMBOLS
                     or attached_unit(prev.core) is not None)
-        return measured and not prev.trail.strip("".join(_INCH_MARKS)) and starts_digit(nxt)
+        return (measured and not prev.trail.strip("".join(_INCH_MARKS)) and starts_digit(nxt)) or self._in_sides(i)
+
+    def _in_sides(self, i: int) -> bool:
+        """Whether the "x" at token ``i`` stands between the sides of a size written apart, its unit
+        after the last: "40 x 30 x 20 cm", "10 x 20 m" (not "2 x 3 = 6")."""
+        def number(k: int) -> bool:
+            tok = self.tokens[k] if 0 <= k < len(self.tokens) else None
+            return tok is not None and not tok.lead and not tok.trail and self.rules.parse_number(tok.core) is not None
+
+        def times(k: int) -> bool:
+            return 0 <= k < len(self.tokens) and self.tokens[k].raw in ("x", "×")
+
+        first = i - 1
+        while times(first - 1) and number(first - 2):
+            first -= 2
+        last = i + 1
+        while times(last + 1) and number(last + 2):
+            last += 2
+        unit = self.tokens[last + 1] if last + 1 < len(self.tokens) else None
+        return (number(first) and number(last) and unit is not None and not unit.lead
+                and unit.core in UNIT_SYMBOLS and bool(self.rules.units))
 
     def _between_count_and_price(self, i: int) -> bool:
         """Whether token ``i`` stands alone between a count and a price: "2 x $19.99", "3 × €5",

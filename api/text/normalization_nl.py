@@ -146,6 +146,8 @@ class DutchRules(LanguageRules):
         "t/m": Abbreviation("tot en met"),
         "p/m": Abbreviation("per maand"),  # "€ 19,95 p/m"
         "p.p.": Abbreviation("per persoon"),
+        "p.m.": Abbreviation("per maand", can_end=True),  # "€ 25,- p.m.": Dutch tells time on a 24-hour clock
+        "p.j.": Abbreviation("per jaar", can_end=True),
         "m.b.t.": Abbreviation("met betrekking tot"),
         "i.p.v.": Abbreviation("in plaats van"),
         "a.u.b.": Abbreviation("alstublieft", can_end=True),
