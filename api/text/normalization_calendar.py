@@ -20,6 +20,8 @@ from api.text.normalization_tokens import (
 
 # one time or a range of two, as opening hours are written: "9:00-17:00", "10-16", "8h-12h", "9.00"
 _OPENING_HOURS_RE = re.compile(r"(?:[01]?\d|2[0-3])(?P<clock>[:.h][0-5]\d|h)?(?:[-–](?:[01]?\d|2[0-3])(?:[:.h][0-5]\d|h)?)?")
+# a day and a month's short name: "10/dic", "10-Dec-2024"
+_DAY_MONTH_WORD_RE = re.compile(r"(?P<day>\d{1,2})[/-](?P<month>[^\W\d_]{3,4})\.?(?:[/-](?P<year>\d{4}))?")
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _ISO_DATETIME_RE = re.compile(r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})T(?P<h>\d{2}):(?P<mi>\d{2})(?::\d{2}(?:\.\d+)?)?"
                               r"(?P<zone>Z|[+-]\d{2}:?\d{2})?")
@@ -246,6 +248,25 @@ class CalendarReading(TokenContext):
         nxt = self._next(i)
         return starts_digit(nxt) or (nxt is not None and not nxt.lead and nxt.core.lower() in _EN_MONTHS
                                       and nxt.core[:1].isupper())
+
+    def _read_day_month_word(self, i: int) -> tuple[Optional[str], int]:
+        """A day and a month's short name joined by a slash or a dash, maybe with its year:
+        "10/dic" -> "diez de diciembre", "10-Dec-2024" -> "December tenth twenty twenty-four"."""
+        r = self.rules
+        m = _DAY_MONTH_WORD_RE.fullmatch(self.tokens[i].core)
+        if m is None:
+            return None, 0
+        word = m.group("month")
+        full = (EN_SHORT_MONTHS.get(word.title()) if r.code == "en" else r.month_abbreviations.get(word.lower())) or word
+        names = [name.lower() for name in r.months]
+        if full is None or full.lower() not in names:
+            return None, 0
+        month, day = names.index(full.lower()) + 1, int(m.group("day"))
+        try:
+            datetime.date(2000, month, day)
+        except ValueError:
+            return None, 0
+        return r.read_date(int(m.group("year")) if m.group("year") else None, month, day), 0
 
     def _read_date(self, i: int) -> tuple[Optional[str], int]:
         r, core = self.rules, self.tokens[i].core
