@@ -470,7 +470,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
                 continue
             nxt = self._next(i)
             if abbr.before_number and not starts_digit(nxt) and (nxt is None or nxt.core.lower() not in abbr.nouns):
-                return None, 0
+                return None  # no abbreviation here ("I said no."); a short month may still be one ("in Oct.")
             # "St. Louis" is Saint; "Main St., Springfield": punctuation after it ends a street name
             alternative = (abbr.before_capital is not None and starts_upper(nxt) and rest[k:] in ("", ".")
                            and not self._address_unit_after(i))  # "Oak St. Suite 200": Street

@@ -40,6 +40,9 @@ _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3]
 _EN_SHORT_DAYS = frozenset(day.title() for day in EnglishRules.weekday_abbreviations)
 # words after which a short day name is one ("on Fri.", "by Wed"): "Sat" and "Sun" stay words elsewhere
 _EN_DAY_LEADS = frozenset("on by every next this last until till from through before after since each".split())
+# words before a month's name: "in Oct.", "due Nov.", "since Jan."
+_EN_MONTH_LEADS = frozenset("""in since until till through thru by from during before after due early mid late
+    last next this of""".split())
 # Nouns after four digits that make them a count, not a year ("1999 people"); a year to 1899 is a
 # count before any plural (``_looks_plural``), a later one only before these: "2024 models" is a year
 _EN_COUNT_NOUNS = frozenset("""people persons men women children kids staff users customers clients employees
@@ -106,6 +109,8 @@ class CalendarReading(TokenContext):
             and (self._before_date(i) or (tok.core in _EN_SHORT_DAYS and self._after_day_lead(i)))
         ):
             said = days.get(tok.core.lower()) or EN_SHORT_MONTHS[tok.core]
+        elif r.code == "en" and tok.core in EN_SHORT_MONTHS and tok.trail.startswith(".") and self._after_month_lead(i):
+            said = EN_SHORT_MONTHS[tok.core]  # "in Oct.", "due Nov.", "in Jan. and Feb."
         elif r.code != "en" and tok.trail in (".", ".,"):
             said = self._short_date_word(i)  # "8 de dic.", "mar. 8"
             if said is None:
@@ -122,6 +127,19 @@ class CalendarReading(TokenContext):
             trail = self._abbreviation_trail(tok.trail[1:], i, title=False, can_end=True)
             self.tokens[i] = Token(tok.raw, tok.lead, tok.core, trail)
         return said
+
+    def _after_month_lead(self, i: int) -> bool:
+        """Whether token ``i`` (an English short month) follows a word that leads a month ("in",
+        "since", "due", "early"...), or "and"/"or"/"to" after another short month ("in Jan. and
+        Feb."): "I saw Jan." and "Mar. was cold" stay as written."""
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is None or prev.trail or self.tokens[i].lead:
+            return False
+        word = prev.core.lower()
+        if word in _EN_MONTH_LEADS:
+            return True
+        before = self.tokens[i - 2] if i > 1 else None
+        return word in ("and", "or", "to") and before is not None and before.core in EN_SHORT_MONTHS
 
     def _letter_day_range(self, core: str) -> Optional[str]:
         """A range of days written with their letters: English "M-F", "Tu-Sa"; Spanish "L-V", "L-S"
