@@ -363,6 +363,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             self._read_per,
             self._read_scaled,
             self._read_mixed_number,
+            self._read_house_number,
             self._read_year_like,
             self._read_area_code,
             self._read_number,
@@ -413,14 +414,32 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         prev, nxt = self.tokens[i - 1] if i > 0 else None, self._next(i)
         if prev is None or tok.lead:
             return None
-        if tok.core in _COMPASS_POINTS and prev.core.removesuffix(".") in _STREET_TYPES and prev.trail in ("", "."):
-            return _COMPASS_POINTS[tok.core]  # "5th Ave NW", "Main St. NW"
+        if tok.core in _COMPASS_POINTS and prev.core.removesuffix(".") in _STREET_NAMES and prev.trail in ("", "."):
+            return _COMPASS_POINTS[tok.core]  # "5th Ave NW", "Main St. NW", "Pennsylvania Avenue NW"
         if prev.trail:
             return None
         if tok.core not in _STREET_TYPES or not (prev.core[:1].isupper() or _EN_ORDINAL_RE.fullmatch(prev.core)):
             return None
         ends = bool(tok.trail) or nxt is None or nxt.core in _COMPASS_POINTS or nxt.core[:1].islower()
         return _STREET_TYPES[tok.core] if ends else None
+
+    def _read_house_number(self, i: int) -> tuple[Optional[str], int]:
+        """An English house number before its street, said in pairs as addresses are: "123 Main St"
+        -> "one twenty-three Main Street", "2200 Oak Ave." -> "twenty-two hundred". Only three or
+        four digits, then capitalised words and a street's type within three words."""
+        r, tok = self.rules, self.tokens[i]
+        if r.code != "en" or not (tok.core.isdecimal() and 3 <= len(tok.core) <= 4) or tok.core[0] == "0" or tok.trail:
+            return None, 0
+        for k in range(i + 1, min(i + 5, len(self.tokens))):
+            word = self.tokens[k]
+            if word.lead or not word.core[:1].isupper():
+                return None, 0
+            if k > i + 1 and word.core.removesuffix(".") in _STREET_NAMES:
+                pairs = r.digit_pairs(tok.core)
+                return (pairs, 0) if pairs else (None, 0)
+            if word.trail:
+                return None, 0
+        return None, 0
 
     def _address_unit_after(self, i: int) -> bool:
         """Whether an English address's unit or a compass point follows token ``i`` ("Oak St. Suite
@@ -553,6 +572,9 @@ _KEY_COMBO_RE = re.compile(r"(?i:ctrl|control|shift|alt|cmd|command|opt|option|w
 _HEX_RE = re.compile(r"0x[0-9A-Fa-f]{2,16}")  # "0x80070005"
 _STREET_TYPES = {"St": "Street", "Ave": "Avenue", "Rd": "Road", "Blvd": "Boulevard", "Ln": "Lane", "Hwy": "Highway",
                  "Pkwy": "Parkway"}
+# a street's type, short or in full, after its name: "123 Main St", "2200 Oak Avenue"
+_STREET_NAMES = frozenset(_STREET_TYPES) | frozenset(_STREET_TYPES.values()) | frozenset(
+    "Drive Dr Way Court Ct Place Pl Terrace Circle Cir Square Sq Trail Plaza".split())
 _COMPASS_POINTS = {"N": "North", "S": "South", "E": "East", "W": "West", "NE": "Northeast", "NW": "Northwest",
                    "SE": "Southeast", "SW": "Southwest"}
 # the parts of an English address after its street: "Oak St. Suite 200", "Elm St. Apt. 4B"

@@ -135,6 +135,7 @@ class EnglishRules(LanguageRules):
         "ave.": Abbreviation("avenue", can_end=True),
         "blvd.": Abbreviation("boulevard", can_end=True),
         "rd.": Abbreviation("road", can_end=True),
+        "ste.": Abbreviation("suite", before_number=True),  # "Oak St. Ste. 310"
         "ln.": Abbreviation("lane", can_end=True),
         "hwy.": Abbreviation("highway", can_end=True),
         "pkwy.": Abbreviation("parkway", can_end=True),
