@@ -328,6 +328,8 @@ class IdReading(TokenContext):
                 words.append(RANGE_WORD[r.code])  # "Q1-Q3", "FY24-FY26": a range of labelled numbers
             elif piece == "&":
                 words.append(r.ampersand_word)
+            elif piece == "+" and k == len(pieces) - 1 and k > 0 and pieces[k - 1].isdecimal():
+                words.append(r.symbol_words["+"])  # "HDR10+", "USB3+": a name's "plus"
             elif piece in "-–/_" or piece.isspace():
                 continue  # a word break
             elif piece in ("'", "’") and k + 1 < len(pieces) and _year_after_word(pieces, k + 1, r):
