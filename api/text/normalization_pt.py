@@ -158,6 +158,7 @@ class PortugueseRules(LanguageRules):
         "av.": Abbreviation("avenida", title=True),
         "apto.": Abbreviation("apartamento", before_number=True),
         "ap.": Abbreviation("apartamento", before_number=True),  # "Rua Augusta, 1500, ap. 42"
+        "apto": Abbreviation("apartamento", before_number=True),  # written without its period too
         "nº": Abbreviation("número"),  # never a word of its own: "el nº de pedido"
         "etc.": Abbreviation("etcétera", can_end=True),
         "p.ex.": Abbreviation("por exemplo"),
