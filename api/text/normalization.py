@@ -490,9 +490,11 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             nxt = self._next(i)
             if abbr.before_number and not starts_digit(nxt) and (nxt is None or nxt.core.lower() not in abbr.nouns):
                 return None  # no abbreviation here ("I said no."); a short month may still be one ("in Oct.")
-            # "St. Louis" is Saint; "Main St., Springfield": punctuation after it ends a street name
+            # "St. Louis" is Saint; "Main St., Springfield": punctuation after it ends a street name, and
+            # an address's unit goes on with it ("Oak St. Suite 200": Street, no full stop)
+            in_address = self._address_unit_after(i)
             alternative = (abbr.before_capital is not None and starts_upper(nxt) and rest[k:] in ("", ".")
-                           and not self._address_unit_after(i))  # "Oak St. Suite 200": Street
+                           and not in_address)
             if alternative:
                 said = abbr.before_capital
             elif abbr.at_end is not None and (nxt is None or rest[k:] != ""):
@@ -504,8 +506,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             words = capitalize_like(said, rest)
             trail = rest[k:]
             if rest[k - 1] == ".":
-                can_end = abbr.can_end and not self._address_unit_after(i)  # no full stop inside an address
-                trail = self._abbreviation_trail(trail, i, abbr.title or alternative, can_end)
+                trail = self._abbreviation_trail(trail, i, abbr.title or alternative, abbr.can_end and not in_address)
             # The reader attaches tok.trail; hand back the adjusted one through a 1-token view.
             self.tokens[i] = Token(tok.raw, tok.lead, rest[:k], trail)
             return words, 0
