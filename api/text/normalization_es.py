@@ -101,6 +101,7 @@ class SpanishRules(LanguageRules):
     seguimiento socio expediente incidencia solicitud""".split())
     record_number_words = frozenset({"número", "nº", "n.º", "núm", "núm.", "#"})
     masked_digits_phrase = "terminada en"  # la tarjeta, la cuenta
+    masked_digits_masculine = "terminado en"  # el número, el pedido
     keypad_words = {"*": "asterisco", "#": "almohadilla"}
     keypad_verbs = frozenset({"pulse", "presione", "marque", "oprima", "teclee"})
     keypad_key_words = frozenset({"tecla"})

@@ -232,7 +232,9 @@ class IdReading(TokenContext):
         after_phrase = (len(prev) == 2 and not prev[0].trail and not prev[1].trail
                         and f"{prev[0].core} {prev[1].core}".lower() in r.last_digits_phrases)
         if r.masked_digits_phrase and not after_phrase:
-            said = f"{r.masked_digits_phrase} {said}"
+            noun = self.tokens[i - 1] if i > 0 and not self.tokens[i - 1].trail else None
+            masculine = r.masked_digits_masculine is not None and noun is not None and r.noun_gender(noun.core) == "m"
+            said = f"{r.masked_digits_masculine if masculine else r.masked_digits_phrase} {said}"
         return said, consumed
 
     def _after_last_digits_phrase(self, i: int) -> bool:

@@ -352,6 +352,8 @@ class LanguageRules:
     #: What masked digits are said with: "****1234" is a card or account "ending in one two three
     #: four" (None: the digits alone).
     masked_digits_phrase: Optional[str] = None
+    #: The phrase after a masculine noun, where it agrees with it: "su número ****1234" is "terminado en".
+    masked_digits_masculine: Optional[str] = None
     #: Verbs (lowercase) that dial a number, and the words that may stand between them and it:
     #: "Call 911", "llama al 112", "ligue para o 190" read the number digit by digit.
     dial_words: frozenset[str] = frozenset()
