@@ -339,6 +339,9 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         graded = _GRADE_RE.fullmatch(tok.core)
         if graded:  # "an A+", "O+ blood": the letter and "plus"
             return f"{graded.group('letters')} {self.rules.symbol_words['+']}", 0
+        sizes = self._clothing_sizes(i)
+        if sizes is not None:
+            return sizes, 0
         if tok.core.isalpha() and tok.core not in CODES:  # a word of letters only: no rule below reads one
             return None, 0  # (most tokens are); a currency's code may lead its amount ("USD 50")
         for reader in (
@@ -440,6 +443,20 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             if word.trail:
                 return None, 0
         return None, 0
+
+    def _clothing_sizes(self, i: int) -> Optional[str]:
+        """Clothing sizes joined by slashes or a dash: "S/M/L" -> "S, M, L", "XS-XXL" -> "XS to XXL".
+        Single letters only three or more, or after a word for sizes ("tallas S-M"); None elsewhere."""
+        core = self.tokens[i].core
+        dash = "-" in core or "–" in core
+        parts = re.split(r"[-–]", core) if dash else core.split("/")
+        if len(parts) < 2 or not all(part in _CLOTHING_SIZES for part in parts) or (dash and len(parts) != 2):
+            return None
+        prev = self.tokens[i - 1] if i > 0 else None
+        named = prev is not None and not prev.trail and prev.core.lower() in _SIZE_WORDS
+        if all(len(part) == 1 for part in parts) and not (named or len(parts) >= 3):
+            return None
+        return f" {RANGE_WORD[self.rules.code]} ".join(parts) if dash else ", ".join(parts)
 
     def _address_unit_after(self, i: int) -> bool:
         """Whether an English address's unit or a compass point follows token ``i`` ("Oak St. Suite
@@ -578,6 +595,9 @@ _STREET_NAMES = frozenset(_STREET_TYPES) | frozenset(_STREET_TYPES.values()) | f
     "Drive Dr Way Court Ct Place Pl Terrace Circle Cir Square Sq Trail Plaza".split())
 _COMPASS_POINTS = {"N": "North", "S": "South", "E": "East", "W": "West", "NE": "Northeast", "NW": "Northwest",
                    "SE": "Southeast", "SW": "Southwest"}
+# clothing sizes, and the words that name them: "sizes S/M/L", "tallas XS-XXL"
+_CLOTHING_SIZES = frozenset("XXS XS S M L XL XXL XXXL 2XL 3XL 4XL".split())
+_SIZE_WORDS = frozenset("size sizes talla tallas tamanho tamanhos maat maten".split())
 # the parts of an English address after its street: "Oak St. Suite 200", "Elm St. Apt. 4B"
 _EN_ADDRESS_UNITS = frozenset("apt apartment suite ste unit fl floor bldg building rm room dept".split())
 _EN_ORDINAL_RE = re.compile(r"\d+(?:st|nd|rd|th)")  # "5th" before "Ave"
