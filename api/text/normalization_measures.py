@@ -16,6 +16,9 @@ from api.text.normalization_units import ATTACHED_ONLY, STANDALONE, UNIT_SYMBOLS
 
 SQUARE_UNITS = {"ft": "ft2", "m": "m2", "km": "km2", "cm": "cm2", "mm": "mm2"}  # after "sq"
 _PERCENT_BEFORE_DASH_RE = re.compile(r"\s?%(?=\s?[-–])")
+# a temperature written without its degree sign, and the words that make it one
+_BARE_FAHRENHEIT_RE = re.compile(r"(?P<num>\d{2,3})F")
+_HEAT_WORDS = frozenset("preheat oven bake roast heat temperature temp degrees broil grill".split())
 _RATE_PERIODS = {"a.m": "ao mês", "a.a": "ao ano"}  # Portuguese: "1,99% a.m."
 _PERCENT_RANGE_END_RE = re.compile(r"%[-–](?P<high>\d[\d.,]*)")  # the middle of "5 %-10 %"
 
@@ -165,6 +168,8 @@ class MeasureReading(TokenContext):
         if not r.units:
             return None, 0
         joins_next = nxt is not None and not tok.trail and not nxt.lead
+        if (fahrenheit := _BARE_FAHRENHEIT_RE.fullmatch(tok.core)) and self._oven_words_before(i):
+            return self._amount_of(None, fahrenheit.group("num"), "°F"), 0  # "preheat the oven to 350F"
         seconds = _DECIMAL_SECONDS_RE.fullmatch(tok.core)
         # "in 3.2s": seconds, with the language's decimal sign ("1,000s" in English are thousands);
         # "5s" and "30s" may be plurals and decades
@@ -203,6 +208,11 @@ class MeasureReading(TokenContext):
             if reading is not None:
                 return reading, 2
         return None, 0
+
+    def _oven_words_before(self, i: int) -> bool:
+        """Whether a word of heat or cooking stands in the four words before token ``i``: after it a
+        bare "350F" is Fahrenheit ("preheat the oven to 350F"), elsewhere it may be a seat ("12F")."""
+        return any(t.core.lower() in _HEAT_WORDS for t in self.tokens[max(0, i - 4): i])
 
     def _after_feet(self, i: int) -> bool:
         """Whether a number of feet comes right before token ``i`` ("6 ft", "6 feet", "6ft")."""
