@@ -210,9 +210,15 @@ class MeasureReading(TokenContext):
         return None, 0
 
     def _oven_words_before(self, i: int) -> bool:
-        """Whether a word of heat or cooking stands in the four words before token ``i``: after it a
-        bare "350F" is Fahrenheit ("preheat the oven to 350F"), elsewhere it may be a seat ("12F")."""
-        return any(t.core.lower() in _HEAT_WORDS for t in self.tokens[max(0, i - 4): i])
+        """Whether a word of heat or cooking stands in the four words before token ``i``, in the same
+        clause: after it a bare "350F" is Fahrenheit ("preheat the oven to 350F"), elsewhere it may be
+        a seat ("12F")."""
+        for k in range(i - 1, max(-1, i - 5), -1):
+            if self.tokens[k].trail:
+                return False
+            if self.tokens[k].core.lower() in _HEAT_WORDS:
+                return True
+        return False
 
     def _after_feet(self, i: int) -> bool:
         """Whether a number of feet comes right before token ``i`` ("6 ft", "6 feet", "6ft")."""
