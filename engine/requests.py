@@ -123,7 +123,10 @@ def _fmt(value: object) -> str:
             return f"{sign}2**{n.bit_length() - 1}"
         if n & (n + 1) == 0:
             return f"{sign}(2**{n.bit_length()} - 1)" if sign else f"2**{n.bit_length()} - 1"
-        return f"{float(value):.6g}"
+        if n < 10**308:
+            return f"{float(value):.6g}"
+        digits = str(n)  # past a float's range (a JSON integer of 400 digits): its size from its digits
+        return f"{sign}{digits[0]}.{digits[1:6].rstrip('0') or '0'}e+{len(digits) - 1}"
     return repr(value)
 
 

@@ -639,6 +639,9 @@ def test_sampling_knobs_accept_their_closed_bounds():
 @pytest.mark.parametrize("changes, field, message", [
     ({"top_k": 2**63}, "top_k", "top_k: must be in [0, 1024], got 2**63"),
     ({"top_k": 1e300}, "top_k", "top_k: must be in [0, 1024], got 1e+300"),
+    # an integer past a float's range (JSON allows 4,300 digits) is no 500: the fuzz found it
+    ({"top_k": -int("9" * 400)}, "top_k", "top_k: must be in [0, 1024], got -9.99999e+399"),
+    ({"seed": 12345 * 10**400}, "seed", "seed: must be in [0, 2**63 - 1], got 1.2345e+404"),
     ({"top_k": 1025}, "top_k", "top_k: must be in [0, 1024], got 1025"),
     ({"temperature": 3.4e38}, "temperature", "temperature: must be in [0, 10], got 3.4e+38"),
     ({"temperature": 1e300}, "temperature", "temperature: must be in [0, 10], got 1e+300"),
