@@ -449,6 +449,8 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         Single letters only three or more, or after a word for sizes ("tallas S-M"); None elsewhere."""
         core = self.tokens[i].core
         dash = "-" in core or "–" in core
+        if not dash and "/" not in core:  # most tokens: no joined sizes, nothing to split
+            return None
         parts = re.split(r"[-–]", core) if dash else core.split("/")
         if len(parts) < 2 or not all(part in _CLOTHING_SIZES for part in parts) or (dash and len(parts) != 2):
             return None
