@@ -64,7 +64,7 @@ from api.text.normalization_en import EnglishRules
 from api.text.normalization_es import SpanishRules
 from api.text.normalization_ids import IdReading, phone_groups, stars_are_literal
 from api.text.normalization_markdown import token_line_starts, without_markdown, without_path_arrows
-from api.text.normalization_measures import ROOMS, SQUARE_UNITS, MeasureReading
+from api.text.normalization_measures import ROOMS, UNITS_SECOND_WORDS, MeasureReading
 from api.text.normalization_money import CODES, MoneyReading
 from api.text.normalization_nl import DutchRules
 from api.text.normalization_numbers import SIGN_ALIASES, NumberReading
@@ -72,7 +72,7 @@ from api.text.normalization_pt import PortugueseRules
 from api.text.normalization_rules import Abbreviation, LanguageRules
 from api.text.normalization_tokens import (
     BETWEEN, BETWEEN_AND, BY_WORD, DASHES, RANGE_WORD, TRAIL, Token, capitalize_like, goes_on_after_meridiem,
-    split_token, starts_digit, starts_upper,
+    is_time_zone, split_token, starts_digit, starts_upper,
 )
 from api.text.normalization_units import UNIT_SYMBOLS
 from api.text.normalization_web import read_address
@@ -246,6 +246,8 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
     def __init__(self, rules: LanguageRules, raws: list[str], line_starts: Optional[list[bool]] = None) -> None:
         self.rules = rules
         self.line_starts = line_starts or [False] * len(raws)
+        if rules.code == "en":
+            raws = _hearts_said(raws)
         raws = without_path_arrows(without_pictographs(raws, keep_rating_stars=True))
         self.tokens = [split_token(r) for r in without_markdown(raws, line_starts, literal=stars_are_literal)]
         self.phone_groups = phone_groups(self.tokens)
@@ -282,6 +284,16 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             i += 1 + consumed
         return out
 
+    def _zone_before_slash(self, i: int) -> bool:
+        """Whether token ``i`` is a time's zone before a slash alone and the time in another zone:
+        "3pm ET / 12pm PT", "15:00 CET / 9:00 ET"."""
+        tok = self.tokens[i]
+        if not is_time_zone(tok.core) or tok.trail or i == 0 or i + 2 >= len(self.tokens):
+            return False
+        time, slash, after = self.tokens[i - 1], self.tokens[i + 1], self.tokens[i + 2]
+        meridiem = time.core.lower() in ("a.m", "p.m", "am", "pm") and time.trail in ("", ".")
+        return slash.raw == "/" and starts_digit(after) and (meridiem or (starts_digit(time) and not time.trail))
+
     def _after_between(self, i: int) -> bool:
         prev = self.tokens[i - 1] if i > 0 else None
         return prev is not None and not prev.trail and prev.core.lower() == BETWEEN[self.rules.code]
@@ -293,7 +305,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         for short in ("a.m.", "p.m.", "a.a."):  # the abbreviation's own period is not punctuation
             if key.startswith(short):
                 return self._abbreviation_trail(tok.raw[len(short) :], j, title=False, can_end=True)
-        if tok.trail.startswith(".") and (tok.core in UNIT_SYMBOLS or tok.core in SQUARE_UNITS
+        if tok.trail.startswith(".") and (tok.core in UNIT_SYMBOLS or tok.core in UNITS_SECOND_WORDS or tok.core == "in"
                                           or tok.core in EN_SHORT_MONTHS or tok.core.lower() in _SHORT_SCALES):
             # "5 lbs. of flour", "21 Sept. at noon", "€5 mln. voor": a short form's own period, a
             # full stop only where one ends
@@ -342,6 +354,8 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         sizes = self._clothing_sizes(i)
         if sizes is not None:
             return sizes, 0
+        if self._zone_before_slash(i):  # "3pm ET / 12pm PT": the same time in another zone, after a pause
+            return tok.core + ",", 1
         if tok.core.isalpha() and tok.core not in CODES:  # a word of letters only: no rule below reads one
             return None, 0  # (most tokens are); a currency's code may lead its amount ("USD 50")
         for reader in (
@@ -467,6 +481,20 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         return (self.rules.code == "en" and nxt is not None and not nxt.lead
                 and (nxt.core.lower() in _EN_ADDRESS_UNITS or nxt.core in _COMPASS_POINTS or nxt.core.startswith("#")))
 
+    def _ends_a_street_name(self, i: int) -> bool:
+        """Whether the short form at token ``i`` ends an English street's name: after one to three
+        capitalised words that follow a house number or "on"/"at" ("500 Oak St. He left", "on Main
+        St. Then"); "Visit St. Louis" and "I love St. Louis" name a saint."""
+        if self.rules.code != "en":
+            return False
+        k = i - 1
+        while k >= 0 and i - k <= 3 and not self.tokens[k].trail and starts_upper(self.tokens[k]) \
+                and self.tokens[k].core.isalpha():
+            k -= 1
+        if k == i - 1 or k < 0 or self.tokens[k].trail:
+            return False
+        return starts_digit(self.tokens[k]) or self.tokens[k].core in _STREET_PREPOSITIONS
+
     def _numbers_the_word_before(self, i: int) -> bool:
         """Whether a lone "#" at token ``i`` stands for "number" after the word it numbers: before
         its number ("Order # 12345"), a colon ("Order #:") or "is" ("your account # is")."""
@@ -507,13 +535,14 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             if abbr is None or any(c not in TRAIL for c in rest[k:]):
                 continue
             nxt = self._next(i)
-            if abbr.before_number and not starts_digit(nxt) and (nxt is None or nxt.core.lower() not in abbr.nouns):
+            if ((abbr.before_number or abbr.nouns) and not (abbr.before_number and starts_digit(nxt))
+                    and (nxt is None or nxt.core.lower() not in abbr.nouns)):
                 return None  # no abbreviation here ("I said no."); a short month may still be one ("in Oct.")
             # "St. Louis" is Saint; "Main St., Springfield": punctuation after it ends a street name, and
             # an address's unit goes on with it ("Oak St. Suite 200": Street, no full stop)
             in_address = self._address_unit_after(i)
             alternative = (abbr.before_capital is not None and starts_upper(nxt) and rest[k:] in ("", ".")
-                           and not in_address)
+                           and not in_address and not self._ends_a_street_name(i))
             if alternative:
                 said = abbr.before_capital
             elif abbr.at_end is not None and (nxt is None or rest[k:] != ""):
@@ -551,6 +580,17 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         return read_address(self.tokens[i].core, self.rules), 0
 
 
+def _hearts_said(raws: list[str]) -> list[str]:
+    """English tokens with a heart between "I" or "we" and a word said as the verb it stands for:
+    "I ❤️ NY" -> "I love NY", "We ❤ our customers". Elsewhere ("Thanks ❤️") it is left out with
+    the other pictographs."""
+    out = list(raws)
+    for k in range(1, len(out) - 1):
+        if out[k - 1] in _HEART_LOVERS and out[k].replace("\ufe0f", "") in _HEARTS and out[k + 1][:1].isalnum():
+            out[k] = "love"
+    return out
+
+
 def _read_keys(core: str) -> Optional[str]:
     """A keyboard shortcut, its keys said in a row: "Ctrl+Shift+Delete" -> "Control Shift Delete",
     "Cmd+C" -> "Command C"."""
@@ -580,6 +620,8 @@ def _roman_value(core: str) -> Optional[int]:
 # Names written with signs, said alike in every language: programming languages
 _LETTERS_WITH_SIGNS = {"C++": "C plus plus", "C#": "C sharp", "F#": "F sharp"}
 # English short forms that are words only in one case ("MoM", not "Mom"), and an even split
+_HEARTS = frozenset("❤♥💙💚💛💜🧡🖤🤍🤎💗💖💕")
+_HEART_LOVERS = frozenset({"I", "i", "We", "we"})
 _EN_FIXED_READINGS = {"YoY": "year over year", "QoQ": "quarter over quarter", "MoM": "month over month",
                       "50-50": "fifty-fifty", "50/50": "fifty-fifty", "24/7/365": "twenty-four seven three sixty-five",
                       "N/A": "not applicable"}
@@ -590,6 +632,7 @@ _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": 
               "del": "Delete", "esc": "Escape", "enter": "Enter", "tab": "Tab", "space": "Space"}
 _KEY_COMBO_RE = re.compile(r"(?i:ctrl|control|shift|alt|cmd|command|opt|option|win|fn)(?:\+[A-Za-z0-9]{1,6})+")
 _HEX_RE = re.compile(r"0x[0-9A-Fa-f]{2,16}")  # "0x80070005"
+_STREET_PREPOSITIONS = frozenset({"on", "at", "off", "along", "down", "up", "onto"})  # "on Main St."
 _STREET_TYPES = {"St": "Street", "Ave": "Avenue", "Rd": "Road", "Blvd": "Boulevard", "Ln": "Lane", "Hwy": "Highway",
                  "Pkwy": "Parkway"}
 # a street's type, short or in full, after its name: "123 Main St", "2200 Oak Avenue"

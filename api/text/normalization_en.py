@@ -93,11 +93,11 @@ class EnglishRules(LanguageRules):
             "mm": ("millimeter", "millimeters"), "mi": ("mile", "miles"), "ft": ("foot", "feet"),
             "in": ("inch", "inches"),
             "kg": ("kilogram", "kilograms"), "g": ("gram", "grams"), "mg": ("milligram", "milligrams"),
-            "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"), "l": ("liter", "liters"),
+            "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"), "floz": ("fluid ounce", "fluid ounces"), "l": ("liter", "liters"),
             "ml": ("milliliter", "milliliters"),
             "m2": ("square meter", "square meters"), "km2": ("square kilometer", "square kilometers"),
             "cm2": ("square centimeter", "square centimeters"), "mm2": ("square millimeter", "square millimeters"),
-            "ft2": ("square foot", "square feet"), "m3": ("cubic meter", "cubic meters"),
+            "ft2": ("square foot", "square feet"), "m3": ("cubic meter", "cubic meters"), "kg/m2": ("kilogram per square meter", "kilograms per square meter"),
             "cm3": ("cubic centimeter", "cubic centimeters"),
             "km/h": ("kilometer per hour", "kilometers per hour"), "mph": ("mile per hour", "miles per hour"),
             "mpg": ("mile per gallon", "miles per gallon"), "star": ("star", "stars"),
@@ -108,7 +108,7 @@ class EnglishRules(LanguageRules):
             "TB": ("terabyte", "terabytes"),
             "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
             "GHz": ("gigahertz", "gigahertz"),
-            "kbps": ("kilobit per second", "kilobits per second"),
+            "bps": ("bit per second", "bits per second"), "kbps": ("kilobit per second", "kilobits per second"),
             "Mbps": ("megabit per second", "megabits per second"),
             "Gbps": ("gigabit per second", "gigabits per second"),
             "fps": ("frame per second", "frames per second"), "bpm": ("beat per minute", "beats per minute"),
@@ -163,6 +163,15 @@ class EnglishRules(LanguageRules):
         "est.": Abbreviation("estimated", before_digit="established"),  # "Est. delivery", "Est. 1998"
         "rm": Abbreviation("room", before_number=True),
         "excl.": Abbreviation("excluding"),
+        "bus.": Abbreviation("business", nouns=frozenset({"day", "days", "hours"})),  # "3-5 bus. days"
+        "fl.": Abbreviation("fluid", nouns=frozenset({"oz", "oz.", "ounce", "ounces"})),  # "2 fl. oz"
+        # A prescription's Latin, dotted ("take 1 tablet b.i.d."); undotted, "bid" is a word
+        "q.d.": Abbreviation("once a day", can_end=True),
+        "b.i.d.": Abbreviation("twice a day", can_end=True),
+        "t.i.d.": Abbreviation("three times a day", can_end=True),
+        "q.i.d.": Abbreviation("four times a day", can_end=True),
+        "q.h.s.": Abbreviation("at bedtime", can_end=True),
+        "p.r.n.": Abbreviation("as needed", can_end=True),
         "w/": Abbreviation("with"),
         "w/o": Abbreviation("without"),
         "inc.": Abbreviation("incorporated", can_end=True),

@@ -71,14 +71,19 @@ class IdReading(TokenContext):
         """Whether the number at token ``i`` is a record's (an order's, a booking's, a case's):
         after "<record> number" or "<record> #" or "no.", past "is" or a colon ("your order number
         is 4821", "case no. 5521", "pedido nº 4821"), after "número de <record>" ("su número de
-        pedido es 4821"), after a Dutch "<record>nummer" ("klantnummer: 4821"), or written "#4821"
-        after the record's noun ("Order #4821"). A record's number is said digit by digit."""
+        pedido es 4821"), after a Dutch "<record>nummer" ("klantnummer: 4821"), written "#4821"
+        after the record's noun ("Order #4821"), or four or five digits right after it that count
+        nothing ("Ticket 4521 is open"; "order 1500 units" and "order 2000" count, "case 2024" may be
+        a year). A record's number is said digit by digit."""
         r, tok = self.rules, self.tokens[i]
         if not r.record_nouns:
             return False
         prev = self.tokens[i - 1]
         if tok.raw[len(tok.lead):].startswith("#"):  # "Order #4821": the sign's rest, read in its place
             return not prev.trail and prev.core.lower() in r.record_nouns
+        if (not prev.trail and prev.core.lower() in r.record_nouns and tok.core.isdecimal() and len(tok.core) in (4, 5)
+                and not tok.core.endswith("00") and not _YEAR_RE.fullmatch(tok.core) and not self._counts_a_plural(i)):
+            return True
         lead = self._word_back(i, r.copulas)
         if lead is None or self.tokens[lead].trail not in ("", ":", ".", ".:"):
             return False
@@ -91,6 +96,14 @@ class IdReading(TokenContext):
         # "número de pedido": the number's word, a link, the record
         return (word in r.record_nouns and len(before) == 2 and before[0] in r.record_number_words
                 and before[1] in FRACTION_OF)
+
+    def _counts_a_plural(self, i: int) -> bool:
+        """Whether a plural seems to follow the number at token ``i``: a lowercase word of three
+        letters or more ending in "s" that is no verb of being ("1500 units"; "4521 was", "4521 is")."""
+        nxt = self._next(i)
+        if nxt is None or self.tokens[i].trail or nxt.lead or not nxt.core.isalpha() or not nxt.core.islower():
+            return False
+        return len(nxt.core) >= 3 and nxt.core.endswith("s") and nxt.core not in _BEING_WORDS
 
     def _flight_number(self, i: int) -> Optional[str]:
         """A flight's number, said in pairs where the language does ("Flight 2005", "flight DL
@@ -378,6 +391,8 @@ def _between_labels(pieces: list[str], k: int) -> bool:
             and pieces[k + 1].isalpha() and pieces[k + 1] == pieces[k - 2])
 
 
+_BEING_WORDS = frozenset({"was", "has", "is", "es", "fue", "está", "foi", "são"})
+_YEAR_RE = re.compile(r"(?:19|20)\d\d")
 _CAPITALS_RE = re.compile(r"[A-Z]{1,3}")  # an airline's or a maker's code before a number
 _GROUP_SEPARATORS = "-–.,:"
 
@@ -432,11 +447,17 @@ def phone_groups(tokens: list[Token]) -> dict[int, str]:
                 k += 1
             if k > i + 1 and sum(len(t.core) for t in tokens[i:k]) >= 10:  # with the dash: 9 digits or more
                 out.update((m, "," if m < k - 1 else "") for m in range(i, k))
+        elif (j == i and _AREA_EXCHANGE_RE.fullmatch(tokens[i].core) and not tokens[i].trail and i + 1 < len(tokens)
+              and not tokens[i + 1].lead and len(tokens[i + 1].core) == 4 and tokens[i + 1].core.isdecimal()
+              and (i + 2 == len(tokens) or tokens[i + 1].trail or not _is_digit_group(tokens[i + 2]))
+              and not tokens[i + 1].core.endswith("00")):
+            out.update({i: ",", i + 1: ""})  # "555-123 4567": a North American number's area code and exchange
         i = max(j, i + 1)
     return out
 
 
 _TRUNK_AREA_RE = re.compile(r"0\d{1,3}-\d{3,4}")  # a trunk "0", the area code and the first group: "020-123"
+_AREA_EXCHANGE_RE = re.compile(r"[2-9]\d{2}-\d{3}")  # "555-123" before "4567"
 
 
 def _is_digit_group(tok: Token) -> bool:

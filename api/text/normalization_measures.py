@@ -12,13 +12,21 @@ from typing import Optional
 from api.text.normalization_money import CODES, PREFIX_MONEY_RE, SUFFIX_MONEY_RE, SYMBOLS
 from api.text.normalization_rules import ParsedNumber
 from api.text.normalization_tokens import BY_WORD, RANGE_WORD, Token, TokenContext, starts_digit
-from api.text.normalization_units import ATTACHED_ONLY, STANDALONE, UNIT_SYMBOLS, attached_unit, number_range
+from api.text.normalization_units import (
+    ATTACHED_ONLY, STANDALONE, TWO_WORD_UNITS, UNIT_SYMBOLS, attached_unit, number_range,
+)
 
-SQUARE_UNITS = {"ft": "ft2", "m": "m2", "km": "km2", "cm": "cm2", "mm": "mm2"}  # after "sq"
+# the second words of two-word units ("sq ft", "fl oz"): their period is the short form's
+UNITS_SECOND_WORDS = frozenset(second for seconds in TWO_WORD_UNITS.values() for second in seconds)
 _PERCENT_BEFORE_DASH_RE = re.compile(r"\s?%(?=\s?[-–])")
 # a temperature written without its degree sign, and the words that make it one
 _BARE_FAHRENHEIT_RE = re.compile(r"(?P<num>\d{2,3})F")
 _HEAT_WORDS = frozenset("preheat oven bake roast heat temperature temp degrees broil grill".split())
+def _inches_written_short(tok: Token) -> bool:
+    """Whether ``tok`` is "in." with its period (after a size's sides; "in" alone is a word)."""
+    return tok.core == "in" and tok.trail.startswith(".")
+
+
 _RATE_PERIODS = {"a.m": "ao mês", "a.a": "ao ano"}  # Portuguese: "1,99% a.m."
 _PERCENT_RANGE_END_RE = re.compile(r"%[-–](?P<high>\d[\d.,]*)")  # the middle of "5 %-10 %"
 
@@ -65,23 +73,30 @@ class MeasureReading(TokenContext):
 
     def _in_sides(self, i: int) -> bool:
         """Whether the "x" at token ``i`` stands between the sides of a size written apart, its unit
-        after the last: "40 x 30 x 20 cm", "10 x 20 m" (not "2 x 3 = 6")."""
-        def number(k: int) -> bool:
-            tok = self.tokens[k] if 0 <= k < len(self.tokens) else None
-            return tok is not None and not tok.lead and not tok.trail and self.rules.parse_number(tok.core) is not None
-
-        def times(k: int) -> bool:
-            return 0 <= k < len(self.tokens) and self.tokens[k].raw in ("x", "×")
-
-        first = i - 1
-        while times(first - 1) and number(first - 2):
+        after the last: "40 x 30 x 20 cm", "10 x 20 m", "24 x 36 in." (not "2 x 3 = 6")."""
+        first, last = i - 1, i + 1
+        while self._times(first - 1) and self._side(first - 2):
             first -= 2
-        last = i + 1
-        while times(last + 1) and number(last + 2):
+        while self._times(last + 1) and self._side(last + 2):
             last += 2
         unit = self.tokens[last + 1] if last + 1 < len(self.tokens) else None
-        return (number(first) and number(last) and unit is not None and not unit.lead
-                and unit.core in UNIT_SYMBOLS and bool(self.rules.units))
+        return (self._side(first) and self._side(last) and unit is not None and not unit.lead
+                and (unit.core in UNIT_SYMBOLS or _inches_written_short(unit)) and bool(self.rules.units))
+
+    def _size_start(self, i: int) -> int:
+        """The first side's index where token ``i`` is the last side of a size written apart ("24 x
+        36 cm": the article before "24" makes it an adjective); ``i`` itself otherwise."""
+        first = i
+        while self._times(first - 1) and self._side(first - 2):
+            first -= 2
+        return first
+
+    def _side(self, k: int) -> bool:
+        tok = self.tokens[k] if 0 <= k < len(self.tokens) else None
+        return tok is not None and not tok.lead and not tok.trail and self.rules.parse_number(tok.core) is not None
+
+    def _times(self, k: int) -> bool:
+        return 0 <= k < len(self.tokens) and self.tokens[k].raw in ("x", "×")
 
     def _between_count_and_price(self, i: int) -> bool:
         """Whether token ``i`` stands alone between a count and a price: "2 x $19.99", "3 × €5",
@@ -198,13 +213,18 @@ class MeasureReading(TokenContext):
             return r.read_unit_name(UNIT_SYMBOLS[tok.core]), 0
         if joins_next and nxt.core in UNIT_SYMBOLS and nxt.core not in ATTACHED_ONLY:
             low, written = number_range(tok.core) or (None, tok.core)
-            reading = self._amount_of(low, written, UNIT_SYMBOLS[nxt.core], self._after_article(i))
+            reading = self._amount_of(low, written, UNIT_SYMBOLS[nxt.core], self._after_article(self._size_start(i)))
             if reading is not None:
                 return reading, 1
-        square = self._square_unit(i + 1) if joins_next else None
-        if square is not None:  # "1,200 sq ft", "20 sq. m"
+        if joins_next and _inches_written_short(nxt) and "in" in r.units and self._size_start(i) != i:
+            # "a 24 x 36 in. poster": after a size's sides "in." is inches (alone, "in" never is)
+            reading = self._amount_of(None, tok.core, "in", self._after_article(self._size_start(i)))
+            if reading is not None:
+                return reading, 1
+        two_words = self._two_word_unit(i + 1) if joins_next else None
+        if two_words is not None:  # "1,200 sq ft", "20 sq. m", "8 fl oz"
             low, written = number_range(tok.core) or (None, tok.core)
-            reading = self._amount_of(low, written, square, self._after_article(i))
+            reading = self._amount_of(low, written, two_words, self._after_article(self._size_start(i)))
             if reading is not None:
                 return reading, 2
         return None, 0
@@ -233,12 +253,13 @@ class MeasureReading(TokenContext):
         after = self._next(j)
         return bool(self.tokens[j].trail) or after is None or after.core.lower() in _AFTER_MEASURE_WORDS
 
-    def _square_unit(self, j: int) -> Optional[str]:
-        """The unit key of "sq ft", "sq. m" written as two tokens from ``j`` ("ft2"), or None."""
-        sq, unit = self.tokens[j], self._next(j)
-        if sq.core.lower().rstrip(".") != "sq" or sq.trail not in ("", ".") or unit is None or unit.lead:
+    def _two_word_unit(self, j: int) -> Optional[str]:
+        """The unit key of "sq ft", "sq. m", "fl oz" written as two tokens from ``j`` ("ft2"), or None."""
+        first, second = self.tokens[j], self._next(j)
+        seconds = TWO_WORD_UNITS.get(first.core.lower().rstrip("."))
+        if seconds is None or first.trail not in ("", ".") or second is None or second.lead:
             return None
-        return SQUARE_UNITS.get(unit.core.rstrip("."))
+        return seconds.get(second.core.rstrip("."))
 
     def _read_dimensions(self, i: int) -> tuple[Optional[str], int]:
         """"3x4" -> "three by four", "10x20 cm" -> "ten by twenty centimeters"; in English a size

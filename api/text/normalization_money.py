@@ -214,12 +214,17 @@ class MoneyReading(TokenContext):
         m = _PER_AMOUNT_RE.fullmatch(tok.core)
         suffix = m.group("suffix") if m else None
         scaled_amount = suffix is not None and PREFIX_MONEY_RE.fullmatch(tok.core.rpartition("/")[0]) is not None
+        # "5k/day": a count of thousands per something (alone, "5k" may be a race)
+        scaled_count = suffix in ("k", "K") and tok.core[:1].isdigit()
         if m is None or (suffix is not None and suffix.isalpha() and suffix not in UNIT_SYMBOLS and suffix != "x"
-                         and not scaled_amount):
+                         and not scaled_amount and not scaled_count):
             return None, 0  # "3pm/EST", "3D/VR": letters that are no unit; "$10k/month" is money
         amount, per = self._split_per(tok.core)
         if not per:
             return None, 0
+        if scaled_count:
+            said = self._scaled(amount[:-1], "k")
+            return (said + per, 0) if said is not None else (None, 0)
         self.tokens[i] = Token(tok.raw, tok.lead, amount, "")  # the amount alone, read by the other rules
         try:
             said, _ = self._read(i)

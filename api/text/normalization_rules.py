@@ -63,6 +63,8 @@ class Abbreviation:
     ("e.g.", "vs.") only get a full stop at the very end of the text.
     before_number: only expanded when the next token starts with a digit ("No. 5"), or is one of
     ``nouns`` ("min. payment"; "wait a min. please" stays).
+    nouns: the words it is expanded before; without before_number only before them ("bus. days"
+    is "business days", "took the bus." stays).
     before_capital: the expansion to use instead when the next token starts with an uppercase
     letter ("St." is "Saint" before a name, "Street" otherwise); None when there is one.
     at_end: the expansion to use instead where nothing of its sentence follows: the end of the text,

@@ -36,10 +36,17 @@ DOT_WORD = {"en": "point", "es": "punto", "pt": "ponto", "nl": "punt"}
 FRACTION_OF = frozenset({"of", "de", "do", "da", "del", "van"})
 # Capitalised words that go on a time's sentence after "a.m."/"p.m." ("9 a.m. Monday through
 # Friday", "3 p.m. Eastern", "5 p.m. EST"): the abbreviation's period is no full stop before them.
+_TIME_ZONES = frozenset("ET CT MT PT EST CST MST PST EDT CDT MDT PDT AKST AKDT HST GMT UTC BST CET CEST AEST AEDT IST "
+                        "JST".split())
 _AFTER_TIME_WORDS = frozenset(
     {day.lower() for day in EnglishRules.weekday_abbreviations.values()} | {m.lower() for m in EnglishRules.months}
     | set("eastern central mountain pacific atlantic alaska hawaii greenwich".split())
-    | set("et ct mt pt est cst mst pst edt cdt mdt pdt akst akdt hst gmt utc bst cet cest aest aedt ist jst".split()))
+    | {zone.lower() for zone in _TIME_ZONES})
+
+
+def is_time_zone(word: str) -> bool:
+    """Whether ``word`` is a time zone's short form as written, in capitals ("ET", "CET", "UTC")."""
+    return word in _TIME_ZONES
 
 
 def goes_on_after_meridiem(word: str) -> bool:

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ATTACHED_ONLY", "SPACED_ONLY", "STANDALONE", "UNIT_KEYS", "UNIT_SYMBOLS", "attached_unit", "number_range"]
+__all__ = [
+    "ATTACHED_ONLY", "SPACED_ONLY", "STANDALONE", "TWO_WORD_UNITS", "UNIT_KEYS", "UNIT_SYMBOLS", "attached_unit",
+    "number_range",
+]
 
 #: written symbol -> the unit's key in ``LanguageRules.units``
 UNIT_SYMBOLS: dict[str, str] = {
@@ -33,6 +36,7 @@ UNIT_SYMBOLS: dict[str, str] = {
     "l": "l", "L": "l", "ml": "ml", "mL": "ml",
     # area, volume
     "m²": "m2", "km²": "km2", "cm²": "cm2", "mm²": "mm2", "ft²": "ft2", "sqft": "ft2", "m³": "m3", "cm³": "cm3",
+    "kg/m²": "kg/m2", "kg/m2": "kg/m2",  # a body mass index
     # speed
     "km/h": "km/h", "kph": "km/h", "kmh": "km/h", "mph": "mph", "m/s": "m/s", "mpg": "mpg",
     # temperature and angle; "º" (the ordinal indicator) is often typed for "°"
@@ -40,7 +44,7 @@ UNIT_SYMBOLS: dict[str, str] = {
     # data, frequency, power, energy, time
     "KB": "KB", "kB": "KB", "MB": "MB", "GB": "GB", "TB": "TB",
     "Hz": "Hz", "kHz": "kHz", "KHz": "kHz", "MHz": "MHz", "GHz": "GHz",
-    "kbps": "kbps", "Kbps": "kbps", "Mbps": "Mbps", "Gbps": "Gbps", "fps": "fps",
+    "bps": "bps", "kbps": "kbps", "Kbps": "kbps", "Mbps": "Mbps", "Gbps": "Gbps", "fps": "fps",
     # health: a pulse, blood sugar
     "bpm": "bpm", "mmHg": "mmHg", "mg/dL": "mg/dL", "mg/dl": "mg/dL", "mmol/L": "mmol/L", "mmol/l": "mmol/L",
     "W": "W", "kW": "kW", "MW": "MW", "kWh": "kWh",
@@ -52,8 +56,15 @@ UNIT_SYMBOLS: dict[str, str] = {
     "★": "star", "⭐": "star",
 }
 
+#: units written as two words: the first word (its period optional) -> the second's symbol -> the
+#: unit's key: "1,200 sq ft", "20 sq. m", "8 fl oz", "2 fl. oz."
+TWO_WORD_UNITS: dict[str, dict[str, str]] = {
+    "sq": {"ft": "ft2", "m": "m2", "km": "km2", "cm": "cm2", "mm": "mm2"},
+    "fl": {"oz": "floz"},
+}
+
 #: every key a language's ``units`` table must name
-UNIT_KEYS = frozenset(UNIT_SYMBOLS.values())
+UNIT_KEYS = frozenset(UNIT_SYMBOLS.values()) | {key for seconds in TWO_WORD_UNITS.values() for key in seconds.values()}
 
 #: symbols read only as a token of their own after a number ("5 m", "2 L"), never written against it
 SPACED_ONLY = frozenset({"m", "l", "L", "mi"})
