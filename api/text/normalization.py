@@ -97,7 +97,7 @@ _RULES: dict[str, LanguageRules] = {
 _SPACES_RE = re.compile(r"\s*")
 _LOCALE_RE = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*")
 
-_SHORT_SCALES = frozenset({"mln", "mld"})  # scales written apart as short forms: "€5 mln."
+_SHORT_SCALES = frozenset({"mln", "mld", "mi", "bi"})  # scales written apart as short forms: "€5 mln.", "R$ 2 bi."
 _COMPARISONS = frozenset({"<", ">", "≤", "≥", "<=", ">="})
 _ROMAN_RE = re.compile(r"(X{0,3})(IX|IV|VI{0,3}|I{1,3}|)")
 _ROMAN_UNITS = ("", "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX")

@@ -177,6 +177,7 @@ class SpanishRules(LanguageRules):
         "tel.": Abbreviation("teléfono"),
         "ee.uu.": Abbreviation("Estados Unidos", can_end=True),
         "incl.": Abbreviation("incluido", can_end=True),  # "IVA incl."
+        "háb.": Abbreviation("hábiles", can_end=True),  # "3-5 días háb."
     }
 
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:
@@ -200,8 +201,10 @@ class SpanishRules(LanguageRules):
 
     def count_noun(self, n: int, names: tuple[str, str], gender: str) -> str:
         words = self.cardinal(n, gender, before_noun=True)
-        connector = "de " if words.split()[-1] in _BIG else ""  # "un millón de euros"
-        return f"{words} {connector}{names[0] if n == 1 else names[1]}"
+        return f"{words}{self.noun_link(words)} {names[0] if n == 1 else names[1]}"  # "un millón de euros"
+
+    def noun_link(self, words: str) -> str:
+        return " de" if words.split()[-1] in _BIG else ""
 
     def scale_connector(self, scale: str) -> str:
         return "de " if scale in ("m", "b", "bn", "t") else ""

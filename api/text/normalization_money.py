@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Optional
 
 from api.text.normalization_rules import ParsedNumber
-from api.text.normalization_tokens import RANGE_WORD, Token, TokenContext
+from api.text.normalization_tokens import RANGE_WORD, Token, TokenContext, starts_digit
 from api.text.normalization_units import UNIT_SYMBOLS
 
 SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR",
@@ -238,9 +238,13 @@ class MoneyReading(TokenContext):
         "401k", "4k", "3M", "8B" are as often names, races, resolutions or seats, and "5m" may be
         meters (``_SCALED_RE``);
         a whole number with a "+" after its scale is a count ("1M+ users", "100k+")."""
-        core = self.tokens[i].core
+        core, nxt = self.tokens[i].core, self._next(i)
         if m := _SCALED_RE.fullmatch(core):
             return self._scaled(m.group("num") or m.group("whole"), m.group("scale") or m.group("bn")), 0
+        if (nxt is not None and not self.tokens[i].trail and not nxt.lead and starts_digit(self.tokens[i])
+                and nxt.core.lower() in self.rules.short_scales):  # "5 mln inwoners", "2,5 bi"
+            said = self._scaled(core, self.rules.short_scales[nxt.core.lower()])
+            return (said, 1) if said is not None else (None, 0)
         if m := _SCALED_PLUS_RE.fullmatch(core):  # "1M+" -> "one million plus", "más de un millón"
             said = self._scaled(m.group("num"), m.group("scale"))
             if said is None:
@@ -258,8 +262,7 @@ class MoneyReading(TokenContext):
         num, names = r.parse_number(written), r.scale_words.get(scale.lower())
         if num is None or names is None:
             return None
-        one = num.integer.lstrip("0") == "1" and not num.fraction
-        return f"{r.read_number(num, before_noun=True)} {names[0] if one else names[1]}"  # "un millón"
+        return f"{r.read_number(num, before_noun=True)} {names[0 if r.takes_one_scale(num) else 1]}"  # "un millón"
 
 
 def _amount_value(num: ParsedNumber) -> Decimal:

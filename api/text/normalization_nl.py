@@ -49,6 +49,7 @@ class DutchRules(LanguageRules):
     }
     # "€5 mln", "€2,5 mld.": the short forms written apart too
     spelled_scales = {"duizend": "k", "miljoen": "m", "miljard": "b", "biljoen": "t", "mln": "mln", "mld": "mld"}
+    short_scales = {"mln": "mln", "mld": "mld"}
     power_words = {2: "kwadraat", 3: "tot de derde macht"}
     power_word = "tot de macht"
     symbol_words = {"@": "apenstaartje", ".": "punt", "/": "slash", "-": "streepje", "_": "underscore",

@@ -68,8 +68,9 @@ class NumberReading(TokenContext):
         # A number agrees with the noun it counts ("veintiuna horas", "duas semanas"), and Spanish
         # shortens "uno" before one ("veintiún años", but "el veintiuno de mayo").
         gender = self._noun_after(i)
-        if gender is not None:
-            return self.rules.read_number(num, gender, before_noun=True), 0
+        if gender is not None:  # "2.000.000 personas": "dos millones de personas"
+            said = self.rules.read_number(num, gender, before_noun=True)
+            return said + (self.rules.noun_link(said) if not num.fraction else ""), 0
         return self.rules.read_number(num, self._noun_across(i) or self._article_before(i)), 0
 
     def _code_groups(self, i: int) -> list[str]:

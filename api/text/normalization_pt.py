@@ -6,7 +6,7 @@ import re
 from typing import Optional
 
 from api.text.normalization_gender import PORTUGUESE
-from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
+from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, ParsedNumber, UnitNames, spell
 
 __all__ = ["PortugueseRules"]
 
@@ -16,6 +16,19 @@ _SPELLING = "pt_BR"
 _ORDINAL_RE = re.compile(r"(\d+)\.?(º|ª)")
 _BIG = {"milhão", "milhões", "bilhão", "bilhões", "bilião", "biliões"}
 _FEMININE = {"um": "uma", "dois": "duas"}
+
+
+def _spelled(n: int) -> str:
+    """``n`` spelled as Brazil says it, with the "e" num2words leaves out before a last group of
+    millions or more that is round ("um bilhão e quinhentos milhões", as "um milhão e duzentos mil")."""
+    words = spell(n, _SPELLING)
+    groups = [int(str(n)[max(0, k - 3):k]) for k in range(len(str(n)), 0, -3)]  # units first
+    nonzero = [k for k, group in enumerate(groups) if group]
+    if len(nonzero) < 2 or nonzero[0] < 2 or not (groups[nonzero[0]] < 100 or groups[nonzero[0]] % 100 == 0):
+        return words
+    last = spell(groups[nonzero[0]] * 1000 ** nonzero[0], _SPELLING)  # "quinhentos milhões"
+    head = words[: -len(last)].rstrip()
+    return f"{head} e {last}" if words.endswith(" " + last) and not head.endswith(" e") else words
 
 
 def _feminine_word(word: str) -> str:
@@ -62,7 +75,8 @@ class PortugueseRules(LanguageRules):
         "t": ("trilhão", "trilhões"),  # "R$ 4 trilhões", "R$1,2T" (money only)
     }
     spelled_scales = {"mil": "k", "milhão": "m", "milhões": "m", "bilhão": "b", "bilhões": "b", "trilhão": "t",
-                      "trilhões": "t"}
+                      "trilhões": "t", "mi": "m", "bi": "b"}  # "R$ 2,5 bi": the press's short forms
+    short_scales = {"mi": "m", "bi": "b"}
     power_words = {2: "ao quadrado", 3: "ao cubo"}
     power_word = "elevado a"
     symbol_words = {"@": "arroba", ".": "ponto", "/": "barra", "-": "hífen", "_": "sublinhado",
@@ -170,7 +184,7 @@ class PortugueseRules(LanguageRules):
     }
 
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:
-        words = spell(n, _SPELLING).split()
+        words = _spelled(n).split()
         if gender == "f":
             last_big = max((i for i, w in enumerate(words) if w in _BIG), default=-1)
             words = words[: last_big + 1] + [_feminine_word(w) for w in words[last_big + 1 :]]
@@ -184,8 +198,13 @@ class PortugueseRules(LanguageRules):
 
     def count_noun(self, n: int, names: tuple[str, str], gender: str) -> str:
         words = self.cardinal(n, gender, before_noun=True)
-        connector = "de " if words.split()[-1] in _BIG else ""  # "um milhão de euros"
-        return f"{words} {connector}{names[0] if n == 1 else names[1]}"
+        return f"{words}{self.noun_link(words)} {names[0] if n == 1 else names[1]}"  # "um milhão de euros"
+
+    def noun_link(self, words: str) -> str:
+        return " de" if words.split()[-1] in _BIG else ""
+
+    def takes_one_scale(self, num: ParsedNumber) -> bool:
+        return num.integer.lstrip("0") == "1"  # "1,5 milhão": the whole part agrees, as in Brazil's press
 
     def scale_connector(self, scale: str) -> str:
         return "de " if scale in ("m", "b", "bn", "t") else ""

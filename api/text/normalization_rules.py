@@ -112,6 +112,9 @@ class LanguageRules:
     #: its key in ``scale_words``: the amount is read as "$1.5M" is, "one point five million
     #: dollars", not "one dollar and fifty cents million". A key of two words spans two tokens.
     spelled_scales: dict[str, str] = {}
+    #: A scale's short form written apart after any number (lowercase, no period) -> its key in
+    #: ``scale_words``: Dutch "5 mln inwoners", Portuguese "2,5 bi", "5 mi de pessoas".
+    short_scales: dict[str, str] = {}
     abbreviations: dict[str, Abbreviation] = {}  # lowercase, with the dots: "dr.", "e.g."
     #: Short day names (lowercase, no dot) -> the day: "Mon-Fri", "lun-vie" are read in full.
     weekday_abbreviations: dict[str, str] = {}
@@ -214,6 +217,11 @@ class LanguageRules:
             words = f"{words} {self.decimal_word} {self.digits(num.fraction)}"
         return f"{self.minus_word} {words}" if num.negative else words
 
+    def noun_link(self, words: str) -> str:
+        """The word (with a space before it) between a count's ``words`` and the noun it counts:
+        Spanish "dos millones *de* personas", "un millón *de* euros"; none in English."""
+        return ""
+
     # --- money, percentages -------------------------------------------------------------------
 
     def count_noun(self, n: int, names: tuple[str, str], gender: str) -> str:
@@ -228,8 +236,7 @@ class LanguageRules:
         if names is None:
             return None
         if scale is not None:  # "$2.5M" -> "two point five million dollars"
-            one = num.integer.lstrip("0") == "1" and not num.fraction
-            scale_word = self.scale_words[scale][0 if one else 1]
+            scale_word = self.scale_words[scale][0 if self.takes_one_scale(num) else 1]
             # the number is said before the scale: a noun from a million up, masculine in the
             # languages with genders ("un millón de libras", "doscientos millones de rupias")
             gender = names.unit_gender if scale == "k" else "m"
@@ -250,6 +257,11 @@ class LanguageRules:
             parts.append(self.count_noun(cents, names.cent, names.cent_gender))
         words = f" {self.currency_and_word} ".join(parts)
         return f"{self.minus_word} {words}" if num.negative else words
+
+    def takes_one_scale(self, num: ParsedNumber) -> bool:
+        """Whether a scale after ``num`` is said in the singular: after exactly one ("one million",
+        "un millón"; "1,5 millones")."""
+        return num.integer.lstrip("0") == "1" and not num.fraction
 
     def scale_connector(self, scale: str) -> str:
         """Word (with a trailing space) between a scale and a noun: Spanish "millones *de*

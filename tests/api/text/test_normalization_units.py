@@ -101,9 +101,10 @@ def test_each_language_names_every_unit_but_its_own_words():
         assert set(rules_for(code).units) == UNIT_KEYS - words, code
 
 
-@pytest.mark.parametrize("language, text", [("es", "En 2020 mi vida cambió."), ("pt", "São 5 mi de pessoas.")])
-def test_a_unit_symbol_that_is_a_word_of_the_language_is_not_read(language, text):
-    assert " mi " in normalize(text, language).text
+def test_a_unit_symbol_that_is_a_word_of_the_language_is_not_read():
+    assert " mi " in normalize("En 2020 mi vida cambió.", "es").text  # "my"
+    # Portuguese "mi" is the press's million, never miles
+    assert normalize("São 5 mi de pessoas.", "pt").text == "São cinco milhões de pessoas."
 
 
 def test_symbols_attach_to_a_number_unless_spaced_only():
