@@ -380,6 +380,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             self._read_per,
             self._read_scaled,
             self._read_mixed_number,
+            self._read_room_number,
             self._read_house_number,
             self._read_year_like,
             self._read_area_code,
@@ -457,6 +458,22 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             if word.trail:
                 return None, 0
         return None, 0
+
+    def _read_room_number(self, i: int) -> tuple[Optional[str], int]:
+        """An English room's, suite's or apartment's number of three or four digits (a letter may
+        follow), said in pairs as they are: "Room 204" -> "two oh four", "Suite 310" -> "three ten",
+        "rm 1207" -> "twelve oh seven", "Room 204B" -> "two oh four B"."""
+        r, tok = self.rules, self.tokens[i]
+        m = _ROOM_NUMBER_RE.fullmatch(tok.core) if r.code == "en" and i > 0 and not tok.lead else None
+        if m is None:
+            return None, 0
+        prev = self.tokens[i - 1]
+        if prev.trail not in ("", ".") or prev.core.lower().rstrip(".") not in _ROOM_WORDS:
+            return None, 0
+        pairs = r.digit_pairs(m.group("digits"))
+        if pairs is None:
+            return None, 0
+        return (f"{pairs} {m.group('letter')}" if m.group("letter") else pairs), 0
 
     def _clothing_sizes(self, i: int) -> Optional[str]:
         """Clothing sizes joined by slashes or a dash: "S/M/L" -> "S, M, L", "XS-XXL" -> "XS to XXL".
@@ -632,6 +649,8 @@ _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": 
               "del": "Delete", "esc": "Escape", "enter": "Enter", "tab": "Tab", "space": "Space"}
 _KEY_COMBO_RE = re.compile(r"(?i:ctrl|control|shift|alt|cmd|command|opt|option|win|fn)(?:\+[A-Za-z0-9]{1,6})+")
 _HEX_RE = re.compile(r"0x[0-9A-Fa-f]{2,16}")  # "0x80070005"
+_ROOM_NUMBER_RE = re.compile(r"(?P<digits>[1-9]\d{2,3})(?P<letter>[A-Z]?)")
+_ROOM_WORDS = frozenset({"room", "rm", "suite", "ste", "apt", "apartment", "unit", "office"})  # before a number
 _STREET_PREPOSITIONS = frozenset({"on", "at", "off", "along", "down", "up", "onto"})  # "on Main St."
 _STREET_TYPES = {"St": "Street", "Ave": "Avenue", "Rd": "Road", "Blvd": "Boulevard", "Ln": "Lane", "Hwy": "Highway",
                  "Pkwy": "Parkway"}

@@ -85,7 +85,7 @@ class EnglishRules(LanguageRules):
     postcode_lead_words = frozenset("""
         AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM
         NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY""".split())
-    per_words = {"mo": "month", "yr": "year", "wk": "week", "gal": "gallon", "sqft": "square foot",
+    per_words = {"mo": "month", "yr": "year", "wk": "week", "gal": "gallon", "sqft": "square foot", "qtr": "quarter",
                  "ea": "each", "pc": "piece", "pp": "person"}
     units = {
         key: UnitNames(one, many) for key, (one, many) in {
@@ -93,11 +93,14 @@ class EnglishRules(LanguageRules):
             "mm": ("millimeter", "millimeters"), "mi": ("mile", "miles"), "ft": ("foot", "feet"),
             "in": ("inch", "inches"),
             "kg": ("kilogram", "kilograms"), "g": ("gram", "grams"), "mg": ("milligram", "milligrams"),
-            "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"), "floz": ("fluid ounce", "fluid ounces"), "l": ("liter", "liters"),
+            "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"), "l": ("liter", "liters"),
+            "floz": ("fluid ounce", "fluid ounces"),
             "ml": ("milliliter", "milliliters"),
+            "acre": ("acre", "acres"),
             "m2": ("square meter", "square meters"), "km2": ("square kilometer", "square kilometers"),
             "cm2": ("square centimeter", "square centimeters"), "mm2": ("square millimeter", "square millimeters"),
-            "ft2": ("square foot", "square feet"), "m3": ("cubic meter", "cubic meters"), "kg/m2": ("kilogram per square meter", "kilograms per square meter"),
+            "ft2": ("square foot", "square feet"), "m3": ("cubic meter", "cubic meters"),
+            "kg/m2": ("kilogram per square meter", "kilograms per square meter"),
             "cm3": ("cubic centimeter", "cubic centimeters"),
             "km/h": ("kilometer per hour", "kilometers per hour"), "mph": ("mile per hour", "miles per hour"),
             "mpg": ("mile per gallon", "miles per gallon"), "star": ("star", "stars"),
@@ -194,6 +197,8 @@ class EnglishRules(LanguageRules):
         "ext.": Abbreviation("extension", before_number=True),
         "ext": Abbreviation("extension", before_number=True),  # "555-0100 ext 204"
         "apt.": Abbreviation("apartment", before_number=True),
+        "apt": Abbreviation("apartment", before_number=True),  # "Apt 4B"; "an apt remark" stays
+        "opt.": Abbreviation("option", before_number=True),  # "press 1, opt. 2"
         "rm.": Abbreviation("room", before_number=True),
         "jan.": Abbreviation("January", before_number=True),
         "feb.": Abbreviation("February", before_number=True),

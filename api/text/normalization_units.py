@@ -30,7 +30,7 @@ __all__ = [
 #: written symbol -> the unit's key in ``LanguageRules.units``
 UNIT_SYMBOLS: dict[str, str] = {
     # length, mass, volume
-    "km": "km", "m": "m", "cm": "cm", "mm": "mm", "mi": "mi", "ft": "ft",
+    "km": "km", "m": "m", "cm": "cm", "mm": "mm", "mi": "mi", "ft": "ft", "ac": "acre",
     "″": "in",  # the double prime; an ASCII '"' after a number is read apart (_read_inch_mark)
     "kg": "kg", "g": "g", "mg": "mg", "lb": "lb", "lbs": "lb", "oz": "oz",
     "l": "l", "L": "l", "ml": "ml", "mL": "ml",
@@ -77,16 +77,18 @@ STANDALONE = frozenset(s for s in UNIT_SYMBOLS if s[-1] in "²³")
 _NUMBER = r"[-\u2212]?(?:\d[\d.,]*)?\d"
 _ATTACHABLE = sorted((s for s in UNIT_SYMBOLS if s not in SPACED_ONLY), key=len, reverse=True)
 _ATTACHED_RE = re.compile(rf"(?:(?P<low>{_NUMBER})[-–])?(?P<num>{_NUMBER})(?P<unit>{'|'.join(map(re.escape, _ATTACHABLE))})")
+# "a 1.5L engine", "2,5l": a decimal before "L" is liters ("5L" alone may be a size or a floor)
+_DECIMAL_LITERS_RE = re.compile(r"(?P<num>\d+[.,]\d+)(?P<unit>[lL])")
 _RANGE_RE = re.compile(rf"(?P<low>{_NUMBER})[-–](?P<num>\d(?:[\d.,]*\d)?)")
 
 
 def attached_unit(core: str) -> tuple[str | None, str, str] | None:
     """(None, "30", "°C") for "30°C", ("30", "35", "°C") for the range "30-35°C": a number or a
     range with a unit symbol written against it, or None."""
-    m = _ATTACHED_RE.fullmatch(core)
+    m = _ATTACHED_RE.fullmatch(core) or _DECIMAL_LITERS_RE.fullmatch(core)
     if m is None or (m.group("unit") == "g" and len(m.group("num")) == 1):
         return None  # "5g", "4g": a network generation more often than grams
-    return m.group("low"), m.group("num"), m.group("unit")
+    return m.groupdict().get("low"), m.group("num"), m.group("unit")
 
 
 def number_range(core: str) -> tuple[str, str] | None:

@@ -378,7 +378,7 @@ def test_time_ranges_and_times_per_unit(language, text, expected):
     ("en", "1080p at 60fps", "ten eighty p at sixty frames per second"),
     ("en", "$1.2T, $2-3T", "one point two trillion dollars, two to three trillion dollars"),
     # not those: a number after another word, four numbers past 255, a fraction with no pressure before it
-    ("en", "Room 404, 10.0.0.256, 120/80", "Room four hundred and four, ten point zero point zero point two hundred "
+    ("en", "Room 404, 10.0.0.256, 120/80", "Room four oh four, ten point zero point zero point two hundred "
      "and fifty-six, one hundred and twenty eighty"),
 ])
 def test_health_tech_and_finance_readings(language, text, expected):
