@@ -64,7 +64,7 @@ from api.text.normalization_en import EnglishRules
 from api.text.normalization_es import SpanishRules
 from api.text.normalization_ids import IdReading, phone_groups, stars_are_literal
 from api.text.normalization_markdown import token_line_starts, without_markdown, without_path_arrows
-from api.text.normalization_measures import ROOMS, UNITS_SECOND_WORDS, MeasureReading
+from api.text.normalization_measures import UNITS_SECOND_WORDS, MeasureReading
 from api.text.normalization_money import CODES, MoneyReading
 from api.text.normalization_nl import DutchRules
 from api.text.normalization_numbers import SIGN_ALIASES, NumberReading
@@ -306,6 +306,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             if key.startswith(short):
                 return self._abbreviation_trail(tok.raw[len(short) :], j, title=False, can_end=True)
         if tok.trail.startswith(".") and (tok.core in UNIT_SYMBOLS or tok.core in UNITS_SECOND_WORDS or tok.core == "in"
+                                          or tok.core.lower() in self.rules.rooms
                                           or tok.core in EN_SHORT_MONTHS or tok.core.lower() in _SHORT_SCALES):
             # "5 lbs. of flour", "21 Sept. at noon", "€5 mln. voor": a short form's own period, a
             # full stop only where one ends
@@ -344,7 +345,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
                 return street, 0
         if tok.core[:1] == "@" and _HANDLE_RE.fullmatch(tok.core[1:]):  # "@AcmeSupport": a social media handle
             return f"{self.rules.symbol_words['@']} {tok.core[1:]}", 0
-        if tok.core == "/" and i > 0 and self.tokens[i - 1].core.lower() in ROOMS and starts_digit(self._next(i)):
+        if tok.core == "/" and i > 0 and self.tokens[i - 1].core.lower() in self.rules.rooms and starts_digit(self._next(i)):
             return BETWEEN_AND[self.rules.code], 0  # "3 bd / 2 ba": "and"
         if tok.core == "@" and self.rules.code == "en" and not tok.trail and starts_digit(self._next(i)):
             return "at", 0  # "Tue 12/8 @ 3:15pm"
@@ -568,6 +569,9 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
                 said = abbr.before_digit  # "Est. 1998"
             else:
                 said = abbr.expansion
+            if abbr.agrees and said.endswith("o") and i > 0 and not self.tokens[i - 1].trail \
+                    and self.rules.noun_gender(self.tokens[i - 1].core) == "f":
+                said = said[:-1] + "a"  # "capacidad máx.": "máxima"
             words = capitalize_like(said, rest)
             trail = rest[k:]
             if rest[k - 1] == ".":

@@ -85,6 +85,8 @@ class EnglishRules(LanguageRules):
     postcode_lead_words = frozenset("""
         AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM
         NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY""".split())
+    rooms = {short: UnitNames("bedroom", "bedrooms") for short in ("bd", "br", "bdr", "bdrm")} | {
+        short: UnitNames("bathroom", "bathrooms") for short in ("ba", "bth")}
     per_words = {"mo": "month", "yr": "year", "wk": "week", "gal": "gallon", "sqft": "square foot", "qtr": "quarter",
                  "ea": "each", "pc": "piece", "pp": "person"}
     units = {

@@ -95,7 +95,8 @@ class SpanishRules(LanguageRules):
         "vie": "viernes", "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
     # "código postal 28001", "su código de verificación es 482 913"
-    digits_lead_words = frozenset({"pin", "cp", "código", "otp", "postal", "verificación", "confirmación", "clave"})
+    digits_lead_words = frozenset({"pin", "cp", "c.p.", "código", "otp", "postal", "verificación", "confirmación", "clave"})
+    postcode_before_place = re.compile(r"[0-5]\d{4} [A-ZÁÉÍÓÚÑ][a-záéíóúñ]+(?: \S+)?")  # "28013 Madrid"
     last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en"})
     record_nouns = frozenset("""pedido confirmación referencia reserva cliente cuenta factura póliza caso ticket
     seguimiento socio expediente incidencia solicitud""".split())
@@ -109,6 +110,7 @@ class SpanishRules(LanguageRules):
     dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar"})
     dial_articles = frozenset({"al", "el"})
     copulas = frozenset({"es", "era"})
+    rooms = {"hab": UnitNames("habitación", "habitaciones", "f"), "dorm": UnitNames("dormitorio", "dormitorios")}
     units = {
         key: UnitNames(*names) for key, names in {
             "km": ("kilómetro", "kilómetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),
@@ -174,6 +176,9 @@ class SpanishRules(LanguageRules):
         "etc.": Abbreviation("etcétera", can_end=True),
         "p.ej.": Abbreviation("por ejemplo"),
         "aprox.": Abbreviation("aproximadamente"),
+        # "máx. 24 °C", "mín. de 15 °C": before a number or "de" only ("el máx." stays)
+        "máx.": Abbreviation("máximo", before_number=True, nouns=frozenset({"de"}), agrees=True),
+        "mín.": Abbreviation("mínimo", before_number=True, nouns=frozenset({"de"}), agrees=True),
         "vs.": Abbreviation("versus"),
         "pág.": Abbreviation("página", before_number=True),
         "núm.": Abbreviation("número", before_number=True),
@@ -181,6 +186,7 @@ class SpanishRules(LanguageRules):
         "ee.uu.": Abbreviation("Estados Unidos", can_end=True),
         "incl.": Abbreviation("incluido", can_end=True),  # "IVA incl."
         "háb.": Abbreviation("hábiles", can_end=True),  # "3-5 días háb."
+        "c.p.": Abbreviation("código postal", before_number=True),
     }
 
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:

@@ -76,7 +76,8 @@ _ES_NOT_NOUNS = _words("""
     este esta estos estas ese esa esos esas aquel aquella aquellos aquellas esto eso
     aquí allí ahí ya no sí muy más menos también tampoco solo sólo todo toda todos todas cada otro
     otra otros otras mismo misma aproximadamente casi apenas
-""")
+    izq izda izquierda dcha dch drcha derecha
+""")  # the last line: a floor's side ("3º izq.": "tercero izquierda")
 _ES_FEMININE_ENDINGS = ("a", "as", "ción", "ciones", "sión", "siones", "dad", "dades", "tad", "tades",
                         "tud", "tudes", "umbre", "umbres", "triz", "trices")
 

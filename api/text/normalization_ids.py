@@ -97,6 +97,19 @@ class IdReading(TokenContext):
         return (word in r.record_nouns and len(before) == 2 and before[0] in r.record_number_words
                 and before[1] in FRACTION_OF)
 
+    def _before_its_place(self, i: int) -> bool:
+        """Whether the number at token ``i`` is a postcode before its place, as an address ends after
+        a comma: "Calle Mayor 5, 28013 Madrid", "Damrak 1, 1012 LG Amsterdam" (``postcode_before_place``
+        against the number and the two words after it)."""
+        pattern, nxt = self.rules.postcode_before_place, self._next(i)
+        if pattern is None or nxt is None or self.tokens[i].trail or nxt.lead:
+            return False
+        if i > 0 and self.tokens[i - 1].trail != ",":
+            return False
+        after = self._next(i + 1)
+        words = [self.tokens[i].core, nxt.core] + ([after.core] if after is not None and not nxt.trail else [])
+        return pattern.fullmatch(" ".join(words)) is not None
+
     def _counts_a_plural(self, i: int) -> bool:
         """Whether a plural seems to follow the number at token ``i``: a lowercase word of three
         letters or more ending in "s" that is no verb of being ("1500 units"; "4521 was", "4521 is")."""
@@ -139,7 +152,7 @@ class IdReading(TokenContext):
             if len(core) == 4 and lead > 0 and not self.tokens[lead - 1].trail:  # a card's last four
                 if f"{self.tokens[lead - 1].core.lower()} {word}" in r.last_digits_phrases:
                     return True
-        if self._after_digits_lead(i) or self._numbers_a_record(i):
+        if self._after_digits_lead(i) or self._numbers_a_record(i) or self._before_its_place(i):
             return True
         if prev.trail:
             return False

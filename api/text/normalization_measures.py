@@ -314,28 +314,30 @@ class MeasureReading(TokenContext):
         return f"{self.rules.read_number(ParsedNumber(m.group('int'), m.group('frac')))} {m.group('word')}", 0
 
     def _read_rooms(self, i: int) -> tuple[Optional[str], int]:
-        """A listing's rooms, in English: "3 bd" -> "three bedrooms", "2BR/1BA" -> "two bedrooms,
-        one bathroom", "1.5 ba". Only these short forms after a number of one or two digits."""
+        """A listing's rooms (``LanguageRules.rooms``): "3 bd" -> "three bedrooms", "2BR/1BA" ->
+        "two bedrooms, one bathroom", "1.5 ba", "3 hab." -> "tres habitaciones", "3 qtos". Only
+        these short forms after a number of one or two digits."""
         r, tok, nxt = self.rules, self.tokens[i], self._next(i)
-        if r.code != "en":
+        if not r.rooms:
             return None, 0
         parts = tok.core.split("/")
         matches = [_ROOMS_RE.fullmatch(part) for part in parts]
-        if len(parts) <= 2 and all(m and m.group("abbr").lower() in ROOMS for m in matches):
+        if len(parts) <= 2 and all(m and m.group("abbr").lower() in r.rooms for m in matches):
             return ", ".join(self._rooms(m.group("num"), m.group("abbr"), i) for m in matches), 0
-        if (re.fullmatch(r"\d{1,2}(?:\.5)?", tok.core) and nxt is not None and not tok.trail and not nxt.lead
-                and nxt.core.lower() in ROOMS):
+        if (re.fullmatch(r"\d{1,2}(?:[.,]5)?", tok.core) and nxt is not None and not tok.trail and not nxt.lead
+                and nxt.core.lower() in r.rooms):
             return self._rooms(tok.core, nxt.core, i + 1), 1
         return None, 0
 
     def _rooms(self, written: str, abbreviation: str, i: int) -> str:
         """"2 bedrooms"; "a 2BR unit" is "a two bedroom unit": the count describes the home after it."""
         num = self.rules.parse_number(written)
-        room = ROOMS[abbreviation.lower()]
+        room = self.rules.rooms[abbreviation.lower()]
         last = self.tokens[i]
         nxt = self._next(i)
         describes = not last.trail and nxt is not None and not nxt.lead and nxt.core.lower() in _HOMES
-        return f"{self.rules.read_number(num)} {room if num == ParsedNumber('1', '') or describes else room + 's'}"
+        one = num == ParsedNumber("1", "") or describes
+        return f"{self.rules.read_number(num, room.gender)} {room.one if one else room.many}"
 
 
 _INCH_MARKS = ('"', "″", "”")
@@ -347,7 +349,6 @@ _DECIMAL_BEFORE_WORD_RE = re.compile(r"(?P<int>\d+)\.(?P<frac>\d+)-(?P<word>[A-Z
 _VERSION_WORDS = frozenset({"version", "ver", "v", "release", "build"})
 # A listing's rooms (English): "3 bd / 2 ba", "2BR/1BA", "1.5 ba"
 # ("4 beds", "2 baths" are words, and a bed is no bedroom)
-ROOMS = {"bd": "bedroom", "br": "bedroom", "bdr": "bedroom", "bdrm": "bedroom", "ba": "bathroom", "bth": "bathroom"}
 # homes a count of rooms describes: "a 2BR unit", "3 bd home"
 _HOMES = frozenset("""unit units apartment apartments apt condo condos home homes house houses townhouse townhome
     rental rentals flat suite place cottage""".split())

@@ -75,6 +75,7 @@ class DutchRules(LanguageRules):
         "ma": "maandag", "di": "dinsdag", "wo": "woensdag", "do": "donderdag", "vr": "vrijdag",
         "za": "zaterdag", "zo": "zondag",
     }
+    postcode_before_place = re.compile(r"[1-9]\d{3} [A-Z]{2}(?: [A-Z][a-z]+)?")  # "1012 LG Amsterdam"
     digits_lead_words = frozenset({"pin", "pincode", "postcode", "code", "otp", "verificatiecode", "bevestigingscode",
                                    "inlogcode", "beveiligingscode", "toegangscode"})
     last_digits_phrases = frozenset({"eindigend op", "eindigt op"})
@@ -90,6 +91,7 @@ class DutchRules(LanguageRules):
     dial_words = frozenset({"bel", "belt", "bellen"})
     dial_articles = frozenset({"naar"})
     copulas = frozenset({"is", "was"})
+    rooms = {"slpk": UnitNames("slaapkamer", "slaapkamers")}
     units = {  # after a number most units keep their singular: "vijf kilometer", "tien liter"
         key: UnitNames(one, many) for key, (one, many) in {
             "km": ("kilometer", "kilometer"), "m": ("meter", "meter"), "cm": ("centimeter", "centimeter"),

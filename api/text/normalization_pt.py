@@ -122,6 +122,8 @@ class PortugueseRules(LanguageRules):
     dial_words = frozenset({"ligue", "liga", "ligar", "liguem", "disque", "disca", "discar"})
     dial_articles = frozenset({"para", "pro", "pra", "o"})
     copulas = frozenset({"é", "era"})
+    rooms = {short: UnitNames("quarto", "quartos") for short in ("qto", "qtos", "qts")} | {
+        "dorm": UnitNames("dormitório", "dormitórios")}
     units = {  # Brazilian spellings, as the money words ("milhão", "reais")
         key: UnitNames(*names) for key, names in {
             "km": ("quilômetro", "quilômetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),
@@ -180,6 +182,9 @@ class PortugueseRules(LanguageRules):
         "etc.": Abbreviation("etcétera", can_end=True),
         "p.ex.": Abbreviation("por exemplo"),
         "aprox.": Abbreviation("aproximadamente"),
+        # "máx. 24 °C", "mín. de 15 °C": before a number or "de" only ("el máx." stays)
+        "máx.": Abbreviation("máximo", before_number=True, nouns=frozenset({"de"}), agrees=True),
+        "mín.": Abbreviation("mínimo", before_number=True, nouns=frozenset({"de"}), agrees=True),
         "vs.": Abbreviation("versus"),
         "pág.": Abbreviation("página", before_number=True),
         "n.º": Abbreviation("número"),

@@ -71,6 +71,8 @@ class Abbreviation:
     or punctuation after it ("utilities incl." and "tax incl.," are "included"); None when there is one.
     before_digit: the expansion to use instead before a number ("Est. 1998" is "Established", "Est.
     delivery" "Estimated"); None when there is one.
+    agrees: an adjective that takes the gender of the noun right before it (Spanish and Portuguese
+    "capacidad máx." is "capacidad máxima").
     """
 
     expansion: str
@@ -81,6 +83,7 @@ class Abbreviation:
     nouns: frozenset[str] = frozenset()
     at_end: Optional[str] = None
     before_digit: Optional[str] = None
+    agrees: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +118,9 @@ class LanguageRules:
     #: A scale's short form written apart after any number (lowercase, no period) -> its key in
     #: ``scale_words``: Dutch "5 mln inwoners", Portuguese "2,5 bi", "5 mi de pessoas".
     short_scales: dict[str, str] = {}
+    #: A listing's rooms written short after a count (lowercase, no period): "3 bd", "2BR/1BA",
+    #: "3 hab.", "3 qtos", "3 slpk".
+    rooms: dict[str, UnitNames] = {}
     abbreviations: dict[str, Abbreviation] = {}  # lowercase, with the dots: "dr.", "e.g."
     #: Short day names (lowercase, no dot) -> the day: "Mon-Fri", "lun-vie" are read in full.
     weekday_abbreviations: dict[str, str] = {}
@@ -354,6 +360,9 @@ class LanguageRules:
     pressure_word = "over"
     #: Words after which a 5-digit number is a postal code, read digit by digit (en: US states).
     postcode_lead_words: frozenset[str] = frozenset()
+    #: A postcode and the word after it, as an address ends ("28013 Madrid", "1012 LG"): read digit
+    #: by digit where a count would stand
+    postcode_before_place: Optional[re.Pattern[str]] = None
     #: Words (lowercase) after which a number of three digits or more is read digit by digit:
     #: "PIN 4821", "ZIP 94103".
     digits_lead_words: frozenset[str] = frozenset()
