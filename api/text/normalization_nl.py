@@ -159,6 +159,10 @@ class DutchRules(LanguageRules):
         "a.u.b.": Abbreviation("alstublieft", can_end=True),
         "nr.": Abbreviation("nummer", before_number=True),
         "blz.": Abbreviation("bladzijde", before_number=True),
+        "max.": Abbreviation("maximaal", before_number=True),  # "max. 18 °C", "max. 23 kg"
+        "min.": Abbreviation("minimaal", before_number=True),  # after a number "5 min." is minutes
+        "dgn.": Abbreviation("dagen", can_end=True),  # "nog 3 dgn."
+        "dgn": Abbreviation("dagen"),
         "mln.": Abbreviation("miljoen"),
         "mld.": Abbreviation("miljard"),
     }
