@@ -341,6 +341,11 @@ class LanguageRules:
     adjective_articles: frozenset[str] = frozenset()
     #: Words after "a $20" that it does not describe: "a $20 or $30 fee" keeps "dollars".
     amount_link_words: frozenset[str] = frozenset()
+    #: Determiners after which an amount describes the singular noun that follows it ("the $20
+    #: fee", "your 65\" TV"), where no verb or pronoun follows instead ("the $20 you paid").
+    adjective_determiners: frozenset[str] = frozenset()
+    #: Words after "the $20" that it does not describe, beyond ``amount_link_words``.
+    not_described_words: frozenset[str] = frozenset()
     # "1° lugar": a degree sign typed for the ordinal indicator "º" before a word (es, pt)
     degree_sign_ordinal = False
     # "el 5/6", "on 5/6": after these words d/m (m/d in English) is a date, not a fraction

@@ -111,13 +111,24 @@ class TokenContext:
 
     def _adjective_amount(self, i: int, consumed: int) -> bool:
         """Whether the amount at token ``i`` (and ``consumed`` more) stands between "a" and a
-        word it describes: "a $20 gift card" is "a twenty dollar gift card"; "a $20." is not."""
-        if not self._after_article(i):
-            return False
+        word it describes: "a $20 gift card" is "a twenty dollar gift card"; "a $20." is not.
+        After "the", "your" and the like (``adjective_determiners``) only before a word that looks
+        like a singular noun: "the $20 fee", 'the 65" TV'; "the $20 you paid", "the $20 covers
+        it" and "the $5 drafts" keep the plural."""
         last, j = self.tokens[i + consumed], i + consumed + 1
         nxt = self.tokens[j] if j < len(self.tokens) else None
-        return (not last.trail and nxt is not None and not nxt.lead and nxt.core.isalpha() and nxt.core.islower()
-                and nxt.core not in self.rules.amount_link_words)
+        if last.trail or nxt is None or nxt.lead or not nxt.core.isalpha():
+            return False
+        r, word = self.rules, nxt.core
+        if self._after_article(i):
+            return word.islower() and word not in r.amount_link_words
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is None or prev.trail or prev.core.lower() not in r.adjective_determiners:
+            return False
+        if word.isupper():
+            return 2 <= len(word) <= 4  # "the 65\" TV"
+        return (word.islower() and word not in r.amount_link_words and word not in r.not_described_words
+                and not (word.endswith("s") and not word.endswith("ss")) and not word.endswith("ed"))
 
     def _noun_after(self, i: int) -> Optional[str]:
         """The gender of the noun right after token ``i`` ("21 casas": "f"), None when the next
