@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Optional
 
 from api.text.normalization_rules import ParsedNumber
-from api.text.normalization_tokens import RANGE_WORD, Token, TokenContext, starts_digit
+from api.text.normalization_tokens import RANGE_WORD, Token, TokenContext
 from api.text.normalization_units import UNIT_SYMBOLS
 
 SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR",
@@ -37,6 +37,8 @@ _PREFIX_MONEY_RANGE_RE = re.compile(
 AMOUNT_RANGE_RE = re.compile(r"(?P<low>\d[\d.,]*?)[-–](?P<high>\d[\d.,]*)")  # "10-20 €"
 # "1.2k", "2.5M", "3bn": a whole number before "k" or "M" is often a name ("401k", "4k TV", "a 5k race", "3M")
 _SCALED_RE = re.compile(r"(?P<num>\d+[.,]\d+)(?P<scale>k|M|B)|(?P<whole>\d[\d.,]*)(?P<bn>bn)")
+# a number before a scale's short form written apart: under a thousand ("2020 mi" is no million)
+_SHORT_SCALED_RE = re.compile(r"\d{1,3}(?:[.,]\d+)?")
 # "1M+", "100k+": a count, with the "+" that "401k" and "3M" never have
 _SCALED_PLUS_RE = re.compile(r"(?P<num>\d{1,3}(?:[.,]\d+)?)(?P<scale>k|M)\+")
 # "$9.99/month", "5€/kg", "20km/day": an amount, "/" and a word (_read_per)
@@ -241,7 +243,7 @@ class MoneyReading(TokenContext):
         core, nxt = self.tokens[i].core, self._next(i)
         if m := _SCALED_RE.fullmatch(core):
             return self._scaled(m.group("num") or m.group("whole"), m.group("scale") or m.group("bn")), 0
-        if (nxt is not None and not self.tokens[i].trail and not nxt.lead and starts_digit(self.tokens[i])
+        if (nxt is not None and not self.tokens[i].trail and not nxt.lead and _SHORT_SCALED_RE.fullmatch(core)
                 and nxt.core.lower() in self.rules.short_scales):  # "5 mln inwoners", "2,5 bi"
             said = self._scaled(core, self.rules.short_scales[nxt.core.lower()])
             return (said, 1) if said is not None else (None, 0)
