@@ -195,6 +195,7 @@ class EnglishRules(LanguageRules):
         # "min. 3 nights", "max. 10 people"; after a number "5 min." is minutes (a unit)
         "min.": Abbreviation("minimum", before_number=True, nouns=_LIMITED_NOUNS),
         "max.": Abbreviation("maximum", before_number=True, nouns=_LIMITED_NOUNS),
+        "max": Abbreviation("maximum", before_number=True),  # "max 3,000 mg/day"; "max out" stays
         # title: "P." is also an initial before a name ("J. P. Morgan"), so the segmenter must
         # not end a sentence at its period; before a number (the only place it is read) the flag
         # changes nothing.

@@ -177,9 +177,10 @@ class IdReading(TokenContext):
             return f" {r.symbol_words['.']} ".join(r.digits(part) for part in m.groups()), 0
         if m := _RESOLUTION_RE.fullmatch(core):
             return f"{r.digit_pairs(m.group(1)) or r.read_integer(m.group(1))} p", 0
-        prev = self.tokens[i - 1] if i > 0 else None
         m = _PRESSURE_RE.fullmatch(core)
-        if m and prev is not None and not prev.trail and prev.core.lower() in r.pressure_lead_words:
+        lead = self._word_back(i, r.copulas) if m and i > 0 else None  # "BP 120/80", "BP was 128/82", "BP: 120/80"
+        if lead is not None and self.tokens[lead].trail in ("", ":") \
+                and self.tokens[lead].core.lower() in r.pressure_lead_words:
             high, low = m.group(1), m.group(2)
             said = f"{r.digit_pairs(high) or r.read_integer(high)} {r.pressure_word} {r.read_integer(low)}"
             nxt = self._next(i)

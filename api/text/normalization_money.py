@@ -11,7 +11,7 @@ from typing import Optional
 
 from api.text.normalization_rules import ParsedNumber
 from api.text.normalization_tokens import RANGE_WORD, Token, TokenContext
-from api.text.normalization_units import UNIT_SYMBOLS
+from api.text.normalization_units import UNIT_SYMBOLS, number_range
 
 SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR",
             "C$": "CAD", "CA$": "CAD", "A$": "AUD", "AU$": "AUD"}
@@ -212,7 +212,14 @@ class MoneyReading(TokenContext):
     def _read_per(self, i: int) -> tuple[Optional[str], int]:
         """An amount per something: "$9.99/month" -> "nine dollars and ninety-nine cents per
         month", "$20/hr" -> "... per hour", "5 €/kg"; the amount is read by the other rules."""
-        tok = self.tokens[i]
+        tok, nxt = self.tokens[i], self._next(i)
+        if (nxt is not None and not tok.trail and not nxt.lead and nxt.core.count("/") == 1
+                and nxt.core.partition("/")[0] in UNIT_SYMBOLS and self.rules.units):
+            # "3,000 mg/day", "5 km/day": a unit written apart with what it is per
+            unit, per = self._split_per(nxt.core)
+            low, written = number_range(tok.core) or (None, tok.core)
+            said = self._amount_of(low, written, UNIT_SYMBOLS[unit]) if per and unit in UNIT_SYMBOLS else None
+            return (said + per, 1) if said is not None else (None, 0)
         m = _PER_AMOUNT_RE.fullmatch(tok.core)
         suffix = m.group("suffix") if m else None
         scaled_amount = suffix is not None and PREFIX_MONEY_RE.fullmatch(tok.core.rpartition("/")[0]) is not None
