@@ -72,6 +72,8 @@ class EnglishRules(LanguageRules):
         "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
         "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
     }
+    sequence_words = frozenset(
+        "step page question part slide item photo image card episode round level stage lesson module".split())
     digits_lead_words = frozenset({"pin", "zip", "otp", "ext.", "ext", "extension", "port", "code", "passcode"})
     last_digits_phrases = frozenset({"ending in", "ending with", "ends in", "ends with"})
     record_nouns = frozenset("""order confirmation reference ref ticket case tracking member membership policy claim
@@ -104,6 +106,7 @@ class EnglishRules(LanguageRules):
             "lb": ("pound", "pounds"), "oz": ("ounce", "ounces"), "l": ("liter", "liters"),
             "floz": ("fluid ounce", "fluid ounces"),
             "ml": ("milliliter", "milliliters"),
+            "piece": ("piece", "pieces"),
             "acre": ("acre", "acres"),
             "m2": ("square meter", "square meters"), "km2": ("square kilometer", "square kilometers"),
             "cm2": ("square centimeter", "square centimeters"), "mm2": ("square millimeter", "square millimeters"),

@@ -72,6 +72,9 @@ class SpanishRules(LanguageRules):
     and_a_half = "y medio"
     half_words = {"m": "medio", "f": "media"}
     fraction_of_word = "de"
+    sequence_words = frozenset(
+        "paso página pregunta parte foto imagen episodio ronda nivel etapa lección módulo".split())
+    sequence_of_word = "de"
     part_nouns = frozenset({"parte", "partes"})
     sign_singulars = {"veces": "vez"}
     more_than_words = "más de"
@@ -120,6 +123,7 @@ class SpanishRules(LanguageRules):
             "lb": ("libra", "libras", "f"), "oz": ("onza", "onzas", "f"), "l": ("litro", "litros"),
             "floz": ("onza líquida", "onzas líquidas", "f"),
             "ml": ("mililitro", "mililitros"),
+            "piece": ("pieza", "piezas", "f"),
             "acre": ("acre", "acres"),
             "m2": ("metro cuadrado", "metros cuadrados"), "km2": ("kilómetro cuadrado", "kilómetros cuadrados"),
             "cm2": ("centímetro cuadrado", "centímetros cuadrados"),

@@ -76,6 +76,9 @@ class DutchRules(LanguageRules):
         "za": "zaterdag", "zo": "zondag",
     }
     postcode_before_place = re.compile(r"[1-9]\d{3} [A-Z]{2}(?: [A-Z][a-z]+)?")  # "1012 LG Amsterdam"
+    sequence_words = frozenset(
+        "stap pagina vraag deel foto afbeelding aflevering ronde niveau fase les module".split())
+    sequence_of_word = "van"
     digits_lead_words = frozenset({"pin", "pincode", "postcode", "code", "otp", "verificatiecode", "bevestigingscode",
                                    "inlogcode", "beveiligingscode", "toegangscode"})
     last_digits_phrases = frozenset({"eindigend op", "eindigt op"})
@@ -101,6 +104,7 @@ class DutchRules(LanguageRules):
             "lb": ("pond", "pond"), "oz": ("ons", "ons"), "l": ("liter", "liter"),
             "floz": ("vloeibare ons", "vloeibare ons"),
             "ml": ("milliliter", "milliliter"),
+            "piece": ("stuk", "stuks"),
             "acre": ("acre", "acre"),
             "m2": ("vierkante meter", "vierkante meter"), "km2": ("vierkante kilometer", "vierkante kilometer"),
             "cm2": ("vierkante centimeter", "vierkante centimeter"),

@@ -96,6 +96,10 @@ class NumberReading(TokenContext):
         nxt = self._next(i) if not self.tokens[i].trail else None
         of_a_unit = nxt is not None and not nxt.lead and (  # "el 1/2 litro", "Tuesday 3/4 cup", "on 3/4 of it"
             self._is_unit_word(nxt.core) or nxt.core.lower() in _FRACTION_NOUNS or nxt.core.lower() in FRACTION_OF)
+        prev = self.tokens[i - 1] if i > 0 else None
+        if (0 < a <= b and not of_a_unit and prev is not None and not prev.trail
+                and prev.core.lower() in r.sequence_words):  # "Step 1/3", "página 2/10": a place and the whole
+            return f"{r.read_integer(m.group(1))} {r.sequence_of_word} {r.read_integer(m.group(2))}", 0
         zero_led = m.group(2)[:1] == "0" or m.group(1)[:1] == "0"  # "as of 12/04": no fraction is written so
         if (zero_led or self._is_dated(i, a, b)) and not of_a_unit:
             month, day = (a, b) if r.date_order == "mdy" else (b, a)

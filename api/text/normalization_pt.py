@@ -88,6 +88,9 @@ class PortugueseRules(LanguageRules):
     and_a_half = "e meio"
     half_words = {"m": "meio", "f": "meia"}
     fraction_of_word = "de"
+    sequence_words = frozenset(
+        "passo etapa página pergunta parte foto imagem episódio rodada nível aula módulo".split())
+    sequence_of_word = "de"
     part_nouns = frozenset({"parte", "partes"})
     sign_singulars = {"vezes": "vez"}
     more_than_words = "mais de"
@@ -133,6 +136,7 @@ class PortugueseRules(LanguageRules):
             "lb": ("libra", "libras", "f"), "oz": ("onça", "onças", "f"), "l": ("litro", "litros"),
             "floz": ("onça fluida", "onças fluidas", "f"),
             "ml": ("mililitro", "mililitros"),
+            "piece": ("peça", "peças", "f"),
             "acre": ("acre", "acres"),
             "m2": ("metro quadrado", "metros quadrados"), "km2": ("quilômetro quadrado", "quilômetros quadrados"),
             "cm2": ("centímetro quadrado", "centímetros quadrados"),

@@ -409,6 +409,10 @@ class LanguageRules:
     half_words: dict[str, str] = {}
     #: "1/4 taza" -> "un cuarto de taza": the word between another fraction and its noun (es, pt)
     fraction_of_word: Optional[str] = None
+    #: "Step 1/3" -> "step one of three": words that number a place in a sequence, before which
+    #: "a/b" is the place and the whole; and the word between them
+    sequence_words: frozenset[str] = frozenset()
+    sequence_of_word = "of"
     #: "3/4 partes" -> "tres cuartas partes": nouns a fraction is said of with a feminine ordinal
     part_nouns: frozenset[str] = frozenset()
     #: "1x" -> "una vez": the singular of a sign's word after one (es, pt)

@@ -33,6 +33,7 @@ UNIT_SYMBOLS: dict[str, str] = {
     "km": "km", "m": "m", "cm": "cm", "mm": "mm", "mi": "mi", "ft": "ft", "ac": "acre",
     "″": "in",  # the double prime; an ASCII '"' after a number is read apart (_read_inch_mark)
     "kg": "kg", "g": "g", "mg": "mg", "lb": "lb", "lbs": "lb", "oz": "oz",
+    "pc": "piece", "pcs": "piece",  # "10 pc", "2 pcs"; "PC" is a computer
     "l": "l", "L": "l", "ml": "ml", "mL": "ml",
     # area, volume
     "m²": "m2", "km²": "km2", "cm²": "cm2", "mm²": "mm2", "ft²": "ft2", "sqft": "ft2", "m³": "m3", "cm³": "cm3",
