@@ -317,9 +317,10 @@ class MeasureReading(TokenContext):
         """A listing's rooms (``LanguageRules.rooms``): "3 bd" -> "three bedrooms", "2BR/1BA" ->
         "two bedrooms, one bathroom", "1.5 ba", "3 hab." -> "tres habitaciones", "3 qtos". Only
         these short forms after a number of one or two digits."""
-        r, tok, nxt = self.rules, self.tokens[i], self._next(i)
-        if not r.rooms:
+        r, tok = self.rules, self.tokens[i]
+        if not r.rooms or not tok.core[:1].isdecimal():
             return None, 0
+        nxt = self._next(i)
         parts = tok.core.split("/")
         matches = [_ROOMS_RE.fullmatch(part) for part in parts]
         if len(parts) <= 2 and all(m and m.group("abbr").lower() in r.rooms for m in matches):

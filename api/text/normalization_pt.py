@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Optional
 
@@ -18,6 +19,7 @@ _BIG = {"milhão", "milhões", "bilhão", "bilhões", "bilião", "biliões"}
 _FEMININE = {"um": "uma", "dois": "duas"}
 
 
+@functools.lru_cache(maxsize=4096)  # as spell's: the same counts recur
 def _spelled(n: int) -> str:
     """``n`` spelled as Brazil says it, with the "e" num2words leaves out before a last group of
     millions or more that is round ("um bilhão e quinhentos milhões", as "um milhão e duzentos mil")."""
