@@ -35,6 +35,8 @@ _MILITARY_LEADS = frozenset("at by until till from before after since".split())
 # Portuguese "8/8h", "12/12h": every so many hours, as a dose is prescribed
 _EVERY_HOURS_RE = re.compile(r"(?P<a>\d{1,2})/(?P<b>\d{1,2})h")
 # English "q6h", "q4-6h": every so many hours (a prescription's Latin "quaque")
+_EVERY_HOURS_ES_RE = re.compile(r"c/(?P<a>\d{1,2})(?P<h>h|hs|hrs)?", re.IGNORECASE)  # Spanish "c/8 h": "cada"
+_HOUR_WORDS_ES = frozenset({"h", "hs", "hrs", "horas"})
 _EVERY_HOURS_EN_RE = re.compile(r"q(?P<a>\d{1,2})(?:[-–](?P<b>\d{1,2}))?h")
 # Dutch hours with "u" for "uur" after the last: "9-17u", "10–16u"
 _DUTCH_HOURS_RE = re.compile(r"(?P<start>[01]?\d|2[0-3])[-–](?P<end>[01]?\d|2[0-4])u")
@@ -190,13 +192,22 @@ class ClockReading(TokenContext):
 
     def _read_dose_interval(self, i: int) -> tuple[Optional[str], int]:
         """How often a dose is taken, written as prescriptions write it: Portuguese "de 8/8h" ("de oito
-        em oito horas"), English "q6h", "q4-6h" ("every six hours", "every four to six hours")."""
+        em oito horas"), Spanish "c/8 h" ("cada ocho horas"), English "q6h", "q4-6h" ("every six
+        hours", "every four to six hours")."""
         r, core = self.rules, self.tokens[i].core
         if r.code == "en" and (every := _EVERY_HOURS_EN_RE.fullmatch(core)):
             hours = r.cardinal(int(every["a"]))
             if every["b"]:
                 hours = f"{hours} {RANGE_WORD['en']} {r.cardinal(int(every['b']))}"
             return f"every {hours} hours" if hours != "one" else "every hour", 0
+        if r.code == "es" and (every := _EVERY_HOURS_ES_RE.fullmatch(core)):
+            nxt, consumed = self._next(i), 0
+            if not every["h"]:  # "c/8 h": the hours' short form a token of its own
+                if self.tokens[i].trail or nxt is None or nxt.lead or nxt.core.lower() not in _HOUR_WORDS_ES:
+                    return None, 0
+                consumed = 1
+            hours = int(every["a"])
+            return ("cada hora" if hours == 1 else f"cada {r.cardinal(hours, 'f')} horas"), consumed
         every = _EVERY_HOURS_RE.fullmatch(core) if r.code == "pt" else None
         if every is None or every["a"] != every["b"]:
             return None, 0

@@ -100,7 +100,7 @@ class SpanishRules(LanguageRules):
     # "código postal 28001", "su código de verificación es 482 913"
     digits_lead_words = frozenset({"pin", "cp", "c.p.", "código", "otp", "postal", "verificación", "confirmación", "clave"})
     postcode_before_place = re.compile(r"[0-5]\d{4} [A-ZÁÉÍÓÚÑ][a-záéíóúñ]+(?: \S+)?")  # "28013 Madrid"
-    last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en"})
+    last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en", "terminación"})
     record_nouns = frozenset("""pedido confirmación referencia reserva cliente cuenta factura póliza caso ticket
     seguimiento socio expediente incidencia solicitud""".split())
     record_number_words = frozenset({"número", "nº", "n.º", "núm", "núm.", "#"})
@@ -191,6 +191,8 @@ class SpanishRules(LanguageRules):
         "incl.": Abbreviation("incluido", can_end=True),  # "IVA incl."
         "háb.": Abbreviation("hábiles", can_end=True),  # "3-5 días háb."
         "c.p.": Abbreviation("código postal", before_number=True),
+        "ref.": Abbreviation("referencia"),
+        "expte.": Abbreviation("expediente"),
     }
 
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:

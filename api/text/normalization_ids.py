@@ -149,6 +149,8 @@ class IdReading(TokenContext):
         lead = self._word_back(i, r.copulas)  # "PIN 4821", "PIN: 4821", "your PIN is 4821", "ending in 4242"
         if lead is not None and self.tokens[lead].trail in ("", ":"):
             word = self.tokens[lead].core.lower()
+            if len(core) == 4 and word in r.last_digits_phrases:  # "su tarjeta terminación 4321"
+                return True
             if len(core) == 4 and lead > 0 and not self.tokens[lead - 1].trail:  # a card's last four
                 if f"{self.tokens[lead - 1].core.lower()} {word}" in r.last_digits_phrases:
                     return True
