@@ -345,7 +345,8 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
                 return street, 0
         if tok.core[:1] == "@" and _HANDLE_RE.fullmatch(tok.core[1:]):  # "@AcmeSupport": a social media handle
             return f"{self.rules.symbol_words['@']} {tok.core[1:]}", 0
-        if tok.core == "/" and i > 0 and self.tokens[i - 1].core.lower() in self.rules.rooms and starts_digit(self._next(i)):
+        if (tok.core == "/" and i > 0 and self.tokens[i - 1].core.lower() in self.rules.rooms
+                and starts_digit(self._next(i))):
             return BETWEEN_AND[self.rules.code], 0  # "3 bd / 2 ba": "and"
         if tok.core == "@" and self.rules.code == "en" and not tok.trail and starts_digit(self._next(i)):
             return "at", 0  # "Tue 12/8 @ 3:15pm"

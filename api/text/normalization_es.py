@@ -98,7 +98,8 @@ class SpanishRules(LanguageRules):
         "vie": "viernes", "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
     # "código postal 28001", "su código de verificación es 482 913"
-    digits_lead_words = frozenset({"pin", "cp", "c.p.", "código", "otp", "postal", "verificación", "confirmación", "clave"})
+    digits_lead_words = frozenset({
+        "pin", "cp", "c.p.", "código", "otp", "postal", "verificación", "confirmación", "clave"})
     postcode_before_place = re.compile(r"[0-5]\d{4} [A-ZÁÉÍÓÚÑ][a-záéíóúñ]+(?: \S+)?")  # "28013 Madrid"
     last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en", "terminación"})
     record_nouns = frozenset("""pedido confirmación referencia reserva cliente cuenta factura póliza caso ticket

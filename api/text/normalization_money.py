@@ -219,7 +219,8 @@ class MoneyReading(TokenContext):
             unit, per = self._split_per(nxt.core)
             low, written = number_range(tok.core) or (None, tok.core)
             said = self._amount_of(low, written, UNIT_SYMBOLS[unit]) if per and unit in UNIT_SYMBOLS else None
-            return (said + per, 1) if said is not None else (None, 0)
+            if said is not None:
+                return said + per, 1
         m = _PER_AMOUNT_RE.fullmatch(tok.core)
         suffix = m.group("suffix") if m else None
         scaled_amount = suffix is not None and PREFIX_MONEY_RE.fullmatch(tok.core.rpartition("/")[0]) is not None
