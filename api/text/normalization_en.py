@@ -54,7 +54,7 @@ class EnglishRules(LanguageRules):
         you i we they he she it that which who whom what when where if so as are were be been has have had
         do does did can could should shall may might must went goes go came come got get gets stays
         today tomorrow yesterday now then already instead too again only first upfront later ago total extra
-        back cash up down over out here there back still just even also""".split())
+        back cash up down over out here there still just even also""".split())
     # "due 12/1", "offer ends 11/30", "valid through 12/31"
     date_lead_words = frozenset({
         "on", "since", "until", "till", "til", "due", "ends", "starts", "begins", "through", "thru", "starting",
