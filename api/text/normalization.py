@@ -554,7 +554,10 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             if abbr is None or any(c not in TRAIL for c in rest[k:]):
                 continue
             nxt = self._next(i)
-            if ((abbr.before_number or abbr.nouns) and not (abbr.before_number and starts_digit(nxt))
+            if is_time_zone(rest[: k - 1]) and not starts_digit(nxt):
+                return None  # "3:30 PM EST." is the zone in capitals, its period the full stop; "Est." is estimated
+            numbered = abbr.before_number and (starts_digit(nxt) or (abbr.before_code and self._numbers_a_code(i)))
+            if ((abbr.before_number or abbr.nouns) and not numbered
                     and (nxt is None or nxt.core.lower() not in abbr.nouns)):
                 return None  # no abbreviation here ("I said no."); a short month may still be one ("in Oct.")
             # "St. Louis" is Saint; "Main St., Springfield": punctuation after it ends a street name, and
@@ -581,6 +584,13 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             self.tokens[i] = Token(tok.raw, tok.lead, rest[:k], trail)
             return words, 0
         return None
+
+    def _numbers_a_code(self, i: int) -> bool:
+        """Whether the abbreviation at token ``i`` numbers the code after it, a record's noun before
+        it: "Model No. XR-7", "Part no. A12B" ("I said no. OK" stays)."""
+        nxt = self._next(i)
+        return (i > 0 and not self.tokens[i - 1].trail and self.tokens[i - 1].core.lower() in self.rules.record_nouns
+                and nxt is not None and not nxt.lead and bool(_CODE_RE.fullmatch(nxt.core)))
 
     def _read_roman(self, i: int) -> Optional[str]:
         """A Roman numeral after a word that numbers things (``LanguageRules.roman_lead_words``):
@@ -649,6 +659,7 @@ _EN_FIXED_READINGS = {"YoY": "year over year", "QoQ": "quarter over quarter", "M
                       "N/A": "not applicable"}
 _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
 _WORD_RE = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")  # letters, maybe hyphenated: "e-ticket"
+_CODE_RE = re.compile(r"(?=[A-Z-]*\d)[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*")  # capitals and a digit: "XR-7", "A12B"
 _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": "Alt", "cmd": "Command",
               "command": "Command", "opt": "Option", "option": "Option", "win": "Windows", "fn": "Function",
               "del": "Delete", "esc": "Escape", "enter": "Enter", "tab": "Tab", "space": "Space"}

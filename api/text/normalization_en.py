@@ -78,7 +78,7 @@ class EnglishRules(LanguageRules):
     last_digits_phrases = frozenset({"ending in", "ending with", "ends in", "ends with"})
     record_nouns = frozenset("""order confirmation reference ref ticket case tracking member membership policy claim
     booking reservation invoice account customer serial transaction incident request record loyalty e-ticket
-    itinerary""".split())
+    itinerary model part item product sku style lot batch""".split())
     record_number_words = frozenset({"number", "#", "no", "no.", "nr", "nr.", "num", "num."})
     masked_digits_phrase = "ending in"
     keypad_words = {"*": "star", "#": "pound"}
@@ -190,7 +190,7 @@ class EnglishRules(LanguageRules):
         "w/o": Abbreviation("without"),
         "inc.": Abbreviation("incorporated", can_end=True),
         "ltd.": Abbreviation("limited", can_end=True),
-        "no.": Abbreviation("number", before_number=True),
+        "no.": Abbreviation("number", before_number=True, before_code=True),
         # Read only before a number ("Fig. 3", "Jan. 5"): elsewhere the dotted word may be a name
         # or a sentence's last word ("Jan." is also a name). Only dotted short forms are listed:
         # "May", "march" are words, and "May." is one before a full stop.

@@ -300,6 +300,9 @@ class IdReading(TokenContext):
             code = set(range(len(pieces)))  # "your code is 123-456": digit groups, not a range
         if _is_lettered_id(pieces):
             code |= set(range(2, len(pieces)))  # "HO-3-449821": a policy's id, not a range
+        if self._numbers_a_record(i):  # "Part no. 4471-B", "case number 10-20": digits one by one, no range
+            code |= {k for k, piece in enumerate(pieces)
+                     if piece.isdecimal() or piece in DASHES and _between_digits(pieces, k)}
         if (  # "(555)123-4567": the area code belongs to the number
             tok.lead.endswith("(") and len(pieces) > 2 and len(pieces[0]) == 3 and pieces[0].isdecimal()
             and pieces[1] == ")" and _is_phone_number("".join(pieces[2:]))

@@ -84,7 +84,7 @@ class DutchRules(LanguageRules):
     last_digits_phrases = frozenset({"eindigend op", "eindigt op"})
     # "bestelnummer", "klantnummer" (a compound with "nummer"), "bestelling nr."
     record_nouns = frozenset({"bestel", "bestelling", "klant", "factuur", "referentie", "reservering", "dossier",
-                              "order", "ticket", "polis", "zaak"})
+                              "order", "ticket", "polis", "zaak", "model", "artikel", "onderdeel"})
     record_number_words = frozenset({"nummer", "nr", "nr.", "#"})
     masked_digits_phrase = "eindigend op"
     keypad_words = {"*": "sterretje", "#": "hekje"}
@@ -161,7 +161,7 @@ class DutchRules(LanguageRules):
         "m.b.t.": Abbreviation("met betrekking tot"),
         "i.p.v.": Abbreviation("in plaats van"),
         "a.u.b.": Abbreviation("alstublieft", can_end=True),
-        "nr.": Abbreviation("nummer", before_number=True),
+        "nr.": Abbreviation("nummer", before_number=True, before_code=True),
         "blz.": Abbreviation("bladzijde", before_number=True),
         "max.": Abbreviation("maximaal", before_number=True),  # "max. 18 °C", "max. 23 kg"
         "min.": Abbreviation("minimaal", before_number=True),  # after a number "5 min." is minutes

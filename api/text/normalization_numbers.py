@@ -23,7 +23,8 @@ _MIXED_DENOMINATORS = frozenset({2, 3, 4, 8, 16})  # "2 1/2 cups", "5 3/8 in"
 # "~20", "~$20", "~5km", "+1"; "#1" ("#" before a number only: "#2024goals" is a hashtag)
 # "±5%", "+/-5", "<5 min", ">=18"
 _SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+±≤≥]|\+/-|[<>]=?)(?P<rest>[$€£¥₹]?\d\S*)")
-_NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*|[A-Z]{1,3}-?\d[A-Z\d-]*)")  # "#1", "#A12345", "#A-12345"
+# "#1", "#A12345", "#A-12345", "#4471-B"
+_NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*(?:-[A-Z\d]+)*|[A-Z]{1,3}-?\d[A-Z\d-]*)")
 # "50+", "1.5x", "2×", "$1M+" (an amount with its scale)
 _SIGN_AFTER_RE = re.compile(
     r"(?P<rest>\d(?:[\d.,]*\d)?(?:[-–]\d(?:[\d.,]*\d)?)?|[$€£¥₹]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")

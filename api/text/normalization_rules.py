@@ -73,6 +73,8 @@ class Abbreviation:
     delivery" "Estimated"); None when there is one.
     agrees: an adjective that takes the gender of the noun right before it (Spanish and Portuguese
     "capacidad máx." is "capacidad máxima").
+    before_code: with before_number, also expanded before a code in capitals with a digit after a
+    record's noun (``LanguageRules.record_nouns``): "Model No. XR-7", "Part no. A12B".
     """
 
     expansion: str
@@ -84,6 +86,7 @@ class Abbreviation:
     at_end: Optional[str] = None
     before_digit: Optional[str] = None
     agrees: bool = False
+    before_code: bool = False
 
 
 @dataclass(frozen=True, slots=True)
