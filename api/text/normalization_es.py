@@ -99,7 +99,8 @@ class SpanishRules(LanguageRules):
     }
     # "código postal 28001", "su código de verificación es 482 913"
     digits_lead_words = frozenset({
-        "pin", "cp", "c.p.", "código", "otp", "postal", "verificación", "confirmación", "clave"})
+        "pin", "cp", "c.p.", "código", "otp", "postal", "verificación", "confirmación", "clave", "dni", "nie", "nif",
+        "cif"})
     postcode_before_place = re.compile(r"[0-5]\d{4} [A-ZÁÉÍÓÚÑ][a-záéíóúñ]+(?: \S+)?")  # "28013 Madrid"
     last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en", "terminación"})
     record_nouns = frozenset("""pedido confirmación referencia reserva cliente cuenta factura póliza caso ticket
@@ -194,6 +195,9 @@ class SpanishRules(LanguageRules):
         "c.p.": Abbreviation("código postal", before_number=True),
         "ref.": Abbreviation("referencia"),
         "expte.": Abbreviation("expediente"),
+        # a road's kilometre post: "el km 23 de la A-6" ("23 km" is the unit, read with its number)
+        "km": Abbreviation("kilómetro", before_number=True),
+        "km.": Abbreviation("kilómetro", before_number=True),
     }
 
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:

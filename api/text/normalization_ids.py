@@ -292,12 +292,15 @@ class IdReading(TokenContext):
         if _IBAN_START_RE.fullmatch(core) and self._iban_groups_follow(i):
             return f"{core[:2]} {r.digits(core[2:])}", 0  # an IBAN's country and check digits: "NL91 ABNA 0417..."
         # "1,000-2,000" (en) / "1.000-2.000" (es): grouped numbers are one number each, so the run
-        # is a range of two, not four digit groups read as a code
-        pieces = _PIECE_RE.findall(_ungroup_numbers(core, r.group_sep))
-        code = _code_pieces(pieces) | _id_digits(pieces)
+        # is a range of two, not four digit groups read as a code; after a code's word the groups
+        # are the code's ("CPF: 123.456.789-09")
+        pieces = _PIECE_RE.findall(core)
         if (self._after_digits_lead(i) or self._after_last_digits_phrase(i)) and all(
-                p.isdecimal() or p in DASHES for p in pieces):
+                p.isdecimal() or p in DASHES or p in "./" for p in pieces):
             code = set(range(len(pieces)))  # "your code is 123-456": digit groups, not a range
+        else:
+            pieces = _PIECE_RE.findall(_ungroup_numbers(core, r.group_sep))
+            code = _code_pieces(pieces) | _id_digits(pieces)
         if _is_lettered_id(pieces):
             code |= set(range(2, len(pieces)))  # "HO-3-449821": a policy's id, not a range
         if self._numbers_a_record(i):  # "Part no. 4471-B", "case number 10-20": digits one by one, no range

@@ -114,7 +114,8 @@ class PortugueseRules(LanguageRules):
         "seg": "segunda", "ter": "terça", "qua": "quarta", "qui": "quinta", "sex": "sexta",
         "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
-    digits_lead_words = frozenset({"pin", "cep", "código", "otp", "verificação", "confirmação", "senha"})
+    digits_lead_words = frozenset({"pin", "cep", "código", "otp", "verificação", "confirmação", "senha", "cpf", "cnpj",
+                                   "rg"})
     last_digits_phrases = frozenset({"terminado em", "terminada em", "termina em", "acaba em"})
     record_nouns = frozenset("""pedido confirmação referência reserva cliente conta fatura apólice caso protocolo
     rastreamento chamado solicitação""".split())
@@ -195,6 +196,9 @@ class PortugueseRules(LanguageRules):
         "pág.": Abbreviation("página", before_number=True),
         "n.º": Abbreviation("número"),
         "tel.": Abbreviation("telefone"),
+        # a road's kilometre post: "no km 23 da BR-116" ("23 km" is the unit, read with its number)
+        "km": Abbreviation("quilômetro", before_number=True),
+        "km.": Abbreviation("quilômetro", before_number=True),
     }
 
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:
