@@ -292,9 +292,10 @@ class CalendarReading(TokenContext):
             return self._date_and_time(stamp), 0
         m = _ISO_DATE_RE.fullmatch(core)
         prev = self.tokens[i - 1] if i > 0 else None
-        if (not m and prev is not None and not prev.trail and prev.core.lower() in r.dash_date_lead_words
-                and (day_month := _DAY_MONTH_RE.fullmatch(core))):
-            day, month = int(day_month.group(1)), int(day_month.group(2))  # "op 15-12": a date, not a range
+        # "op 15-12", "martes 12-03" (where the day comes first): a date, not a range
+        if (not m and prev is not None and not prev.trail and (day_month := _DAY_MONTH_RE.fullmatch(core))
+                and (prev.core.lower() in r.dash_date_lead_words or (r.date_order == "dmy" and self._after_weekday(i)))):
+            day, month = int(day_month.group(1)), int(day_month.group(2))
             try:
                 datetime.date(2000, month, day)
             except ValueError:
@@ -495,7 +496,9 @@ class CalendarReading(TokenContext):
         it, only where it is read as the day ("na sex 11/12"; "mar" is also the sea)."""
         prev = self.tokens[i - 1] if i > 0 else None
         r = self.rules
-        if prev is not None and r.code != "en" and prev.trail in (".", ".,") and prev.core.lower() in r.weekday_abbreviations:
+        # its period as written (a read day's trail no longer holds it: "di. 14-03")
+        if (prev is not None and r.code != "en" and prev.raw.rstrip(",").endswith(".")
+                and prev.core.lower() in r.weekday_abbreviations):
             return True
         if prev is None or prev.trail not in ("", ","):
             return False
