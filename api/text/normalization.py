@@ -586,11 +586,18 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         return None
 
     def _numbers_a_code(self, i: int) -> bool:
-        """Whether the abbreviation at token ``i`` numbers the code after it, a record's noun before
-        it: "Model No. XR-7", "Part no. A12B" ("I said no. OK" stays)."""
+        """Whether the abbreviation at token ``i`` numbers the code after it, or after a verb of being,
+        a record's noun before it: "Model No. XR-7", "Part no. A12B", "your tracking no. is 1Z99..."
+        ("I said no. OK" stays)."""
         nxt = self._next(i)
-        return (i > 0 and not self.tokens[i - 1].trail and self.tokens[i - 1].core.lower() in self.rules.record_nouns
-                and nxt is not None and not nxt.lead and bool(_CODE_RE.fullmatch(nxt.core)))
+        if not (i > 0 and not self.tokens[i - 1].trail and self.tokens[i - 1].core.lower() in self.rules.record_nouns
+                and nxt is not None and not nxt.lead):
+            return False
+        if nxt.core in self.rules.copulas and not nxt.trail:  # "is", not "Is" (a question after a full stop)
+            nxt = self._next(i + 1)
+            if nxt is None or nxt.lead:
+                return False
+        return starts_digit(nxt) or bool(_CODE_RE.fullmatch(nxt.core))
 
     def _read_roman(self, i: int) -> Optional[str]:
         """A Roman numeral after a word that numbers things (``LanguageRules.roman_lead_words``):
