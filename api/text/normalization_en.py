@@ -122,7 +122,7 @@ class EnglishRules(LanguageRules):
             "TB": ("terabyte", "terabytes"),
             "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
             "GHz": ("gigahertz", "gigahertz"),
-            "bps": ("bit per second", "bits per second"), "kbps": ("kilobit per second", "kilobits per second"),
+            "bps": ("bit per second", "bits per second"), "bp": ("basis point", "basis points"), "kbps": ("kilobit per second", "kilobits per second"),
             "Mbps": ("megabit per second", "megabits per second"),
             "Gbps": ("gigabit per second", "gigabits per second"),
             "fps": ("frame per second", "frames per second"), "bpm": ("beat per minute", "beats per minute"),
@@ -173,6 +173,7 @@ class EnglishRules(LanguageRules):
         "approx": Abbreviation("approximately"),
         "bldg.": Abbreviation("building", can_end=True),
         "incl.": Abbreviation("including", at_end="included"),
+        "p.a.": Abbreviation("per annum", can_end=True),  # "4.5% p.a."
         "int'l": Abbreviation("international"),
         "est.": Abbreviation("estimated", before_digit="established"),  # "Est. delivery", "Est. 1998"
         "rm": Abbreviation("room", before_number=True),

@@ -18,6 +18,7 @@ from typing import Optional
 
 from api.text.normalization_en import EnglishRules
 from api.text.normalization_rules import LanguageRules
+from api.text.normalization_units import UNDER_A_THOUSAND
 
 _LEAD = "\"'([{¿¡«“‘„‹"
 TRAIL = "\"'.,;:!?)]}»”’›…"
@@ -156,6 +157,8 @@ class TokenContext:
         num = r.parse_number(written)
         if num is None:
             return None
+        if unit in UNDER_A_THOUSAND and len(num.integer) <= 3:  # "25 bps": basis points
+            unit = UNDER_A_THOUSAND[unit]
         if low is None:
             return r.read_measure(num, unit, singular=adjective)
         first = r.parse_number(low)

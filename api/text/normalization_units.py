@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 
 __all__ = [
-    "ATTACHED_ONLY", "SPACED_ONLY", "STANDALONE", "TWO_WORD_UNITS", "UNIT_KEYS", "UNIT_SYMBOLS", "attached_unit",
-    "number_range",
+    "ATTACHED_ONLY", "SPACED_ONLY", "STANDALONE", "TWO_WORD_UNITS", "UNDER_A_THOUSAND", "UNIT_KEYS", "UNIT_SYMBOLS",
+    "attached_unit", "number_range",
 ]
 
 #: written symbol -> the unit's key in ``LanguageRules.units``
@@ -64,8 +64,13 @@ TWO_WORD_UNITS: dict[str, dict[str, str]] = {
     "fl": {"oz": "floz"},
 }
 
+#: a unit key -> the unit its symbol names after an amount under a thousand: "25 bps" are basis
+#: points (a rate's move); a bit rate that low is long gone ("9600 bps" stays bits per second)
+UNDER_A_THOUSAND: dict[str, str] = {"bps": "bp"}
+
 #: every key a language's ``units`` table must name
-UNIT_KEYS = frozenset(UNIT_SYMBOLS.values()) | {key for seconds in TWO_WORD_UNITS.values() for key in seconds.values()}
+UNIT_KEYS = (frozenset(UNIT_SYMBOLS.values()) | {key for seconds in TWO_WORD_UNITS.values() for key in seconds.values()}
+             | set(UNDER_A_THOUSAND.values()))
 
 #: symbols read only as a token of their own after a number ("5 m", "2 L"), never written against it
 SPACED_ONLY = frozenset({"m", "l", "L", "mi"})
