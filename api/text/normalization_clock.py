@@ -270,4 +270,7 @@ class ClockReading(TokenContext):
             consumed = 1
             if r.time_unit not in said[1].split():
                 said[1] = f"{said[1]} {r.time_unit}"
-        return f"{said[0]} {RANGE_WORD[r.code]} {said[1]}", consumed
+        first, last = (s.removesuffix(f" {r.on_the_hour}") if r.on_the_hour else s for s in said)
+        if r.time_unit and last.endswith(f" {r.time_unit}"):  # "nueve a catorce horas", "negen tot zeventien uur"
+            first = first.removesuffix(f" {r.time_unit}")
+        return f"{first} {RANGE_WORD[r.code]} {last}", consumed

@@ -31,6 +31,7 @@ class SpanishRules(LanguageRules):
     group_sep = "."
     lenient_dot_decimal = True
     time_unit = "horas"
+    on_the_hour = "en punto"
     nouns = SPANISH
     feminine_before = frozenset({"la", "las"})
     minus_word = "menos"

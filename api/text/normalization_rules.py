@@ -144,6 +144,9 @@ class LanguageRules:
                     "+": "plus", "=": "equals", "±": "plus or minus", "#": "number", "~": "about", "×": "times", "x": "times", "per": "per",
                     "out of": "out of", "<": "less than", ">": "more than", "≤": "at most", "≥": "at least"}
     time_unit: Optional[str] = None  # a word that may follow a time and is already said: "uur"
+    #: the words after a whole hour's time ("nueve en punto"), left out where a range joins two
+    #: times ("de nueve a catorce horas"); a range says ``time_unit`` once, after its last time
+    on_the_hour: Optional[str] = None
     # Other languages' separators still parse "3.5" as a decimal when the '.' is not followed by
     # exactly three digits ("1.234" stays a thousands group).
     lenient_dot_decimal = False

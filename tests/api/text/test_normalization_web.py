@@ -79,7 +79,7 @@ READINGS = [
     ("en", "The meeting is 2-3pm EST, or 2-3 pm, or 11-12am.", "The meeting is two to three p m EST, or two to three p m, or eleven to twelve a m."),
     ("en", "2:30-3pm, pages 2-3, 13-14pm", "two thirty to three p m, pages two to three, thirteen to fourteen pm"),
     ("en", "Apt. 5B", "Apartment five B"),
-    ("es", "De 9:00-17:30.", "De nueve en punto a diecisiete y treinta."),
+    ("es", "De 9:00-17:30.", "De nueve a diecisiete y treinta."),
 ]
 
 
