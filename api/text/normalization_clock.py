@@ -264,6 +264,15 @@ class ClockReading(TokenContext):
             elif BARE_HOUR_RE.fullmatch(parts[1]) and (meridiem := self._meridiem_after(i)):  # "2-3 pm"
                 said = [r.read_integer(parts[0]), r.read_time(int(parts[1]), 0, meridiem)]
                 consumed = 1
+        clocks = [TIME_RE.fullmatch(part) for part in parts]
+        if all(clocks) and not any(m.group(3) for m in clocks) and (meridiem := self._meridiem_after(i)) \
+                and all(1 <= int(m.group(1)) <= 12 for m in clocks) and consumed == 0:
+            # "10:00-10:30 AM": both in the morning, said once, after the last ("ten to ten thirty a m")
+            (h1, m1), (h2, m2) = ((int(m.group(1)), int(m.group(2))) for m in clocks)
+            marker = r.read_meridiem(meridiem)
+            if marker is not None:
+                said = [r.read_time(h1, m1, meridiem).removesuffix(f" {marker}"), r.read_time(h2, m2, meridiem)]
+                consumed = 1
         if None in said:
             return None, 0
         if consumed == 0 and r.time_unit and self._time_unit_after(i):  # "9:00-17:00 uur": the unit said once

@@ -189,6 +189,8 @@ class EnglishRules(LanguageRules):
         "p.r.n.": Abbreviation("as needed", can_end=True),
         "w/": Abbreviation("with"),
         "w/o": Abbreviation("without"),
+        "w/in": Abbreviation("within"),
+        "biz": Abbreviation("business", nouns=frozenset({"day", "days", "hours"})),  # "2 biz days"; "show biz" stays
         "inc.": Abbreviation("incorporated", can_end=True),
         "ltd.": Abbreviation("limited", can_end=True),
         "no.": Abbreviation("number", before_number=True, before_code=True),
