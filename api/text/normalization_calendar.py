@@ -543,5 +543,5 @@ def _weekday_names(rules: LanguageRules) -> frozenset[str]:
 
 # what joins two short day names written apart into a range: "Mon to Fri", "seg. a sex.", "ma t/m vr"
 _DAY_RANGE_LINKS = {"en": {"to", "through", "thru", "-", "–"}, "es": {"a", "-", "–"},
-                    "pt": {"a", "à", "até", "-", "–"}, "nl": {"t/m", "tot", "-", "–"}}
+                    "pt": {"a", "à", "até", "-", "–"}, "nl": {"t/m", "t.e.m.", "tot", "-", "–"}}
 _DATE_RANGE_RE = re.compile(r"(\d{1,2})/(\d{1,2})[-–](\d{1,2})/(\d{1,2})")  # "11/25–11/30"

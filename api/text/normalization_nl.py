@@ -62,7 +62,7 @@ class DutchRules(LanguageRules):
     # units that are het-words: "een half uur", "een half pond" (and "een halve liter")
     neuter_units = frozenset({"uur", "pond", "ons", "jaar"})
     date_lead_words = frozenset({"op", "tot", "vanaf"})
-    dash_date_lead_words = frozenset({"op", "vanaf"})  # "tot 10-12 personen" is a range
+    dash_date_lead_words = frozenset({"op", "vanaf", "t/m", "t.e.m."})  # "tot 10-12 personen" is a range
     pressure_lead_words = frozenset({"bloeddruk"})
     roman_lead_words = frozenset({"hoofdstuk", "deel", "boek", "fase", "type", "klasse", "sectie", "niveau", "titel",
                                   "artikel", "categorie", "bedrijf"})
@@ -154,6 +154,7 @@ class DutchRules(LanguageRules):
         "t.o.v.": Abbreviation("ten opzichte van"),
         "z.s.m.": Abbreviation("zo snel mogelijk"),
         "t/m": Abbreviation("tot en met"),
+        "t.e.m.": Abbreviation("tot en met"),
         "p/m": Abbreviation("per maand"),  # "€ 19,95 p/m"
         "p.p.": Abbreviation("per persoon"),
         "p.m.": Abbreviation("per maand", can_end=True),  # "€ 25,- p.m.": Dutch tells time on a 24-hour clock
