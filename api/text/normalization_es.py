@@ -36,6 +36,7 @@ class SpanishRules(LanguageRules):
     feminine_before = frozenset({"la", "las"})
     minus_word = "menos"
     decimal_word = "coma"
+    two_decimals_as_number = True
     percent_word = "por ciento"
     currency_and_word = "con"
     ampersand_word = "y"

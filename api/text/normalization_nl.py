@@ -20,6 +20,7 @@ class DutchRules(LanguageRules):
     time_unit = "uur"
     minus_word = "min"
     decimal_word = "komma"
+    two_decimals_as_number = True
     percent_word = "procent"
     currency_and_word = "en"
     ampersand_word = "en"

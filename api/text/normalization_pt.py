@@ -51,6 +51,7 @@ class PortugueseRules(LanguageRules):
     feminine_before = frozenset({"às", "as", "das", "nas", "pelas"})
     minus_word = "menos"
     decimal_word = "vírgula"
+    two_decimals_as_number = True
     percent_word = "por cento"
     currency_and_word = "e"
     ampersand_word = "e"

@@ -106,6 +106,10 @@ class LanguageRules:
     group_sep = ","
     minus_word = "minus"
     decimal_word = "point"
+    #: Whether two decimals after the sign are said as one number ("3,25": Spanish "tres coma
+    #: veinticinco"); English says each digit ("three point two five"), as every language does
+    #: for other decimals ("1,459", "0,05")
+    two_decimals_as_number = False
     percent_word = "percent"
     currency_and_word = "and"
     ampersand_word = "and"
@@ -219,15 +223,24 @@ class LanguageRules:
         return self.cardinal(int(digits), gender, before_noun)
 
     def read_number(self, num: ParsedNumber, gender: str = "m", before_noun: bool = False) -> str:
-        """Integer part as a cardinal, fraction digit by digit: "3,25" -> "tres coma dos cinco".
-        Written without its integer part (".312"), English says none ("point three one two")."""
+        """Integer part as a cardinal, fraction digit by digit ("3.25" -> "three point two five"),
+        or where the language says two decimals as a number, as one ("3,25" -> "tres coma
+        veinticinco"). Written without its integer part (".312"), English says none ("point three
+        one two")."""
         if not num.integer and num.fraction and self.leading_point_alone:
             words = f"{self.decimal_word} {self.digits(num.fraction)}"
             return f"{self.minus_word} {words}" if num.negative else words
         words = self.read_integer(num.integer or "0", gender, before_noun and not num.fraction)
         if num.fraction:
-            words = f"{words} {self.decimal_word} {self.digits(num.fraction)}"
+            words = f"{words} {self.decimal_word} {self.read_decimals(num.fraction)}"
         return f"{self.minus_word} {words}" if num.negative else words
+
+    def read_decimals(self, fraction: str) -> str:
+        """The digits after the decimal sign: each said, or two as one number where the language
+        says them so and the first is no zero ("0,05" stays "cero coma cero cinco")."""
+        if self.two_decimals_as_number and len(fraction) == 2 and fraction[0] != "0":
+            return self.cardinal(int(fraction))
+        return self.digits(fraction)
 
     def noun_link(self, words: str) -> str:
         """The word (with a space before it) between a count's ``words`` and the noun it counts:

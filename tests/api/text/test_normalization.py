@@ -136,7 +136,7 @@ PORTUGUESE = [
 
 DUTCH = [
     ('om 14.30 uur', 'om veertien uur dertig'),  # "." in a time, before "uur" only
-    ('versie 1.20 is uit', 'versie één komma twee nul is uit'),
+    ('versie 1.20 is uit', 'versie één komma twintig is uit'),  # two decimals said as a number in Dutch
     ('ma t/m vr, m.b.t. dat, i.p.v. dit, a.u.b.', 'maandag tot en met vrijdag, met betrekking tot dat, in plaats van dit, alstublieft.'),
     ('€ 3,50', 'drie euro en vijftig cent'),
     ('1.234,5 euro', 'duizendtweehonderdvierendertig euro en vijftig cent'),
