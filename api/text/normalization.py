@@ -571,6 +571,9 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
                 said = abbr.at_end  # "utilities incl."
             elif abbr.before_digit is not None and starts_digit(nxt) and rest[k:] in ("", "."):
                 said = abbr.before_digit  # "Est. 1998"
+            elif abbr.after_number is not None and i > 0 and not self.tokens[i - 1].trail \
+                    and self.tokens[i - 1].core[-1:].isdecimal():
+                said = abbr.after_number  # "R$ 10 p/ pessoa"
             else:
                 said = abbr.expansion
             if abbr.agrees and said.endswith("o") and i > 0 and not self.tokens[i - 1].trail \

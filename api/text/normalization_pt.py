@@ -197,6 +197,7 @@ class PortugueseRules(LanguageRules):
         "pág.": Abbreviation("página", before_number=True),
         "n.º": Abbreviation("número"),
         "tel.": Abbreviation("telefone"),
+        "p/": Abbreviation("para", after_number="por"),  # "frete grátis p/ capitais", "R$ 10 p/ pessoa"
         # a road's kilometre post: "no km 23 da BR-116" ("23 km" is the unit, read with its number)
         "km": Abbreviation("quilômetro", before_number=True),
         "km.": Abbreviation("quilômetro", before_number=True),

@@ -75,6 +75,8 @@ class Abbreviation:
     "capacidad máx." is "capacidad máxima").
     before_code: with before_number, also expanded before a code in capitals with a digit after a
     record's noun (``LanguageRules.record_nouns``): "Model No. XR-7", "Part no. A12B".
+    after_number: the expansion to use instead right after a number or an amount (Portuguese
+    "p/ capitais" is "para", "R$ 10 p/ pessoa" "por"); None when there is one.
     """
 
     expansion: str
@@ -87,6 +89,7 @@ class Abbreviation:
     before_digit: Optional[str] = None
     agrees: bool = False
     before_code: bool = False
+    after_number: Optional[str] = None
 
 
 @dataclass(frozen=True, slots=True)
