@@ -334,6 +334,8 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             return BY_WORD[self.rules.code], 0
         if tok.core in ("x", "×") and self._between_count_and_price(i):  # "2 x $19.99"
             return self.rules.symbol_words["×"], 0
+        if tok.core == "x" and self.rules.code == "en" and self._leads_a_course(i):  # "1 tab BID x 10 days"
+            return "for", 0
         named = _LETTERS_WITH_SIGNS.get(tok.core) or _read_keys(tok.core) or _read_hex(tok.core, self.rules)
         if named is None and self.rules.code == "en":
             named = _EN_FIXED_READINGS.get(tok.core)
@@ -588,6 +590,13 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             return words, 0
         return None
 
+    def _leads_a_course(self, i: int) -> bool:
+        """Whether the "x" at token ``i`` stands for "for" before a treatment's length, as a
+        prescription writes it: "1 tab BID x 10 days", "x 2 wks" (not after a number: "3 x 4")."""
+        after = self.tokens[i + 1: i + 3]
+        return (len(after) == 2 and not self.tokens[i].trail and not after[0].trail and after[0].core.isdecimal()
+                and after[1].core.lower() in _COURSE_UNITS and (i == 0 or not starts_digit(self.tokens[i - 1])))
+
     def _numbers_a_code(self, i: int) -> bool:
         """Whether the abbreviation at token ``i`` numbers the code after it, or after a verb of being,
         a record's noun before it: "Model No. XR-7", "Part no. A12B", "your tracking no. is 1Z99..."
@@ -669,6 +678,7 @@ _EN_FIXED_READINGS = {"YoY": "year over year", "QoQ": "quarter over quarter", "M
                       "N/A": "not applicable"}
 _GRADE_RE = re.compile(r"(?P<letters>[A-DF]|AB|O)\+")  # a grade, a rating or a blood group: "A+", "AB+"
 _WORD_RE = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")  # letters, maybe hyphenated: "e-ticket"
+_COURSE_UNITS = frozenset("day days d week weeks wk wks month months mo mos".split())  # "x 10 days"
 _CODE_RE = re.compile(r"(?=[A-Z-]*\d)[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*")  # capitals and a digit: "XR-7", "A12B"
 _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": "Alt", "cmd": "Command",
               "command": "Command", "opt": "Option", "option": "Option", "win": "Windows", "fn": "Function",

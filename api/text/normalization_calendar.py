@@ -39,6 +39,10 @@ _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3]
 # capitalised short days and months said in full before a date ("Sat 10-2", "Nov 3"); "May" is itself
 _EN_SHORT_DAYS = frozenset(day.title() for day in EnglishRules.weekday_abbreviations)
 # words after which a short day name is one ("on Fri.", "by Wed"): "Sat" and "Sun" stay words elsewhere
+# short days that are no English word or name ("moved to Thurs."), and those that are no word with
+# their period ("Thu" is also a name)
+_EN_UNMISTAKABLE_DAYS = frozenset({"Tues", "Thurs", "Thur", "Weds"})
+_EN_DOTTED_DAYS = frozenset({"Tue", "Thu", "Fri"})
 _EN_DAY_LEADS = frozenset("on by every next this last until till from through before after since each".split())
 # words before a month's name: "in Oct.", "due Nov.", "since Jan."
 _EN_MONTH_LEADS = frozenset("""in since until till through thru by from during before after due early mid late
@@ -106,7 +110,8 @@ class CalendarReading(TokenContext):
             # "Nov. 3" is an abbreviation ("nov."); "Tue. 5" has none
             and (tok.core in _EN_SHORT_DAYS or (tok.core in EN_SHORT_MONTHS and not tok.trail))
             and tok.trail in ("", ".", ",", ".,")
-            and (self._before_date(i) or (tok.core in _EN_SHORT_DAYS and self._after_day_lead(i)))
+            and (self._before_date(i) or (tok.core in _EN_SHORT_DAYS and self._after_day_lead(i))
+                 or tok.core in _EN_UNMISTAKABLE_DAYS or (tok.core in _EN_DOTTED_DAYS and tok.trail.startswith(".")))
         ):
             said = days.get(tok.core.lower()) or EN_SHORT_MONTHS[tok.core]
         elif r.code == "en" and tok.core in EN_SHORT_MONTHS and tok.trail.startswith(".") and self._after_month_lead(i):
@@ -481,7 +486,7 @@ class CalendarReading(TokenContext):
         after, nxt = self.tokens[i + 1: i + 4], self._next(i)
         if len(after) < 2 or self.tokens[i].trail or nxt is None or nxt.trail:
             return False
-        if nxt.core.lower() != _AT_WORDS[self.rules.code][0] or after[1].lead:
+        if nxt.core.lower() not in (_AT_WORDS[self.rules.code][0], "@") or after[1].lead:
             return False
         time = after[1].core.lower()
         meridiem = len(after) > 2 and any(word.lower() in MERIDIEM_TOKENS
