@@ -116,7 +116,7 @@ class CalendarReading(TokenContext):
             said = days.get(tok.core.lower()) or EN_SHORT_MONTHS[tok.core]
         elif r.code == "en" and tok.core in EN_SHORT_MONTHS and tok.trail.startswith(".") and self._after_month_lead(i):
             said = EN_SHORT_MONTHS[tok.core]  # "in Oct.", "due Nov.", "in Jan. and Feb."
-        elif r.code != "en" and tok.trail in (".", ".,"):
+        elif r.code != "en" and tok.trail in (".", ".,", ".;"):
             said = self._short_date_word(i)  # "8 de dic.", "mar. 8"
             if said is None:
                 return None

@@ -117,7 +117,8 @@ class SpanishRules(LanguageRules):
     dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar"})
     dial_articles = frozenset({"al", "el"})
     copulas = frozenset({"es", "era"})
-    rooms = {"hab": UnitNames("habitación", "habitaciones", "f"), "dorm": UnitNames("dormitorio", "dormitorios")}
+    rooms = {"hab": UnitNames("habitación", "habitaciones", "f"), "dorm": UnitNames("dormitorio", "dormitorios"),
+             "pers": UnitNames("persona", "personas", "f")}
     units = {
         key: UnitNames(*names) for key, names in {
             "km": ("kilómetro", "kilómetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),

@@ -266,6 +266,20 @@ class IdReading(TokenContext):
             said = f"{r.masked_digits_masculine if masculine else r.masked_digits_phrase} {said}"
         return said, consumed
 
+    def _dialled_groups(self, i: int) -> bool:
+        """Whether token ``i`` is a phone number's digit groups by where it stands: after an area
+        code in brackets ("(21) 3003-4000", "(555) 100-2000"), or seven digits or more after a
+        verb that dials and before no plural ("Ligue 3003-4000"; "call 100-200 customers" and
+        "call 3000-4000 customers" stay ranges)."""
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is None or self.tokens[i].lead:
+            return False
+        if prev.lead.endswith("(") and prev.trail.startswith(")") and prev.core.isdecimal() and 2 <= len(prev.core) <= 3:
+            return True
+        verb = self._word_back(i, self.rules.dial_articles)
+        return (verb is not None and self.tokens[verb].core.lower() in self.rules.dial_words
+                and sum(c.isdecimal() for c in self.tokens[i].core) >= 7 and not self._counts_a_plural(i))
+
     def _after_last_digits_phrase(self, i: int) -> bool:
         """Whether token ``i`` follows "ending in", "termina em" and the like: what follows is the
         end of a number read digit by digit ("Seu CPF termina em 123-45")."""
@@ -295,7 +309,7 @@ class IdReading(TokenContext):
         # is a range of two, not four digit groups read as a code; after a code's word the groups
         # are the code's ("CPF: 123.456.789-09")
         pieces = _PIECE_RE.findall(core)
-        if (self._after_digits_lead(i) or self._after_last_digits_phrase(i)) and all(
+        if (self._after_digits_lead(i) or self._after_last_digits_phrase(i) or self._dialled_groups(i)) and all(
                 p.isdecimal() or p in DASHES or p in "./" for p in pieces):
             code = set(range(len(pieces)))  # "your code is 123-456": digit groups, not a range
         else:

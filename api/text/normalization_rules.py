@@ -129,7 +129,7 @@ class LanguageRules:
     #: ``scale_words``: Dutch "5 mln inwoners", Portuguese "2,5 bi", "5 mi de pessoas".
     short_scales: dict[str, str] = {}
     #: A listing's rooms written short after a count (lowercase, no period): "3 bd", "2BR/1BA",
-    #: "3 hab.", "3 qtos", "3 slpk".
+    #: "3 hab.", "3 qtos", "3 slpk"; and a booking's persons ("4 pers.").
     rooms: dict[str, UnitNames] = {}
     abbreviations: dict[str, Abbreviation] = {}  # lowercase, with the dots: "dr.", "e.g."
     #: Short day names (lowercase, no dot) -> the day: "Mon-Fri", "lun-vie" are read in full.
