@@ -85,6 +85,7 @@ __all__ = [
     "goes_on_after_meridiem",
     "known_abbreviations",
     "normalize",
+    "numbers_a_code",
     "rules_for",
 ]
 
@@ -169,6 +170,18 @@ def known_abbreviations() -> dict[str, bool]:
             if abbr.title or abbr.before_capital is not None:
                 before_name.add(key)
     return {key: end and key not in before_name for key, end in can_end.items()}
+
+
+def numbers_a_code(abbreviation: str, word_before: str, word_after: Optional[str]) -> bool:
+    """Whether ``abbreviation`` ("no.") after ``word_before`` numbers a code in some language: a
+    record's noun before it ("Model No. XR-7", "artikel nr. AB-12"), so its period ends no
+    sentence. ``word_after`` None: the next word is still arriving, and it may be the code. Used by
+    the segmenter, which does not know the language."""
+    for rules in _RULES.values():
+        abbr = rules.abbreviations.get(abbreviation.lower())
+        if abbr is not None and abbr.before_code and word_before.lower() in rules.record_nouns:
+            return word_after is None or bool(_CODE_RE.fullmatch(word_after.rstrip(",.;:!?)")))
+    return False
 
 
 def _resolve(language: Optional[str], mode: object) -> tuple[bool, Optional[str]]:

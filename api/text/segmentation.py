@@ -12,7 +12,8 @@ good prosody:
   "St. Louis" - see ``normalization.known_abbreviations``; those that can close a sentence, like
   "etc.", end one only before an uppercase letter; "a.m." and "p.m." not before a day, a month or
   a time zone: "9 a.m. Monday", "3 p.m. Eastern"), after a single capital initial ("J. K."),
-  after an acronym ("U.S." only before an uppercase letter), after a list number starting the
+  after "No." between a record's noun and its code ("Model No. XR-7", a code still arriving
+  waits), after an acronym ("U.S." only before an uppercase letter), after a list number starting the
   text or a line ("1. First", "Steps:\n2. Bake"), after a short word before a number ("Jan. 5",
   "Fig. 3", "p. 12", "ext. 204"), or before a lowercase letter ("approx. five", "wait... what").
   "3.5" never splits (no space).
@@ -57,7 +58,7 @@ import re
 from typing import Optional
 
 from api.text.markup import Span, TagKind, scan
-from api.text.normalization import goes_on_after_meridiem, known_abbreviations
+from api.text.normalization import goes_on_after_meridiem, known_abbreviations, numbers_a_code
 
 __all__ = ["TextBuffer"]
 
@@ -261,6 +262,9 @@ class TextBuffer:
         if key in abbreviations:
             if key in ("a.m.", "p.m.") and next_at is not None and self._time_goes_on(buf, next_at):
                 return False  # "9 a.m. Monday through Friday", "3 p.m. Eastern"
+            if next_at is not None and numbers_a_code(key, _word_before(buf, _word_start(buf, i, floor), floor),
+                                                      _whole_word_at(buf, next_at)):
+                return False  # "Model No. XR-7": the code's number
             return abbreviations[key] and next_char is not None and next_char.isupper()
         if len(word) == 1 and word.isupper():
             return False  # an initial: "J. K. Rowling"
@@ -402,6 +406,24 @@ def _is_plain_word(word: str) -> bool:
     """Whether ``word`` (closing quotes/brackets allowed at its end) is letters only: no digit,
     '@', '/', '.' or other symbol that makes it a number, an address or a URL."""
     return word.rstrip("".join(_CLOSERS)).translate(_IN_WORD).isalpha()
+
+
+def _word_start(buf: str, i: int, floor: int = 0) -> int:
+    """Where the word ending at ``buf[i]`` starts, past the whitespace before it (the end of the
+    word before that one)."""
+    start = i
+    while start > floor and not buf[start - 1].isspace():
+        start -= 1
+    while start > floor and buf[start - 1].isspace():
+        start -= 1
+    return start
+
+
+def _whole_word_at(buf: str, at: int) -> Optional[str]:
+    """The whitespace-delimited word starting at ``buf[at]``; None while it may still be arriving
+    (it runs to the buffer's end)."""
+    word = _WORD_RE.match(buf, at)
+    return None if word is None or word.end() == len(buf) else word.group()
 
 
 def _word_before(buf: str, i: int, floor: int = 0) -> str:

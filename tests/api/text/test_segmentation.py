@@ -131,6 +131,28 @@ def test_an_abbreviation_read_only_before_a_number_is_a_word_elsewhere():
 
 
 @pytest.mark.parametrize(
+    ("pieces", "language", "said"),
+    [
+        (["Model No. XR-7 is in stock. Ok"], "en", "Model Number XR seven is in stock."),
+        (["Part no. A12B fits. Ok"], "en", "Part number A one two B fits."),
+        (["Model No. ", "X", "R-7 is in stock. Ok"], "en", "Model Number XR seven is in stock."),  # a code arriving
+        (["Artikel nr. AB-12 is binnen. Ok"], "nl", "Artikel nummer AB één twee is binnen."),
+    ],
+)
+def test_no_before_a_records_code_does_not_end_a_sentence(pieces, language, said):
+    """A cut after "No." would leave it unread at the end of its own segment ("Model No.") and
+    the code start a sentence of its own."""
+    segments, rest = feed(pieces)
+    assert len(segments) == 1 and rest == "Ok"
+    assert normalize(segments[0].strip(), language).text == said
+
+
+def test_no_after_a_records_noun_still_ends_a_sentence_before_a_word():
+    assert feed(["Is it the right model? Model No. Then we wait. Ok"]) == (
+        ["Is it the right model? ", "Model No. ", "Then we wait. "], "Ok")
+
+
+@pytest.mark.parametrize(
     "text",
     ["We met on Jan. 5 and left.", "It happened on Sept. 11 that year.", "See Fig. 3 for details.",
      "It is on p. 12 of the book.", "Call ext. 204 after noon.", "See Tab. 4 below.",
