@@ -28,6 +28,8 @@ _NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*(?:-[A-Z\d]+)*|[A-Z]
 # "50+", "1.5x", "2×", "$1M+" (an amount with its scale)
 _SIGN_AFTER_RE = re.compile(
     r"(?P<rest>\d(?:[\d.,]*\d)?(?:[-–]\d(?:[\d.,]*\d)?)?|[$€£¥₹]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
+# a measure with its unit and a plus after it: "2GB+", "5km+" (the unit read by the measure rule)
+_MEASURE_PLUS_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?(?:GB|MB|TB|KB|km|kg|mi|lbs?|hrs?|mins?|yrs?))(?P<sign>\+)")
 _RATING_RE = re.compile(r"(?P<score>\d+[.,]\d+)/(?P<scale>\d{1,3})")  # "4.5/5"
 _WHOLE_RATING_RE = re.compile(r"(?P<score>\d{1,3})/(?P<scale>\d{1,3})")  # "10/10", when ``_is_score``
 # After a whole "a/b" up to 10 these make it a rating: "4/5 stars", "9/10 estrellas"
@@ -214,7 +216,7 @@ class NumberReading(TokenContext):
         tok, words = self.tokens[i], self.rules.symbol_words
         m = _SIGN_BEFORE_RE.fullmatch(tok.core) or _NUMBER_SIGN_RE.fullmatch(tok.core)
         before = m is not None
-        m = m or _SIGN_AFTER_RE.fullmatch(tok.core)
+        m = m or _SIGN_AFTER_RE.fullmatch(tok.core) or _MEASURE_PLUS_RE.fullmatch(tok.core)
         if m is None:
             return None, 0
         sign, rest = words[SIGN_ALIASES.get(m.group("sign"), m.group("sign"))], m.group("rest")
