@@ -572,7 +572,10 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             if is_time_zone(rest[: k - 1]) and not starts_digit(nxt):
                 return None  # "3:30 PM EST." is the zone in capitals, its period the full stop; "Est." is estimated
             numbered = abbr.before_number and (starts_digit(nxt) or (abbr.before_code and self._numbers_a_code(i)))
-            if ((abbr.before_number or abbr.nouns) and not numbered
+            # "la temperatura máx. será": an adjective that agrees follows its noun
+            described = abbr.agrees and i > 0 and not self.tokens[i - 1].trail \
+                and self.rules.noun_gender(self.tokens[i - 1].core) is not None
+            if ((abbr.before_number or abbr.nouns) and not numbered and not described
                     and (nxt is None or nxt.core.lower() not in abbr.nouns)):
                 return None  # no abbreviation here ("I said no."); a short month may still be one ("in Oct.")
             # "St. Louis" is Saint; "Main St., Springfield": punctuation after it ends a street name, and
@@ -592,8 +595,8 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             else:
                 said = abbr.expansion
             if abbr.agrees and said.endswith("o") and i > 0 and not self.tokens[i - 1].trail \
-                    and self.rules.noun_gender(self.tokens[i - 1].core) == "f":
-                said = said[:-1] + "a"  # "capacidad máx.": "máxima"
+                    and (self.rules.noun_gender(self.tokens[i - 1].core) == "f" or self._article_before(i) == "f"):
+                said = said[:-1] + "a"  # "capacidad máx.": "máxima"; "la mín. de 15 °C": "mínima"
             words = capitalize_like(said, rest)
             trail = rest[k:]
             if rest[k - 1] == ".":

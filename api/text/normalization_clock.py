@@ -133,13 +133,18 @@ class ClockReading(TokenContext):
         elif r.code == "en" and (m := _ONE_LETTER_TIME_RE.fullmatch(core)):  # "10:15a", "5:25p"
             hour, minute, meridiem = int(m.group(1)), int(m.group(2)), m.group(3) + "m"
         elif core.isdecimal() and r.read_meridiem("am") is not None and (
-                self._meridiem_after(i) or self._meridiem_runs_on(i)):
+                self._meridiem_after(i) or self._meridiem_runs_on(i) or self._spaced_meridiem_after(i)):
             hour, minute = int(core), 0
         if hour is None:
             return None, 0
         if meridiem is None and r.read_meridiem("am") is not None:
             meridiem = self._meridiem_after(i)
             consumed = 1 if meridiem else 0
+            if meridiem is None and (meridiem := self._spaced_meridiem_after(i)):
+                consumed = 2
+                last = self.tokens[i + 2]  # its period is a full stop only where a sentence ends
+                self.tokens[i + 2] = Token(last.raw, last.lead, last.core,
+                                           self._abbreviation_trail(last.trail[1:], i + 2, title=False, can_end=True))
             if meridiem is None and (until := self._range_after_meridiem(i, hour, minute)) is not None:
                 return until
         if minute > 59 or hour > 24 or (meridiem and not 0 <= hour <= 12):
@@ -154,6 +159,16 @@ class ClockReading(TokenContext):
             if r.time_unit not in reading.split():
                 reading = f"{reading} {r.time_unit}"
         return reading, consumed
+
+    def _spaced_meridiem_after(self, i: int) -> Optional[str]:
+        """"am"/"pm" written in two tokens after token ``i``, as Spanish style writes it ("9 a. m.",
+        "6 p. m.")."""
+        first, second = self.tokens[i + 1: i + 3] if i + 2 < len(self.tokens) else (None, None)
+        if (first is None or second is None or self.tokens[i].trail or first.lead or second.lead
+                or first.core.lower() not in ("a", "p") or first.trail != "." or second.core.lower() != "m"
+                or not second.trail.startswith(".")):
+            return None
+        return first.core.lower() + "m"
 
     def _meridiem_runs_on(self, i: int) -> bool:
         """Whether the token after ``i`` is a meridiem joined by a dash to a time ("a.m.–5")."""

@@ -114,7 +114,7 @@ class SpanishRules(LanguageRules):
     keypad_verbs = frozenset({"pulse", "presione", "marque", "oprima", "teclee"})
     keypad_key_words = frozenset({"tecla"})
     keypad_list_words = frozenset({"o", "y", "luego", "después"})
-    dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar"})
+    dial_words = frozenset({"llama", "llame", "llamen", "llamar", "marca", "marque", "marquen", "marcar", "sms"})
     dial_articles = frozenset({"al", "el"})
     copulas = frozenset({"es", "era"})
     rooms = {"hab": UnitNames("habitación", "habitaciones", "f"), "dorm": UnitNames("dormitorio", "dormitorios"),

@@ -126,7 +126,7 @@ class PortugueseRules(LanguageRules):
     keypad_verbs = frozenset({"tecle", "digite", "pressione", "aperte", "disque"})
     keypad_key_words = frozenset({"tecla"})
     keypad_list_words = frozenset({"ou", "e", "depois"})
-    dial_words = frozenset({"ligue", "liga", "ligar", "liguem", "disque", "disca", "discar"})
+    dial_words = frozenset({"ligue", "liga", "ligar", "liguem", "disque", "disca", "discar", "sms"})
     dial_articles = frozenset({"para", "pro", "pra", "o"})
     copulas = frozenset({"é", "era"})
     rooms = {short: UnitNames("quarto", "quartos") for short in ("qto", "qtos", "qts")} | {
