@@ -60,8 +60,8 @@ from typing import Callable, Optional, TypeVar
 from api.text.errors import NormalizationModeError
 from api.text.normalization_calendar import EN_SHORT_MONTHS, CalendarReading
 from api.text.normalization_clock import ClockReading
-from api.text.normalization_en import EnglishRules
-from api.text.normalization_es import SpanishRules
+from api.text.normalization_en import BritishEnglishRules, EnglishRules
+from api.text.normalization_es import LatinAmericanSpanishRules, SpanishRules
 from api.text.normalization_ids import IdReading, phone_groups, stars_are_literal
 from api.text.normalization_markdown import token_line_starts, without_markdown, without_path_arrows
 from api.text.normalization_measures import UNITS_SECOND_WORDS, MeasureReading
@@ -93,6 +93,15 @@ logger = logging.getLogger(__name__)
 
 _RULES: dict[str, LanguageRules] = {
     r.code: r for r in (EnglishRules(), SpanishRules(), PortugueseRules(), DutchRules())
+}
+# Where a locale writes numbers or dates otherwise than its language's rules above (Spain's
+# Spanish, American English, Brazil's Portuguese, the Netherlands' Dutch), by its region
+_BRITISH = BritishEnglishRules()
+_LATIN_AMERICAN, _MEXICAN = LatinAmericanSpanishRules(), LatinAmericanSpanishRules(dollar_sign_code="MXN")
+_REGIONAL_RULES: dict[tuple[str, str], LanguageRules] = {
+    **{("en", region): _BRITISH for region in "gb uk ie au nz za in sg hk mt ke ng gi".split()},
+    **{("es", region): _LATIN_AMERICAN for region in "us pr pa sv gt hn ni do".split()},
+    ("es", "mx"): _MEXICAN,
 }
 
 _SPACES_RE = re.compile(r"\s*")
@@ -147,10 +156,13 @@ class NormalizedText:
 
 
 def rules_for(language: Optional[str]) -> Optional[LanguageRules]:
-    """Rules for a language or locale code ("pt-BR" -> Portuguese); None when unsupported."""
+    """Rules for a language or locale code ("pt-BR" -> Portuguese; "en-GB" and "es-MX" their
+    region's dates and numbers, ``_REGIONAL_RULES``); None when unsupported."""
     if not language:
         return None
-    return _RULES.get(language.lower().replace("_", "-").split("-")[0])
+    parts = language.lower().replace("_", "-").split("-")
+    region = next((part for part in parts[1:] if len(part) == 2 and part.isalpha()), None)  # "es-Latn-MX"
+    return _REGIONAL_RULES.get((parts[0], region or "")) or _RULES.get(parts[0])
 
 
 @lru_cache(maxsize=1)

@@ -289,7 +289,7 @@ class CalendarReading(TokenContext):
             datetime.date(2000, month, day)
         except ValueError:
             return None, 0
-        return r.read_date(int(m.group("year")) if m.group("year") else None, month, day), 0
+        return self._said_date(i, int(m.group("year")) if m.group("year") else None, month, day), 0
 
     def _read_date(self, i: int) -> tuple[Optional[str], int]:
         r, core = self.rules, self.tokens[i].core
@@ -305,7 +305,7 @@ class CalendarReading(TokenContext):
                 datetime.date(2000, month, day)
             except ValueError:
                 return None, 0
-            return r.read_date(None, month, day), 0
+            return self._said_date(i, None, month, day), 0
         if m:
             year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
         else:
@@ -325,7 +325,7 @@ class CalendarReading(TokenContext):
             datetime.date(year, month, day)
         except ValueError:
             return None, 0
-        return r.read_date(year, month, day), 0
+        return self._said_date(i, year, month, day), 0
 
     def _date_and_time(self, stamp: re.Match[str]) -> Optional[str]:
         """An ISO 8601 date and time ("2026-12-05T10:30:00Z", as tools write them and an LLM may
@@ -530,7 +530,7 @@ class CalendarReading(TokenContext):
             datetime.date(2000, m1, d1), datetime.date(2000, m2, d2)
         except ValueError:
             return None, 0
-        return f"{r.read_date(None, m1, d1)} {RANGE_WORD[r.code]} {r.read_date(None, m2, d2)}", 0
+        return f"{self._said_date(i, None, m1, d1)} {RANGE_WORD[r.code]} {r.read_date(None, m2, d2)}", 0
 
 
 def _looks_plural(word: str) -> bool:

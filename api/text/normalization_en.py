@@ -7,7 +7,7 @@ from typing import Optional
 
 from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
 
-__all__ = ["EnglishRules"]
+__all__ = ["BritishEnglishRules", "EnglishRules"]
 
 # What "min." and "max." are the minimum and maximum of, before a noun ("your min. payment")
 _LIMITED_NOUNS = frozenset("""payment payments order orders purchase spend balance deposit amount fee charge stay
@@ -296,3 +296,14 @@ class EnglishRules(LanguageRules):
     def match_ordinal(self, core: str, next_gender: Optional[str] = None) -> Optional[str]:
         m = _ORDINAL_RE.fullmatch(core)
         return self.ordinal(int(m.group(1))) if m else None
+
+
+class BritishEnglishRules(EnglishRules):
+    """English as Britain, Ireland, Australia, India... write and say dates: the day first ("12/3"
+    is the twelfth of March, "25/12" Christmas), said "the twelfth of March"."""
+
+    date_order = "dmy"
+
+    def read_date(self, year: Optional[int], month: int, day: int) -> str:
+        words = f"the {self.ordinal(day)} of {self.month_name(month)}"
+        return words if year is None else f"{words} {self.read_year(year)}"

@@ -8,7 +8,7 @@ from typing import Optional
 from api.text.normalization_gender import SPANISH
 from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
 
-__all__ = ["SpanishRules"]
+__all__ = ["LatinAmericanSpanishRules", "SpanishRules"]
 
 _ORDINAL_RE = re.compile(r"(\d+)\.?(º|ª|er|era)")
 _BIG = {"millón", "millones", "billón", "billones"}  # masculine nouns: agreement stops here
@@ -29,7 +29,7 @@ class SpanishRules(LanguageRules):
     code = "es"
     decimal_sep = ","
     group_sep = "."
-    lenient_dot_decimal = True
+    lenient_decimal = True
     time_unit = "horas"
     on_the_hour = "en punto"
     nouns = SPANISH
@@ -258,3 +258,18 @@ class SpanishRules(LanguageRules):
         if (suffix == "er" or (suffix == "º" and next_gender == "m")) and words.endswith(("primero", "tercero")):
             words = words[:-1]
         return words
+
+
+class LatinAmericanSpanishRules(SpanishRules):
+    """Spanish as Mexico, the United States, Central America and the Caribbean write numbers: a
+    decimal point and groups of three after commas ("$1,234.50", "1,500 personas", "3.5%": "tres
+    punto cinco"), and in Mexico a bare "$" for its pesos."""
+
+    decimal_sep = "."
+    group_sep = ","
+    lenient_decimal = True  # "3,5 km" as Spain writes it stays a decimal ("1,500" is a group)
+    decimal_word = "punto"
+
+    def __init__(self, dollar_sign_code: str = "USD") -> None:
+        self.dollar_sign_code = dollar_sign_code
+        super().__init__()

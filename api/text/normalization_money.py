@@ -62,7 +62,7 @@ class MoneyReading(TokenContext):
             if num is not None and (scale is None or scale.lower() in r.scale_words):
                 if m.group("sign"):
                     num = ParsedNumber(num.integer, num.fraction, True)
-                code = SYMBOLS[m.group("sym")]
+                code = self._currency_of(m.group("sym"))
                 scale, consumed = (scale.lower(), 0) if scale else self._spelled_scale(i, 0, code)
                 code, consumed = self._code_after(i, consumed, m.group("sym"), code)
                 return r.read_currency(num, code, scale, singular=self._adjective_amount(i, consumed)), consumed
@@ -73,7 +73,7 @@ class MoneyReading(TokenContext):
                 return ", ".join(said), 0
         m = _PREFIX_MONEY_RANGE_RE.fullmatch(tok.core)
         if m and all(s is None or s.lower() in r.scale_words for s in m.group("low_scale", "scale")):
-            code, scale, low_scale = SYMBOLS[m.group("sym")], m.group("scale"), m.group("low_scale")
+            code, scale, low_scale = self._currency_of(m.group("sym")), m.group("scale"), m.group("low_scale")
             scale, consumed = (scale.lower(), 0) if scale else self._spelled_scale(i, 0, code)
             code, consumed = self._code_after(i, consumed, m.group("sym"), code)
             said = self._money_range(m.group("low"), m.group("high"), code, scale, i, consumed,
@@ -84,7 +84,7 @@ class MoneyReading(TokenContext):
         if m:
             num = r.parse_amount(m.group("num"), dollar_sign="$" in m.group("sym"))
             if num is not None:
-                return r.read_currency(num, SYMBOLS[m.group("sym")], singular=self._adjective_amount(i, 0)), 0
+                return r.read_currency(num, self._currency_of(m.group("sym")), singular=self._adjective_amount(i, 0)), 0
         m, consumed = _CENTS_RE.fullmatch(tok.core), 0
         if m is None and nxt is not None and nxt.core == "¢" and not tok.trail and not nxt.lead:  # "99 ¢"
             m, consumed = _CENTS_RE.fullmatch(tok.core + "¢"), 1
@@ -96,7 +96,7 @@ class MoneyReading(TokenContext):
         negative = tok.core[:1] in "-\u2212" and tok.core[1:] in SYMBOLS  # "-€ 23,50"
         symbol = tok.core[1:] if negative else tok.core
         if symbol in SYMBOLS or symbol in CODES:  # "€ 5", "USD 50"
-            code = SYMBOLS.get(symbol, symbol)
+            code = self._currency_of(symbol) if symbol in SYMBOLS else symbol
             no_cents = _NO_CENTS_RE.fullmatch(nxt_core)  # "€ 1.450,-"
             num = r.parse_amount(no_cents.group(1) if no_cents else nxt_core, dollar_sign=code in _DOLLAR_CODES)
             if num is not None and negative:
@@ -108,7 +108,7 @@ class MoneyReading(TokenContext):
                 return r.read_currency(num, code, scale, singular=self._adjective_amount(i, consumed)), consumed
             return None, 0
         code = (
-            SYMBOLS.get(nxt_core)
+            (self._currency_of(nxt_core) if nxt_core in SYMBOLS else None)
             or (nxt_core if nxt_core in CODES else None)
             or r.currency_by_name.get(nxt_core.lower())
         )
@@ -120,6 +120,11 @@ class MoneyReading(TokenContext):
         m = AMOUNT_RANGE_RE.fullmatch(tok.core)  # "10-20 €"
         said = self._money_range(m.group("low"), m.group("high"), code, None, i, 1) if m else None
         return (said + per, 1) if said is not None else (None, 0)
+
+    def _currency_of(self, symbol: str) -> str:
+        """The ISO code a currency sign names: a bare "$" the dollar or peso of where the text was
+        written (``LanguageRules.dollar_sign_code``: Mexico's "$250" is pesos), the others their own."""
+        return self.rules.dollar_sign_code if symbol == "$" else SYMBOLS[symbol]
 
     def _code_after(self, i: int, consumed: int, symbol: str, code: str) -> tuple[str, int]:
         """The currency an ISO code right after an amount with a symbol names, and the tokens read

@@ -16,7 +16,7 @@ class DutchRules(LanguageRules):
     code = "nl"
     decimal_sep = ","
     group_sep = "."
-    lenient_dot_decimal = True
+    lenient_decimal = True
     time_unit = "uur"
     minus_word = "min"
     decimal_word = "komma"

@@ -113,7 +113,7 @@ class NumberReading(TokenContext):
                 datetime.date(2000, month, day)  # a leap year: "29/2" is a day
             except ValueError:
                 return None, 0
-            return r.read_date(None, month, day), 0
+            return self._said_date(i, None, month, day), 0
         if _is_score(a, b, nxt):
             return None, 0  # "10/10", "9/10 dentists": out of ten (``_read_rating``)
         return self._fraction_of(i, a, b)

@@ -45,7 +45,7 @@ class PortugueseRules(LanguageRules):
     code = "pt"
     decimal_sep = ","
     group_sep = "."
-    lenient_dot_decimal = True
+    lenient_decimal = True
     time_unit = "horas"
     nouns = PORTUGUESE
     feminine_before = frozenset({"às", "as", "das", "nas", "pelas"})

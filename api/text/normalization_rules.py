@@ -119,6 +119,9 @@ class LanguageRules:
     months: tuple[str, ...] = ()
     date_order = "dmy"  # how d/m/y numeric dates are written: "dmy" or "mdy"
     currencies: dict[str, CurrencyNames] = {}
+    #: the currency a bare "$" names where the text was written (a key of ``currencies``): dollars,
+    #: or Mexico's pesos
+    dollar_sign_code = "USD"
     # "k"/"m"/"b"/"bn" suffix of "$5M" -> (singular, plural) scale word: ("million", "million")
     scale_words: dict[str, tuple[str, str]] = {}
     #: A scale written as a word after an amount of money ("$1.5 million", "€2 mil millones") ->
@@ -154,9 +157,9 @@ class LanguageRules:
     #: the words after a whole hour's time ("nueve en punto"), left out where a range joins two
     #: times ("de nueve a catorce horas"); a range says ``time_unit`` once, after its last time
     on_the_hour: Optional[str] = None
-    # Other languages' separators still parse "3.5" as a decimal when the '.' is not followed by
-    # exactly three digits ("1.234" stays a thousands group).
-    lenient_dot_decimal = False
+    # The group separator still parses as a decimal sign where it is not followed by exactly three
+    # digits: "3.5" in Spanish, "3,5" in Mexico's Spanish ("1.234", "1,234" stay groups).
+    lenient_decimal = False
     #: Whether a decimal written without its integer part (".5") is said without it ("point five")
     leading_point_alone = False
 
@@ -203,8 +206,9 @@ class LanguageRules:
                 m.group("frac") or "",
                 m.group("sign") is not None,
             )
-        if self.lenient_dot_decimal:
-            m = re.fullmatch(r"(?P<sign>[-\u2212])?(?P<int>\d+)\.(?P<frac>\d{1,2}|\d{4,})", text)
+        if self.lenient_decimal:
+            group = re.escape(self.group_sep)
+            m = re.fullmatch(rf"(?P<sign>[-\u2212])?(?P<int>\d+){group}(?P<frac>\d{{1,2}}|\d{{4,}})", text)
             if m:
                 return ParsedNumber(m.group("int"), m.group("frac"), m.group("sign") is not None)
         return None

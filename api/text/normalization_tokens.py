@@ -166,6 +166,17 @@ class TokenContext:
             return None
         return f"{r.read_number(first)} {RANGE_WORD[r.code]} {r.read_measure(num, unit, singular=adjective)}"
 
+    def _said_date(self, i: int, year: Optional[int], month: int, day: int) -> str:
+        """``LanguageRules.read_date`` for the date at token ``i``, less its article where the text
+        has the same word right before it ("by the 12/3" in British English: "by the twelfth of
+        March", not "by the the")."""
+        said = self.rules.read_date(year, month, day)
+        first, _, rest = said.partition(" ")
+        prev = self.tokens[i - 1] if i > 0 else None
+        if rest and first == "the" and prev is not None and not prev.trail and prev.core.lower() == first:
+            return rest
+        return said
+
     def _after_article(self, i: int) -> bool:
         """Whether token ``i`` follows an indefinite article that calls for an adjective ("a 5 km
         run" is "a five kilometer run"; LanguageRules.adjective_articles)."""

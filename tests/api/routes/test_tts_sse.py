@@ -123,6 +123,19 @@ def test_normalized_timestamps_report_spoken_words(gateway, default_voice_id):
     assert words == ["I", "have", "3", "apples."]
 
 
+@pytest.mark.parametrize(("extra", "spoken"), [
+    ({"language": "es-MX"}, ["Son", "doscientos", "cincuenta", "pesos."]),
+    ({"language": "es", "normalization": "es-MX"}, ["Son", "doscientos", "cincuenta", "pesos."]),
+    ({"language": "es"}, ["Son", "doscientos", "cincuenta", "dólares."]),
+    ({"locale": "es-US"}, ["Son", "doscientos", "cincuenta", "dólares."]),
+])
+def test_a_regional_locale_is_read_its_way(gateway, default_voice_id, extra, spoken):
+    """The request's locale reaches the normaliser whole: Mexico's "$" is pesos (docs/text-normalisation.md, Regions)."""
+    events = sse_events(gateway, sse_body(default_voice_id, "Son $250.", add_timestamps=True,
+                                          use_normalized_timestamps=True, **extra))
+    assert [w for e in events if e["type"] == "timestamps" for w in e["word_timestamps"]["words"]] == spoken
+
+
 def test_no_timestamps_unless_asked(gateway, default_voice_id):
     events = sse_events(gateway, sse_body(default_voice_id, add_timestamps=False))
     assert "timestamps" not in {e["type"] for e in events}
