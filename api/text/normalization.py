@@ -581,7 +581,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             if abbr is None or any(c not in TRAIL for c in rest[k:]):
                 continue
             nxt = self._next(i)
-            if is_time_zone(rest[: k - 1]) and not starts_digit(nxt):
+            if rest[k - 1] == "." and is_time_zone(rest[: k - 1]) and not starts_digit(nxt):
                 return None  # "3:30 PM EST." is the zone in capitals, its period the full stop; "Est." is estimated
             numbered = abbr.before_number and (starts_digit(nxt) or (abbr.before_code and self._numbers_a_code(i)))
             # "la temperatura máx. será": an adjective that agrees follows its noun

@@ -65,7 +65,7 @@ class NumberReading(TokenContext):
         if core.isdecimal() and self._is_id(i):
             groups = self._code_groups(i) if self._after_digits_lead(i) else [core]
             return ", ".join(self.rules.digits(group) for group in groups), len(groups) - 1
-        if not core.isdecimal() and not num.fraction and self._after_digits_lead(i):
+        if not core.isdecimal() and not num.fraction and not num.negative and self._after_digits_lead(i):
             # "o código é 123.456": a code's groups, not a count of thousands
             return ", ".join(self.rules.digits(group) for group in core.split(self.rules.group_sep)), 0
         flight = self._flight_number(i)
