@@ -38,11 +38,11 @@ _DECADE_RE = re.compile(r"’?(\d{3}0|\d0)s")  # "1990s", "90s", "’90s" (an ap
 _EN_MONTHS = {m.lower() for full in EnglishRules.months for m in (full, full[:3])} | {"sept"}
 # capitalised short days and months said in full before a date ("Sat 10-2", "Nov 3"); "May" is itself
 _EN_SHORT_DAYS = frozenset(day.title() for day in EnglishRules.weekday_abbreviations)
-# words after which a short day name is one ("on Fri.", "by Wed"): "Sat" and "Sun" stay words elsewhere
 # short days that are no English word or name ("moved to Thurs."), and those that are no word with
 # their period ("Thu" is also a name)
 _EN_UNMISTAKABLE_DAYS = frozenset({"Tues", "Thurs", "Thur", "Weds"})
 _EN_DOTTED_DAYS = frozenset({"Tue", "Thu", "Fri"})
+# words after which a short day name is one ("on Fri.", "by Wed"): "Sat" and "Sun" stay words elsewhere
 _EN_DAY_LEADS = frozenset("on by every next this last until till from through before after since each".split())
 # words before a month's name: "in Oct.", "due Nov.", "since Jan."
 _EN_MONTH_LEADS = frozenset("""in since until till through thru by from during before after due early mid late

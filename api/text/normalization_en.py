@@ -69,8 +69,8 @@ class EnglishRules(LanguageRules):
         "episode", "title", "article", "appendix", "schedule", "tier", "grade", "category", "step", "world war",
     })
     weekday_abbreviations = {
-        "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
-        "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
+        "mon": "Monday", "tue": "Tuesday", "tues": "Tuesday", "wed": "Wednesday", "weds": "Wednesday",
+        "thu": "Thursday", "thur": "Thursday", "thurs": "Thursday", "fri": "Friday", "sat": "Saturday", "sun": "Sunday",
     }
     sequence_words = frozenset(
         "step page question part slide item photo image card episode round level stage lesson module".split())
