@@ -122,7 +122,8 @@ class EnglishRules(LanguageRules):
             "TB": ("terabyte", "terabytes"),
             "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
             "GHz": ("gigahertz", "gigahertz"),
-            "bps": ("bit per second", "bits per second"), "bp": ("basis point", "basis points"), "kbps": ("kilobit per second", "kilobits per second"),
+            "bps": ("bit per second", "bits per second"), "kbps": ("kilobit per second", "kilobits per second"),
+            "bp": ("basis point", "basis points"),  # basis points: "25 bps" (UNDER_A_THOUSAND)
             "Mbps": ("megabit per second", "megabits per second"),
             "Gbps": ("gigabit per second", "gigabits per second"),
             "fps": ("frame per second", "frames per second"), "bpm": ("beat per minute", "beats per minute"),

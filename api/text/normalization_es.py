@@ -144,7 +144,8 @@ class SpanishRules(LanguageRules):
             "TB": ("terabyte", "terabytes"),
             "Hz": ("hercio", "hercios"), "kHz": ("kilohercio", "kilohercios"), "MHz": ("megahercio", "megahercios"),
             "GHz": ("gigahercio", "gigahercios"),
-            "bps": ("bit por segundo", "bits por segundo"), "bp": ("punto básico", "puntos básicos"), "kbps": ("kilobit por segundo", "kilobits por segundo"),
+            "bps": ("bit por segundo", "bits por segundo"), "kbps": ("kilobit por segundo", "kilobits por segundo"),
+            "bp": ("punto básico", "puntos básicos"),  # basis points: "25 bps" (UNDER_A_THOUSAND)
             "Mbps": ("megabit por segundo", "megabits por segundo"),
             "Gbps": ("gigabit por segundo", "gigabits por segundo"),
             "fps": ("fotograma por segundo", "fotogramas por segundo"),

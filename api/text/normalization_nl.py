@@ -121,7 +121,8 @@ class DutchRules(LanguageRules):
             "TB": ("terabyte", "terabyte"),
             "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz"),
             "GHz": ("gigahertz", "gigahertz"),
-            "bps": ("bit per seconde", "bit per seconde"), "bp": ("basispunt", "basispunten"), "kbps": ("kilobit per seconde", "kilobit per seconde"),
+            "bps": ("bit per seconde", "bit per seconde"), "kbps": ("kilobit per seconde", "kilobit per seconde"),
+            "bp": ("basispunt", "basispunten"),  # basis points: "25 bps" (UNDER_A_THOUSAND)
             "Mbps": ("megabit per seconde", "megabit per seconde"),
             "Gbps": ("gigabit per seconde", "gigabit per seconde"),
             "fps": ("beeld per seconde", "beelden per seconde"), "bpm": ("slag per minuut", "slagen per minuut"),

@@ -156,7 +156,8 @@ class PortugueseRules(LanguageRules):
             "TB": ("terabyte", "terabytes"),
             "Hz": ("hertz", "hertz"), "kHz": ("quilohertz", "quilohertz"), "MHz": ("megahertz", "megahertz"),
             "GHz": ("gigahertz", "gigahertz"),
-            "bps": ("bit por segundo", "bits por segundo"), "bp": ("ponto-base", "pontos-base"), "kbps": ("kilobit por segundo", "kilobits por segundo"),
+            "bps": ("bit por segundo", "bits por segundo"), "kbps": ("kilobit por segundo", "kilobits por segundo"),
+            "bp": ("ponto-base", "pontos-base"),  # basis points: "25 bps" (UNDER_A_THOUSAND)
             "Mbps": ("megabit por segundo", "megabits por segundo"),
             "Gbps": ("gigabit por segundo", "gigabits por segundo"),
             "fps": ("quadro por segundo", "quadros por segundo"),
