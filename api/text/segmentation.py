@@ -262,8 +262,7 @@ class TextBuffer:
         if key in abbreviations:
             if key in ("a.m.", "p.m.") and next_at is not None and self._time_goes_on(buf, next_at):
                 return False  # "9 a.m. Monday through Friday", "3 p.m. Eastern"
-            if next_at is not None and numbers_a_code(key, _word_before(buf, _word_start(buf, i, floor), floor),
-                                                      _whole_word_at(buf, next_at)):
+            if next_at is not None and numbers_a_code(key, _previous_word(buf, i, floor), _whole_word_at(buf, next_at)):
                 return False  # "Model No. XR-7": the code's number
             return abbreviations[key] and next_char is not None and next_char.isupper()
         if len(word) == 1 and word.isupper():
@@ -409,14 +408,19 @@ def _is_plain_word(word: str) -> bool:
 
 
 def _word_start(buf: str, i: int, floor: int = 0) -> int:
-    """Where the word ending at ``buf[i]`` starts, past the whitespace before it (the end of the
-    word before that one)."""
+    """Where the whitespace-delimited word ending at ``buf[i]`` (exclusive) starts, ``floor`` at the latest."""
     start = i
     while start > floor and not buf[start - 1].isspace():
         start -= 1
-    while start > floor and buf[start - 1].isspace():
-        start -= 1
     return start
+
+
+def _previous_word(buf: str, i: int, floor: int = 0) -> str:
+    """The word before the one ending at ``buf[i]``: "Model" for the "No" of "Model No."."""
+    end = _word_start(buf, i, floor)
+    while end > floor and buf[end - 1].isspace():
+        end -= 1
+    return _word_before(buf, end, floor)
 
 
 def _whole_word_at(buf: str, at: int) -> Optional[str]:
@@ -429,7 +433,4 @@ def _whole_word_at(buf: str, at: int) -> Optional[str]:
 def _word_before(buf: str, i: int, floor: int = 0) -> str:
     """The whitespace-delimited word ending at ``buf[i]`` (exclusive) and starting at ``floor`` at
     the latest, opening quotes removed."""
-    start = i
-    while start > floor and not buf[start - 1].isspace():
-        start -= 1
-    return buf[start:i].lstrip(_OPENERS)
+    return buf[_word_start(buf, i, floor):i].lstrip(_OPENERS)
