@@ -76,8 +76,9 @@ from api.protocol.events import ServerEvent
 from api.protocol.errors import ProtocolError
 from api.protocol.requests import WsCancelRequest, WsGenerationRequest, parse_ws_message
 from api.segment_timing import check_timing_request
-from api.synthesis import SynthesisService
+from api.synthesis import SynthesisService, speaking_language
 from api.ws_context import ContextState, WsContext
+from voices.models import VoicePrompt
 
 logger = logging.getLogger(__name__)
 
@@ -237,13 +238,14 @@ class WsConnection:
                 return
             try:
                 self.service.check_request(msg)
-                await check_timing_request(msg)  # fixed with the context, as its language is
                 self._check_text(None, msg)
+                language = msg.effective_language
                 if msg.has_text:
                     # an unknown voice is reported now, not when the first segment is cut (which may
                     # be max_buffer_delay_ms later); an empty close needs no voice at all
-                    await self.service.voice_prefix(msg.voice_id)
+                    language = await self._speaking_language(msg)
                     await self.service.pronunciations(msg.pronunciation_dict_id)  # 404 names an unknown id
+                await check_timing_request(msg, language)  # fixed with the context, as its language is
             except Exception as exc:
                 await self.send_error(exc, f"{self.connection_id}:{cid}", cid)
                 self._remember(cid, ContextState.FAILED)
@@ -296,7 +298,8 @@ class WsConnection:
         unknown voice, the context fails with that error in band and its id is closed (later input
         gets ``context_closed``); False then, and the text is not taken."""
         try:
-            await self.service.voice_prefix(ctx.config.voice_id)
+            # the voice's language may ask for phonemes eSpeak lacks (the context opened without one)
+            await check_timing_request(ctx.config, await self._speaking_language(ctx.config))
             if ctx._dictionary is None:  # one that spoke keeps its dictionary's last copy (api/synthesis.py)
                 await self.service.pronunciations(ctx.config.pronunciation_dict_id)
         except Exception as exc:
@@ -444,9 +447,15 @@ class WsConnection:
         while len(self._closed_ids) > _CLOSED_IDS_REMEMBERED:
             self._closed_ids.popitem(last=False)
 
-    async def prefix_for(self, voice_id: str):
-        # resolved per request through the store's in-process cache (which revalidates deletes)
-        return await self.service.voice_prefix(voice_id)
+    async def prompt_for(self, voice_id: str) -> VoicePrompt:
+        # resolved per segment through the store's in-process cache (which revalidates deletes)
+        return await self.service.voice_prompt(voice_id)
+
+    async def _speaking_language(self, msg: WsGenerationRequest) -> Optional[str]:
+        """What a context of ``msg`` is read in (api/synthesis.py ``speaking_language``); looking its
+        voice up, so an unknown one is VoiceNotFoundError (404) now."""
+        prompt = await self.prompt_for(msg.voice_id)
+        return speaking_language(msg.effective_language, prompt.language)
 
     async def send_error(self, exc: BaseException, request_id: str, context_id: Optional[str]) -> None:
         """One in-band error event (``done: true``) for ``context_id``, counted in the metrics."""

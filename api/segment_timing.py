@@ -49,9 +49,6 @@ class TimingRequest(Protocol):
     use_normalized_timestamps: Optional[bool]
     normalization: Optional[str]
 
-    @property
-    def effective_language(self) -> Optional[str]: ...
-
 
 def wants_timing(req: TimingRequest) -> bool:
     """Whether the segment's audio must be kept for timing events."""
@@ -73,18 +70,19 @@ def load_phonemizer() -> None:
         logger.warning("phoneme timestamps unavailable (add_phoneme_timestamps gets 501 phonemes_unavailable): %s", exc)
 
 
-async def check_timing_request(req: TimingRequest) -> None:
+async def check_timing_request(req: TimingRequest, language: Optional[str]) -> None:
     """Before any audio: phonemes need eSpeak NG (501 ``phonemes_unavailable``) and a voice of it for
-    the language the text is read in (400 ``unsupported_language``). Once eSpeak's process has
-    started (the warm-up starts it) or failed to, this is a lookup on the event loop; before, the
-    start (~50 ms, a Python process) runs on the timing thread."""
+    the language the text is read in (400 ``unsupported_language``): the request's normalization
+    locale, else ``language``, what it is spoken in (api/synthesis.py ``speaking_language``). Once
+    eSpeak's process has started (the warm-up starts it) or failed to, this is a lookup on the
+    event loop; before, the start (~50 ms, a Python process) runs on the timing thread."""
     if not req.add_phoneme_timestamps:
         return
-    language = reading_language(req.effective_language or DEFAULT_LANGUAGE, req.normalization)
+    read_in = reading_language(language or DEFAULT_LANGUAGE, req.normalization)
     if phonemizer_started():
-        phonemizer().check(language)
+        phonemizer().check(read_in)
     else:
-        await asyncio.get_running_loop().run_in_executor(_TIMING_THREAD, lambda: phonemizer().check(language))
+        await asyncio.get_running_loop().run_in_executor(_TIMING_THREAD, lambda: phonemizer().check(read_in))
 
 
 def timing_events(

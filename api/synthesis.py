@@ -1,9 +1,10 @@
 """SynthesisService: transcript + voice -> engine frames -> codec PCM, shared by the three TTS routes.
 
     service.check_request(req)                       # model id, transcript length (raises ApiError)
-    prefix = await service.voice_prefix(voice_id)    # for this checkpoint; VoiceNotFoundError names the id
+    prompt = await service.voice_prompt(voice_id)    # for this checkpoint; VoiceNotFoundError names the id
+    language = speaking_language(req.effective_language, prompt.language)
     for segment in service.plan(text, language, normalization):
-        async for pcm in service.speak(segment, prefix, sampling, request_id):   # [N] float32 @ 22050 Hz
+        async for pcm in service.speak(segment, prompt.prefix, sampling, request_id):   # [N] float32 @ 22050 Hz
             ...
 
 Gepard needs a segment's whole text before it starts (R and SOS depend on it), so a transcript
@@ -19,6 +20,12 @@ spell spans are spoken character by character, and ``<speed>``/``<volume>`` set 
 speed and volume through a ``MarkupState`` that ``plan()`` keeps for one request and a WebSocket
 context keeps for its life, so a tag holds until the next of its kind. A bad value is
 InvalidMarkupError (400 ``invalid_markup``): before the response on HTTP, in band on a WebSocket.
+
+Language. A request is read in its own ``language`` (else ``locale``). When it names none (LiveKit
+sends ``"language": null``) or only the voice's language without a region, it is read in the
+voice's (``Voice.reading_locale``: its language, made regional by its accent or locales), as
+Gepard's hosted API, where language is a property of the voice: an "es" request to a Mexican voice
+reads "$" as pesos (``speaking_language``). A WebSocket context settles its language at its first text.
 
 Pronunciation dictionaries. A request's dictionary is read from the store once (a WebSocket
 context re-reads it for each segment through its ``ContextDictionary``, so an update applies to the
@@ -62,6 +69,7 @@ from codec_worker.interface import CodecDecoder
 from engine.interface import TtsEngine
 from engine.requests import SamplingParams, SynthesisRequest
 from voices.errors import PronunciationDictNotFoundError, VoiceStoreUnavailableError
+from voices.models import VoicePrompt, language_of
 from voices.recompute import PrefixRecomputer
 from voices.store import VoiceStore
 
@@ -78,6 +86,19 @@ PAUSE_PIECE_SAMPLES = 7056
 DICTIONARY_MEMORY_CHARS = 4_000_000
 
 
+def speaking_language(requested: Optional[str], voice_language: Optional[str]) -> Optional[str]:
+    """The language a request's text is read in: ``requested`` (its ``language``, else its
+    ``locale``); the voice's reading locale (``VoicePrompt.language``) when it names none, or names
+    the voice's language with no region ("es" to an "es-MX" voice); None (DEFAULT_LANGUAGE) when
+    neither is known. A region or another language asked for always wins ("en" to a Spanish voice)."""
+    if not requested:
+        return voice_language
+    if voice_language and "-" not in requested.replace("_", "-") and language_of(requested) == language_of(
+            voice_language):
+        return voice_language
+    return requested
+
+
 @dataclass(frozen=True)
 class PreparedRequest:
     """A checked HTTP request, ready to speak: everything resolved before the response starts."""
@@ -87,6 +108,7 @@ class PreparedRequest:
     sampling: SamplingParams
     volume: float
     speed: float = 1.0  # the request's speech rate factor (``speak``'s ``speed``)
+    language: Optional[str] = None  # what the text was read in (``speaking_language``); None: the default
 
 
 @dataclass(frozen=True)
@@ -245,22 +267,22 @@ class SynthesisService:
         ``model_checked``: as for ``check_request``. ``speed``: the route's own speech rate over the
         request's (the OpenAI route: its 0.25-4.0 does not fit Cartesia's ``generation_config``)."""
         self.check_request(req, model_checked=model_checked)
-        prefix = await self.voice_prefix(req.voice_id)
+        prompt = await self.voice_prompt(req.voice_id)
+        language = speaking_language(req.effective_language, prompt.language)
         prons = await self.pronunciations(req.pronunciation_dict_id)
-        segments = self.plan(req.transcript, req.effective_language, req.normalization, prons,
-                             dict_id=req.pronunciation_dict_id)
+        segments = self.plan(req.transcript, language, req.normalization, prons, dict_id=req.pronunciation_dict_id)
         if not segments:
             raise EmptyTranscriptError("transcript: nothing to speak after normalisation")
-        return PreparedRequest(prefix, segments, self.sampling(req), self.volume(req),
-                               self.speed(req) if speed is None else float(speed))
+        return PreparedRequest(prompt.prefix, segments, self.sampling(req), self.volume(req),
+                               self.speed(req) if speed is None else float(speed), language)
 
-    async def voice_prefix(self, voice_id: str) -> torch.Tensor:
-        """The speaker prefix [K, H] of ``voice_id`` for the loaded checkpoint: the stored one (cached
-        in process by the store), recomputed from the voice's reference codes at its first use if
-        another checkpoint made it (voices/recompute.py). VoiceNotFoundError (404) names the id;
-        VoiceIncompatibleError (409) is a voice of another checkpoint that has no codes."""
-        prompt = await self._prompts.get_prompt(voice_id)
-        return prompt.prefix
+    async def voice_prompt(self, voice_id: str) -> VoicePrompt:
+        """The prompt of ``voice_id`` for the loaded checkpoint: its speaker prefix [K, H], the stored
+        one (cached in process by the store), recomputed from the voice's reference codes at its
+        first use if another checkpoint made it (voices/recompute.py), and its reading locale.
+        VoiceNotFoundError (404) names the id; VoiceIncompatibleError (409) is a voice of another
+        checkpoint that has no codes."""
+        return await self._prompts.get_prompt(voice_id)
 
     # -- text -----------------------------------------------------------------------------------
     async def pronunciations(self, dict_id: Optional[str]) -> Optional[Pronunciations]:

@@ -40,7 +40,7 @@ from api.errors import ContextClosedError
 from api.protocol.events import ChunkEvent, DoneEvent, FlushDoneEvent, ServerEvent, split_audio
 from api.protocol.requests import WsGenerationRequest
 from api.segment_timing import segment_timing_events, wants_timing
-from api.synthesis import ContextDictionary, Segment
+from api.synthesis import ContextDictionary, Segment, speaking_language
 from api.text import TextBuffer
 from api.text.markup import MarkupState
 
@@ -123,6 +123,10 @@ class WsContext:
         self._job_running = False  # the worker is on a job (a segment being spoken, a flush or the end)
         self._hold_timer: Optional[asyncio.TimerHandle] = None  # gives the stream place back when idle
         self._dictionary: Optional[ContextDictionary] = None  # made at its first segment
+        # what the text is read in: the request's language, or its voice's (api/synthesis.py
+        # speaking_language), settled at the first segment
+        self._language: Optional[str] = None
+        self._language_settled = False
         self.task = asyncio.create_task(self._worker(), name=f"ws-context-{self.context_id}")
         # However the task ends, the context is finished (its stream place released): a task
         # cancelled before it first ran (a fail() or cancel() for a message the reader had already
@@ -331,13 +335,16 @@ class WsContext:
         # normalization: Cartesia documents it for bytes and SSE only, but it is fixed with the rest of
         # the context by its first message, and a client that sends it on a socket means it
         # the context's <speed>/<volume> state moves on here, segment after segment, in order
-        segment: Segment = service.segment(job.text, cfg.effective_language, cfg.normalization, pronunciations=prons,
+        prompt = await self.conn.prompt_for(cfg.voice_id)
+        if not self._language_settled:  # at the first segment; fixed with the context, as its voice is
+            self._language = speaking_language(cfg.effective_language, prompt.language)
+            self._language_settled = True
+        segment: Segment = service.segment(job.text, self._language, cfg.normalization, pronunciations=prons,
                                            markup=self.markup)
         if not segment.has_audio:  # whitespace, punctuation or emoji only (and no pause): nothing to send
             return
         if self._owed_since is None:
             self._owed_since = job.ready_at
-        prefix = await self.conn.prefix_for(cfg.voice_id)
         self._segments += 1
         pieces: list[np.ndarray] = []
         offset_s = self.samples_in / service.sample_rate_hz  # this segment's start in the context's audio
@@ -352,7 +359,7 @@ class WsContext:
             section, cfg.output_format.sample_rate_hz, service.sample_rate_hz)
         # aclosing: a cancel landing outside the engine await (sending, encoding) still closes the
         # generator at once, which aborts the engine request and frees the codec stream.
-        async with contextlib.aclosing(service.speak(segment, prefix, self.sampling, rid, self.volume,
+        async with contextlib.aclosing(service.speak(segment, prompt.prefix, self.sampling, rid, self.volume,
                                                    timing=self.timing, speed=self.speed)) as audio:
             async for pcm in audio:
                 if wants_timing(cfg):

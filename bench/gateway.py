@@ -75,7 +75,7 @@ async def direct_stream(rt, i: int) -> Stream:
     svc = rt.service
     segment = svc.segment(TEXT, "en")
     sampling = SamplingParams(temperature=0.4, seed=i)
-    prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+    prefix = (await svc.voice_prompt(DEFAULT_VOICE_ID)).prefix
     t0 = time.perf_counter()
     first, chunks = None, 0
     async with contextlib.aclosing(svc.speak(segment, prefix, sampling, f"direct-{uuid.uuid4()}")) as pcm_stream:

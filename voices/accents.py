@@ -67,6 +67,10 @@ ACCENTS: tuple[Accent, ...] = tuple(sorted((
 ), key=lambda a: a.id))
 
 
+#: Accent id -> its locale ("mexican" -> "es-MX"): a voice's accent tells the region its text is read for.
+ACCENT_LOCALES: dict[str, str] = {a.id: a.locale for a in ACCENTS}
+
+
 def accent_id_problem(value: str) -> str | None:
     """Why ``value`` cannot be a voice's accent (the message a 400 carries), or None when it can:
     a catalogue-shaped id ("southern-us") of at most MAX_ACCENT_ID_CHARS, not a display name

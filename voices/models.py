@@ -2,7 +2,8 @@
 the stored record that joins them.
 
     Voice        Cartesia Voice fields (API 2026-08-14) + model_fingerprint + builtin flag
-    VoicePrompt  what synthesis needs: voice_id, prefix [K, hidden] float32, model_fingerprint
+    VoicePrompt  what synthesis needs: voice_id, prefix [K, hidden] float32, model_fingerprint,
+                 and the locale the voice reads text in
     VoiceRecord  Voice + the speaker prefix tensor + optionally the reference codes [T, 32]
 
 Nothing here does I/O; ``voices/serialization.py`` turns a VoiceRecord into msgpack bytes.
@@ -18,6 +19,7 @@ from typing import Any, Literal, Mapping, Optional, get_args
 
 import torch
 
+from voices.accents import ACCENT_LOCALES
 from voices.errors import InvalidVoiceError
 
 Gender = Literal["masculine", "feminine", "gender_neutral"]
@@ -33,10 +35,18 @@ PATCHABLE_FIELDS: frozenset[str] = frozenset(
     {"name", "description", "gender", "accent", "tagline", "language", "country", "locales",
      "access", "visibility"}
 )
+#: The fields ``Voice.reading_locale`` reads. The prompt carries that locale, so a change of one of
+#: them is a change of the prompt: the store gives the record a new generation (voices/store.py).
+READING_FIELDS: frozenset[str] = frozenset({"language", "accent", "locales"})
 
 MAX_NAME_CHARS = 256
 MAX_DESCRIPTION_CHARS = 4096
 MAX_TAGLINE_CHARS = 256  # a one-line blurb; every listed voice carries it, so it must stay small
+
+
+def language_of(tag: str) -> str:
+    """The language subtag of a language or locale tag, lower case ("es-MX", "es_mx" -> "es")."""
+    return tag.strip().replace("_", "-").split("-")[0].lower()
 
 
 def utc_now_iso() -> str:
@@ -143,6 +153,26 @@ class Voice:
         """The total order every store lists voices in: (created_at as UTC, id)."""
         return (normalize_created_at(self.created_at), self.id)
 
+    @property
+    def reading_locale(self) -> Optional[str]:
+        """The language, with its region when the voice names one, that a request naming no language
+        is read in ("es-MX": Mexico's numbers and "$" in Spanish): ``language`` when it has a
+        region; else the locale of ``accent`` ("mexican", "british") or of a ``locales`` entry, the
+        native ones first, when it is of the same language; else ``language`` alone. None when
+        ``language`` is no two-letter language tag (a preloaded voice's sidecar may say "English")."""
+        language = self.language.strip().replace("_", "-")
+        base = language_of(language)
+        if not (len(base) == 2 and base.isascii() and base.isalpha()):  # Cartesia's languages are ISO 639-1
+            return None
+        if "-" in language:
+            return language
+        candidates = [ACCENT_LOCALES.get(self.accent or "")]
+        candidates += [loc.locale for loc in sorted(self.locales, key=lambda loc: not loc.is_native)]
+        for locale in candidates:
+            if locale and "-" in locale and language_of(locale) == base:
+                return locale.replace("_", "-")
+        return language
+
     def replace(self, **fields: Any) -> "Voice":
         """A copy with ``fields`` changed (validated again)."""
         return dataclasses.replace(self, **fields)
@@ -198,11 +228,14 @@ class VoicePrompt:
 
     prefix: [K, hidden] float32 on CPU (K = 8, hidden = 1024 for Gepard), placed before the text
     embeddings. ``model_fingerprint`` must match the loaded engine's ``ModelInfo.fingerprint``.
+    ``language``: the voice's ``reading_locale`` ("en", "es-MX"), which a request naming no language
+    (or only the same language, "es") is read in; None where no voice record stands behind it.
     """
 
     voice_id: str
     prefix: torch.Tensor
     model_fingerprint: str
+    language: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.prefix.dim() != 2 or self.prefix.dtype != torch.float32:
@@ -253,4 +286,5 @@ class VoiceRecord:
             voice_id=self.voice.id,
             prefix=self.prefix.to(torch.float32),
             model_fingerprint=self.voice.model_fingerprint,
+            language=self.voice.reading_locale,
         )

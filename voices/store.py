@@ -16,8 +16,9 @@ Prompt cache and deletes made elsewhere. Every record carries a random *generati
 by ``put``. A cache hit is served after a cheap check that the backend still holds that token
 (``HGET`` of ~16 bytes on Redis, a primary-key lookup on SQLite), never a full record fetch. So
 a voice deleted through another replica is refused on the very next request here. A backend that
-hears about deletes as they happen (Redis: every delete or prefix change publishes the voice id,
-and each store listens) skips that check while it is listening (``_cache_trusted``): a hot voice
+hears about deletes as they happen (Redis: every delete, prefix change or change of the voice's
+reading locale publishes the voice id, and each store listens) skips that check while it is
+listening (``_cache_trusted``): a hot voice
 then costs no round trip at all, and a delete elsewhere evicts it as soon as the message lands
 (milliseconds); while not listening (starting, reconnecting) the check is made, and so it is at
 the next hit of every entry cached before the (re)subscription, as deletes may have been missed. Setting
@@ -52,7 +53,7 @@ from voices.errors import (
     VoiceStoreUnavailableError,
 )
 from voices.listing import OrderKey, VoiceFilter, VoicePage, check_limit, collect_matches
-from voices.models import PATCHABLE_FIELDS, Voice, VoicePrompt, VoiceRecord
+from voices.models import PATCHABLE_FIELDS, READING_FIELDS, Voice, VoicePrompt, VoiceRecord
 
 logger = logging.getLogger(__name__)
 
@@ -153,8 +154,9 @@ class VoiceStore(abc.ABC):
         """Store a new record atomically; False (and no change) if the id is taken."""
 
     @abc.abstractmethod
-    async def _update_voice(self, voice_id: str, apply: Any) -> Voice:
-        """Atomically replace the stored voice by ``apply(current)`` and return it.
+    async def _update_voice(self, voice_id: str, apply: Any, generation: Optional[str] = None) -> Voice:
+        """Atomically replace the stored voice by ``apply(current)`` and return it; with a
+        ``generation``, store it too and announce the change as ``_replace_prefix`` does.
 
         ``apply`` may raise (ReadOnlyVoiceError, InvalidVoiceError): nothing changes then.
         Raises VoiceNotFoundError if absent.
@@ -302,7 +304,7 @@ class VoiceStore(abc.ABC):
         if generation is None:
             self._cache.evict(voice_id)
             raise VoiceNotFoundError(voice_id)
-        if generation != entry.generation:  # prefix recomputed, or deleted and stored again
+        if generation != entry.generation:  # prefix recomputed, reading locale changed, or stored again
             self._cache.evict(voice_id)
             return await self._load_prompt(voice_id)
         entry.validated_at = now
@@ -355,7 +357,9 @@ class VoiceStore(abc.ABC):
         """Change metadata fields (``PATCHABLE_FIELDS``) of a stored voice and return it.
 
         InvalidVoiceError names an unknown or immutable field or a bad value; builtin voices
-        raise ReadOnlyVoiceError. The speaker prefix never changes, so cached prompts stay valid.
+        raise ReadOnlyVoiceError. The speaker prefix never changes, but the prompt also carries the
+        voice's reading locale: a change of a field it is read from (``READING_FIELDS``) gives the
+        record a new generation, so every replica loads the prompt again at its next use.
         """
         self._check_open()
         bad = sorted(set(fields) - PATCHABLE_FIELDS)
@@ -371,7 +375,12 @@ class VoiceStore(abc.ABC):
                 raise ReadOnlyVoiceError(voice_id, "updated")
             return current.replace(**fields)
 
-        voice = await self._update_voice(voice_id, apply)
+        generation = new_generation() if READING_FIELDS & set(fields) else None
+        if generation is not None:
+            self._cache.invalidate_fills()  # a fetch racing this update must not cache the old locale
+        voice = await self._update_voice(voice_id, apply, generation)
+        if generation is not None:
+            self._cache.evict(voice_id)
         logger.info("voice %s updated: %s", voice_id, sorted(fields))
         return voice
 

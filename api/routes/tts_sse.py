@@ -30,7 +30,7 @@ async def endpoint(request: Request) -> Response:
     req = parse_tts_request(await read_body(request), sse=True, request_id=rid)
     svc = rt.service
     job = await svc.prepare(req)
-    await check_timing_request(req)
+    await check_timing_request(req, job.language)
     cid, width = req.context_id, req.output_format.unit_bytes
     rt.metrics.requests.labels("sse").inc()
 

@@ -27,7 +27,7 @@ async def test_each_engine_request_carries_the_codecs_chunk_schedule(tiny_ckpt_d
                 yield chunk
 
         rt.engine.generate = recording_generate
-        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        prefix = (await svc.voice_prompt(DEFAULT_VOICE_ID)).prefix
         pcm = []
         async with contextlib.aclosing(svc.speak(svc.segment("Hello there, how are you?", "en"), prefix,
                                                  SamplingParams(temperature=0.0), "delivery-1")) as stream:
@@ -51,7 +51,7 @@ async def test_a_stream_waiting_for_its_consumer_is_not_counted_as_busy(tiny_ckp
     rt = await open_runtime(gateway_settings(tiny_ckpt_dir, tmp_path / "data", chunk_schedule=(3, 5)))
     try:
         svc = rt.service
-        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        prefix = (await svc.voice_prompt(DEFAULT_VOICE_ID)).prefix
         held, pieces = [], 0
         segment = svc.segment("Hello there, how are you today?", "en")
         async with contextlib.aclosing(svc.speak(segment, prefix, SamplingParams(temperature=0.0), "slow-reader")) as stream:
@@ -76,7 +76,7 @@ async def test_a_codec_that_refuses_a_stream_leaves_no_generation_counted(tiny_c
     rt = await open_runtime(gateway_settings(tiny_ckpt_dir, tmp_path / "data"))
     try:
         svc = rt.service
-        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        prefix = (await svc.voice_prompt(DEFAULT_VOICE_ID)).prefix
         real_open = rt.decoder.open_stream
 
         def closing():
@@ -137,7 +137,7 @@ async def test_the_load_meter_does_not_count_a_piece_still_being_generated(tiny_
                 return await self._paced(self.inner.finish)
 
         rt.decoder.open_stream = lambda: PacedStream(real_open())
-        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        prefix = (await svc.voice_prompt(DEFAULT_VOICE_ID)).prefix
         async with contextlib.aclosing(svc.speak(svc.segment("Hello there, how are you today?", "en"), prefix,
                                                  SamplingParams(temperature=0.0), "paced")) as stream:
             async for piece in stream:
@@ -166,7 +166,7 @@ async def test_a_segment_pause_is_silence_after_its_speech_and_a_pause_alone_ask
             return real_generate(request)
 
         rt.engine.generate = recording_generate
-        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        prefix = (await svc.voice_prompt(DEFAULT_VOICE_ID)).prefix
 
         async def spoken(segment) -> np.ndarray:
             async with contextlib.aclosing(svc.speak(segment, prefix, SamplingParams(temperature=0.0), "pause")) as s:
@@ -206,7 +206,7 @@ async def test_a_segment_read_as_very_many_words_goes_as_several_engine_requests
                 yield chunk
 
         rt.engine.generate = recording_generate
-        prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+        prefix = (await svc.voice_prompt(DEFAULT_VOICE_ID)).prefix
         segment = svc.segment("My code is " + "1234567890" * 40 + ".", "en")
         sampling = SamplingParams(temperature=0.0, max_frames=12)
         async with contextlib.aclosing(svc.speak(segment, prefix, sampling, "digits")) as stream:

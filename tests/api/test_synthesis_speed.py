@@ -29,7 +29,7 @@ async def rt(tiny_ckpt_dir, tmp_path):
 async def spoken(rt, segment, **kw) -> tuple[np.ndarray, list[int]]:
     """The segment's audio at temperature 0, and the size of each piece yielded."""
     svc = rt.service
-    prefix = await svc.voice_prefix(DEFAULT_VOICE_ID)
+    prefix = (await svc.voice_prompt(DEFAULT_VOICE_ID)).prefix
     pieces = []
     async with contextlib.aclosing(svc.speak(segment, prefix, SamplingParams(temperature=0.0), "speed", **kw)) as s:
         async for pcm in s:

@@ -112,3 +112,24 @@ def test_prompt_and_record_check_shapes() -> None:
         VoiceRecord(voice(), torch.zeros(8, 4), torch.zeros(3, 32))
     prompt = VoiceRecord(voice(model_fingerprint="fp"), torch.ones(8, 4, dtype=torch.bfloat16)).prompt()
     assert prompt.prefix.dtype == torch.float32 and prompt.model_fingerprint == "fp"
+    assert prompt.language == "en"
+
+
+@pytest.mark.parametrize("fields, locale", [
+    ({"language": "en"}, "en"),
+    ({"language": "es-MX"}, "es-MX"),
+    ({"language": "es_MX"}, "es-MX"),
+    ({"language": "es", "accent": "mexican"}, "es-MX"),  # the accent's locale (GET /accents)
+    ({"language": "EN", "accent": "british"}, "en-GB"),
+    ({"language": "en", "accent": "mexican"}, "en"),  # an accent of another language says nothing
+    ({"language": "en", "accent": "yorkshire"}, "en"),  # an id outside the catalogue neither
+    ({"language": "es-ES", "accent": "mexican"}, "es-ES"),  # a region in the language wins
+    ({"language": "pt", "locales": [{"locale": "pt-PT", "is_native": False}, {"locale": "pt-BR"}]}, "pt-BR"),
+    ({"language": "pt", "locales": [{"locale": "en-US"}, {"locale": "pt-PT", "is_native": False}]}, "pt-PT"),
+    ({"language": "pt", "locales": [{"locale": "pt"}]}, "pt"),
+    ({"language": "English"}, None),  # no language tag: the request's or the server's default
+    ({"language": "eng"}, None),
+])
+def test_reading_locale_is_the_voices_language_made_regional(fields, locale) -> None:
+    assert voice(**fields).reading_locale == locale
+    assert VoiceRecord(voice(**fields), torch.zeros(8, 4)).prompt().language == locale

@@ -106,6 +106,35 @@ async def test_update_changes_fields_visible_to_other_replicas(make_store: Store
     assert await b.get("v-up") == updated
 
 
+async def test_a_new_reading_locale_reaches_every_replicas_prompt(make_store: StoreFactory) -> None:
+    """The prompt carries the voice's reading locale, so changing the accent (or language, or
+    locales) renews it here and on another replica that cached it; other fields keep it."""
+    a, b = make_store(), make_store()
+    await a.put(make_record("loc", language="es"))
+    assert (await a.get_prompt("loc")).language == "es"
+    cached = await b.get_prompt("loc")
+    assert cached.language == "es"
+    await a.update("loc", name="renamed", description="d")
+    assert await b.get_prompt("loc") is cached  # the same prompt: nothing it carries changed
+    await a.update("loc", accent="mexican")
+    assert (await a.get_prompt("loc")).language == "es-MX"
+    assert await prompt_language_within(b, "loc", 2.0) == "es-MX"
+    await b.update("loc", language="es-ES")
+    assert (await b.get_prompt("loc")).language == "es-ES"
+    assert await prompt_language_within(a, "loc", 2.0) == "es-ES"
+
+
+async def prompt_language_within(store: VoiceStore, voice_id: str, seconds: float) -> str:
+    """The prompt's language once it is no longer the one first read, or after ``seconds``: on
+    Redis a replica hears of a change by pub/sub, which lands a few milliseconds after it."""
+    first = (await store.get_prompt(voice_id)).language
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while (language := (await store.get_prompt(voice_id)).language) == first and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    return language
+
+
 async def test_update_rejects_bad_fields_and_values(store: VoiceStore) -> None:
     await store.put(make_record("v-bad", name="kept"))
     with pytest.raises(InvalidVoiceError, match=r"cannot update field\(s\) \['created_at', 'id'\]"):

@@ -166,14 +166,16 @@ class LocalVoiceStore(VoiceStore):
 
         return await self._run(f"put of voice {voice.id!r}", insert)
 
-    async def _update_voice(self, voice_id: str, apply: Callable[[Voice], Voice]) -> Voice:
+    async def _update_voice(self, voice_id: str, apply: Callable[[Voice], Voice],
+                            generation: Optional[str] = None) -> Voice:
         def update(conn: sqlite3.Connection) -> Voice:
             with _transaction(conn):
                 row = conn.execute("SELECT meta FROM voices WHERE id = ?", (voice_id,)).fetchone()
                 if row is None:
                     raise VoiceNotFoundError(voice_id)
                 new = apply(decode_voice(row[0]))
-                conn.execute("UPDATE voices SET meta = ? WHERE id = ?", (encode_voice(new), voice_id))
+                conn.execute("UPDATE voices SET meta = ?, generation = COALESCE(?, generation) WHERE id = ?",
+                             (encode_voice(new), generation, voice_id))
                 return new
 
         return await self._run(f"update of voice {voice_id!r}", update)

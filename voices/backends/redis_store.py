@@ -102,12 +102,17 @@ redis.call('PUBLISH', ARGV[3], ARGV[1])
 return 1
 """
 
-# KEYS: meta; ARGV: id, expected old meta, new meta. Returns 1 done, 0 absent, -1 changed meanwhile.
+# KEYS: meta, gen; ARGV: id, expected old meta, new meta, new generation ("": kept), invalidation
+# channel (published with a new generation). Returns 1 done, 0 absent, -1 changed meanwhile.
 _UPDATE = """
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if not current then return 0 end
 if current ~= ARGV[2] then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+  redis.call('PUBLISH', ARGV[5], ARGV[1])
+end
 return 1
 """
 
@@ -224,7 +229,8 @@ class RedisVoiceStore(VoiceStore):
         with map_redis_errors(f"put of voice {voice.id!r}"):
             return bool(await self._put_script(keys=self._all_keys, args=args))
 
-    async def _update_voice(self, voice_id: str, apply: Callable[[Voice], Voice]) -> Voice:
+    async def _update_voice(self, voice_id: str, apply: Callable[[Voice], Voice],
+                            generation: Optional[str] = None) -> Voice:
         for _ in range(_UPDATE_ATTEMPTS):
             with map_redis_errors(f"update of voice {voice_id!r}"):
                 old = await self._client.hget(self._k_meta, voice_id)
@@ -232,7 +238,9 @@ class RedisVoiceStore(VoiceStore):
                 raise VoiceNotFoundError(voice_id)
             new = apply(decode_voice(old))
             with map_redis_errors(f"update of voice {voice_id!r}"):
-                done = await self._update_script(keys=[self._k_meta], args=[voice_id, old, encode_voice(new)])
+                done = await self._update_script(
+                    keys=[self._k_meta, self._k_gen],
+                    args=[voice_id, old, encode_voice(new), generation or "", self._channel])
             if done == 1:
                 return new
             if done == 0:

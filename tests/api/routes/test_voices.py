@@ -5,6 +5,7 @@ rate, every bad clip and form, synthesis with a cloned voice (bytes and WebSocke
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 import uuid
@@ -18,6 +19,7 @@ import httpx
 import numpy as np
 import pytest
 import torch
+from websockets.asyncio.client import connect
 
 from api.app import DEFAULT_VOICE_ID
 from tests.api.conftest import gateway_settings
@@ -32,6 +34,7 @@ from tests.api.routes._voices_support import (
     tts_bytes,
     tts_ws,
 )
+from tests.api.routes.ws_helpers import assert_ws_error, gen, read_until_terminal, send
 from tests.voices.redis_server import RedisServer
 from voices.backends import open_voice_store
 from voices.models import Voice, VoiceRecord
@@ -506,6 +509,87 @@ def test_a_voice_stored_by_another_replica_is_usable_and_its_delete_is_seen(depl
     deployment.run(lambda store: store.delete(vid))
     r = tts_bytes(deployment.url, vid)
     assert r.status_code == 404 and vid in error_of(r)["message"]
+
+
+# --- the voice's language -----------------------------------------------------------------------
+
+PESOS = ["Son", "doscientos", "cincuenta", "pesos."]  # "Son $250." read for Mexico
+DOLARES = ["Son", "doscientos", "cincuenta", "dólares."]  # ... for Spain
+
+
+def spoken_words(url: str, voice_id: str, transcript: str = "Son $250.", **extra) -> list[str]:
+    """The words an SSE request was read as (its normalised word timestamps)."""
+    body = {"model_id": "sonic-3", "transcript": transcript, "voice": {"mode": "id", "id": voice_id},
+            "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
+            "add_timestamps": True, "use_normalized_timestamps": True, **extra}
+    r = httpx.post(url + "/tts/sse", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    events = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: ")]
+    return [w for e in events if e["type"] == "timestamps" for w in e["word_timestamps"]["words"]]
+
+
+async def ws_spoken_words(ws_url: str, voice_id: str, pieces: list[str], **extra) -> list[str]:
+    """The words a WebSocket context that sends ``pieces`` (then closes) was read as."""
+    async with connect(ws_url + "/tts/websocket") as ws:
+        for piece in pieces:
+            await send(ws, gen("c", piece, voice_id, add_timestamps=True, use_normalized_timestamps=True, **extra))
+        await send(ws, gen("c", "", voice_id, cont=False, **extra))
+        msgs = await read_until_terminal(ws, ["c"])
+    assert msgs[-1]["type"] == "done", msgs[-1]
+    return [w for m in msgs if m["type"] == "timestamps" for w in m["word_timestamps"]["words"]]
+
+
+def test_a_request_naming_no_language_is_read_in_its_voices(deployment):
+    """A Spanish voice with a Mexican accent reads a request with no language (LiveKit sends null),
+    or with only "es", for Mexico; a region or another language asked for wins. Its accent changed
+    here or through another replica changes the reading at the next request."""
+    url = deployment.url
+    vid = clone(url, CLIP_22K.read_bytes(), name="mx", language="es", accent="mexican").json()["id"]
+    assert spoken_words(url, vid) == PESOS
+    assert spoken_words(url, vid, language=None) == PESOS
+    assert spoken_words(url, vid, language="es") == PESOS
+    assert spoken_words(url, vid, language="es-ES") == DOLARES
+    assert spoken_words(url, vid, locale="es-ES") == DOLARES
+    assert spoken_words(url, vid, language="es", normalization="es-ES") == DOLARES
+    assert spoken_words(url, vid, language="en") == ["Son", "two", "hundred", "and", "fifty", "dollars."]
+    assert spoken_words(url, DEFAULT_VOICE_ID, "It is $250.", language=None)[-1] == "dollars."  # an English voice
+
+    assert httpx.patch(f"{url}/voices/{vid}", json={"accent": "castilian"}).status_code == 200
+    assert spoken_words(url, vid) == DOLARES
+    deployment.run(lambda store: store.update(vid, accent="mexican"))
+    deadline = time.monotonic() + 10  # Redis: the replica's change is published, and lands here in milliseconds
+    while (words := spoken_words(url, vid)) != PESOS and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert words == PESOS
+
+
+async def test_a_websocket_context_naming_no_language_is_read_in_its_voices(deployment):
+    vid = clone(deployment.url, CLIP_22K.read_bytes(), name="mx", language="es-MX").json()["id"]
+    ws_url = deployment.server.ws_url
+    assert await ws_spoken_words(ws_url, vid, ["Son $250."], language=None) == PESOS
+    assert await ws_spoken_words(ws_url, vid, ["", "Son $250."]) == PESOS  # opened empty, as agents do
+    assert await ws_spoken_words(ws_url, vid, ["Son $250."], language="es-ES") == DOLARES
+
+
+async def test_phonemes_are_checked_in_the_voices_language(deployment):
+    """A voice in a language eSpeak lacks: a request naming no language is refused before any audio
+    (a context also when its first text comes after an empty opening); naming one it has, served."""
+    url = deployment.url
+    vid = clone(url, CLIP_22K.read_bytes(), name="tl", language="tl").json()["id"]
+    body = {"model_id": "sonic-3", "transcript": "Kumusta ka?", "voice": {"mode": "id", "id": vid},
+            "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
+            "add_phoneme_timestamps": True}
+    r = httpx.post(url + "/tts/sse", json=body, timeout=60)
+    assert r.status_code == 400 and error_of(r)["error_code"] == "unsupported_language" and "'tl'" in r.text
+    assert httpx.post(url + "/tts/sse", json=body | {"language": "en"}, timeout=60).status_code == 200
+    async with connect(deployment.server.ws_url + "/tts/websocket") as ws:
+        await send(ws, gen("now", "Kumusta ka?", vid, add_phoneme_timestamps=True))
+        await send(ws, gen("later", "", vid, add_phoneme_timestamps=True))
+        await send(ws, gen("later", "Kumusta ka?", vid, add_phoneme_timestamps=True))
+        msgs = await read_until_terminal(ws, ["now", "later"])
+    for cid in ("now", "later"):
+        (refusal,) = [m for m in msgs if m["context_id"] == cid]
+        assert_ws_error(refusal, cid, 400, "unsupported_language", "'tl'")
 
 
 def test_concurrent_clones_and_deletes(deployment):

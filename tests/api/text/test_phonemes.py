@@ -197,17 +197,16 @@ def test_the_request_check_starts_espeak_off_the_event_loop(reader, monkeypatch)
         return reader
 
     monkeypatch.setattr(api.segment_timing, "phonemizer", recording)
-    asks = SimpleNamespace(add_phoneme_timestamps=True, effective_language="en", normalization=None)
-    tagalog = SimpleNamespace(add_phoneme_timestamps=True, effective_language="tl", normalization=None)
-    asyncio.run(api.segment_timing.check_timing_request(asks))
+    asks = SimpleNamespace(add_phoneme_timestamps=True, normalization=None)
+    asyncio.run(api.segment_timing.check_timing_request(asks, "en"))
     assert threads == ["MainThread"]  # started: no thread hop
     monkeypatch.setattr(api.text.phonemes, "_shared", None)
     monkeypatch.setattr(api.text.phonemes, "_shared_failure", None)
-    asyncio.run(api.segment_timing.check_timing_request(asks))
+    asyncio.run(api.segment_timing.check_timing_request(asks, "en"))
     with pytest.raises(UnsupportedPhonemeLanguageError):
-        asyncio.run(api.segment_timing.check_timing_request(tagalog))
+        asyncio.run(api.segment_timing.check_timing_request(asks, "tl"))
     assert threads[1:] and all(name.startswith("gepard-timing") for name in threads[1:])
-    asyncio.run(api.segment_timing.check_timing_request(SimpleNamespace(add_phoneme_timestamps=False)))
+    asyncio.run(api.segment_timing.check_timing_request(SimpleNamespace(add_phoneme_timestamps=False), "tl"))
     assert len(threads) == 3  # not asked for: not looked at
 
 
@@ -242,7 +241,7 @@ def test_a_segment_whose_phonemes_cannot_be_read_keeps_its_words(monkeypatch, ca
     segment = Segment(text, normalize(text, "en"))
     pcm = np.random.default_rng(0).standard_normal(22050).astype(np.float32) * 0.1
     req = SimpleNamespace(add_timestamps=True, add_phoneme_timestamps=True, use_normalized_timestamps=False,
-                          normalization=None, effective_language="en")
+                          normalization=None)
     with caplog.at_level("WARNING", logger="api.segment_timing"):
         events = timing_events(segment, [pcm], 22050, 0.0, req, "ctx-1")
     assert [e.to_dict()["type"] for e in events] == ["timestamps"]
@@ -409,7 +408,7 @@ def test_any_text_gets_phonemes_inside_its_spoken_words(reader, tokens, language
     segment = Segment(text, normalize(text, language))
     pcm = np.random.default_rng(0).standard_normal(22050).astype(np.float32) * 0.1
     req = SimpleNamespace(add_timestamps=True, add_phoneme_timestamps=True, use_normalized_timestamps=True,
-                          normalization=None, effective_language=language)
+                          normalization=None)
     events = timing_events(segment, [pcm], 22050, 2.0, req, "c")
     if not segment.has_speech:
         assert events == []
