@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
+from api.text.normalization_rules import (
+    SOUTH_AMERICAN_PESOS, Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell,
+)
 
 __all__ = ["BritishEnglishRules", "EnglishRules"]
 
@@ -36,6 +38,7 @@ class EnglishRules(LanguageRules):
         "INR": CurrencyNames(("rupee", "rupees"), ("paisa", "paise")),
         "CAD": CurrencyNames(("Canadian dollar", "Canadian dollars"), ("cent", "cents")),
         "AUD": CurrencyNames(("Australian dollar", "Australian dollars"), ("cent", "cents")),
+        **{code: CurrencyNames(("peso", "pesos"), ("centavo", "centavos")) for code in SOUTH_AMERICAN_PESOS.values()},
     }
     scale_words = {
         "k": ("thousand", "thousand"),

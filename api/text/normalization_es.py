@@ -6,7 +6,9 @@ import re
 from typing import Optional
 
 from api.text.normalization_gender import SPANISH
-from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
+from api.text.normalization_rules import (
+    SOUTH_AMERICAN_PESOS, Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell,
+)
 
 __all__ = ["LatinAmericanSpanishRules", "SpanishRules"]
 
@@ -54,7 +56,9 @@ class SpanishRules(LanguageRules):
         "INR": CurrencyNames(("rupia", "rupias"), ("paisa", "paisas"), unit_gender="f", cent_gender="f"),
         "CAD": CurrencyNames(("dólar canadiense", "dólares canadienses"), ("centavo", "centavos")),
         "AUD": CurrencyNames(("dólar australiano", "dólares australianos"), ("centavo", "centavos")),
+        **{code: CurrencyNames(("peso", "pesos"), ("centavo", "centavos")) for code in SOUTH_AMERICAN_PESOS.values()},
     }
+
     scale_words = {
         "k": ("mil", "mil"),
         "m": ("millón", "millones"),
@@ -204,6 +208,10 @@ class SpanishRules(LanguageRules):
         "km.": Abbreviation("kilómetro", before_number=True),
     }
 
+    def __init__(self, dollar_sign_code: str = "USD") -> None:
+        self.dollar_sign_code = dollar_sign_code  # Spain's "$" is the dollar; Argentina's its peso
+        super().__init__()
+
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:
         words = spell(n, "es").split()
         # num2words writes "veintiuno mil": the apocope is due before mil/millón.
@@ -270,7 +278,3 @@ class LatinAmericanSpanishRules(SpanishRules):
     group_sep = ","
     lenient_decimal = True  # "3,5 km" as Spain writes it stays a decimal ("1,500" is a group)
     decimal_word = "punto"
-
-    def __init__(self, dollar_sign_code: str = "USD") -> None:
-        self.dollar_sign_code = dollar_sign_code
-        super().__init__()

@@ -9,15 +9,17 @@ import re
 from decimal import Decimal
 from typing import Optional
 
-from api.text.normalization_rules import ParsedNumber
+from api.text.normalization_rules import SOUTH_AMERICAN_PESOS, ParsedNumber
 from api.text.normalization_tokens import RANGE_WORD, Token, TokenContext
 from api.text.normalization_units import UNIT_SYMBOLS, number_range
 
 SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR",
             "C$": "CAD", "CA$": "CAD", "A$": "AUD", "AU$": "AUD"}
-CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR", "CAD", "AUD"}
+# ISO codes read as currencies wherever they stand by an amount ("5 USD", "ARS 500"); Colombia's COP
+# only after a "$" amount ("$50.000 COP"), as "COP 28" is the climate summit
+CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR", "CAD", "AUD", "ARS", "CLP", "UYU"}
 _NO_CENTS_RE = re.compile(r"(.*\d),--?")  # a whole amount's ",-" (Dutch, German): "1.450,-"
-_DOLLAR_CODES = frozenset({"USD", "MXN", "CAD", "AUD"})  # what a bare "$" may be: "$1.500 MXN" is pesos
+_DOLLAR_CODES = frozenset({"USD", "MXN", "CAD", "AUD", *SOUTH_AMERICAN_PESOS.values()})  # what a bare "$" may be: "$1.500 MXN" is pesos
 _SYM = r"US\$|R\$|MX\$|CA?\$|AU?\$|[$€£¥₹]"
 _MONEY_SCALE = "k|K|m|M|bn|b|B|T|mln|mld"  # "$5M", "€2,5mld": keys of ``scale_words``, any case
 # what a money scale multiplies by, to tell a range's order ("$500K-$1M" rises)
@@ -135,7 +137,7 @@ class MoneyReading(TokenContext):
         last, nxt = self.tokens[i + consumed], self._next(i + consumed)
         if nxt is None or last.trail or nxt.lead:
             return code, consumed
-        named = nxt.core if nxt.core in CODES else self.rules.currency_by_name.get(nxt.core.lower())
+        named = nxt.core if nxt.core in CODES | _DOLLAR_CODES else self.rules.currency_by_name.get(nxt.core.lower())
         if named is not None and (named == code or (symbol == "$" and named in _DOLLAR_CODES)):
             return named, consumed + 1
         return code, consumed

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell
+from api.text.normalization_rules import (
+    SOUTH_AMERICAN_PESOS, Abbreviation, CurrencyNames, LanguageRules, UnitNames, spell,
+)
 
 __all__ = ["DutchRules"]
 
@@ -38,6 +40,7 @@ class DutchRules(LanguageRules):
         "INR": CurrencyNames(("roepie", "roepie"), ("paisa", "paise")),
         "CAD": CurrencyNames(("Canadese dollar", "Canadese dollar"), ("cent", "cent")),
         "AUD": CurrencyNames(("Australische dollar", "Australische dollar"), ("cent", "cent")),
+        **{code: CurrencyNames(("peso", "peso"), ("centavo", "centavo")) for code in SOUTH_AMERICAN_PESOS.values()},
     }
     scale_words = {
         "k": ("duizend", "duizend"),

@@ -7,7 +7,9 @@ import re
 from typing import Optional
 
 from api.text.normalization_gender import PORTUGUESE
-from api.text.normalization_rules import Abbreviation, CurrencyNames, LanguageRules, ParsedNumber, UnitNames, spell
+from api.text.normalization_rules import (
+    SOUTH_AMERICAN_PESOS, Abbreviation, CurrencyNames, LanguageRules, ParsedNumber, UnitNames, spell,
+)
 
 __all__ = ["PortugueseRules"]
 
@@ -69,6 +71,7 @@ class PortugueseRules(LanguageRules):
         "INR": CurrencyNames(("rupia", "rupias"), ("paisa", "paisas"), unit_gender="f", cent_gender="f"),
         "CAD": CurrencyNames(("dólar canadense", "dólares canadenses"), ("centavo", "centavos")),
         "AUD": CurrencyNames(("dólar australiano", "dólares australianos"), ("centavo", "centavos")),
+        **{code: CurrencyNames(("peso", "pesos"), ("centavo", "centavos")) for code in SOUTH_AMERICAN_PESOS.values()},
     }
     scale_words = {
         "k": ("mil", "mil"),

@@ -42,6 +42,10 @@ class CurrencyNames:
     cent_gender: str = "m"
 
 
+#: Region -> the peso a bare "$" names there (Argentina, Chile, Colombia, Uruguay), said "pesos" as Mexico's
+SOUTH_AMERICAN_PESOS = {"ar": "ARS", "cl": "CLP", "co": "COP", "uy": "UYU"}
+
+
 @dataclass(frozen=True, slots=True)
 class UnitNames:
     """How a unit of measure is said after a number (api/text/normalization_units.py): ``one``
@@ -171,11 +175,10 @@ class LanguageRules:
         self._swapped_re = re.compile(pattern.format(g=d, d=g))
         # ... and grouped in it: "$1,234.56" and "$1,234,567" in Spanish (as Mexico writes them)
         self._swapped_grouped_re = re.compile(rf"[-\u2212]?\d{{1,3}}(?:{d}\d{{3}})+(?:{g}\d{{1,2}})?")
-        self.currency_by_name = {
-            name.lower(): code
-            for code, names in self.currencies.items()
-            for name in names.unit
-        }
+        self.currency_by_name: dict[str, str] = {}
+        for code, names in self.currencies.items():
+            for name in names.unit:  # the first currency of a name keeps it: "pesos" are Mexico's
+                self.currency_by_name.setdefault(name.lower(), code)
 
     # --- numbers ------------------------------------------------------------------------------
 

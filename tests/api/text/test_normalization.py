@@ -458,7 +458,10 @@ def test_a_region_that_writes_otherwise_has_rules_of_its_own():
     assert rules_for("en-US") is rules_for("en-CA") is rules_for("en")
     assert rules_for("es-MX").dollar_sign_code == "MXN" and rules_for("es-US").dollar_sign_code == "USD"
     assert rules_for("es-Latn-MX") is rules_for("es-MX") and rules_for("es-US") is rules_for("es-PR")
-    assert rules_for("es-AR") is rules_for("es-419") is rules_for("es-ES") is rules_for("es")  # Spain's way
+    assert rules_for("es-VE") is rules_for("es-419") is rules_for("es-ES") is rules_for("es")  # Spain's way
+    # Spain's way too, with its own peso for "$"
+    assert [rules_for(f"es-{r}").dollar_sign_code for r in ("AR", "CL", "CO", "UY")] == ["ARS", "CLP", "COP", "UYU"]
+    assert rules_for("es-AR").decimal_sep == rules_for("es").decimal_sep == "," and rules_for("es-PE").decimal_sep == "."
     assert rules_for("es-MX").code == "es" and rules_for("en-GB").code == "en"  # the language's words and rules
     assert normalize("on 12/3", "en", mode="en-GB").text == "on the twelfth of March"
     assert normalize("$5 y 1,5 km", "es", mode="es-MX").text == "cinco pesos y uno punto cinco kilómetros"
