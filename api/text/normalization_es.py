@@ -12,7 +12,8 @@ from api.text.normalization_rules import (
 
 __all__ = ["LatinAmericanSpanishRules", "SpanishRules"]
 
-_ORDINAL_RE = re.compile(r"(\d+)\.?(º|ª|er|era)")
+# "1º", "1.ª", "1er", and Latin America's endings of the word: "1ro", "2da", "3ra", "4to", "7mo", "8vo", "9no"
+_ORDINAL_RE = re.compile(r"(\d+)\.?(º|ª|er|era|ero|[rdtmvn][oa])")
 _BIG = {"millón", "millones", "billón", "billones"}  # masculine nouns: agreement stops here
 _APOCOPE = {"uno": "un", "veintiuno": "veintiún"}
 # "veintiún mil personas" keeps its apocope before "mil" (RAE accepts it), so only "uno" changes
@@ -122,7 +123,10 @@ class SpanishRules(LanguageRules):
     dial_articles = frozenset({"al", "el"})
     copulas = frozenset({"es", "era"})
     rooms = {"hab": UnitNames("habitación", "habitaciones", "f"), "dorm": UnitNames("dormitorio", "dormitorios"),
-             "pers": UnitNames("persona", "personas", "f")}
+             "pers": UnitNames("persona", "personas", "f"),
+             # a prescription's tablets and capsules: "1 cp. cada 8 h", "2 cáps."
+             **{short: UnitNames("comprimido", "comprimidos") for short in ("cp", "comp")},
+             "cáps": UnitNames("cápsula", "cápsulas", "f")}
     units = {
         key: UnitNames(*names) for key, names in {
             "km": ("kilómetro", "kilómetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),
@@ -262,9 +266,13 @@ class SpanishRules(LanguageRules):
         if not m:
             return None
         n, suffix = int(m.group(1)), m.group(2)
-        words = self.ordinal(n, "f" if suffix in ("ª", "era") else "m")
-        # "1er piso", and "1º lugar" before a masculine noun: primer, tercer ("el 1º de mayo" keeps it)
-        if (suffix == "er" or (suffix == "º" and next_gender == "m")) and words.endswith(("primero", "tercero")):
+        words = self.ordinal(n, "f" if suffix == "ª" or suffix.endswith("a") else "m")
+        if suffix not in ("º", "ª", "er") and not words.endswith(suffix):  # "2do" is segundo, "5do" nothing
+            return None
+        # "1er piso", and "1º lugar" / "1ro lugar" before a masculine noun: primer, tercer ("el 1º de
+        # mayo" keeps it)
+        shortened = suffix == "er" or (suffix in ("º", "ro") and next_gender == "m")
+        if shortened and words.endswith(("primero", "tercero")):
             words = words[:-1]
         return words
 

@@ -338,7 +338,8 @@ class MeasureReading(TokenContext):
         nxt = self._next(i)
         describes = not last.trail and nxt is not None and not nxt.lead and nxt.core.lower() in _HOMES
         one = num == ParsedNumber("1", "") or describes
-        return f"{self.rules.read_number(num, room.gender)} {room.one if one else room.many}"
+        # before its noun: "un dormitorio", "veintiún comprimidos" (a decimal, "1,5", has no short form)
+        return f"{self.rules.read_number(num, room.gender, before_noun=True)} {room.one if one else room.many}"
 
 
 _INCH_MARKS = ('"', "″", "”")

@@ -44,7 +44,13 @@ class NumberReading(TokenContext):
     """Cardinals, ordinals, fractions, ratings, signs and sums."""
 
     def _read_ordinal(self, i: int) -> tuple[Optional[str], int]:
-        return self.rules.match_ordinal(self.tokens[i].core, self._noun_after(i)), 0
+        tok = self.tokens[i]
+        said = self.rules.match_ordinal(tok.core, self._noun_after(i))
+        if said is not None and tok.core[-1:].isalpha() and tok.trail.startswith("."):
+            # "el 2do. piso", "1er. lugar": the short form's own period, a full stop only where one ends
+            trail = self._abbreviation_trail(tok.trail[1:], i, title=False, can_end=True)
+            self.tokens[i] = Token(tok.raw, tok.lead, tok.core, trail)  # the reader attaches tok.trail
+        return said, 0
 
     def _read_number(self, i: int) -> tuple[Optional[str], int]:
         core = self.tokens[i].core

@@ -133,7 +133,10 @@ class PortugueseRules(LanguageRules):
     dial_articles = frozenset({"para", "pro", "pra", "o"})
     copulas = frozenset({"é", "era"})
     rooms = {short: UnitNames("quarto", "quartos") for short in ("qto", "qtos", "qts")} | {
-        "dorm": UnitNames("dormitório", "dormitórios")}
+        "dorm": UnitNames("dormitório", "dormitórios"),
+        # a prescription's tablets and capsules: "1 comp. de 8/8h", "2 cáps."
+        **{short: UnitNames("comprimido", "comprimidos") for short in ("cp", "comp")},
+        "cáps": UnitNames("cápsula", "cápsulas", "f")}
     units = {  # Brazilian spellings, as the money words ("milhão", "reais")
         key: UnitNames(*names) for key, names in {
             "km": ("quilômetro", "quilômetros"), "m": ("metro", "metros"), "cm": ("centímetro", "centímetros"),

@@ -45,7 +45,7 @@ UNIT_SYMBOLS: dict[str, str] = {
     # data, frequency, power, energy, time
     "KB": "KB", "kB": "KB", "MB": "MB", "GB": "GB", "TB": "TB",
     "Hz": "Hz", "kHz": "kHz", "KHz": "kHz", "MHz": "MHz", "GHz": "GHz",
-    "bps": "bps", "kbps": "kbps", "Kbps": "kbps", "Mbps": "Mbps", "Gbps": "Gbps", "fps": "fps",
+    "bps": "bps", "pb": "bp", "kbps": "kbps", "Kbps": "kbps", "Mbps": "Mbps", "Gbps": "Gbps", "fps": "fps",
     # health: a pulse, blood sugar
     "bpm": "bpm", "mmHg": "mmHg", "mg/dL": "mg/dL", "mg/dl": "mg/dL", "mmol/L": "mmol/L", "mmol/l": "mmol/L",
     "W": "W", "kW": "kW", "MW": "MW", "kWh": "kWh",
@@ -65,7 +65,8 @@ TWO_WORD_UNITS: dict[str, dict[str, str]] = {
 }
 
 #: a unit key -> the unit its symbol names after an amount under a thousand: "25 bps" are basis
-#: points (a rate's move); a bit rate that low is long gone ("9600 bps" stays bits per second)
+#: points (a rate's move, "25 pb" in Spanish and Portuguese); a bit rate that low is long gone
+#: ("9600 bps" stays bits per second)
 UNDER_A_THOUSAND: dict[str, str] = {"bps": "bp"}
 
 #: every key a language's ``units`` table must name
