@@ -445,8 +445,9 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         if tok.core in _COMPARISONS and not tok.trail and self._number_follows(i):  # "> 10 items", "x < 5"
             return self.rules.symbol_words[SIGN_ALIASES.get(tok.core, tok.core)], 0
         if tok.core in DASHES and not tok.trail and (
-                (self._number_follows(i) and self._after_meridiem(i)) or self._between_percents(i)):
-            # "9am - 5pm", "9:00 AM – 5:00 PM", "5 % - 10 %"; "between 9 am - 5 pm": "and"
+                (self._number_follows(i) and (self._after_meridiem(i) or self._ends_a_short_range(i - 1)))
+                or self._between_percents(i)):
+            # "9am - 5pm", "9:00 AM – 5:00 PM", "9a - 6p", "5 % - 10 %"; "between 9 am - 5 pm": "and"
             start = i - 2 if self.tokens[i - 1].core.lower() in ("%", "am", "pm", "a.m", "p.m") else i - 1
             return (BETWEEN_AND if self._after_between(start) else RANGE_WORD)[self.rules.code], 0
         if tok.core in DASHES and not tok.trail and i > 0 and self._in_day_range(i - 1):

@@ -29,6 +29,9 @@ _ONE_LETTER_MERIDIEMS_RE = re.compile(r"(?P<start>(?:1[0-2]|0?[1-9])(?::[0-5]\d)
                                       r"(?P<end>(?:1[0-2]|0?[1-9])(?::[0-5]\d)?)(?P<end_m>[ap])")
 # an English time with a one-letter meridiem: "10:15a", "5:25p" (without its minutes, "10a" may be a room)
 _ONE_LETTER_TIME_RE = re.compile(r"(1[0-2]|0?[1-9]):([0-5]\d)([ap])")
+# ... with its minutes or without, which a spaced range of such times may end with: "9a to 6p", "8:30a - 5p"
+_ONE_LETTER_HOUR_RE = re.compile(r"(?:1[0-2]|0?[1-9])(?::[0-5]\d)?[ap]")
+_SPACED_RANGE_WORDS = frozenset({"to", "till", "til", "until", "through", "thru", "-", "–"})
 # English 24-hour times written as four digits ("0930", "1400") and the words that lead one
 _MILITARY_TIME_RE = re.compile(r"(?P<h>[01]\d|2[0-3])(?P<m>[0-5]\d)")
 _MILITARY_LEADS = frozenset("at by until till from before after since".split())
@@ -132,6 +135,8 @@ class ClockReading(TokenContext):
             hour, minute = int(m.group(1)), int(m.group(2) or 0)
         elif r.code == "en" and (m := _ONE_LETTER_TIME_RE.fullmatch(core)):  # "10:15a", "5:25p"
             hour, minute, meridiem = int(m.group(1)), int(m.group(2)), m.group(3) + "m"
+        elif r.code == "en" and HOUR_MERIDIEM_RE.fullmatch(core + "m") and self._ends_a_short_range(i):  # "9a to 6p"
+            hour, minute, meridiem = int(core[:-1]), 0, core[-1].lower() + "m"
         elif core.isdecimal() and r.read_meridiem("am") is not None and (
                 self._meridiem_after(i) or self._meridiem_runs_on(i) or self._spaced_meridiem_after(i)):
             hour, minute = int(core), 0
@@ -159,6 +164,25 @@ class ClockReading(TokenContext):
             if r.time_unit not in reading.split():
                 reading = f"{reading} {r.time_unit}"
         return reading, consumed
+
+    def _ends_a_short_range(self, i: int) -> bool:
+        """Whether token ``i`` and another time with a one-letter meridiem stand either side of a
+        word or dash of a range, one of them in the afternoon or with its minutes: "9a to 6p",
+        "8:30a - 5p", "8:30a to 11a" (opening hours; "10a" alone may be a room)."""
+        tokens = self.tokens
+        if self.rules.code != "en" or not 0 <= i < len(tokens) or not _ONE_LETTER_HOUR_RE.fullmatch(tokens[i].core):
+            return False
+        for other, link in ((i + 2, i + 1), (i - 2, i - 1)):
+            if not 0 <= other < len(tokens):
+                continue
+            first, between, last = tokens[min(i, other)], tokens[link], tokens[max(i, other)]
+            # an afternoon or a minute in it says these are times ("Rooms 10a - 12a" are rooms)
+            timed = any(t.core.endswith("p") or ":" in t.core for t in (first, last))
+            if (timed and not first.trail and not between.lead and not between.trail and not last.lead
+                    and between.core.lower() in _SPACED_RANGE_WORDS
+                    and _ONE_LETTER_HOUR_RE.fullmatch(tokens[other].core)):
+                return True
+        return False
 
     def _spaced_meridiem_after(self, i: int) -> Optional[str]:
         """"am"/"pm" written in two tokens after token ``i``, as Spanish style writes it ("9 a. m.",
