@@ -220,6 +220,7 @@ def test_clone_from_file_appears_in_picker_speaks_and_deletes(gateway, open_page
     clip = Path(__file__).parents[1] / "data" / "linda.wav"
     page, log = open_page(gateway.url + "/playground")
     page.get_by_label("Name", exact=True).fill("Playground Linda")
+    page.locator("#clone-language").select_option("es-MX")  # the voice's locale: how its text is read
     page.get_by_label("Audio file (wav, flac, ogg, mp3)").set_input_files(str(clip))
     page.get_by_role("button", name="Clone", exact=True).click()
     status = page.locator("#clone-status")
@@ -228,6 +229,7 @@ def test_clone_from_file_appears_in_picker_speaks_and_deletes(gateway, open_page
     assert len(new) == 1 and new[0]["is_owner"]
     voice_id = new[0]["id"]
     assert voice_id in voice_ids(gateway.url)
+    assert httpx.get(f"{gateway.url}/voices/{voice_id}").json()["language"] == "es-MX"
     lane = page.locator("#lane-1")
     assert lane.locator("select.voice").input_value() == voice_id  # selected for use at once
 
