@@ -83,6 +83,13 @@ class MeasureReading(TokenContext):
         return (self._side(first) and self._side(last) and unit is not None and not unit.lead
                 and (unit.core in UNIT_SYMBOLS or _inches_written_short(unit)) and bool(self.rules.units))
 
+    def _describes(self, i: int, last: int) -> bool:
+        """Whether the measure at token ``i`` (its unit the token ``last``; a size's sides before it
+        count too) describes the word after it, as "a 5 km run", "your 10 GB plan" do
+        (``_adjective_amount``): its unit is then said in the singular."""
+        first = self._size_start(i)
+        return self._adjective_amount(first, last - first)
+
     def _size_start(self, i: int) -> int:
         """The first side's index where token ``i`` is the last side of a size written apart ("24 x
         36 cm": the article before "24" makes it an adjective); ``i`` itself otherwise."""
@@ -189,7 +196,7 @@ class MeasureReading(TokenContext):
         # "in 3.2s": seconds, with the language's decimal sign ("1,000s" in English are thousands);
         # "5s" and "30s" may be plurals and decades
         if seconds and seconds.group("sep") == r.decimal_sep:
-            return self._amount_of(None, seconds.group("num"), "s", self._after_article(i)), 0
+            return self._amount_of(None, seconds.group("num"), "s", self._adjective_amount(i, 0)), 0
         if joins_next and nxt.core == "in" and r.code == "en" and self._after_feet(i) and self._ends_a_height(i + 1):
             reading = self._amount_of(None, tok.core, "in")
             return (reading, 1) if reading is not None else (None, 0)
@@ -202,7 +209,7 @@ class MeasureReading(TokenContext):
             elif unit == "°" and low is None and r.degree_sign_ordinal and joins_next and nxt.core.islower() \
                     and nxt.core not in ("de", "a"):
                 return r.match_ordinal(written + "º", self._noun_after(i)), 0  # "1° lugar": typed for "1º"
-            reading = self._amount_of(low, written, unit, self._after_article(i))
+            reading = self._amount_of(low, written, unit, self._adjective_amount(i, consumed))
             if reading is None:
                 return None, 0
             if consumed == 0 and tok.trail.startswith("."):  # "5lbs. of flour": the short form's period
@@ -213,18 +220,18 @@ class MeasureReading(TokenContext):
             return r.read_unit_name(UNIT_SYMBOLS[tok.core]), 0
         if joins_next and nxt.core in UNIT_SYMBOLS and nxt.core not in ATTACHED_ONLY:
             low, written = number_range(tok.core) or (None, tok.core)
-            reading = self._amount_of(low, written, UNIT_SYMBOLS[nxt.core], self._after_article(self._size_start(i)))
+            reading = self._amount_of(low, written, UNIT_SYMBOLS[nxt.core], self._describes(i, i + 1))
             if reading is not None:
                 return reading, 1
         if joins_next and _inches_written_short(nxt) and "in" in r.units and self._size_start(i) != i:
             # "a 24 x 36 in. poster": after a size's sides "in." is inches (alone, "in" never is)
-            reading = self._amount_of(None, tok.core, "in", self._after_article(self._size_start(i)))
+            reading = self._amount_of(None, tok.core, "in", self._describes(i, i + 1))
             if reading is not None:
                 return reading, 1
         two_words = self._two_word_unit(i + 1) if joins_next else None
         if two_words is not None:  # "1,200 sq ft", "20 sq. m", "8 fl oz"
             low, written = number_range(tok.core) or (None, tok.core)
-            reading = self._amount_of(low, written, two_words, self._after_article(self._size_start(i)))
+            reading = self._amount_of(low, written, two_words, self._describes(i, i + 2))
             if reading is not None:
                 return reading, 2
         return None, 0

@@ -18,7 +18,7 @@ from typing import Optional
 
 from api.text.normalization_en import EnglishRules
 from api.text.normalization_rules import LanguageRules
-from api.text.normalization_units import UNDER_A_THOUSAND
+from api.text.normalization_units import UNDER_A_THOUSAND, UNIT_SYMBOLS
 
 _LEAD = "\"'([{¿¡«“‘„‹"
 TRAIL = "\"'.,;:!?)]}»”’›…"
@@ -118,7 +118,9 @@ class TokenContext:
         it" and "the $5 drafts" keep the plural."""
         last, j = self.tokens[i + consumed], i + consumed + 1
         nxt = self.tokens[j] if j < len(self.tokens) else None
-        if last.trail or nxt is None or nxt.lead or not nxt.core.isalpha():
+        # a unit's own period goes on to the word it describes: "a 24 x 36 in. poster", "a 5 lb. bag"
+        own_period = last.trail == "." and (last.core in UNIT_SYMBOLS or last.core == "in")
+        if (last.trail and not own_period) or nxt is None or nxt.lead or not nxt.core.isalpha():
             return False
         r, word = self.rules, nxt.core
         if self._after_article(i):
