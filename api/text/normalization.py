@@ -466,12 +466,30 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             return None
         if tok.core in _COMPASS_POINTS and prev.core.removesuffix(".") in _STREET_NAMES and prev.trail in ("", "."):
             return _COMPASS_POINTS[tok.core]  # "5th Ave NW", "Main St. NW", "Pennsylvania Avenue NW"
+        if tok.core in _COMPASS_POINTS and tok.trail in ("", ".") and prev.core.isdecimal() and not prev.trail \
+                and self._street_name_after(i):
+            # "1200 N. Market St.", "45 W 34th St": before the street's name, its period is the short form's
+            self.tokens[i] = Token(tok.raw, tok.lead, tok.core, "")  # the reader attaches tok.trail
+            return _COMPASS_POINTS[tok.core]
         if prev.trail:
             return None
         if tok.core not in _STREET_TYPES or not (prev.core[:1].isupper() or _EN_ORDINAL_RE.fullmatch(prev.core)):
             return None
         ends = bool(tok.trail) or nxt is None or nxt.core in _COMPASS_POINTS or nxt.core[:1].islower()
         return _STREET_TYPES[tok.core] if ends else None
+
+    def _street_name_after(self, i: int) -> bool:
+        """Whether one to three capitalised words or ordinals after token ``i`` end in a street's
+        type: "Market St.", "34th St", "Martin Luther King Jr Blvd"."""
+        for k in range(i + 1, min(i + 5, len(self.tokens))):
+            word = self.tokens[k]
+            if word.lead or not (word.core[:1].isupper() or _EN_ORDINAL_RE.fullmatch(word.core)):
+                return False
+            if k > i + 1 and word.core in _STREET_NAMES:
+                return True
+            if word.trail:
+                return False
+        return False
 
     def _read_house_number(self, i: int) -> tuple[Optional[str], int]:
         """An English house number before its street, said in pairs as addresses are: "123 Main St"
