@@ -40,6 +40,7 @@ _EVERY_HOURS_RE = re.compile(r"(?P<a>\d{1,2})/(?P<b>\d{1,2})h")
 # English "q6h", "q4-6h": every so many hours (a prescription's Latin "quaque")
 _EVERY_HOURS_ES_RE = re.compile(r"c/(?P<a>\d{1,2})(?P<h>h|hs|hrs)?", re.IGNORECASE)  # Spanish "c/8 h": "cada"
 _HOUR_WORDS_ES = frozenset({"h", "hs", "hrs", "horas"})
+_HOUR_SHORT_FORMS = ("h", "hr", "hrs", "hs")  # after a time of day, the language's "o'clock" written short
 _EVERY_HOURS_EN_RE = re.compile(r"q(?P<a>\d{1,2})(?:[-–](?P<b>\d{1,2}))?h")
 # Dutch hours with "u" for "uur" after the last: "9-17u", "10–16u"
 _DUTCH_HOURS_RE = re.compile(r"(?P<start>[01]?\d|2[0-3])[-–](?P<end>[01]?\d|2[0-4])u")
@@ -224,10 +225,11 @@ class ClockReading(TokenContext):
                 and bool(_DOT_TIME_RE.fullmatch(end.core)) and self._time_unit_after(i + 2))
 
     def _time_unit_after(self, i: int) -> bool:
-        """Whether the language's word for "o'clock" ("uur", "horas") or "h" follows token i."""
+        """Whether the language's word for "o'clock" ("uur", "horas") or its short form ("h", "hrs",
+        "hs": "a las 10:30 hrs") follows token i."""
         nxt, unit = self._next(i), self.rules.time_unit
         return (unit is not None and nxt is not None and not self.tokens[i].trail and not nxt.lead
-                and nxt.core.lower() in (unit, "h"))
+                and nxt.core.lower() in (unit, *_HOUR_SHORT_FORMS))
 
     def _read_dose_interval(self, i: int) -> tuple[Optional[str], int]:
         """How often a dose is taken, written as prescriptions write it: Portuguese "de 8/8h" ("de oito

@@ -107,7 +107,7 @@ class SpanishRules(LanguageRules):
     # "código postal 28001", "su código de verificación es 482 913"
     digits_lead_words = frozenset({
         "pin", "cp", "c.p.", "código", "otp", "postal", "verificación", "confirmación", "clave", "dni", "nie", "nif",
-        "cif"})
+        "cif", "ext.", "ext", "extensión"})
     postcode_before_place = re.compile(r"[0-5]\d{4} [A-ZÁÉÍÓÚÑ][a-záéíóúñ]+(?: \S+)?")  # "28013 Madrid"
     last_digits_phrases = frozenset({"terminada en", "terminado en", "acaba en", "termina en", "terminación"})
     record_nouns = frozenset("""pedido confirmación referencia reserva cliente cuenta factura póliza caso ticket
@@ -201,6 +201,10 @@ class SpanishRules(LanguageRules):
         "pág.": Abbreviation("página", before_number=True),
         "núm.": Abbreviation("número", before_number=True),
         "tel.": Abbreviation("teléfono"),
+        "cel.": Abbreviation("celular", before_number=True),  # "cel. 55 1234 5678"
+        "ext.": Abbreviation("extensión", before_number=True),  # "ext. 204"
+        "depto.": Abbreviation("departamento", can_end=True),  # a flat ("depto. 502") or a department
+        "dpto.": Abbreviation("departamento", can_end=True),
         "ee.uu.": Abbreviation("Estados Unidos", can_end=True),
         "incl.": Abbreviation("incluido", can_end=True),  # "IVA incl."
         "háb.": Abbreviation("hábiles", can_end=True),  # "3-5 días háb."

@@ -119,7 +119,7 @@ class PortugueseRules(LanguageRules):
         "sáb": "sábado", "sab": "sábado", "dom": "domingo",
     }
     digits_lead_words = frozenset({"pin", "cep", "código", "otp", "verificação", "confirmação", "senha", "cpf", "cnpj",
-                                   "rg"})
+                                   "rg", "ramal"})  # "ramal 204": an extension
     last_digits_phrases = frozenset({"terminado em", "terminada em", "termina em", "acaba em"})
     record_nouns = frozenset("""pedido confirmação referência reserva cliente conta fatura apólice caso protocolo
     rastreamento chamado solicitação""".split())
@@ -204,6 +204,7 @@ class PortugueseRules(LanguageRules):
         "pág.": Abbreviation("página", before_number=True),
         "n.º": Abbreviation("número"),
         "tel.": Abbreviation("telefone"),
+        "cel.": Abbreviation("celular", before_number=True),  # "cel. (11) 91234-5678"
         "p/": Abbreviation("para", after_number="por"),  # "frete grátis p/ capitais", "R$ 10 p/ pessoa"
         # a road's kilometre post: "no km 23 da BR-116" ("23 km" is the unit, read with its number)
         "km": Abbreviation("quilômetro", before_number=True),
