@@ -300,6 +300,8 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             words, last_trail = reading.split(), tok.trail
             if consumed:
                 last_trail = self._consumed_trail(i + consumed)
+            elif self._airline_code_before_its_number(i):
+                last_trail = ","
             if not words:  # defensive: a rule never returns "", keep the token
                 out.append([tok.raw])
                 i += 1

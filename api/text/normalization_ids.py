@@ -22,7 +22,7 @@ _KEYPAD_CODE_RE = re.compile(r"\*(?P<digits>\d{2,3})#?")  # "*67", "*69": a serv
 _MASK_RE = re.compile(r"(?:[*•]{3,}|x{3,}|X{3,})(?:-?(?:[*•]{2,}|x{2,}|X{2,}))*")
 _MASKED_DIGITS_RE = re.compile(rf"{_MASK_RE.pattern}[-\s]?(?P<digits>\d{{2,6}})")
 _ELLIPSIS_DIGITS_RE = re.compile(r"(?:\.{3}|…)(?P<digits>\d{4})")  # "checking (...4821)": an account's last four
-_FLIGHT_WORDS = frozenset({"flight", "flights", "flt", "flt."})
+_FLIGHT_WORDS = frozenset({"flight", "flights", "flt", "flt.", "vuelo", "vuelos", "voo", "voos", "vlucht", "vluchten"})
 _AIRLINE_CODE_RE = re.compile(r"[A-Z]{2}|[A-Z]\d|\d[A-Z]")  # "DL", "B6", "9W"
 _IPV4_RE = re.compile(r"(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})")
 _RESOLUTION_RE = re.compile(r"(480|576|720|1080|1440|2160|4320)p")
@@ -133,6 +133,17 @@ class IdReading(TokenContext):
                     or not _AIRLINE_CODE_RE.fullmatch(before[-1].core)):
                 return None
         return self.rules.digit_pairs(core)
+
+    def _airline_code_before_its_number(self, i: int) -> bool:
+        """Whether token ``i`` is an airline's code with a digit ("G3", "B6") between a word for a
+        flight and the flight's number ("voo G3 1234"): a pause after it keeps its digit apart from
+        the number ("G três, mil duzentos...", not "G três mil duzentos...")."""
+        tok, nxt = self.tokens[i], self._next(i)
+        if i == 0 or tok.trail or nxt is None or nxt.lead or not (nxt.core.isdecimal() and len(nxt.core) <= 4):
+            return False
+        prev = self.tokens[i - 1]
+        return (not prev.trail and prev.core.lower() in _FLIGHT_WORDS
+                and _AIRLINE_CODE_RE.fullmatch(tok.core) is not None and any(c.isdecimal() for c in tok.core))
 
     def _is_id(self, i: int) -> bool:
         """Digits that name rather than count, read one by one: six or more written with no

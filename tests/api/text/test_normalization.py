@@ -691,9 +691,10 @@ def test_four_digits_before_a_plural_count_it(text, expected):
     ("en", "The A380, an F150, a GTX1080, the RX7900, H264", "The A three eighty, an F one fifty, a GTX ten eighty, the RX seventy-nine hundred, H two sixty-four"),
     ("en", "A1000, iOS17, SAVE20, COVID-19", "A one thousand, iOS seventeen, SAVE twenty, COVID nineteen"),  # lowercase or short: counts
     ("es", "El vuelo UA1234", "El vuelo UA mil doscientos treinta y cuatro"),  # pairs are English
-    # so are they after "flight", and after an airline's code that follows it
+    # so are they after "flight", and after an airline's code that follows it (a pause after a code
+    # that ends in a digit: "six nine oh five" would be one number)
     ("en", "Flight DL 2345, flight 2005, Flight B6 905", "Flight DL twenty-three forty-five, flight twenty oh five, "
-     "Flight B six nine oh five"),
+     "Flight B six, nine oh five"),
     ("en", "the flight 3 hours, flights 100 and 200", "the flight three hours, flights one hundred and two hundred"),
     # a size with a four-digit side, as screens are said; smaller sizes are counts
     ("en", "1920x1080, 1024x768 pixels, 3840×2160", "nineteen twenty by ten eighty, ten twenty-four by seven sixty-eight pixels, thirty-eight forty by twenty-one sixty"),
