@@ -40,6 +40,7 @@ class SpanishRules(LanguageRules):
     minus_word = "menos"
     decimal_word = "coma"
     two_decimals_as_number = True
+    adjective_after_noun = True
     percent_word = "por ciento"
     currency_and_word = "con"
     ampersand_word = "y"

@@ -62,10 +62,20 @@ class IdReading(TokenContext):
 
     def _after_digits_lead(self, i: int) -> bool:
         """Whether token ``i`` follows a word after which digits are read one by one ("PIN 4821",
-        "your code is 123-456", "OTP: 4821"), past a copula."""
-        lead = self._word_back(i, self.rules.copulas) if i > 0 and not self.tokens[i].lead else None
-        return (lead is not None and self.tokens[lead].trail in ("", ":")
-                and self.tokens[lead].core.lower() in self.rules.digits_lead_words)
+        "your code is 123-456", "OTP: 4821"), past a copula, and past a word for "number" ("your PIN
+        number is 4821") or, where adjectives follow their noun, an adjective before the copula
+        ("sua senha temporária é 4821", "tu clave temporal es 4821")."""
+        r = self.rules
+        lead = self._word_back(i, r.copulas) if i > 0 and not self.tokens[i].lead else None
+        if lead is None or self.tokens[lead].trail not in ("", ":"):
+            return False
+        word, before = self.tokens[lead].core.lower(), self.tokens[lead - 1] if lead > 0 else None
+        if word in r.digits_lead_words:
+            return True
+        if before is None or before.trail or before.core.lower() not in r.digits_lead_words:
+            return False
+        return word in r.record_number_words or (
+            r.adjective_after_noun and lead < i - 1 and word.isalpha() and self.tokens[lead].core.islower())
 
     def _numbers_a_record(self, i: int) -> bool:
         """Whether the number at token ``i`` is a record's (an order's, a booking's, a case's):

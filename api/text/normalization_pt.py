@@ -54,6 +54,7 @@ class PortugueseRules(LanguageRules):
     minus_word = "menos"
     decimal_word = "vírgula"
     two_decimals_as_number = True
+    adjective_after_noun = True
     percent_word = "por cento"
     currency_and_word = "e"
     ampersand_word = "e"

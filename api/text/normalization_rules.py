@@ -117,6 +117,9 @@ class LanguageRules:
     #: veinticinco"); English says each digit ("three point two five"), as every language does
     #: for other decimals ("1,459", "0,05")
     two_decimals_as_number = False
+    #: Whether an adjective follows its noun ("senha temporária", "clave temporal"): a word read
+    #: before digits still leads them past one ("sua senha temporária é 4821")
+    adjective_after_noun = False
     percent_word = "percent"
     currency_and_word = "and"
     ampersand_word = "and"
