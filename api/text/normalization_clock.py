@@ -158,6 +158,8 @@ class ClockReading(TokenContext):
         if meridiem and r.read_meridiem(meridiem) is None:
             return None, 0
         reading = r.read_time(hour, minute, meridiem)
+        if r.on_the_hour and consumed == 0 and self._time_follows_spaced(i):
+            reading = reading.removesuffix(f" {r.on_the_hour}")  # "de 9:00 a 13:00": "de nueve a trece horas"
         if unit_attached or (r.time_unit and self._time_unit_after(i + consumed)):
             # "9:00 uur", "15:00 horas", "14:30 h", "9:00h": the unit is said once, by the reading
             consumed += 0 if unit_attached else 1
@@ -184,6 +186,14 @@ class ClockReading(TokenContext):
                     and _ONE_LETTER_HOUR_RE.fullmatch(tokens[other].core)):
                 return True
         return False
+
+    def _time_follows_spaced(self, i: int) -> bool:
+        """Whether "a"/"hasta" and another time follow token ``i`` ("de 9:00 a 13:00"): a range's
+        first time, whose "en punto" the range does not say."""
+        link, last = self.tokens[i + 1: i + 3] if i + 2 < len(self.tokens) else (None, None)
+        return (link is not None and last is not None and not self.tokens[i].trail and not link.lead
+                and not link.trail and not last.lead and link.core.lower() in ("a", "hasta")
+                and TIME_RE.fullmatch(last.core) is not None)
 
     def _spaced_meridiem_after(self, i: int) -> Optional[str]:
         """"am"/"pm" written in two tokens after token ``i``, as Spanish style writes it ("9 a. m.",
