@@ -68,7 +68,7 @@ from api.text.normalization_measures import UNITS_SECOND_WORDS, MeasureReading
 from api.text.normalization_money import CODES, MoneyReading
 from api.text.normalization_nl import DutchRules
 from api.text.normalization_numbers import SIGN_ALIASES, NumberReading
-from api.text.normalization_pt import PortugueseRules
+from api.text.normalization_pt import EuropeanPortugueseRules, PortugueseRules
 from api.text.normalization_rules import SOUTH_AMERICAN_PESOS, Abbreviation, LanguageRules
 from api.text.normalization_tokens import (
     BETWEEN, BETWEEN_AND, BY_WORD, DASHES, RANGE_WORD, TRAIL, Token, capitalize_like, goes_on_after_meridiem,
@@ -98,12 +98,15 @@ _RULES: dict[str, LanguageRules] = {
 # Spanish, American English, Brazil's Portuguese, the Netherlands' Dutch), by its region
 _BRITISH = BritishEnglishRules()
 _LATIN_AMERICAN, _MEXICAN = LatinAmericanSpanishRules(), LatinAmericanSpanishRules(dollar_sign_code="MXN")
+_EUROPEAN_PORTUGUESE = EuropeanPortugueseRules()
 _REGIONAL_RULES: dict[tuple[str, str], LanguageRules] = {
     **{("en", region): _BRITISH for region in "gb uk ie au nz za in sg hk mt ke ng gi".split()},
     **{("es", region): _LATIN_AMERICAN for region in "us pr pa sv gt hn ni do pe".split()},
     ("es", "mx"): _MEXICAN,
     # Spain's decimal comma, and "$" the country's peso
     **{("es", region): SpanishRules(dollar_sign_code=code) for region, code in SOUTH_AMERICAN_PESOS.items()},
+    # Portugal's spelling, as Angola and Mozambique write it
+    **{("pt", region): _EUROPEAN_PORTUGUESE for region in "pt ao mz".split()},
 }
 
 _SPACES_RE = re.compile(r"\s*")

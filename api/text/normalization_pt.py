@@ -11,26 +11,28 @@ from api.text.normalization_rules import (
     SOUTH_AMERICAN_PESOS, Abbreviation, CurrencyNames, LanguageRules, ParsedNumber, UnitNames, spell,
 )
 
-__all__ = ["PortugueseRules"]
+__all__ = ["EuropeanPortugueseRules", "PortugueseRules"]
 
-# Gepard's Portuguese voices are Brazilian (pt-BR): num2words' "pt" spells the teens and the
-# billions as Portugal does ("dezassete", "mil milhões"), "pt_BR" as Brazil does ("dezessete", "um bilhão")
-_SPELLING = "pt_BR"
+# Gepard's Portuguese voices are Brazilian (pt-BR), and so is plain "pt" here: num2words' "pt_BR"
+# spells the teens and the billions as Brazil does ("dezessete", "um bilhão"), its "pt" as Portugal
+# does ("dezassete", "mil milhões"; EuropeanPortugueseRules)
+_BRAZIL, _PORTUGAL = "pt_BR", "pt"
 _ORDINAL_RE = re.compile(r"(\d+)\.?(º|ª)")
 _BIG = {"milhão", "milhões", "bilhão", "bilhões", "bilião", "biliões"}
 _FEMININE = {"um": "uma", "dois": "duas"}
 
 
 @functools.lru_cache(maxsize=4096)  # as spell's: the same counts recur
-def _spelled(n: int) -> str:
-    """``n`` spelled as Brazil says it, with the "e" num2words leaves out before a last group of
-    millions or more that is round ("um bilhão e quinhentos milhões", as "um milhão e duzentos mil")."""
-    words = spell(n, _SPELLING)
+def _spelled(n: int, spelling: str = _BRAZIL) -> str:
+    """``n`` spelled as Brazil (or Portugal, ``spelling``) says it, with the "e" num2words leaves
+    out before a last group of millions or more that is round ("um bilhão e quinhentos milhões",
+    "mil e duzentos milhões", as "um milhão e duzentos mil")."""
+    words = spell(n, spelling)
     groups = [int(str(n)[max(0, k - 3):k]) for k in range(len(str(n)), 0, -3)]  # units first
     nonzero = [k for k, group in enumerate(groups) if group]
     if len(nonzero) < 2 or nonzero[0] < 2 or not (groups[nonzero[0]] < 100 or groups[nonzero[0]] % 100 == 0):
         return words
-    last = spell(groups[nonzero[0]] * 1000 ** nonzero[0], _SPELLING)  # "quinhentos milhões"
+    last = spell(groups[nonzero[0]] * 1000 ** nonzero[0], spelling)  # "quinhentos milhões"
     head = words[: -len(last)].rstrip()
     return f"{head} e {last}" if words.endswith(" " + last) and not head.endswith(" e") else words
 
@@ -45,6 +47,7 @@ def _feminine_word(word: str) -> str:
 
 class PortugueseRules(LanguageRules):
     code = "pt"
+    spelling = _BRAZIL  # num2words' language: how the numbers are spelled
     decimal_sep = ","
     group_sep = "."
     lenient_decimal = True
@@ -213,14 +216,14 @@ class PortugueseRules(LanguageRules):
     }
 
     def cardinal(self, n: int, gender: str = "m", before_noun: bool = False) -> str:
-        words = _spelled(n).split()
+        words = _spelled(n, self.spelling).split()
         if gender == "f":
             last_big = max((i for i, w in enumerate(words) if w in _BIG), default=-1)
             words = words[: last_big + 1] + [_feminine_word(w) for w in words[last_big + 1 :]]
         return " ".join(words)
 
     def ordinal(self, n: int, gender: str = "m") -> str:
-        words = spell(n, _SPELLING, "ordinal")
+        words = spell(n, self.spelling, "ordinal")
         if gender == "f":
             words = " ".join(w[:-1] + "a" if w.endswith("o") else w for w in words.split())
         return words
@@ -260,3 +263,34 @@ class PortugueseRules(LanguageRules):
         if not m:
             return None
         return self.ordinal(int(m.group(1)), "f" if m.group(2) == "ª" else "m")
+
+
+def _portugal(word: str) -> str:
+    """A unit's name as Portugal writes it: "quilômetro" is "quilómetro" there."""
+    return word.replace("quilômetro", "quilómetro")
+
+
+class EuropeanPortugueseRules(PortugueseRules):
+    """Portuguese as Portugal says and writes it (pt-PT): the teens and the big numbers of
+    num2words' "pt" ("dezasseis", "mil milhões"; "um bilião" is 10**12), "quilómetro", a keypad's
+    "#" said "cardinal" after "prima", and "1,5 milhões" (Brazil's press says "1,5 milhão")."""
+
+    spelling = _PORTUGAL
+    scale_words = {
+        **PortugueseRules.scale_words,
+        "b": ("mil milhões", "mil milhões"),
+        "bn": ("mil milhões", "mil milhões"),
+        "t": ("bilião", "biliões"),  # "4 biliões de euros"
+    }
+    spelled_scales = {**PortugueseRules.spelled_scales, "mil milhões": "b", "bilião": "t", "biliões": "t"}
+    units = {key: UnitNames(_portugal(n.one), _portugal(n.many), n.gender) for key, n in PortugueseRules.units.items()}
+    abbreviations = {
+        **PortugueseRules.abbreviations,
+        "km": Abbreviation("quilómetro", before_number=True),
+        "km.": Abbreviation("quilómetro", before_number=True),
+    }
+    keypad_words = {**PortugueseRules.keypad_words, "#": "cardinal"}
+    keypad_verbs = PortugueseRules.keypad_verbs | {"prima", "carregue", "marque"}  # "prima # para confirmar"
+
+    def takes_one_scale(self, num: ParsedNumber) -> bool:
+        return LanguageRules.takes_one_scale(self, num)  # "1,5 milhões": only exactly one is singular

@@ -121,6 +121,7 @@ def test_prompt_and_record_check_shapes() -> None:
     ({"language": "es_MX"}, "es-MX"),
     ({"language": "es", "accent": "mexican"}, "es-MX"),  # the accent's locale (GET /accents)
     ({"language": "es", "accent": "colombian"}, "es-CO"),
+    ({"language": "pt", "accent": "european-portuguese"}, "pt-PT"),
     ({"language": "EN", "accent": "british"}, "en-GB"),
     ({"language": "en", "accent": "mexican"}, "en"),  # an accent of another language says nothing
     ({"language": "en", "accent": "yorkshire"}, "en"),  # an id outside the catalogue neither

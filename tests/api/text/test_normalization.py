@@ -462,6 +462,8 @@ def test_a_region_that_writes_otherwise_has_rules_of_its_own():
     # Spain's way too, with its own peso for "$"
     assert [rules_for(f"es-{r}").dollar_sign_code for r in ("AR", "CL", "CO", "UY")] == ["ARS", "CLP", "COP", "UYU"]
     assert rules_for("es-AR").decimal_sep == rules_for("es").decimal_sep == "," and rules_for("es-PE").decimal_sep == "."
+    assert rules_for("pt-PT") is rules_for("pt_ao") is not rules_for("pt") is rules_for("pt-BR") is rules_for("pt-CV")
+    assert rules_for("pt-PT").cardinal(16) == "dezasseis" and rules_for("pt").cardinal(16) == "dezesseis"
     assert rules_for("es-MX").code == "es" and rules_for("en-GB").code == "en"  # the language's words and rules
     assert normalize("on 12/3", "en", mode="en-GB").text == "on the twelfth of March"
     assert normalize("$5 y 1,5 km", "es", mode="es-MX").text == "cinco pesos y uno punto cinco kilómetros"
