@@ -43,7 +43,8 @@ _EN_SHORT_DAYS = frozenset(day.title() for day in EnglishRules.weekday_abbreviat
 _EN_UNMISTAKABLE_DAYS = frozenset({"Tues", "Thurs", "Thur", "Weds"})
 _EN_DOTTED_DAYS = frozenset({"Tue", "Thu", "Fri"})
 # words after which a short day name is one ("on Fri.", "by Wed"): "Sat" and "Sun" stay words elsewhere
-_EN_DAY_LEADS = frozenset("on by every next this last until till from through before after since each".split())
+_EN_DAY_LEADS = frozenset("on by every next this last until till from through before after since each open closed"
+                          .split())
 # words before a month's name: "in Oct.", "due Nov.", "since Jan."
 _EN_MONTH_LEADS = frozenset("""in since until till through thru by from during before after due early mid late
     last next this of""".split())
@@ -114,6 +115,8 @@ class CalendarReading(TokenContext):
                  or tok.core in _EN_UNMISTAKABLE_DAYS or (tok.core in _EN_DOTTED_DAYS and tok.trail.startswith(".")))
         ):
             said = days.get(tok.core.lower()) or EN_SHORT_MONTHS[tok.core]
+        elif r.code == "en" and tok.core in _EN_SHORT_DAYS and tok.trail in ("", ":") and self._day_of_hours(i):
+            said = days[tok.core.lower()]  # "Sun closed", "Sat: 10-6", "Mon: 9am-5pm"
         elif r.code == "en" and tok.core in EN_SHORT_MONTHS and tok.trail.startswith(".") and self._after_month_lead(i):
             said = EN_SHORT_MONTHS[tok.core]  # "in Oct.", "due Nov.", "in Jan. and Feb."
         elif r.code != "en" and tok.trail in (".", ".,", ".;"):
@@ -224,6 +227,17 @@ class CalendarReading(TokenContext):
             return False
         return (day.isdecimal() and 1 <= int(day) <= 31
                 and (month in r.month_abbreviations or month in (name.lower() for name in r.months)))
+
+    def _day_of_hours(self, i: int) -> bool:
+        """Whether the English short day at token ``i`` heads a line of opening hours: before
+        "closed" or "open" ("Sun closed"), or before a colon and a time or hours ("Sat: 10-6",
+        "Mon: 9am-5pm")."""
+        tok, nxt = self.tokens[i], self._next(i)
+        if nxt is None or nxt.lead:
+            return False
+        if nxt.core.lower() in ("closed", "open"):
+            return True
+        return tok.trail == ":" and bool(_OPENING_HOURS_RE.fullmatch(nxt.core) or HOUR_MERIDIEM_RE.match(nxt.core))
 
     def _before_opening_hours(self, i: int) -> bool:
         """Whether a time or a range of hours follows token ``i``, with its unit where the hours are
@@ -432,9 +446,10 @@ class CalendarReading(TokenContext):
 
     def _after_day_lead(self, i: int) -> bool:
         """Whether the short day at token ``i`` follows a word that leads a day ("on Fri.", "by
-        Wed", "every Tues"), or another day of a list ("on Sat, Sun", "Tues and Thurs"). "Sat"
-        and "Sun" then still need a day's end after them: a stop, the text's end, or a time of
-        day ("on Sun morning"), as "on Sun loungers" is no day."""
+        Wed", "every Tues", "closed Sun."), or another day of a list ("on Sat, Sun", "Tues and
+        Thurs"). "Sat" and "Sun" then still need a day's end after them: a stop, the text's end,
+        a time of day ("on Sun morning") or another day ("open Sat and Sun"), as "on Sun loungers"
+        is no day."""
         tok, prev = self.tokens[i], self.tokens[i - 1] if i > 0 else None
         if prev is None or tok.lead:
             return False
@@ -449,6 +464,9 @@ class CalendarReading(TokenContext):
         if not led or tok.core not in ("Sat", "Sun") or tok.trail:
             return led
         nxt = self._next(i)
+        if nxt is not None and nxt.core.lower() in ("and", "or", "&") and not nxt.trail:  # "open Sat and Sun."
+            other = self._next(i + 1)
+            return other is not None and other.core in _EN_SHORT_DAYS
         return nxt is None or nxt.core.lower() in _EN_TIMES_OF_DAY
 
     def _month_after(self, i: int) -> Optional[str]:
