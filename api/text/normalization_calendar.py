@@ -166,7 +166,8 @@ class CalendarReading(TokenContext):
 
     def _spanish_letter_day(self, i: int) -> Optional[str]:
         """A Spanish day's letter in a range written apart after "de": "de L a V" -> "lunes",
-        "viernes" (forward in the week only); None elsewhere."""
+        "viernes" (forward in the week only), and after such a range one before its own hours or
+        "cerrado" ("y S de 9 a 13 h", "D cerrado"); None elsewhere."""
         order = list(_ES_LETTER_DAYS)
 
         def letter(k: int) -> Optional[int]:
@@ -185,7 +186,15 @@ class CalendarReading(TokenContext):
         if plain(i - 1, "a") and plain(i - 3, "de") and (first := letter(i - 2)) is not None \
                 and self.tokens[i - 2].trail == "":
             return _ES_LETTER_DAYS[order[here]] if first < here else None
-        return None
+        # "de L a V de 9 a 16 h y S de 9 a 13 h": after such a range, a day's letter before its hours
+        after = self.tokens[i + 1: i + 3]
+        hours_after = (len(after) == 2 and plain(i + 1, "de") and after[1].core[:1].isdecimal()) or (
+            len(after) >= 1 and after[0].core.lower() in ("cerrado", "cerrados"))
+        ranged = any(letter(k) is not None and plain(k - 1, "de") and plain(k + 1, "a")
+                     for k in range(max(1, i - 20), i))
+        prev = self.tokens[i - 1] if i > 0 else None
+        listed = prev is not None and (prev.trail in (",", ";") or plain(i - 1, "y"))  # not "talla S de 9 años"
+        return _ES_LETTER_DAYS[order[here]] if not self.tokens[i].trail and hours_after and ranged and listed else None
 
     def _in_day_range(self, i: int) -> bool:
         """Whether the short day name at token ``i`` is an end of a range of short day names
