@@ -523,12 +523,34 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         if m is None:
             return None, 0
         prev = self.tokens[i - 1]
-        if prev.trail not in ("", ".") or prev.core.lower().rstrip(".") not in _ROOM_WORDS:
+        named = prev.trail in ("", ".") and prev.core.lower().rstrip(".") in _ROOM_WORDS
+        if not named and not self._in_room_list(i):
             return None, 0
         pairs = r.digit_pairs(m.group("digits"))
         if pairs is None:
             return None, 0
         return (f"{pairs} {m.group('letter')}" if m.group("letter") else pairs), 0
+
+    def _in_room_list(self, i: int) -> bool:
+        """Whether the number at token ``i`` goes on a list of rooms' numbers after a comma, "and"
+        or "or" ("Rooms 204 and 206", "Suites 310, 312 and 314"), and counts no plural after it
+        ("Room 204 and 300 guests")."""
+        if self._counts_a_plural(i):
+            return False
+        k = i - 1  # back over the list: "<word> 310, 312 and" before "314"
+        while k > 0:
+            if self.tokens[k].core.lower() in ("and", "or", "&") and not self.tokens[k].trail:
+                k -= 1  # "204 and 206"
+            elif self.tokens[k].trail != ",":
+                return False  # "Room 204 206": no list
+            number = self.tokens[k]
+            if k == 0 or number.trail not in ("", ",") or not _ROOM_NUMBER_RE.fullmatch(number.core):
+                return False
+            before = self.tokens[k - 1]
+            if before.trail in ("", ".") and before.core.lower().rstrip(".") in _ROOM_WORDS:
+                return True
+            k -= 1
+        return False
 
     def _clothing_sizes(self, i: int) -> Optional[str]:
         """Clothing sizes joined by slashes or a dash: "S/M/L" -> "S, M, L", "XS-XXL" -> "XS to XXL".
@@ -740,7 +762,8 @@ _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": 
 _KEY_COMBO_RE = re.compile(r"(?i:ctrl|control|shift|alt|cmd|command|opt|option|win|fn)(?:\+[A-Za-z0-9]{1,6})+")
 _HEX_RE = re.compile(r"0x[0-9A-Fa-f]{2,16}")  # "0x80070005"
 _ROOM_NUMBER_RE = re.compile(r"(?P<digits>[1-9]\d{2,3})(?P<letter>[A-Z]?)")
-_ROOM_WORDS = frozenset({"room", "rm", "suite", "ste", "apt", "apartment", "unit", "office"})  # before a number
+_ROOM_WORDS = frozenset({"room", "rm", "suite", "ste", "apt", "apartment", "unit", "office",  # before a number
+                         "rooms", "suites", "apts", "apartments", "units", "offices"})
 _STREET_PREPOSITIONS = frozenset({"on", "at", "off", "along", "down", "up", "onto"})  # "on Main St."
 _STREET_TYPES = {"St": "Street", "Ave": "Avenue", "Rd": "Road", "Blvd": "Boulevard", "Ln": "Lane", "Hwy": "Highway",
                  "Pkwy": "Parkway"}
