@@ -382,6 +382,9 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         if (tok.core == "/" and i > 0 and self.tokens[i - 1].core.lower() in self.rules.rooms
                 and starts_digit(self._next(i))):
             return BETWEEN_AND[self.rules.code], 0  # "3 bd / 2 ba": "and"
+        slashed = self._slash_word(tok.core)
+        if slashed is not None:
+            return slashed, 0
         if tok.core == "@" and self.rules.code == "en" and not tok.trail and starts_digit(self._next(i)):
             return "at", 0  # "Tue 12/8 @ 3:15pm"
         graded = _GRADE_RE.fullmatch(tok.core)
@@ -530,6 +533,18 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         if pairs is None:
             return None, 0
         return (f"{pairs} {m.group('letter')}" if m.group("letter") else pairs), 0
+
+    def _slash_word(self, core: str) -> Optional[str]:
+        """A short form with a slash written against its word (``LanguageRules.slash_words``,
+        ``slash_prepositions``): "c/u" -> "cada uno", "c/queso" -> "con queso", "s/juros" -> "sem
+        juros"; a word of three letters at least, in lowercase ("C/Mayor" may be an address)."""
+        r = self.rules
+        if core.lower() in r.slash_words and core.islower():
+            return r.slash_words[core.lower()]
+        m = _SLASH_WORD_RE.fullmatch(core)
+        if m is None or m.group("letter") not in r.slash_prepositions:
+            return None
+        return f"{r.slash_prepositions[m.group('letter')]} {m.group('word')}"
 
     def _in_room_list(self, i: int) -> bool:
         """Whether the number at token ``i`` goes on a list of rooms' numbers after a comma, "and"
@@ -762,6 +777,7 @@ _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": 
 _KEY_COMBO_RE = re.compile(r"(?i:ctrl|control|shift|alt|cmd|command|opt|option|win|fn)(?:\+[A-Za-z0-9]{1,6})+")
 _HEX_RE = re.compile(r"0x[0-9A-Fa-f]{2,16}")  # "0x80070005"
 _ROOM_NUMBER_RE = re.compile(r"(?P<digits>[1-9]\d{2,3})(?P<letter>[A-Z]?)")
+_SLASH_WORD_RE = re.compile(r"(?P<letter>[a-z])/(?P<word>[a-záéíóúâêôãõçñü]{3,})")  # "c/queso", "s/juros"
 _ROOM_WORDS = frozenset({"room", "rm", "suite", "ste", "apt", "apartment", "unit", "office",  # before a number
                          "rooms", "suites", "apts", "apartments", "units", "offices"})
 _STREET_PREPOSITIONS = frozenset({"on", "at", "off", "along", "down", "up", "onto"})  # "on Main St."

@@ -41,6 +41,8 @@ class SpanishRules(LanguageRules):
     decimal_word = "coma"
     two_decimals_as_number = True
     adjective_after_noun = True
+    slash_prepositions = {"c": "con", "s": "sin"}
+    slash_words = {"c/u": "cada uno", "s/n": "sin número"}  # "$50 c/u", "Calle Luna s/n"
     percent_word = "por ciento"
     currency_and_word = "con"
     ampersand_word = "y"
@@ -187,7 +189,8 @@ class SpanishRules(LanguageRules):
         "av.": Abbreviation("avenida", title=True),
         "avda.": Abbreviation("avenida", title=True),
         "col.": Abbreviation("colonia", title=True),  # a Mexican address's neighbourhood: "Col. Juárez"
-        "c/": Abbreviation("calle", title=True),
+        "c/": Abbreviation("con", title=True, before_capital="calle"),  # "C/ Mayor 5", "pizza c/ queso"
+        "s/": Abbreviation("sin", title=True),  # "café s/ azúcar"
         "izq.": Abbreviation("izquierda", can_end=True),
         "dcha.": Abbreviation("derecha", can_end=True),
         "nº": Abbreviation("número"),  # never a word of its own: "el nº de pedido"

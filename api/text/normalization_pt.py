@@ -58,6 +58,8 @@ class PortugueseRules(LanguageRules):
     decimal_word = "vírgula"
     two_decimals_as_number = True
     adjective_after_noun = True
+    slash_prepositions = {"c": "com", "s": "sem"}
+    slash_words = {"s/n": "sem número"}  # "Rua das Flores, s/n"
     percent_word = "por cento"
     currency_and_word = "e"
     ampersand_word = "e"
@@ -210,6 +212,8 @@ class PortugueseRules(LanguageRules):
         "tel.": Abbreviation("telefone"),
         "cel.": Abbreviation("celular", before_number=True),  # "cel. (11) 91234-5678"
         "p/": Abbreviation("para", after_number="por"),  # "frete grátis p/ capitais", "R$ 10 p/ pessoa"
+        "c/": Abbreviation("com", title=True),  # "frete grátis c/ cupom"
+        "s/": Abbreviation("sem", title=True),  # "parcelas s/ juros"
         # a road's kilometre post: "no km 23 da BR-116" ("23 km" is the unit, read with its number)
         "km": Abbreviation("quilômetro", before_number=True),
         "km.": Abbreviation("quilômetro", before_number=True),

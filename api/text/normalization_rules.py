@@ -428,6 +428,10 @@ class LanguageRules:
     keypad_verbs: frozenset[str] = frozenset()
     #: "to" in "Text STOP to 55555": between a dial word's keyword and a short code
     short_code_links: frozenset[str] = frozenset()
+    #: A letter and a slash written against a word, for a preposition ("c/queso": "con queso",
+    #: "s/sal": "sin sal"), and such short forms that are words of their own ("c/u": "cada uno")
+    slash_prepositions: dict[str, str] = {}
+    slash_words: dict[str, str] = {}
     #: Whether "6'2\"" is a height in feet and inches ("six foot two")
     reads_feet_and_inches = False
     #: "is" in "your PIN is 4821": a word between a ``digits_lead_words`` word and its number
