@@ -646,6 +646,8 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             nxt = self._next(i)
             if rest[k - 1] == "." and is_time_zone(rest[: k - 1]) and not starts_digit(nxt):
                 return None  # "3:30 PM EST." is the zone in capitals, its period the full stop; "Est." is estimated
+            if abbr.not_before_number and starts_digit(nxt):
+                return None  # "S/ 25": Peru's soles, not "sin"
             numbered = abbr.before_number and (starts_digit(nxt) or (abbr.before_code and self._numbers_a_code(i)))
             # "la temperatura máx. será": an adjective that agrees follows its noun
             described = abbr.agrees and i > 0 and not self.tokens[i - 1].trail \

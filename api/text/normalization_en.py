@@ -39,6 +39,7 @@ class EnglishRules(LanguageRules):
         "CAD": CurrencyNames(("Canadian dollar", "Canadian dollars"), ("cent", "cents")),
         "AUD": CurrencyNames(("Australian dollar", "Australian dollars"), ("cent", "cents")),
         **{code: CurrencyNames(("peso", "pesos"), ("centavo", "centavos")) for code in SOUTH_AMERICAN_PESOS.values()},
+        "PEN": CurrencyNames(("sol", "soles"), ("céntimo", "céntimos")),
     }
     scale_words = {
         "k": ("thousand", "thousand"),

@@ -61,6 +61,7 @@ class SpanishRules(LanguageRules):
         "CAD": CurrencyNames(("dólar canadiense", "dólares canadienses"), ("centavo", "centavos")),
         "AUD": CurrencyNames(("dólar australiano", "dólares australianos"), ("centavo", "centavos")),
         **{code: CurrencyNames(("peso", "pesos"), ("centavo", "centavos")) for code in SOUTH_AMERICAN_PESOS.values()},
+        "PEN": CurrencyNames(("sol", "soles"), ("céntimo", "céntimos")),
     }
 
     scale_words = {
@@ -189,8 +190,9 @@ class SpanishRules(LanguageRules):
         "av.": Abbreviation("avenida", title=True),
         "avda.": Abbreviation("avenida", title=True),
         "col.": Abbreviation("colonia", title=True),  # a Mexican address's neighbourhood: "Col. Juárez"
-        "c/": Abbreviation("con", title=True, before_capital="calle"),  # "C/ Mayor 5", "pizza c/ queso"
-        "s/": Abbreviation("sin", title=True),  # "café s/ azúcar"
+        # "C/ Mayor 5", "pizza c/ queso", "c/ 8 h" (cada)
+        "c/": Abbreviation("con", title=True, before_capital="calle", before_digit="cada"),
+        "s/": Abbreviation("sin", title=True, not_before_number=True),  # "café s/ azúcar"; "S/ 25" is soles
         "izq.": Abbreviation("izquierda", can_end=True),
         "dcha.": Abbreviation("derecha", can_end=True),
         "nº": Abbreviation("número"),  # never a word of its own: "el nº de pedido"

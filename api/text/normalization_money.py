@@ -14,13 +14,13 @@ from api.text.normalization_tokens import RANGE_WORD, Token, TokenContext
 from api.text.normalization_units import UNIT_SYMBOLS, number_range
 
 SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$": "BRL", "MX$": "MXN", "₹": "INR",
-            "C$": "CAD", "CA$": "CAD", "A$": "AUD", "AU$": "AUD"}
+            "C$": "CAD", "CA$": "CAD", "A$": "AUD", "AU$": "AUD", "S/": "PEN"}  # Peru's sol: "S/ 25"
 # ISO codes read as currencies wherever they stand by an amount ("5 USD", "ARS 500"); Colombia's COP
 # only after a "$" amount ("$50.000 COP"), as "COP 28" is the climate summit
-CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR", "CAD", "AUD", "ARS", "CLP", "UYU"}
+CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR", "CAD", "AUD", "ARS", "CLP", "UYU", "PEN"}
 _NO_CENTS_RE = re.compile(r"(.*\d),--?")  # a whole amount's ",-" (Dutch, German): "1.450,-"
 _DOLLAR_CODES = frozenset({"USD", "MXN", "CAD", "AUD", *SOUTH_AMERICAN_PESOS.values()})  # what a bare "$" may be: "$1.500 MXN" is pesos
-_SYM = r"US\$|R\$|MX\$|CA?\$|AU?\$|[$€£¥₹]"
+_SYM = r"US\$|R\$|MX\$|CA?\$|AU?\$|S/|[$€£¥₹]"
 _MONEY_SCALE = "k|K|m|M|bn|b|B|T|mln|mld"  # "$5M", "€2,5mld": keys of ``scale_words``, any case
 # what a money scale multiplies by, to tell a range's order ("$500K-$1M" rises)
 _SCALE_VALUES = {"k": 10**3, "m": 10**6, "mln": 10**6, "b": 10**9, "bn": 10**9, "mld": 10**9, "t": 10**12}

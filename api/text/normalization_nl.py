@@ -41,6 +41,7 @@ class DutchRules(LanguageRules):
         "CAD": CurrencyNames(("Canadese dollar", "Canadese dollar"), ("cent", "cent")),
         "AUD": CurrencyNames(("Australische dollar", "Australische dollar"), ("cent", "cent")),
         **{code: CurrencyNames(("peso", "peso"), ("centavo", "centavo")) for code in SOUTH_AMERICAN_PESOS.values()},
+        "PEN": CurrencyNames(("sol", "sol"), ("céntimo", "céntimo")),
     }
     scale_words = {
         "k": ("duizend", "duizend"),

@@ -78,6 +78,7 @@ class PortugueseRules(LanguageRules):
         "CAD": CurrencyNames(("dólar canadense", "dólares canadenses"), ("centavo", "centavos")),
         "AUD": CurrencyNames(("dólar australiano", "dólares australianos"), ("centavo", "centavos")),
         **{code: CurrencyNames(("peso", "pesos"), ("centavo", "centavos")) for code in SOUTH_AMERICAN_PESOS.values()},
+        "PEN": CurrencyNames(("sol", "soles"), ("cêntimo", "cêntimos")),
     }
     scale_words = {
         "k": ("mil", "mil"),
@@ -212,8 +213,8 @@ class PortugueseRules(LanguageRules):
         "tel.": Abbreviation("telefone"),
         "cel.": Abbreviation("celular", before_number=True),  # "cel. (11) 91234-5678"
         "p/": Abbreviation("para", after_number="por"),  # "frete grátis p/ capitais", "R$ 10 p/ pessoa"
-        "c/": Abbreviation("com", title=True),  # "frete grátis c/ cupom"
-        "s/": Abbreviation("sem", title=True),  # "parcelas s/ juros"
+        "c/": Abbreviation("com", title=True, not_before_number=True),  # "frete grátis c/ cupom"
+        "s/": Abbreviation("sem", title=True, not_before_number=True),  # "parcelas s/ juros"
         # a road's kilometre post: "no km 23 da BR-116" ("23 km" is the unit, read with its number)
         "km": Abbreviation("quilômetro", before_number=True),
         "km.": Abbreviation("quilômetro", before_number=True),

@@ -81,6 +81,8 @@ class Abbreviation:
     record's noun (``LanguageRules.record_nouns``): "Model No. XR-7", "Part no. A12B".
     after_number: the expansion to use instead right after a number or an amount (Portuguese
     "p/ capitais" is "para", "R$ 10 p/ pessoa" "por"); None when there is one.
+    not_before_number: no abbreviation before a number ("s/ juros" is "sem juros"; "S/ 25" is
+    Peru's soles).
     """
 
     expansion: str
@@ -94,6 +96,7 @@ class Abbreviation:
     agrees: bool = False
     before_code: bool = False
     after_number: Optional[str] = None
+    not_before_number: bool = False
 
 
 @dataclass(frozen=True, slots=True)
