@@ -303,7 +303,7 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
             words, last_trail = reading.split(), tok.trail
             if consumed:
                 last_trail = self._consumed_trail(i + consumed)
-            elif self._airline_code_before_its_number(i):
+            elif self._airline_code_before_its_number(i) or self._country_code_before_number(i):
                 last_trail = ","
             if not words:  # defensive: a rule never returns "", keep the token
                 out.append([tok.raw])
@@ -533,6 +533,21 @@ class _TokenReader(MoneyReading, MeasureReading, ClockReading, CalendarReading, 
         if pairs is None:
             return None, 0
         return (f"{pairs} {m.group('letter')}" if m.group("letter") else pairs), 0
+
+    def _country_code_before_number(self, i: int) -> bool:
+        """Whether token ``i`` is a phone number's country code ("+54", "+1") before the rest of the
+        number: a pause after it, as people say it ("más cincuenta y cuatro, nueve, once...")."""
+        tok = self.tokens[i]
+        if _COUNTRY_CODE_RE.fullmatch(tok.core) is None or tok.trail:
+            return False
+        digits = 0  # the rest of the number: digit groups with nothing but dashes and brackets around
+        for word in self.tokens[i + 1: i + 6]:
+            if not _PHONE_GROUP_RE.fullmatch(word.core) or word.lead not in ("", "("):
+                break
+            digits += sum(c.isdecimal() for c in word.core)
+            if word.trail not in ("", ")"):
+                break
+        return digits >= 6
 
     def _slash_word(self, core: str) -> Optional[str]:
         """A short form with a slash written against its word (``LanguageRules.slash_words``,
@@ -779,6 +794,8 @@ _KEY_NAMES = {"ctrl": "Control", "control": "Control", "shift": "Shift", "alt": 
 _KEY_COMBO_RE = re.compile(r"(?i:ctrl|control|shift|alt|cmd|command|opt|option|win|fn)(?:\+[A-Za-z0-9]{1,6})+")
 _HEX_RE = re.compile(r"0x[0-9A-Fa-f]{2,16}")  # "0x80070005"
 _ROOM_NUMBER_RE = re.compile(r"(?P<digits>[1-9]\d{2,3})(?P<letter>[A-Z]?)")
+_COUNTRY_CODE_RE = re.compile(r"\+\d{1,3}")  # a phone number's country code: "+1", "+54", "+351"
+_PHONE_GROUP_RE = re.compile(r"\d+(?:-\d+)*")  # "11", "1234-5678"
 _SLASH_WORD_RE = re.compile(r"(?P<letter>[a-z])/(?P<word>[a-záéíóúâêôãõçñü]{3,})")  # "c/queso", "s/juros"
 _ROOM_WORDS = frozenset({"room", "rm", "suite", "ste", "apt", "apartment", "unit", "office",  # before a number
                          "rooms", "suites", "apts", "apartments", "units", "offices"})

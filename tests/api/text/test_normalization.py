@@ -493,8 +493,8 @@ def test_invalid_dates_and_times_are_not_read_as_such():
     ("nl", "Bel 020-1234567", "Bel nul twee nul, één twee drie vier vijf zes zeven"),
     ("en", "Call 1-800-FLOWERS.", "Call one, eight zero zero FLOWERS."),  # a vanity number, not "one to eight hundred"
     # digit groups between spaces: three groups and seven digits or more, or two after a country code
-    ("es", "Llámenos al +34 912 345 678.", "Llámenos al más treinta y cuatro nueve uno dos, tres cuatro cinco, seis siete ocho."),
-    ("en", "Call 555 123 4567 now, or +1 555 1234.", "Call five five five, one two three, four five six seven now, or plus one five five five, one two three four."),
+    ("es", "Llámenos al +34 912 345 678.", "Llámenos al más treinta y cuatro, nueve uno dos, tres cuatro cinco, seis siete ocho."),
+    ("en", "Call 555 123 4567 now, or +1 555 1234.", "Call five five five, one two three, four five six seven now, or plus one, five five five, one two three four."),
     ("nl", "Bel 020 123 4567.", "Bel nul twee nul, één twee drie, vier vijf zes zeven."),
     ("pt", "Ligue 11 98765 4321", "Ligue um um, nove oito sete seis cinco, quatro três dois um"),
     ("en", "10 20 30 40, 100 200 300, 1 2 3", "ten twenty thirty forty, one hundred two hundred three hundred, one two three"),

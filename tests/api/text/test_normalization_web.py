@@ -39,7 +39,7 @@ READINGS = [
     ("es", "una sesión de Q&A", "una sesión de Q y A"),
     ("en", "~$20 or ~20 min", "about twenty dollars or about twenty minutes"),
     ("en", "50+ people at +5°C", "fifty plus people at plus five degrees Celsius"),
-    ("en", "Call +1 (555) 123-4567.", "Call plus one (five five five) one two three, four five six seven."),
+    ("en", "Call +1 (555) 123-4567.", "Call plus one, (five five five) one two three, four five six seven."),
     ("en", "up 5-10% or 5–10 %", "up five to ten percent or five to ten percent"),
     ("es", "2 + 2 = 4, el #1", "dos más dos igual a cuatro, el número uno"),
     ("nl", "~20 min", "ongeveer twintig minuten"),
