@@ -155,6 +155,7 @@ class EnglishRules(LanguageRules):
         "blvd.": Abbreviation("boulevard", can_end=True),
         "rd.": Abbreviation("road", can_end=True),
         "ste.": Abbreviation("suite", before_number=True),  # "Oak St. Ste. 310"
+        "ste": Abbreviation("suite", before_number=True),  # "Ste 210"
         "ln.": Abbreviation("lane", can_end=True),
         "hwy.": Abbreviation("highway", can_end=True),
         "pkwy.": Abbreviation("parkway", can_end=True),
@@ -177,6 +178,7 @@ class EnglishRules(LanguageRules):
         "tel.": Abbreviation("telephone"),
         "approx": Abbreviation("approximately"),
         "bldg.": Abbreviation("building", can_end=True),
+        "bldg": Abbreviation("building"),  # "Bldg C": never a word of its own
         "incl.": Abbreviation("including", at_end="included"),
         "p.a.": Abbreviation("per annum", can_end=True),  # "4.5% p.a."
         "int'l": Abbreviation("international"),
