@@ -124,8 +124,8 @@ class CalendarReading(TokenContext):
             if said is None:
                 return None
         elif r.code != "en" and tok.trail in ("", ",") and tok.core.lower() in days and (
-                self._before_day_and_month(i) or self._before_opening_hours(i)):
-            # "di 12 dec", "mar 8 de diciembre", "za 10-16 uur"
+                self._before_day_and_month(i) or self._before_opening_hours(i) or self._before_padded_date(i)):
+            # "di 12 dec", "mar 8 de diciembre", "za 10-16 uur", "wo 15-01"
             said = capitalize_like(days[tok.core.lower()], tok.core)
         elif r.code != "en" and not tok.trail.startswith(".") and (month := self._short_month_after_day(i)):
             said = month  # "12 dec", "8 de dic": no period
@@ -247,6 +247,12 @@ class CalendarReading(TokenContext):
         if nxt.core.lower() in ("closed", "open"):
             return True
         return tok.trail == ":" and bool(_OPENING_HOURS_RE.fullmatch(nxt.core) or HOUR_MERIDIEM_RE.match(nxt.core))
+
+    def _before_padded_date(self, i: int) -> bool:
+        """Whether a dashed day and month with a leading zero follows token ``i`` ("wo 15-01",
+        "mar 05-12"): a date, where "za 5-6 personen" is a range."""
+        nxt = self._next(i)
+        return nxt is not None and not nxt.lead and _PADDED_DASHED_DATE_RE.fullmatch(nxt.core) is not None
 
     def _before_opening_hours(self, i: int) -> bool:
         """Whether a time or a range of hours follows token ``i``, with its unit where the hours are
@@ -538,6 +544,8 @@ class CalendarReading(TokenContext):
             return True
         if r.code != "en" and prev.core.lower() in r.weekday_abbreviations and self._before_day_and_month(i - 1):
             return True
+        if r.code != "en" and prev.core.lower() in r.weekday_abbreviations and self._before_padded_date(i - 1):
+            return True  # "op wo 15-01": a leading zero makes it a date ("za 5-6 personen" is a range)
         return r.code == "en" and prev.core in _EN_SHORT_DAYS
 
     def _read_date_range(self, i: int) -> tuple[Optional[str], int]:
@@ -576,4 +584,5 @@ def _weekday_names(rules: LanguageRules) -> frozenset[str]:
 # what joins two short day names written apart into a range: "Mon to Fri", "seg. a sex.", "ma t/m vr"
 _DAY_RANGE_LINKS = {"en": {"to", "through", "thru", "-", "–"}, "es": {"a", "-", "–"},
                     "pt": {"a", "à", "até", "-", "–"}, "nl": {"t/m", "t.e.m.", "tot", "-", "–"}}
+_PADDED_DASHED_DATE_RE = re.compile(r"(?:0\d-\d{2}|\d{2}-0\d)(?:-\d{2,4})?")  # "15-01", "05-12"
 _DATE_RANGE_RE = re.compile(r"(\d{1,2})/(\d{1,2})[-–](\d{1,2})/(\d{1,2})")  # "11/25–11/30"

@@ -99,7 +99,8 @@ class DutchRules(LanguageRules):
     dial_words = frozenset({"bel", "belt", "bellen"})
     dial_articles = frozenset({"naar"})
     copulas = frozenset({"is", "was"})
-    rooms = {"slpk": UnitNames("slaapkamer", "slaapkamers"), "pers": UnitNames("persoon", "personen")}
+    rooms = {"slpk": UnitNames("slaapkamer", "slaapkamers"), "badk": UnitNames("badkamer", "badkamers"),
+             "pers": UnitNames("persoon", "personen")}
     units = {  # after a number most units keep their singular: "vijf kilometer", "tien liter"
         key: UnitNames(one, many) for key, (one, many) in {
             "km": ("kilometer", "kilometer"), "m": ("meter", "meter"), "cm": ("centimeter", "centimeter"),
@@ -162,6 +163,7 @@ class DutchRules(LanguageRules):
         "t/m": Abbreviation("tot en met"),
         "t.e.m.": Abbreviation("tot en met"),
         "t.w.v.": Abbreviation("ter waarde van"),
+        "o.v.v.": Abbreviation("onder vermelding van"),  # "o.v.v. het factuurnummer"
         "p/m": Abbreviation("per maand"),  # "€ 19,95 p/m"
         "p.p.": Abbreviation("per persoon"),
         "p.m.": Abbreviation("per maand", can_end=True),  # "€ 25,- p.m.": Dutch tells time on a 24-hour clock
