@@ -25,9 +25,9 @@ _MIXED_DENOMINATORS = frozenset({2, 3, 4, 8, 16})  # "2 1/2 cups", "5 3/8 in"
 _SIGN_BEFORE_RE = re.compile(r"(?P<sign>[~+±≤≥]|\+/-|[<>]=?)(?P<rest>[$€£¥₹]?\d\S*)")
 # "#1", "#A12345", "#A-12345", "#4471-B"
 _NUMBER_SIGN_RE = re.compile(r"(?P<sign>#)(?P<rest>\d[\d.,]*(?:-[A-Z\d]+)*|[A-Z]{1,3}-?\d[A-Z\d-]*)")
-# "50+", "1.5x", "2×", "$1M+" (an amount with its scale)
+# "50+", "1.5x", "2×", "$1M+", "$10K+" (an amount with its scale)
 _SIGN_AFTER_RE = re.compile(
-    r"(?P<rest>\d(?:[\d.,]*\d)?(?:[-–]\d(?:[\d.,]*\d)?)?|[$€£¥₹]\d(?:[\d.,]*\d)?(?:k|M|bn)?)(?P<sign>[+x×])")
+    r"(?P<rest>\d(?:[\d.,]*\d)?(?:[-–]\d(?:[\d.,]*\d)?)?|[$€£¥₹]\d(?:[\d.,]*\d)?(?:k|K|M|B|bn)?)(?P<sign>[+x×])")
 # a measure with its unit and a plus after it: "2GB+", "5km+" (the unit read by the measure rule)
 _MEASURE_PLUS_RE = re.compile(r"(?P<rest>\d(?:[\d.,]*\d)?(?:GB|MB|TB|KB|km|kg|mi|lbs?|hrs?|mins?|yrs?))(?P<sign>\+)")
 _RATING_RE = re.compile(r"(?P<score>\d+[.,]\d+)/(?P<scale>\d{1,3})")  # "4.5/5"
