@@ -75,12 +75,23 @@ class ClockReading(TokenContext):
                 return None, 0
             said = (hours.group("h"), minutes.group("m"))
             consumed = 1
-        elif m.group("unit") or r.code == "en":  # "1h30" without its "m" is a time in es/pt/nl
-            said = (m.group("h"), m.group("m"))
+        elif m.group("unit") or r.code == "en" or self._after_duration_lead(i):
+            said = (m.group("h"), m.group("m"))  # "1h30" without its "m" is a time in es/pt/nl, but "dura 1h30"
         else:
             return None, 0
         h, mins = self._amount_of(None, said[0], "h"), self._amount_of(None, said[1], "min")
         return (f"{h} {mins}", consumed) if h and mins else (None, 0)
+
+    def _after_duration_lead(self, i: int) -> bool:
+        """Whether token ``i`` follows a word after which a time is a length (``duration_leads``:
+        "dura 1h30", "duração de 1h30")."""
+        prev = self.tokens[i - 1] if i > 0 else None
+        if prev is None or prev.trail:
+            return False
+        word = prev.core.lower()
+        if word == "de" and i > 1 and not self.tokens[i - 2].trail:  # "duración de 1h30"
+            word = self.tokens[i - 2].core.lower()
+        return word in self.rules.duration_leads
 
     def _read_clock_duration(self, i: int) -> tuple[Optional[str], int]:
         """Hours, minutes and seconds written as a clock: "1:05:30" -> "one hour, five minutes and

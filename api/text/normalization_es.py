@@ -41,6 +41,8 @@ class SpanishRules(LanguageRules):
     decimal_word = "coma"
     two_decimals_as_number = True
     adjective_after_noun = True
+    duration_leads = frozenset(
+        "dura duran durar durará duración tarda tardan tardar tardará demora demoran demorar".split())
     slash_prepositions = {"c": "con", "s": "sin"}
     slash_words = {"c/u": "cada uno", "s/n": "sin número"}  # "$50 c/u", "Calle Luna s/n"
     percent_word = "por ciento"

@@ -16,6 +16,7 @@ _ORDINAL_RE = re.compile(r"(\d+)(e|ste|de)")
 
 class DutchRules(LanguageRules):
     code = "nl"
+    duration_leads = frozenset({"duurt", "duren", "duurde", "duurden"})  # "het duurt 1h30"
     decimal_sep = ","
     group_sep = "."
     lenient_decimal = True

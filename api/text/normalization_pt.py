@@ -58,6 +58,8 @@ class PortugueseRules(LanguageRules):
     decimal_word = "vírgula"
     two_decimals_as_number = True
     adjective_after_noun = True
+    duration_leads = frozenset(
+        "dura duram durar durará duração leva levam levar levará demora demoram demorar".split())
     slash_prepositions = {"c": "com", "s": "sem"}
     slash_words = {"s/n": "sem número"}  # "Rua das Flores, s/n"
     percent_word = "por cento"

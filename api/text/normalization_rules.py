@@ -123,6 +123,9 @@ class LanguageRules:
     #: Whether an adjective follows its noun ("senha temporária", "clave temporal"): a word read
     #: before digits still leads them past one ("sua senha temporária é 4821")
     adjective_after_noun = False
+    #: Words after which "1h30" is how long something takes, not a time of day (lowercase): "dura
+    #: 1h30", "leva 2h15"; English reads "1h30" as a length everywhere
+    duration_leads: frozenset[str] = frozenset()
     percent_word = "percent"
     currency_and_word = "and"
     ampersand_word = "and"
