@@ -93,8 +93,8 @@ def speaking_language(requested: Optional[str], voice_language: Optional[str]) -
     neither is known. A region or another language asked for always wins ("en" to a Spanish voice)."""
     if not requested:
         return voice_language
-    if voice_language and "-" not in requested.replace("_", "-") and language_of(requested) == language_of(
-            voice_language):
+    regional = "-" in requested.replace("_", "-")
+    if voice_language and not regional and language_of(requested) == language_of(voice_language):
         return voice_language
     return requested
 

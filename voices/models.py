@@ -168,9 +168,9 @@ class Voice:
             return language
         candidates = [ACCENT_LOCALES.get(self.accent or "")]
         candidates += [loc.locale for loc in sorted(self.locales, key=lambda loc: not loc.is_native)]
-        for locale in candidates:
-            if locale and "-" in locale and language_of(locale) == base:
-                return locale.replace("_", "-")
+        for locale in (c.replace("_", "-") for c in candidates if c):
+            if "-" in locale and language_of(locale) == base:
+                return locale
         return language
 
     def replace(self, **fields: Any) -> "Voice":

@@ -147,8 +147,8 @@ class ClockReading(TokenContext):
             hour, minute = int(m.group(1)), int(m.group(2) or 0)
         elif r.code == "en" and (m := _ONE_LETTER_TIME_RE.fullmatch(core)):  # "10:15a", "5:25p"
             hour, minute, meridiem = int(m.group(1)), int(m.group(2)), m.group(3) + "m"
-        elif r.code == "en" and HOUR_MERIDIEM_RE.fullmatch(core + "m") and self._ends_a_short_range(i):  # "9a to 6p"
-            hour, minute, meridiem = int(core[:-1]), 0, core[-1].lower() + "m"
+        elif r.code == "en" and self._ends_a_short_range(i):  # "9a to 6p" (with its minutes, read just above)
+            hour, minute, meridiem = int(core[:-1]), 0, core[-1] + "m"
         elif core.isdecimal() and r.read_meridiem("am") is not None and (
                 self._meridiem_after(i) or self._meridiem_runs_on(i) or self._spaced_meridiem_after(i)):
             hour, minute = int(core), 0

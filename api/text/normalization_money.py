@@ -19,7 +19,9 @@ SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "R$
 # only after a "$" amount ("$50.000 COP"), as "COP 28" is the climate summit
 CODES = {"USD", "EUR", "GBP", "JPY", "BRL", "MXN", "INR", "CAD", "AUD", "ARS", "CLP", "UYU", "PEN"}
 _NO_CENTS_RE = re.compile(r"(.*\d),--?")  # a whole amount's ",-" (Dutch, German): "1.450,-"
-_DOLLAR_CODES = frozenset({"USD", "MXN", "CAD", "AUD", *SOUTH_AMERICAN_PESOS.values()})  # what a bare "$" may be: "$1.500 MXN" is pesos
+# what a bare "$" may be: "$1.500 MXN" is pesos, and a code of them after a "$" amount is read with it
+_DOLLAR_CODES = frozenset({"USD", "MXN", "CAD", "AUD", *SOUTH_AMERICAN_PESOS.values()})
+_CODES_AFTER_AMOUNT = frozenset(CODES | _DOLLAR_CODES)  # "$50.000 COP"
 _SYM = r"US\$|R\$|MX\$|CA?\$|AU?\$|S/|[$€£¥₹]"
 _MONEY_SCALE = "k|K|m|M|bn|b|B|T|mln|mld"  # "$5M", "€2,5mld": keys of ``scale_words``, any case
 # what a money scale multiplies by, to tell a range's order ("$500K-$1M" rises)
@@ -137,7 +139,7 @@ class MoneyReading(TokenContext):
         last, nxt = self.tokens[i + consumed], self._next(i + consumed)
         if nxt is None or last.trail or nxt.lead:
             return code, consumed
-        named = nxt.core if nxt.core in CODES | _DOLLAR_CODES else self.rules.currency_by_name.get(nxt.core.lower())
+        named = nxt.core if nxt.core in _CODES_AFTER_AMOUNT else self.rules.currency_by_name.get(nxt.core.lower())
         if named is not None and (named == code or (symbol == "$" and named in _DOLLAR_CODES)):
             return named, consumed + 1
         return code, consumed

@@ -129,6 +129,7 @@ def test_prompt_and_record_check_shapes() -> None:
     ({"language": "pt", "locales": [{"locale": "pt-PT", "is_native": False}, {"locale": "pt-BR"}]}, "pt-BR"),
     ({"language": "pt", "locales": [{"locale": "en-US"}, {"locale": "pt-PT", "is_native": False}]}, "pt-PT"),
     ({"language": "pt", "locales": [{"locale": "pt"}]}, "pt"),
+    ({"language": "pt", "locales": [{"locale": "pt_BR"}]}, "pt-BR"),
     ({"language": "English"}, None),  # no language tag: the request's or the server's default
     ({"language": "eng"}, None),
 ])
